@@ -1,0 +1,51 @@
+# cython: language_level=3
+"""Greedy loss-augmented inference (Yue et al. 2007), for any QS-suitable loss.
+
+Negatives are visited in descending score order; the j-th takes the
+interleaving rank maximising f_j (Observation 3 of ``qs-rank-losses``):
+
+    f_j(i + 1) − f_j(i) = δ_j(i + 1) − δ_j(i) + 2 (s⁺_i − s*_j) / (|P||N|),
+
+ties resolved towards the highest rank.  By Observation 4 the optimal ranks
+are non-decreasing in j, so the search for negative j starts at the rank of
+negative j − 1; the worst case stays O(|P||N|).
+"""
+from cython cimport floating
+
+from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT, delta_diff
+
+KERNEL_CODES = {"AP": LOSS_AP, "AUC": LOSS_AUC, "POSITION_DISCOUNT": LOSS_POSITION_DISCOUNT}
+
+
+cdef void _greedy_ranks(const floating[::1] pos_desc, const floating[::1] neg_desc,
+                        int code, const double* table, int[::1] ranks) noexcept nogil:
+    cdef Py_ssize_t n_pos = pos_desc.shape[0]
+    cdef Py_ssize_t n_neg = neg_desc.shape[0]
+    cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
+    cdef Py_ssize_t j, i, start = 1, best_rank
+    cdef double f, best, s_neg
+    for j in range(1, n_neg + 1):
+        s_neg = neg_desc[j - 1]
+        f = 0.0
+        best = 0.0
+        best_rank = start
+        for i in range(start, n_pos + 1):
+            f += delta_diff(code, j, i, n_pos, n_neg, table) + scale * (pos_desc[i - 1] - s_neg)
+            if f >= best:
+                best = f
+                best_rank = i + 1
+        ranks[j - 1] = <int>best_rank
+        start = best_rank
+
+
+def greedy_ranks(const floating[::1] pos_desc, const floating[::1] neg_desc,
+                 int code, const double[::1] table, int[::1] ranks):
+    """Fill ``ranks[j]`` with the optimal interleaving rank of the j-th highest negative.
+
+    The caller (``rankopt.inference.greedy``) validates everything: both
+    score arrays sorted descending, non-empty and finite; ``table`` holding
+    D(1…|P|+|N|)/Z for the position-discount code (any array otherwise);
+    ``ranks`` of length |N|.
+    """
+    with nogil:
+        _greedy_ranks(pos_desc, neg_desc, code, &table[0], ranks)

@@ -1,0 +1,189 @@
+"""Loss-augmented inference for rank losses: the public call and its contract.
+
+Problem (5) of ``qs-rank-losses``: given positive scores s⁺ and negative
+scores s⁻, find the ranking R̂ maximising w·Ψ(X, R̂) + Δ(R*, R̂).  Every method
+plugin computes one thing — the optimal interleaving rank of each negative —
+and :func:`most_violated_ranking` turns those ranks into the output in
+O(|P| + |N|) (Observation 2), in one place for all methods.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from rankopt._validation import check_scores
+from rankopt.losses.base import RankLoss
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rankopt.plugins import PluginRegistry
+
+
+class InferenceMethod(abc.ABC):
+    """A loss-augmented inference algorithm for rank losses.
+
+    Subclasses set ``name`` and ``auto_priority`` (lower is preferred by
+    ``method="auto"`` among the methods that are exact for a loss) and
+    implement :meth:`interleaving_ranks`.
+    """
+
+    name: ClassVar[str] = ""
+    auto_priority: ClassVar[int] = 100
+
+    def unsupported_reason(self, loss: RankLoss) -> str | None:
+        """Why this method is not exact for ``loss``, or None when it is."""
+        return None
+
+    @abc.abstractmethod
+    def interleaving_ranks(
+        self, loss: RankLoss, pos_scores: np.ndarray, neg_scores: np.ndarray
+    ) -> np.ndarray:
+        """Optimal interleaving rank (1…|P|+1) of every negative, in input order.
+
+        Scores arrive validated: 1-D, non-empty, finite, both float32 or both
+        float64, C-contiguous.  Among equal scores, the one with the lower
+        index counts as higher (``qs-rank-losses`` §4.2 footnote).
+        """
+
+
+@dataclass(frozen=True)
+class RankingInference:
+    """The most violated ranking, in the form the engine needs.
+
+    Attributes
+    ----------
+    loss : float
+        Δ(R*, R̂) of the most violated ranking.
+    pos_coef, neg_coef : ndarray of float64
+        Coefficients of the joint feature vector, in input order:
+        Ψ(X, R̂) = Σ pos_coef[k] ψ(x⁺_k) + Σ neg_coef[j] ψ(x⁻_j).
+    neg_ranks : ndarray of int
+        Interleaving rank (1…|P|+1) of each negative, in input order.
+    pos_ranks : ndarray of int
+        Interleaving rank (1…|N|+1) of each positive, in input order.
+    value : float
+        pos_coef·s⁺ + neg_coef·s⁻ + loss, the maximised objective.
+    """
+
+    loss: float
+    pos_coef: np.ndarray
+    neg_coef: np.ndarray
+    neg_ranks: np.ndarray
+    pos_ranks: np.ndarray
+    value: float
+
+
+def descending_order(scores: np.ndarray) -> np.ndarray:
+    """Indices sorting ``scores`` high to low, equal scores by increasing index."""
+    return np.argsort(-scores, kind="stable")
+
+
+def ranking_from_ranks(
+    loss: RankLoss, pos_scores: np.ndarray, neg_scores: np.ndarray, neg_ranks: np.ndarray
+) -> RankingInference:
+    """Observation 2: the loss and Ψ's coefficients from the negatives' interleaving ranks.
+
+    The ranking is the one whose positives stand in descending score order
+    (Observation 1) and whose negatives sit at ``neg_ranks``.
+    """
+    n_pos, n_neg = pos_scores.size, neg_scores.size
+    neg_ranks = np.asarray(neg_ranks, dtype=np.int64)
+    counts = np.bincount(neg_ranks, minlength=n_pos + 2)[1:]  # counts[r-1]: negatives at rank r
+    # The k-th highest positive has every negative of rank <= k above it.
+    negatives_above = np.cumsum(counts)[:n_pos]
+    pos_ranks_sorted = negatives_above + 1
+
+    pos_order = descending_order(pos_scores)
+    pos_ranks = np.empty(n_pos, dtype=np.int64)
+    pos_ranks[pos_order] = pos_ranks_sorted
+
+    # Lemma 6 with the corrected coefficients (papers/NOTES.md).
+    scale = 1.0 / (n_pos * n_neg)
+    pos_coef = (n_neg + 2.0 - 2.0 * pos_ranks) * scale
+    neg_coef = (n_pos + 2.0 - 2.0 * neg_ranks) * scale
+
+    pattern = np.zeros(n_pos + n_neg, dtype=bool)
+    pattern[np.arange(n_pos) + negatives_above] = True
+    loss_value = float(loss.value(pattern))
+    value = (
+        float(np.dot(pos_coef, pos_scores.astype(np.float64, copy=False)))
+        + float(np.dot(neg_coef, neg_scores.astype(np.float64, copy=False)))
+        + loss_value
+    )
+    return RankingInference(loss_value, pos_coef, neg_coef, neg_ranks, pos_ranks, value)
+
+
+def most_violated_ranking(
+    loss, pos_scores, neg_scores, method: str = "auto", *, registry: "PluginRegistry | None" = None
+) -> RankingInference:
+    """Solve loss-augmented inference: argmax_R w·Ψ(X, R) + Δ(R*, R).
+
+    Parameters
+    ----------
+    loss : str or RankLoss
+        A registered rank-loss name (``"ap"``, ``"ndcg"``, ``"auc"``, a
+        plugin's) or a :class:`~rankopt.losses.RankLoss` instance.
+    pos_scores, neg_scores : array-like of shape (|P|,) and (|N|,)
+        Scores w·ψ(x) of the positive and the negative samples.
+    method : str, default "auto"
+        A registered inference method (``"greedy"``, …) or ``"auto"``, the
+        fastest method that is exact for ``loss``.
+    registry : PluginRegistry, optional
+        Where names are looked up; the default registry otherwise.
+
+    Returns
+    -------
+    RankingInference
+    """
+    from rankopt.plugins import default_registry
+
+    registry = default_registry() if registry is None else registry
+    loss = registry.resolve_loss(loss)
+    if not isinstance(loss, RankLoss):
+        raise ValueError(
+            f"expected loss to be a rank loss, got the {loss.output_kind.value} loss "
+            f"{loss.name!r} instead"
+        )
+    pos, neg = check_scores(pos_scores, neg_scores)
+    solver = registry.resolve_method(method, loss)
+    neg_ranks = np.asarray(solver.interleaving_ranks(loss, pos, neg))
+    if neg_ranks.shape != neg.shape or not np.issubdtype(neg_ranks.dtype, np.integer):
+        raise RuntimeError(
+            f"inference method {solver.name!r} broke its contract: expected {neg.size} integer "
+            f"ranks, got an array of shape {neg_ranks.shape} and dtype {neg_ranks.dtype} instead"
+        )
+    if neg_ranks.size and (neg_ranks.min() < 1 or neg_ranks.max() > pos.size + 1):
+        raise RuntimeError(
+            f"inference method {solver.name!r} broke its contract: ranks must lie in "
+            f"1..{pos.size + 1}, got {neg_ranks.min()}..{neg_ranks.max()} instead"
+        )
+    return ranking_from_ranks(loss, pos, neg, neg_ranks)
+
+
+def checked_delta_diff(loss: RankLoss, j, i, n_pos: int, n_neg: int) -> np.ndarray:
+    """``loss.delta_diff`` with its contract enforced: a finite array shaped like ``i``.
+
+    Used on the Python path, where a plugin's derivative runs inside the
+    inference loop; a plugin that raises or returns NaN is named in the error.
+    """
+    try:
+        out = np.asarray(loss.delta_diff(j, i, n_pos, n_neg), dtype=np.float64)
+    except Exception as exc:
+        raise RuntimeError(
+            f"loss {loss.name!r} ({type(loss).__module__}.{type(loss).__qualname__}) raised in "
+            f"delta_diff(j={j}, i=..., n_pos={n_pos}, n_neg={n_neg}): {exc}"
+        ) from exc
+    i = np.asarray(i)
+    if out.shape != np.broadcast_shapes(np.shape(j), i.shape):
+        raise RuntimeError(
+            f"loss {loss.name!r} broke its contract: delta_diff returned shape {out.shape}, "
+            f"expected {np.broadcast_shapes(np.shape(j), i.shape)}"
+        )
+    if not np.all(np.isfinite(out)):
+        raise RuntimeError(
+            f"loss {loss.name!r} broke its contract: delta_diff returned non-finite values "
+            f"for n_pos={n_pos}, n_neg={n_neg}"
+        )
+    return out

@@ -1,0 +1,27 @@
+"""Loss functions: the contracts and rankopt's built-in losses."""
+from rankopt.losses.ap import APLoss
+from rankopt.losses.auc import AUCLoss
+from rankopt.losses.base import (
+    CompiledForm,
+    KernelCode,
+    LabelingLoss,
+    Loss,
+    OutputKind,
+    RankLoss,
+)
+from rankopt.losses.discount import NDCGLoss, PositionDiscountLoss
+from rankopt.losses.zero_one import ZeroOneLoss
+
+__all__ = [
+    "APLoss",
+    "AUCLoss",
+    "CompiledForm",
+    "KernelCode",
+    "LabelingLoss",
+    "Loss",
+    "NDCGLoss",
+    "OutputKind",
+    "PositionDiscountLoss",
+    "RankLoss",
+    "ZeroOneLoss",
+]

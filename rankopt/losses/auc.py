@@ -1,0 +1,41 @@
+"""ROC-area loss: the fraction of mis-ordered positive–negative pairs.
+
+A negative with interleaving rank i sits above |P| − i + 1 positives, so
+
+    δ_j(i) = (|P| + 1 − i) / (|P||N|),   δ_j(i + 1) − δ_j(i) = −1 / (|P||N|),
+
+independent of j: C3 holds with equality.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rankopt.hookspecs import hookimpl
+from rankopt.losses.base import CompiledForm, KernelCode, RankLoss, pattern_counts
+
+
+class AUCLoss(RankLoss):
+    """1 − ROC area (Joachims 2005's ROC-area loss, normalised to [0, 1])."""
+
+    name = "auc"
+
+    def value(self, pattern):
+        positions, n_neg = pattern_counts(pattern)
+        negatives_above = positions - np.arange(1, positions.size + 1)
+        return float(np.sum(negatives_above) / (positions.size * n_neg))
+
+    def delta(self, j, i, n_pos, n_neg):
+        j, i = np.broadcast_arrays(np.asarray(j, dtype=np.float64), np.asarray(i, dtype=np.float64))
+        return (n_pos + 1.0 - i) / (n_pos * n_neg)
+
+    def delta_diff(self, j, i, n_pos, n_neg):
+        j, i = np.broadcast_arrays(np.asarray(j, dtype=np.float64), np.asarray(i, dtype=np.float64))
+        return np.full(i.shape, -1.0 / (n_pos * n_neg))
+
+    def compiled_form(self, n_pos, n_neg):
+        return CompiledForm(KernelCode.AUC)
+
+
+@hookimpl
+def rankopt_losses():
+    return [AUCLoss]

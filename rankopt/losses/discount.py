@@ -1,0 +1,74 @@
+"""The position-discount family: Δ = 1 − Σ_{x∈P} D(ind(x)) / Σ_{i≤|P|} D(i).
+
+NDCG with binary relevance is the member D(i) = 1/log2(1 + i).  With the
+normaliser Z = Σ_{i≤|P|} D(i) (``qs-rank-losses`` Prop. 7):
+
+    δ_j(i) = (D(i + j − 1) − D(|P| + j)) / Z,
+    δ_j(i + 1) − δ_j(i) = (D(i + j) − D(i + j − 1)) / Z.
+
+C3 holds exactly when D is convex (Remark 1: the Chakrabarti et al. discount,
+flat on {1, 2}, breaks it).  A subclass supplies only :meth:`discount`; the
+compiled kernels read the table D(1…|P|+|N|) and never call back into Python.
+"""
+from __future__ import annotations
+
+import abc
+
+import numpy as np
+
+from rankopt.hookspecs import hookimpl
+from rankopt.losses.base import CompiledForm, KernelCode, RankLoss, pattern_counts
+
+
+class PositionDiscountLoss(RankLoss):
+    """Base class of losses given by a positive, decreasing, convex discount D."""
+
+    @abc.abstractmethod
+    def discount(self, positions: np.ndarray) -> np.ndarray:
+        """D(positions), positions being 1-based ranks (float array)."""
+
+    def discount_table(self, n: int) -> np.ndarray:
+        """D(1), …, D(n) as float64, checked to be finite."""
+        table = np.asarray(self.discount(np.arange(1, n + 1, dtype=np.float64)), dtype=np.float64)
+        if table.shape != (n,) or not np.all(np.isfinite(table)):
+            raise ValueError(
+                f"{type(self).__name__}.discount must return {n} finite values for positions "
+                f"1..{n}, got {table!r} instead"
+            )
+        return table
+
+    def _normaliser(self, n_pos):
+        return float(np.sum(self.discount_table(n_pos)))
+
+    def value(self, pattern):
+        positions, _ = pattern_counts(pattern)
+        gain = np.sum(self.discount(positions.astype(np.float64)))
+        return float(1.0 - gain / self._normaliser(positions.size))
+
+    def delta(self, j, i, n_pos, n_neg):
+        j = np.asarray(j, dtype=np.float64)
+        i = np.asarray(i, dtype=np.float64)
+        return (self.discount(i + j - 1.0) - self.discount(n_pos + j)) / self._normaliser(n_pos)
+
+    def delta_diff(self, j, i, n_pos, n_neg):
+        j = np.asarray(j, dtype=np.float64)
+        i = np.asarray(i, dtype=np.float64)
+        return (self.discount(i + j) - self.discount(i + j - 1.0)) / self._normaliser(n_pos)
+
+    def compiled_form(self, n_pos, n_neg):
+        table = self.discount_table(n_pos + n_neg)
+        return CompiledForm(KernelCode.POSITION_DISCOUNT, table / table[:n_pos].sum())
+
+
+class NDCGLoss(PositionDiscountLoss):
+    """1 − NDCG with binary relevance and the convex discount 1/log2(1 + i)."""
+
+    name = "ndcg"
+
+    def discount(self, positions):
+        return 1.0 / np.log2(1.0 + np.asarray(positions, dtype=np.float64))
+
+
+@hookimpl
+def rankopt_losses():
+    return [NDCGLoss]

@@ -1,0 +1,34 @@
+"""The model contract: training data + loss + feature map → structured problem."""
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, ClassVar
+
+from rankopt.losses.base import OutputKind
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rankopt.engine.problem import StructuredProblem
+    from rankopt.features.base import FeatureMap
+    from rankopt.losses.base import Loss
+    from rankopt.plugins import PluginRegistry
+
+
+class Model(abc.ABC):
+    """Builds the structured problem the engine solves for one kind of output."""
+
+    name: ClassVar[str] = ""
+    #: The loss kind this model accepts.
+    output_kind: ClassVar[OutputKind]
+
+    @abc.abstractmethod
+    def build_problem(
+        self,
+        X,
+        y,
+        loss: "Loss",
+        feature_map: "FeatureMap",
+        *,
+        inference: str = "auto",
+        registry: "PluginRegistry",
+    ) -> "StructuredProblem":
+        """A :class:`~rankopt.engine.StructuredProblem` over validated ``X`` and bool ``y``."""

@@ -1,0 +1,302 @@
+"""Plugin discovery: the plugin-manager factory and the registry built on it.
+
+Nothing here runs at import time.  :func:`create_plugin_manager` builds a
+manager, registers rankopt's built-in plugin modules with the same
+``register`` call a third party's plugin goes through, then loads the
+entry-point group ``rankopt`` (unless ``RANKOPT_DISABLE_PLUGIN_AUTOLOAD=1``).
+:func:`default_registry` builds one such manager on first use and keeps it.
+
+Registration validates the plugin at once: every class it contributes must
+subclass the right base, carry a unique non-empty name and honour the cheap
+parts of its contract; a plugin that fails is unregistered again and the
+error names it.
+"""
+from __future__ import annotations
+
+import enum
+import functools
+import importlib
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pluggy
+
+from rankopt import hookspecs
+from rankopt.features.base import FeatureMap
+from rankopt.inference.base import InferenceMethod
+from rankopt.losses.base import LabelingLoss, Loss, RankLoss
+from rankopt.models.base import Model
+
+ENTRY_POINT_GROUP = "rankopt"
+AUTOLOAD_ENV = "RANKOPT_DISABLE_PLUGIN_AUTOLOAD"
+
+#: rankopt's own plugins, registered by module exactly like third-party ones.
+BUILTIN_PLUGINS = (
+    "rankopt.losses.ap",
+    "rankopt.losses.discount",
+    "rankopt.losses.auc",
+    "rankopt.losses.zero_one",
+    "rankopt.inference.greedy",
+    "rankopt.features.linear",
+    "rankopt.models.ranking",
+    "rankopt.models.binary",
+)
+
+
+class PluginKind(str, enum.Enum):
+    """The extension points, each with its hook and the base class it accepts."""
+
+    LOSS = "loss"
+    FEATURE_MAP = "feature_map"
+    MODEL = "model"
+    INFERENCE_METHOD = "inference_method"
+
+    @property
+    def hook_name(self) -> str:
+        return {
+            PluginKind.LOSS: "rankopt_losses",
+            PluginKind.FEATURE_MAP: "rankopt_feature_maps",
+            PluginKind.MODEL: "rankopt_models",
+            PluginKind.INFERENCE_METHOD: "rankopt_inference_methods",
+        }[self]
+
+    @property
+    def base_class(self) -> type:
+        return {
+            PluginKind.LOSS: Loss,
+            PluginKind.FEATURE_MAP: FeatureMap,
+            PluginKind.MODEL: Model,
+            PluginKind.INFERENCE_METHOD: InferenceMethod,
+        }[self]
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """One registered piece: its name, kind, providing plugin and class."""
+
+    name: str
+    kind: PluginKind
+    provider: str
+    cls: type
+
+    def __iter__(self):  # (name, kind, provider), convenient for tables
+        return iter((self.name, self.kind.value, self.provider))
+
+
+class PluginContractError(TypeError):
+    """A plugin contributes something that breaks its extension point's contract."""
+
+
+class DuplicatePluginError(ValueError):
+    """Two plugins provide the same name for the same kind."""
+
+
+class RankoptPluginManager(pluggy.PluginManager):
+    """A pluggy manager that validates every plugin when it is registered."""
+
+    def __init__(self):
+        super().__init__(hookspecs.PROJECT_NAME)
+        self.add_hookspecs(hookspecs)
+        self._catalogue: dict[PluginKind, dict[str, PluginInfo]] | None = None
+
+    def register(self, plugin, name=None):
+        plugin_name = super().register(plugin, name)
+        if plugin_name is None:  # blocked
+            return None
+        self._catalogue = None
+        try:
+            self.catalogue()
+        except Exception:
+            self.unregister(plugin)
+            raise
+        return plugin_name
+
+    def unregister(self, plugin=None, name=None):
+        self._catalogue = None
+        return super().unregister(plugin, name)
+
+    def catalogue(self) -> dict[PluginKind, dict[str, PluginInfo]]:
+        """Everything the registered plugins provide, validated, by kind and name."""
+        if self._catalogue is None:
+            self._catalogue = {kind: self._collect(kind) for kind in PluginKind}
+        return self._catalogue
+
+    def _collect(self, kind: PluginKind) -> dict[str, PluginInfo]:
+        found: dict[str, PluginInfo] = {}
+        for impl in getattr(self.hook, kind.hook_name).get_hookimpls():
+            provider = impl.plugin_name
+            try:
+                contributed = impl.function()
+            except Exception as exc:
+                raise PluginContractError(
+                    f"plugin {provider!r}: its {kind.hook_name}() hook raised {exc!r}"
+                ) from exc
+            if not isinstance(contributed, (list, tuple)):
+                raise PluginContractError(
+                    f"plugin {provider!r}: expected {kind.hook_name}() to return a list of "
+                    f"classes, got {type(contributed).__name__} instead"
+                )
+            for cls in contributed:
+                info = _validate_class(kind, cls, provider)
+                if info.name in found:
+                    other = found[info.name]
+                    raise DuplicatePluginError(
+                        f"{kind.value} name {info.name!r} is provided by both plugin "
+                        f"{other.provider!r} ({other.cls.__module__}.{other.cls.__qualname__}) and "
+                        f"plugin {provider!r} ({cls.__module__}.{cls.__qualname__})"
+                    )
+                found[info.name] = info
+        return found
+
+
+def _validate_class(kind: PluginKind, cls, provider: str) -> PluginInfo:
+    base = kind.base_class
+    where = f"plugin {provider!r}"
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise PluginContractError(
+            f"{where}: expected {kind.hook_name}() to list subclasses of "
+            f"{base.__module__}.{base.__qualname__}, got {cls!r} instead"
+        )
+    name = getattr(cls, "name", "")
+    if not isinstance(name, str) or not name:
+        raise PluginContractError(f"{where}: {cls.__qualname__} needs a non-empty string `name`")
+    try:
+        instance = cls()
+    except Exception as exc:
+        raise PluginContractError(
+            f"{where}: {kind.value} {name!r} ({cls.__qualname__}) cannot be constructed "
+            f"without arguments: {exc!r}"
+        ) from exc
+    if kind is PluginKind.LOSS:
+        _smoke_test_loss(instance, where)
+    return PluginInfo(name, kind, provider, cls)
+
+
+def _smoke_test_loss(loss: Loss, where: str) -> None:
+    """The cheap part of a loss's contract, checked at registration."""
+    label = f"{where}: loss {loss.name!r}"
+    try:
+        if isinstance(loss, RankLoss):
+            perfect = float(loss.value(np.array([True, True, False, False, False])))
+            worst = float(loss.value(np.array([False, False, False, True, True])))
+            diff = np.asarray(loss.delta_diff(np.array([1, 3]), np.array([1, 2]), 2, 3), dtype=float)
+            ok = np.isfinite([perfect, worst]).all() and abs(perfect) < 1e-12 and worst >= 0
+            ok = ok and diff.shape == (2,) and np.all(np.isfinite(diff))
+            detail = f"Δ(perfect)={perfect!r}, Δ(worst)={worst!r}, delta_diff={diff!r}"
+        elif isinstance(loss, LabelingLoss):
+            weights = np.asarray(loss.sample_weights(np.array([True, False, False])), dtype=float)
+            ok = weights.shape == (3,) and np.all(np.isfinite(weights)) and np.all(weights >= 0)
+            detail = f"sample_weights={weights!r}"
+        else:
+            raise PluginContractError(
+                f"{label}: expected a RankLoss or LabelingLoss subclass, got {type(loss).__mro__[1].__name__}"
+            )
+    except PluginContractError:
+        raise
+    except Exception as exc:
+        raise PluginContractError(f"{label} raised on a 5-sample smoke test: {exc!r}") from exc
+    if not ok:
+        raise PluginContractError(
+            f"{label} broke its contract on a 5-sample smoke test (expected Δ = 0 for the "
+            f"ground-truth pattern, finite non-negative values): {detail}"
+        )
+
+
+def create_plugin_manager(autoload: bool | None = None) -> RankoptPluginManager:
+    """A new plugin manager holding the built-ins and, unless disabled, the entry points.
+
+    Parameters
+    ----------
+    autoload : bool, optional
+        Load the ``rankopt`` entry-point group.  Defaults to True unless the
+        environment sets ``RANKOPT_DISABLE_PLUGIN_AUTOLOAD=1``.
+    """
+    pm = RankoptPluginManager()
+    for module_name in BUILTIN_PLUGINS:
+        pm.register(importlib.import_module(module_name), name=module_name)
+    if autoload is None:
+        autoload = os.environ.get(AUTOLOAD_ENV, "") in ("", "0")
+    if autoload:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    return pm
+
+
+class PluginRegistry:
+    """Name lookups over a plugin manager's catalogue."""
+
+    def __init__(self, plugin_manager: RankoptPluginManager):
+        self.plugin_manager = plugin_manager
+
+    def _lookup(self, kind: PluginKind, name: str) -> PluginInfo:
+        available = self.plugin_manager.catalogue()[kind]
+        if not isinstance(name, str) or name not in available:
+            raise ValueError(
+                f"unknown {kind.value} {name!r}: expected one of {sorted(available)}"
+            )
+        return available[name]
+
+    def list(self, kind: PluginKind | None = None) -> list[PluginInfo]:
+        catalogue = self.plugin_manager.catalogue()
+        kinds = list(PluginKind) if kind is None else [PluginKind(kind)]
+        return [info for k in kinds for _, info in sorted(catalogue[k].items())]
+
+    def get_loss(self, name: str, **params) -> Loss:
+        return self._lookup(PluginKind.LOSS, name).cls(**params)
+
+    def resolve_loss(self, loss) -> Loss:
+        """A loss instance from a registered name or an instance."""
+        if isinstance(loss, Loss):
+            return loss
+        if isinstance(loss, str):
+            return self.get_loss(loss)
+        raise ValueError(f"expected loss to be a loss name or a Loss instance, got {loss!r} instead")
+
+    def get_model(self, name: str) -> Model:
+        return self._lookup(PluginKind.MODEL, name).cls()
+
+    def get_feature_map(self, name: str) -> FeatureMap:
+        return self._lookup(PluginKind.FEATURE_MAP, name).cls()
+
+    def resolve_method(self, method: str, loss: RankLoss) -> InferenceMethod:
+        """The inference method named ``method`` (or the best for ``loss`` when "auto")."""
+        if method == "auto":
+            candidates = [
+                info.cls() for info in self.list(PluginKind.INFERENCE_METHOD)
+            ]
+            exact = [m for m in candidates if m.unsupported_reason(loss) is None]
+            if not exact:
+                raise ValueError(f"no registered inference method is exact for loss {loss.name!r}")
+            return min(exact, key=lambda m: (m.auto_priority, m.name))
+        try:
+            solver = self._lookup(PluginKind.INFERENCE_METHOD, method).cls()
+        except ValueError:
+            raise ValueError(
+                f"unknown inference method {method!r}: expected 'auto' or one of "
+                f"{sorted(self.plugin_manager.catalogue()[PluginKind.INFERENCE_METHOD])}"
+            ) from None
+        reason = solver.unsupported_reason(loss)
+        if reason is not None:
+            raise ValueError(f"inference method {method!r} cannot be used with loss {loss.name!r}: {reason}")
+        return solver
+
+
+@functools.lru_cache(maxsize=None)
+def default_registry() -> PluginRegistry:
+    """The registry of the default plugin manager, built on first use."""
+    return PluginRegistry(create_plugin_manager())
+
+
+def get_plugin_manager() -> RankoptPluginManager:
+    """The default plugin manager; ``register`` on it to add a plugin at run time."""
+    return default_registry().plugin_manager
+
+
+def get_loss(name: str, **params) -> Loss:
+    """An instance of the registered loss ``name`` built with ``params``."""
+    return default_registry().get_loss(name, **params)
+
+
+def list_plugins(kind: str | PluginKind | None = None) -> list[PluginInfo]:
+    """Every registered piece as (name, kind, provider), optionally of one kind."""
+    return default_registry().list(kind)

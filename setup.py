@@ -1,0 +1,50 @@
+"""Build script: compiles rankopt's Cython kernels during ``pip install .``.
+
+All Cython compiler directives live here, in ``CYTHON_DIRECTIVES``.  Set
+``RANKOPT_CYTHON_DEBUG=1`` at build time to turn bounds checks, wraparound
+and memoryview-initialisation checks on (and optimisation off) — use it when
+a kernel is suspected of reading out of bounds:
+
+    RANKOPT_CYTHON_DEBUG=1 pip install --no-build-isolation -e .
+"""
+import os
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+DEBUG = os.environ.get("RANKOPT_CYTHON_DEBUG", "0") not in ("", "0")
+
+CYTHON_DIRECTIVES = {
+    "language_level": "3",
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "initializedcheck": DEBUG,
+    "cdivision": not DEBUG,
+    "nonecheck": DEBUG,
+    "embedsignature": True,
+}
+
+COMPILE_ARGS = ["-O0", "-g"] if DEBUG else ["-O3"]
+
+KERNELS = [
+    "rankopt.inference._greedy",
+]
+
+
+def _extension(module):
+    return Extension(
+        module,
+        sources=[module.replace(".", "/") + ".pyx"],
+        language="c++",
+        extra_compile_args=COMPILE_ARGS + ["-std=c++17"],
+    )
+
+
+setup(
+    ext_modules=cythonize(
+        [_extension(m) for m in KERNELS],
+        compiler_directives=CYTHON_DIRECTIVES,
+        # Generated C++ goes into the build tree, never next to the sources.
+        build_dir="build/cython",
+    ),
+)
