@@ -79,7 +79,8 @@ def solve_cutting_plane(
         Oracle calls allowed; a :class:`ConvergenceWarning` is issued when
         they run out (unless ``warn=False``).
     w0 : ndarray, optional
-        Where to start (must satisfy the linear constraints); w = 0 otherwise.
+        Where to start (must satisfy the linear constraints); otherwise the
+        smallest w that satisfies them (w = 0 when there are none).
     progress : callable(IterationRecord), optional
         Called after every iteration, e.g. to drive a progress bar.
     """
@@ -90,8 +91,10 @@ def solve_cutting_plane(
             f"{type(problem).__name__} broke its contract: Ψ(X, Y*) has shape {psi_star.shape}, "
             f"expected ({problem.n_features},)"
         )
-    w = np.zeros(problem.n_features) if w0 is None else np.asarray(w0, dtype=np.float64).copy()
-    dual = 0.0
+    if w0 is None:
+        w, dual = qp.solve()  # the smallest w meeting the linear constraints (0 without them)
+    else:
+        w, dual = np.asarray(w0, dtype=np.float64).copy(), 0.0
     best_primal = np.inf
     history: list[IterationRecord] = []
     converged = False

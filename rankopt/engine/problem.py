@@ -28,7 +28,7 @@ class Constraint:
 
 @dataclass(frozen=True)
 class LinearConstraints:
-    """A w ≤ b with b ≥ 0, so that w = 0 is feasible and starts the cutting plane."""
+    """A w ≤ b.  The cutting plane starts from the smallest feasible w."""
 
     A: np.ndarray
     b: np.ndarray
@@ -40,8 +40,6 @@ class LinearConstraints:
             raise ValueError(f"expected one bound per row of A ({A.shape[0]}), got {b.size} instead")
         if not np.all(np.isfinite(A)) or not np.all(np.isfinite(b)):
             raise ValueError("expected finite linear constraints, got NaN or infinity instead")
-        if np.any(b < 0):
-            raise ValueError("expected b >= 0 (w = 0 must be feasible), got a negative bound instead")
         object.__setattr__(self, "A", A)
         object.__setattr__(self, "b", b)
 

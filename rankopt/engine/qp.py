@@ -67,7 +67,7 @@ class WorkingSetQP:
         """The optimal w and the dual objective (= the working-set primal optimum)."""
         k = self.n_planes
         m = 0 if self.constraints is None else self.constraints.b.size
-        if k == 0:
+        if k == 0 and m == 0:
             return np.zeros(self.n_features), 0.0
         hessian = np.zeros((k + m, k + m))
         hessian[:k, :k] = self._gram
@@ -79,22 +79,29 @@ class WorkingSetQP:
             linear[k:] = self.constraints.b
         n_vars = k + m
         # α ≥ 0, μ ≥ 0 (−z + s = 0, s ≥ 0) and Σα ≤ C.
-        budget_row = np.concatenate([np.ones(k), np.zeros(m)])
-        A = sp.vstack([-sp.identity(n_vars), sp.csr_matrix(budget_row)]).tocsc()
-        b = np.concatenate([np.zeros(n_vars), [self.C]])
+        rows = [-sp.identity(n_vars)]
+        b = [np.zeros(n_vars)]
+        if k:
+            rows.append(sp.csr_matrix(np.concatenate([np.ones(k), np.zeros(m)])))
+            b.append([self.C])
+        A = sp.vstack(rows).tocsc()
+        b = np.concatenate(b)
         settings = clarabel.DefaultSettings()
         settings.verbose = False
         solver = clarabel.DefaultSolver(
             sp.triu(sp.csc_matrix(hessian)).tocsc(), linear, A, b,
-            [clarabel.NonnegativeConeT(n_vars + 1)], settings,
+            [clarabel.NonnegativeConeT(b.size)], settings,
         )
         solution = solver.solve()
         status = str(solution.status)
+        if "Infeasible" in status:
+            # An unbounded dual means the primal has no w with A w <= b.
+            raise QPSolveError(f"the linear constraints on w admit no solution (QP status {status})")
         if "Solved" not in status:  # Solved or AlmostSolved
             raise QPSolveError(f"working-set QP with {k} planes ended with status {status}")
         z = np.maximum(np.asarray(solution.x), 0.0)
         alpha, mu = z[:k], z[k:]
-        w = np.stack(self._planes).T @ alpha
+        w = np.stack(self._planes).T @ alpha if k else np.zeros(self.n_features)
         if m:
             w -= self.constraints.A.T @ mu
         dual = float(alpha @ np.asarray(self._losses)) - float(
