@@ -1,0 +1,328 @@
+"""The ``rankopt`` command, the SVM-light helpers and the model file format."""
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rankopt import RankSVM, __version__
+from rankopt.cli import main
+from rankopt.data import (
+    ModelFileError,
+    load_digits,
+    load_model,
+    read_svmlight,
+    save_model,
+    write_svmlight,
+)
+from rankopt.data.model_file import MODEL_FORMAT_VERSION
+from rankopt.metrics import average_precision, ndcg, precision_at_k, roc_auc
+
+POSITIVE_DIGIT = 3
+
+
+@pytest.fixture(scope="module")
+def digits_split():
+    X, digit = load_digits()
+    y = (digit == POSITIVE_DIGIT).astype(np.int64)
+    return (X[:300], y[:300]), (X[300:500], y[300:500])
+
+
+@pytest.fixture
+def files(tmp_path, digits_split):
+    (X_train, y_train), (X_test, y_test) = digits_split
+    train, test = tmp_path / "train.svmlight", tmp_path / "test.svmlight"
+    write_svmlight(train, X_train, 2 * y_train - 1)  # {-1, +1} labels
+    write_svmlight(test, X_test, y_test)  # {0, 1} labels
+    return train, test
+
+
+def run(capsys, *argv):
+    """main(argv) -> (status, stdout, stderr)."""
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def assert_one_line_error(status, err, *fragments):
+    assert status == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("rankopt: error: ")
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+# --- train / predict / evaluate ------------------------------------------------------------
+
+
+def test_train_predict_evaluate_round_trip(tmp_path, files, digits_split, capsys):
+    train, test = files
+    (X_train, y_train), (X_test, y_test) = digits_split
+    model_file = tmp_path / "model.bin"  # no .npz suffix: the name is kept as given
+
+    status, out, err = run(capsys, "train", train, model_file, "--loss", "ndcg", "--C", "10")
+    assert status == 0, err
+    assert "ndcg" in out and "converged" in out
+    assert model_file.exists() and not (tmp_path / "model.bin.npz").exists()
+
+    reference = RankSVM(loss="ndcg", C=10.0).fit(X_train, y_train)
+    model = load_model(model_file)
+    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-6, atol=1e-9)
+    assert model.n_features_in_ == 64 and model.loss == "ndcg" and model.C == 10.0
+    assert model.n_iter_ == reference.n_iter_ and model.converged_
+
+    scores_file = tmp_path / "scores.txt"
+    status, out, err = run(capsys, "predict", model_file, test, "--output", scores_file)
+    assert status == 0, err
+    scores = np.loadtxt(scores_file)
+    assert scores.shape == (X_test.shape[0],)
+    np.testing.assert_allclose(scores, reference.decision_function(X_test), rtol=1e-9, atol=1e-9)
+
+    status, out, err = run(capsys, "predict", model_file, test)
+    assert status == 0
+    np.testing.assert_allclose(np.array(out.split(), dtype=float), scores)
+
+    status, out, err = run(capsys, "evaluate", model_file, test)
+    assert status == 0, err
+    printed = {line[:9].strip(): line[9:].strip() for line in out.strip().splitlines()}
+    assert printed["samples"] == f"{X_test.shape[0]} ({int(y_test.sum())} relevant)"
+    for label, metric in (("AP", average_precision), ("NDCG", ndcg), ("ROC AUC", roc_auc),
+                          ("P@10", precision_at_k)):
+        assert float(printed[label]) == pytest.approx(metric(y_test, scores), abs=5e-5)
+    assert float(printed["AP"]) > 0.8  # the model learned something
+
+
+def test_labels_in_zero_one_and_plus_minus_one_train_the_same_model(tmp_path, digits_split, capsys):
+    (X, y), _ = digits_split
+    write_svmlight(tmp_path / "01.svm", X, y)
+    lines = (tmp_path / "01.svm").read_text().splitlines()
+    relabel = {"0": "-1", "1": "+1"}
+    (tmp_path / "pm.svm").write_text(
+        "".join(relabel[label] + " " + rest + "\n" for label, rest in (line.split(" ", 1) for line in lines))
+    )
+    for name in ("01", "pm"):
+        assert run(capsys, "train", tmp_path / f"{name}.svm", tmp_path / f"{name}.model", "--loss", "auc")[0] == 0
+    np.testing.assert_array_equal(load_model(tmp_path / "01.model").coef_, load_model(tmp_path / "pm.model").coef_)
+
+
+def test_one_qid_is_accepted_several_are_refused_except_by_predict(tmp_path, digits_split, capsys):
+    (X, y), _ = digits_split
+    one, two = tmp_path / "one.svm", tmp_path / "two.svm"
+    write_svmlight(one, X, y, qid=np.full(y.size, 7))
+    write_svmlight(two, X, y, qid=np.repeat([1, 2], [150, 150]))
+    model_file = tmp_path / "m"
+    assert run(capsys, "train", one, model_file)[0] == 0
+    for command in (("train", two, tmp_path / "m2"), ("evaluate", model_file, two)):
+        status, _, err = run(capsys, *command)
+        assert_one_line_error(status, err, "2 distinct qid values", "split the file by qid")
+    status, out, _ = run(capsys, "predict", model_file, two)
+    assert status == 0 and len(out.splitlines()) == y.size
+
+
+def test_convergence_warning_is_one_line_and_the_model_is_still_written(tmp_path, files, capsys):
+    train, _ = files
+    status, out, err = run(capsys, "train", train, tmp_path / "m", "--max-iter", "1")
+    assert status == 0
+    assert "NOT converged" in out
+    assert err.startswith("rankopt: warning: ") and len(err.strip().splitlines()) == 1
+    assert not load_model(tmp_path / "m").converged_
+
+
+def test_verbose_logs_iterations(tmp_path, files, capsys, caplog):
+    train, _ = files
+    rankopt_logger = logging.getLogger("rankopt")
+    level = rankopt_logger.level
+    try:
+        with caplog.at_level(logging.INFO, logger="rankopt"):
+            assert run(capsys, "train", train, tmp_path / "m", "-v")[0] == 0
+    finally:
+        rankopt_logger.setLevel(level)
+    assert any("iteration 1:" in record.getMessage() for record in caplog.records)
+
+
+# --- plugins ---------------------------------------------------------------------------------
+
+
+def test_plugins_lists_name_kind_provider(capsys):
+    status, out, _ = run(capsys, "plugins")
+    assert status == 0
+    rows = [line.split() for line in out.strip().splitlines()]
+    assert rows[0] == ["name", "kind", "provider"]
+    listed = {tuple(row) for row in rows[1:]}
+    for expected in [("ap", "loss", "rankopt.losses.ap"), ("ndcg", "loss", "rankopt.losses.discount"),
+                     ("zero_one", "loss", "rankopt.losses.zero_one"),
+                     ("greedy", "inference_method", "rankopt.inference.greedy"),
+                     ("linear", "feature_map", "rankopt.features.linear")]:
+        assert expected in listed
+
+
+# --- error paths -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def model_file(tmp_path, files, capsys):
+    train, _ = files
+    path = tmp_path / "good.model"
+    assert run(capsys, "train", train, path)[0] == 0
+    return path
+
+
+def test_missing_data_file(tmp_path, capsys):
+    status, _, err = run(capsys, "train", tmp_path / "nope.svm", tmp_path / "m")
+    assert_one_line_error(status, err, "nope.svm", "No such file")
+
+
+def test_missing_model_file(tmp_path, files, capsys):
+    status, _, err = run(capsys, "predict", tmp_path / "nope.model", files[1])
+    assert_one_line_error(status, err, "nope.model", "No such file")
+
+
+def test_unknown_loss(tmp_path, files, capsys):
+    status, _, err = run(capsys, "train", files[0], tmp_path / "m", "--loss", "no_such_loss")
+    assert_one_line_error(status, err, "unknown loss 'no_such_loss'", "'ap'")
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("option", [("--C", "-1"), ("--tol", "0"), ("--max-iter", "0"),
+                                    ("--inference", "no_such_method")])
+def test_bad_parameters(tmp_path, files, capsys, option):
+    status, _, err = run(capsys, "train", files[0], tmp_path / "m", *option)
+    assert_one_line_error(status, err)
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"junk line\n", "as SVM-light"),
+    (b"", "empty file"),
+    (b"1 0:1 3:1\n0 2:1\n", "Invalid index 0"),  # feature indices are one-based
+    (b"1 1:1\n2 1:2\n0 2:1\n", "got [0.0, 1.0, 2.0]"),
+    (b"1 1:1\n1 2:1\n", "both a positive and a negative"),
+    (b"1 1:nan\n0 2:1\n", "finite"),
+])
+def test_bad_training_files(tmp_path, capsys, content, fragment):
+    data = tmp_path / "bad.svm"
+    data.write_bytes(content)
+    status, _, err = run(capsys, "train", data, tmp_path / "m")
+    assert_one_line_error(status, err, fragment)
+
+
+def test_data_with_more_features_than_the_model(tmp_path, model_file, capsys):
+    data = tmp_path / "wide.svm"
+    data.write_text("1 1:1 70:1\n0 2:1\n")
+    status, _, err = run(capsys, "evaluate", model_file, data)
+    assert_one_line_error(status, err, "at most 64 features")
+
+
+def test_data_with_fewer_features_than_the_model_is_widened(tmp_path, model_file, capsys):
+    data = tmp_path / "narrow.svm"
+    data.write_text("1 1:1 5:0.5\n0 2:1\n")
+    status, out, _ = run(capsys, "predict", model_file, data)
+    assert status == 0
+    coef = load_model(model_file).coef_
+    np.testing.assert_allclose(np.array(out.split(), dtype=float),
+                               [coef[0] + 0.5 * coef[4], coef[1]], rtol=1e-9)
+
+
+def _rewrite_archive(src, dst, **changes):
+    with np.load(src, allow_pickle=False) as archive:
+        contents = {key: archive[key] for key in archive.files}
+    for key, value in changes.items():
+        if value is None:
+            del contents[key]
+        else:
+            contents[key] = np.array(value)
+    with open(dst, "wb") as handle:
+        np.savez(handle, **contents)
+
+
+@pytest.mark.parametrize("kind", ["text", "truncated", "foreign_npz", "no_coef", "bad_coef", "bad_json"])
+def test_corrupt_or_foreign_model_file(tmp_path, model_file, files, capsys, kind):
+    bad = tmp_path / "bad.model"
+    if kind == "text":
+        bad.write_text("this is not a model\n")
+    elif kind == "truncated":
+        bad.write_bytes(model_file.read_bytes()[:200])
+    elif kind == "foreign_npz":
+        with open(bad, "wb") as handle:
+            np.savez(handle, weights=np.ones(3))
+    elif kind == "no_coef":
+        _rewrite_archive(model_file, bad, coef=None)
+    elif kind == "bad_coef":
+        _rewrite_archive(model_file, bad, coef=np.ones(5))
+    else:
+        _rewrite_archive(model_file, bad, params="{not json")
+    with pytest.raises(ModelFileError):
+        load_model(bad)
+    status, _, err = run(capsys, "predict", bad, files[1])
+    assert_one_line_error(status, err, "bad.model")
+
+
+def test_model_of_another_format_version(tmp_path, model_file, files, capsys):
+    future = tmp_path / "future.model"
+    _rewrite_archive(model_file, future, format_version=MODEL_FORMAT_VERSION + 1, rankopt_version="9.9.9")
+    status, _, err = run(capsys, "evaluate", future, files[1])
+    assert_one_line_error(status, err, f"format version {MODEL_FORMAT_VERSION + 1}", "rankopt 9.9.9",
+                          f"reads version {MODEL_FORMAT_VERSION} only")
+
+
+def test_model_file_records_how_it_was_trained(model_file):
+    with np.load(model_file, allow_pickle=False) as archive:
+        assert str(archive["format"]) == "rankopt-model"
+        assert int(archive["format_version"]) == MODEL_FORMAT_VERSION
+        assert str(archive["rankopt_version"]) == __version__
+        assert str(archive["loss"]) == "ap"
+        assert json.loads(str(archive["params"])) == {"C": 1.0, "tol": 1e-3, "max_iter": 1000,
+                                                      "inference": "auto"}
+
+
+def test_save_model_needs_a_fitted_model(tmp_path):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        save_model(RankSVM(), tmp_path / "m")
+
+
+def test_usage_errors_exit_2(capsys):
+    for argv in ([], ["train"], ["train", "a", "b", "--C", "abc"], ["no_such_command"]):
+        with pytest.raises(SystemExit) as excinfo:
+            main(argv)
+        assert excinfo.value.code == 2
+    capsys.readouterr()
+
+
+# --- SVM-light helpers ------------------------------------------------------------------------
+
+
+def test_svmlight_round_trip_is_one_based(tmp_path):
+    X = np.array([[0.0, 2.5, 0.0], [1.0, 0.0, 3.0]])
+    path = tmp_path / "x.svm"
+    write_svmlight(path, X, np.array([1.0, -1.0]))
+    assert path.read_text().splitlines() == ["1 2:2.5", "-1 1:1 3:3"]
+    data = read_svmlight(path)
+    np.testing.assert_array_equal(data.X.toarray(), X)
+    np.testing.assert_array_equal(data.y, [1, -1])
+    assert data.qid is None and data.n_queries == 1
+    assert read_svmlight(path, n_features=5).X.shape == (2, 5)
+
+
+# --- the entry point ----------------------------------------------------------------------------
+
+
+def _python_m_rankopt(*argv):
+    return subprocess.run([sys.executable, "-m", "rankopt", *map(str, argv)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_python_m_rankopt_runs_the_command(tmp_path, files):
+    done = _python_m_rankopt("plugins")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].split() == ["name", "kind", "provider"]
+
+    done = _python_m_rankopt("predict", tmp_path / "missing.model", files[1])
+    assert done.returncode == 2
+    assert done.stderr.startswith("rankopt: error: ") and "Traceback" not in done.stderr
