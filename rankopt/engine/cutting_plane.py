@@ -80,7 +80,9 @@ def solve_cutting_plane(
         they run out (unless ``warn=False``).
     w0 : ndarray, optional
         Where to start (must satisfy the linear constraints); otherwise the
-        smallest w that satisfies them (w = 0 when there are none).
+        smallest w that satisfies them (w = 0 when there are none).  Its
+        most violated output seeds the working set; the stopping test is
+        only applied at working-set optima, which w0 is not.
     progress : callable(IterationRecord), optional
         Called after every iteration, e.g. to drive a progress bar.
     """
@@ -117,7 +119,9 @@ def solve_cutting_plane(
         )
         if progress is not None:
             progress(record)
-        if violation <= tol:
+        # The test is Joachims et al.'s only at a working-set optimum: a w0 whose
+        # margins all hold has zero violation however far from optimal it is.
+        if violation <= tol and (w0 is None or iteration > 1):
             converged = True
             break
         qp.add(plane, constraint.loss)
