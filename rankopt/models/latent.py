@@ -1,0 +1,547 @@
+"""Weakly supervised rankers: latent AP-SVM (``latent-ap-svm`` §4.2) and its baselines.
+
+Every sample is a bag of candidates Φ_i(h) (:class:`rankopt.data.bags.Bags`);
+the right candidate h is latent.  All three models predict with the two-step
+rule of §4.2.1 — each bag scores as its best candidate, max_h w·Φ(h), and bags
+are ranked by that score — and learn with CCCP (:func:`rankopt.solve_cccp`):
+the positives' latent choices are imputed at the current w, then the
+resulting convex structural SVM is solved by the 1-slack cutting plane.
+
+* :class:`LatentAPSVM` — problem (9), Algorithm 3.  Output-consistent
+  inference gives every positive its highest-scoring candidate (Prop. 2);
+  loss-augmented inference first maximises every negative over its
+  candidates (Prop. 3), then ranks with :func:`rankopt.most_violated_ranking`.
+  Both are exact; one call costs O(total candidates) for the scores and their
+  per-bag maxima plus the ranking step.
+* :class:`LatentSVM` — latent binary SVM with positive weight J and the
+  robustness fraction c of §5.1 (the c·100 % most confusing negative
+  candidates are ignored, at least one kept per negative bag).
+* :class:`LatentSSVM` — the standard latent structural SVM of problem (6)
+  with the AP loss, trained with the approximate loss-augmented inference of
+  Appendix C.
+
+Joint features follow ``latent-ap-svm`` eq. (1) with the scale 1/(|P||N|) on
+both s_i and s_j (papers/NOTES.md).  Because the ground-truth term
+Ψ(X, Y*, {H_P, Ĥ_N}) depends on the negatives' chosen candidates Ĥ_N, the
+problems report the fixed positive part (1/|P|) Σ Φ_i(h_i*) as the
+ground-truth feature and move the varying negative part −(1/|N|) Σ Φ_j(ĥ_j)
+to the output side, so that the engine's cutting plane Ψ* − Ψ̂ is exactly
+Ψ(X, Y*, Ĥ) − Ψ(X, Ŷ, Ĥ).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from rankopt._validation import check_positive_float, check_positive_int
+from rankopt.data.bags import Bags, check_bags
+from rankopt.engine.cccp import CCCPProblem, solve_cccp
+from rankopt.engine.problem import Constraint, StructuredProblem
+from rankopt.inference.base import most_violated_ranking
+from rankopt.losses.base import RankLoss
+from rankopt.losses.zero_one import ZeroOneLoss
+from rankopt.metrics import average_precision
+from rankopt.models.binary import BinaryProblem
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "LatentAPProblem",
+    "LatentAPSVM",
+    "LatentRankingCCCP",
+    "LatentSSVM",
+    "LatentSSVMProblem",
+    "LatentSVM",
+    "LatentSVMCCCP",
+    "ssvm_pattern_value",
+]
+
+
+# ============================================================================ convex problems
+
+
+class LatentAPProblem(StructuredProblem):
+    """Problem (12): latent AP-SVM with the positives' candidates fixed.
+
+    Loss-augmented inference (13) takes every negative bag's best candidate
+    (Prop. 3: its coefficient Σ_i (Y*_ij − Y_ij)/(|P||N|) is never negative)
+    and then the most violated ranking of those scores.
+    """
+
+    def __init__(self, X_pos, neg: Bags, loss: RankLoss, inference: str, registry, feature_map):
+        self.X_pos, self.neg = X_pos, neg
+        self.loss, self.inference = loss, inference
+        self.registry, self.feature_map = registry, feature_map
+        self.n_features = feature_map.n_features(X_pos)
+        self.n_pos, self.n_neg = X_pos.shape[0], neg.n_bags
+        self._psi_star = feature_map.combine(X_pos, np.full(self.n_pos, 1.0 / self.n_pos))
+
+    def ground_truth_feature(self):
+        return self._psi_star
+
+    def most_violated(self, w):
+        fm = self.feature_map
+        neg_best, neg_rows = self.neg.best(fm.scores(self.neg.X, w))
+        result = most_violated_ranking(
+            self.loss, fm.scores(self.X_pos, w), neg_best, self.inference, registry=self.registry
+        )
+        feature = fm.combine(self.X_pos, result.pos_coef) + fm.combine(
+            self.neg.X[neg_rows], result.neg_coef + 1.0 / self.n_neg
+        )
+        return Constraint(feature, result.loss)
+
+
+def _assign_to_slots(top: np.ndarray, bottom: np.ndarray, coef: np.ndarray) -> tuple[float, np.ndarray]:
+    """Best assignment of samples to slots, sample s in slot a earning max(c_a·top_s, c_a·bottom_s).
+
+    Returns the total and the slot of every sample (``linear_sum_assignment``
+    on the square gain matrix; its row indices come back as 0…n−1).
+    """
+    gain = np.maximum(np.outer(top, coef), np.outer(bottom, coef))
+    rows, slot = linear_sum_assignment(gain, maximize=True)
+    return float(gain[rows, slot].sum()), slot
+
+
+def ssvm_pattern_value(loss, neg_ranks, pos_max, pos_min, neg_max, neg_min):
+    """Appendix C for one ranking pattern: the best assignment of samples and candidates.
+
+    ``neg_ranks`` are the sorted (non-decreasing) interleaving ranks 1…|P|+1
+    of the negative slots.  A slot with coefficient c (Σ_ij Y_ij-counts, the
+    scale 1/(|P||N|) applied at the end) earns max_h c·s(h) from the sample
+    placed in it: c·max s when c ≥ 0, c·min s otherwise.  The assignment of
+    samples to slots is solved exactly with ``linear_sum_assignment``.
+
+    Returns (value, loss value, positive slot coefficients, positive slot of
+    each positive, negative slot coefficients, negative slot of each negative),
+    value = Δ + (assignment score)/(|P||N|).
+    """
+    n_pos, n_neg = pos_max.size, neg_max.size
+    neg_ranks = np.asarray(neg_ranks)
+    above = np.searchsorted(neg_ranks, np.arange(1, n_pos + 1), side="right")  # negatives above slot k
+    pos_c = (n_neg - 2 * above).astype(np.float64)
+    neg_c = (n_pos + 2 - 2 * neg_ranks).astype(np.float64)
+    pos_total, pos_slot = _assign_to_slots(pos_max, pos_min, pos_c)
+    neg_total, neg_slot = _assign_to_slots(neg_max, neg_min, neg_c)
+    pattern = np.zeros(n_pos + n_neg, dtype=bool)
+    pattern[np.arange(n_pos) + above] = True
+    loss_value = float(loss.value(pattern))
+    return loss_value + (pos_total + neg_total) / (n_pos * n_neg), loss_value, pos_c, pos_slot, neg_c, neg_slot
+
+
+class LatentSSVMProblem(StructuredProblem):
+    """Algorithm 4, step 4: the latent SSVM's convex problem with Ĥ_P* fixed.
+
+    Ground truth: the imputed positives and every negative's best candidate
+    (eq. 39).  The incorrect output chooses ranking and all candidates
+    freely; it is found approximately (Appendix C): starting from the perfect
+    ranking, each negative slot in turn is shifted up to its best place with
+    the others fixed, each pattern scored by :func:`ssvm_pattern_value`.
+    """
+
+    def __init__(self, X_pos_star, pos: Bags, neg: Bags, loss: RankLoss, feature_map):
+        self.X_pos_star, self.pos, self.neg = X_pos_star, pos, neg
+        self.loss, self.feature_map = loss, feature_map
+        self.n_features = feature_map.n_features(X_pos_star)
+        self.n_pos, self.n_neg = pos.n_bags, neg.n_bags
+        self._psi_star = feature_map.combine(X_pos_star, np.full(self.n_pos, 1.0 / self.n_pos))
+
+    def ground_truth_feature(self):
+        return self._psi_star
+
+    def most_violated(self, w):
+        fm = self.feature_map
+        pos_scores = np.asarray(fm.scores(self.pos.X, w), dtype=np.float64)
+        neg_scores = np.asarray(fm.scores(self.neg.X, w), dtype=np.float64)
+        pos_max, pos_max_rows = self.pos.best(pos_scores)
+        pos_min, pos_min_rows = self.pos.worst(pos_scores)
+        neg_max, neg_max_rows = self.neg.best(neg_scores)
+        neg_min, neg_min_rows = self.neg.worst(neg_scores)
+        ranks = self.greedy_ranks(pos_max, pos_min, neg_max, neg_min)
+        _, loss_value, pos_c, pos_slot, neg_c, neg_slot = ssvm_pattern_value(
+            self.loss, ranks, pos_max, pos_min, neg_max, neg_min
+        )
+        scale = 1.0 / (self.n_pos * self.n_neg)
+        pc, nc = pos_c[pos_slot], neg_c[neg_slot]  # per sample
+        pos_rows = np.where(pc >= 0, pos_max_rows, pos_min_rows)
+        neg_rows = np.where(nc >= 0, neg_max_rows, neg_min_rows)
+        feature = (
+            fm.combine(self.pos.X[pos_rows], pc * scale)
+            + fm.combine(self.neg.X[neg_rows], nc * scale)
+            + fm.combine(self.neg.X[neg_max_rows], np.full(self.n_neg, 1.0 / self.n_neg))
+        )
+        return Constraint(feature, loss_value)
+
+    def greedy_ranks(self, pos_max, pos_min, neg_max, neg_min) -> np.ndarray:
+        """Appendix C's greedy shift of the negative slots, top slot first."""
+        n_pos, n_neg = self.n_pos, self.n_neg
+        ranks = np.full(n_neg, n_pos + 1, dtype=np.int64)
+        best = ssvm_pattern_value(self.loss, ranks, pos_max, pos_min, neg_max, neg_min)[0]
+        lowest = 1
+        for j in range(n_neg):
+            choice = n_pos + 1
+            for rank in range(n_pos, lowest - 1, -1):
+                ranks[j] = rank
+                value = ssvm_pattern_value(self.loss, ranks, pos_max, pos_min, neg_max, neg_min)[0]
+                if value > best:
+                    best, choice = value, rank
+            ranks[j] = choice
+            lowest = choice
+        return ranks
+
+
+# ============================================================================ CCCP problems
+
+
+class _LatentCCCP(CCCPProblem):
+    """The true objective ½‖w‖² + C ξ(w) through the convexification tight at w.
+
+    Every model here minimises over the imputed quantities (the positives'
+    candidates, and for LatentSVM the ignored negatives), which
+    :meth:`convexify` picks optimally at w, so ξ(w) is the convex problem's
+    exact slack at w: max(0, Δ̂ − w·(Ψ* − Ψ̂)).
+    """
+
+    def objective(self, w, C):
+        w = np.asarray(w, dtype=np.float64)
+        problem = self.convexify(w)
+        constraint = problem.most_violated(w)
+        xi = max(0.0, constraint.loss - float(w @ (problem.ground_truth_feature() - constraint.feature)))
+        return 0.5 * float(w @ w) + C * xi
+
+
+class LatentRankingCCCP(_LatentCCCP):
+    """Latent AP-SVM (``model="apsvm"``) or latent SSVM (``model="ssvm"``) over bags."""
+
+    def __init__(self, pos: Bags, neg: Bags, loss: RankLoss, feature_map, *, model="apsvm",
+                 inference="greedy", registry=None):
+        self.pos, self.neg = pos, neg
+        self.loss, self.feature_map = loss, feature_map
+        self.model, self.inference, self.registry = model, inference, registry
+        self.n_features = feature_map.n_features(pos.X)
+
+    def positive_rows(self, w) -> np.ndarray:
+        """Output-consistent inference (Prop. 2): every positive's highest-scoring candidate."""
+        return self.pos.best(self.feature_map.scores(self.pos.X, np.asarray(w, dtype=np.float64)))[1]
+
+    def convexify(self, w):
+        return self.fixed(self.positive_rows(w))
+
+    def fixed(self, pos_rows) -> StructuredProblem:
+        """The convex problem with the positives' candidates at rows ``pos_rows``."""
+        X_pos = self.pos.X[pos_rows]
+        if self.model == "apsvm":
+            return LatentAPProblem(X_pos, self.neg, self.loss, self.inference, self.registry, self.feature_map)
+        return LatentSSVMProblem(X_pos, self.pos, self.neg, self.loss, self.feature_map)
+
+
+class LatentSVMCCCP(_LatentCCCP):
+    """Latent binary SVM: imputed positives, every negative candidate a negative example.
+
+    ξ = (J Σ_{i∈P} [1 − s_i(h_i*)]₊ + Σ_{kept negative candidates k} [1 + s_k]₊) / (J|P| + M),
+    the class-weighted hinge loss of :class:`~rankopt.models.binary.BinaryProblem`
+    with :class:`~rankopt.losses.ZeroOneLoss` weights.  The ``robust``
+    fraction of the M negative candidates with the largest loss is ignored,
+    but never a bag's lowest-scoring candidate (§5.1: at least one box per
+    negative image stays); the number ignored is fixed, so M is too.
+    """
+
+    def __init__(self, pos: Bags, neg: Bags, feature_map, *, J=None, robust=0.0):
+        self.pos, self.neg, self.feature_map = pos, neg, feature_map
+        self.n_features = feature_map.n_features(pos.X)
+        self.loss = ZeroOneLoss(J)
+        self.X_all = sp.vstack([pos.X, neg.X], format="csr") if sp.issparse(pos.X) else np.concatenate(
+            [pos.X, neg.X]
+        )
+        droppable = neg.n_candidates - neg.n_bags
+        self.n_ignored = min(int(math.floor(robust * neg.n_candidates)), droppable)
+        n_kept = neg.n_candidates - self.n_ignored
+        self.y = np.concatenate([np.ones(pos.n_bags, dtype=bool), np.zeros(n_kept, dtype=bool)])
+
+    def convexify(self, w):
+        w = np.asarray(w, dtype=np.float64)
+        fm = self.feature_map
+        pos_rows = self.pos.best(fm.scores(self.pos.X, w))[1]
+        neg_rows = np.arange(self.neg.n_candidates)
+        if self.n_ignored:
+            scores = np.asarray(fm.scores(self.neg.X, w), dtype=np.float64)
+            protected = self.neg.worst(scores)[1]
+            candidates = np.setdiff1d(neg_rows, protected, assume_unique=True)
+            top = np.argpartition(-scores[candidates], self.n_ignored - 1)[: self.n_ignored]
+            neg_rows = np.setdiff1d(neg_rows, candidates[top], assume_unique=True)
+        rows = np.concatenate([pos_rows, self.pos.n_candidates + neg_rows])
+        return BinaryProblem(self.X_all[rows], self.y, self.loss, fm)
+
+
+# ============================================================================ estimators
+
+
+class _LatentEstimator(BaseEstimator):
+    """Shared fit/predict of the latent models (bag input, CCCP with random restarts)."""
+
+    _fit_intercept = False
+
+    def _registry(self):
+        from rankopt.plugins import default_registry
+
+        return default_registry()
+
+    def _check_common(self):
+        C = check_positive_float(self.C, "C")
+        tol = check_positive_float(self.tol, "tol")
+        max_iter = check_positive_int(self.max_iter, "max_iter")
+        cccp_tol = check_positive_float(self.cccp_tol, "cccp_tol")
+        cccp_max_iter = check_positive_int(self.cccp_max_iter, "cccp_max_iter")
+        n_init = check_positive_int(self.n_init, "n_init")
+        return C, tol, max_iter, cccp_tol, cccp_max_iter, n_init
+
+    def _design(self, X):
+        """The design matrix the model sees (LatentSVM appends a constant bias feature)."""
+        if not self._fit_intercept:
+            return X
+        if sp.issparse(X):
+            return sp.hstack([X, np.ones((X.shape[0], 1), dtype=X.dtype)], format="csr")
+        return np.hstack([X, np.ones((X.shape[0], 1), dtype=X.dtype)])
+
+    def fit(self, X, y, bags=None, known=None):
+        """Fit on bags X with one binary label per bag.
+
+        Parameters
+        ----------
+        X : list of 2-D arrays, stacked matrix (with ``bags``) or Bags
+            The candidates of every bag (dense or sparse).
+        y : array-like
+            Labels in {0, 1} or {−1, 1}, one per bag (or per row of a stacked X).
+        bags : array-like, optional
+            Bag ids (one per row) or offsets for a stacked X.
+        known : array-like of int, optional
+            Per bag, the index of its known candidate, −1 when latent
+            (partial annotation); a known candidate is the only one used in training.
+        """
+        data, labels = check_bags(X, bags, y=y, known=known)
+        C, tol, max_iter, cccp_tol, cccp_max_iter, n_init = self._check_common()
+        problem = self._build(data.restrict_to_known(), labels)
+        rng = check_random_state(self.random_state)
+        best = None
+        init_objectives = []
+        for init in range(n_init):
+            direction = rng.standard_normal(problem.n_features)
+            # A tiny random w: only its direction matters, through the first imputation.
+            w0 = 1e-3 * direction / np.linalg.norm(direction)
+            result = solve_cccp(
+                problem, C, w0, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol, inner_max_iter=max_iter
+            )
+            init_objectives.append(result.objectives[-1])
+            logger.info(
+                "%s init %d: objective %.6g after %d CCCP iterations",
+                type(self).__name__, init, result.objectives[-1], result.n_iter,
+            )
+            if best is None or result.objectives[-1] < best.objectives[-1]:
+                best = result
+        w = best.w
+        if self._fit_intercept:
+            self.coef_, self.intercept_ = w[:-1].copy(), float(w[-1])
+        else:
+            self.coef_, self.intercept_ = w.copy(), 0.0
+        self.objective_ = best.objectives[-1]
+        self.objectives_ = list(best.objectives)
+        self.init_objectives_ = init_objectives
+        self.n_iter_ = best.n_iter
+        self.converged_ = best.converged
+        self.n_features_in_ = data.n_features
+        return self
+
+    def _candidate_scores(self, X, bags):
+        check_is_fitted(self, "coef_")
+        data, _ = check_bags(X, bags)
+        if data.n_features != self.n_features_in_:
+            raise ValueError(
+                f"expected candidates with {self.n_features_in_} features, as in fit, got {data.n_features} instead"
+            )
+        scores = np.asarray(data.X @ self.coef_.astype(data.X.dtype, copy=False)).ravel() + self.intercept_
+        return data, scores
+
+    def decision_function(self, X, bags=None) -> np.ndarray:
+        """Per-bag scores max_h w·Φ(h) (step 1 of the two-step rule); rank bags by them."""
+        data, scores = self._candidate_scores(X, bags)
+        return data.best(scores)[0]
+
+    def latent_choices(self, X, bags=None) -> np.ndarray:
+        """Per bag, the index (within the bag) of its highest-scoring candidate."""
+        data, scores = self._candidate_scores(X, bags)
+        return data.best(scores)[1] - data.starts
+
+    def score(self, X, y, bags=None) -> float:
+        """Average precision of the ranking of the bags against their labels y."""
+        data, labels = check_bags(X, bags, y=y)
+        return average_precision(labels, self.decision_function(data))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.required = True
+        return tags
+
+
+def _split(data: Bags, labels: np.ndarray) -> tuple[Bags, Bags]:
+    return data.take(np.flatnonzero(labels)), data.take(np.flatnonzero(~labels))
+
+
+class LatentAPSVM(_LatentEstimator):
+    """Latent AP-SVM (``latent-ap-svm`` problem 9, Algorithm 3).
+
+    Parameters
+    ----------
+    C : float, default 1.0
+        Weight of the slack (the AP-loss upper bound, on a [0, 1] scale).
+    loss : str or RankLoss, default "ap"
+        The rank loss; Props. 2 and 3 hold for any rank loss, AP is the paper's.
+    n_init : int, default 3
+        Random initialisations (random first imputation of the positives);
+        the run with the lowest final objective is kept.
+    random_state : int, RandomState or None
+        Seeds the initialisations.
+    tol, max_iter : float, int
+        Tolerance and iteration cap of each inner cutting-plane solve.
+    cccp_tol, cccp_max_iter : float, int
+        CCCP stops when the objective drops by less than ``cccp_tol``
+        (relative) or after ``cccp_max_iter`` steps.
+    inference : str, default "auto"
+        Ranking method of the loss-augmented inference (see
+        :func:`rankopt.most_violated_ranking`).
+
+    Attributes
+    ----------
+    coef_ : ndarray (n_features,)
+    objective_ : float
+        Final objective ½‖w‖² + C ξ of the kept run.
+    objectives_ : list of float
+        Its CCCP objective trace (non-increasing).
+    init_objectives_ : list of float
+        Final objective of every initialisation.
+    n_iter_, converged_ : CCCP iterations and convergence of the kept run.
+    inference_ : str
+        The ranking method used.
+    """
+
+    def __init__(self, C=1.0, loss="ap", n_init=3, random_state=None, tol=1e-3, max_iter=1000,
+                 cccp_tol=1e-3, cccp_max_iter=50, inference="auto"):
+        self.C = C
+        self.loss = loss
+        self.n_init = n_init
+        self.random_state = random_state
+        self.tol = tol
+        self.max_iter = max_iter
+        self.cccp_tol = cccp_tol
+        self.cccp_max_iter = cccp_max_iter
+        self.inference = inference
+
+    def _build(self, data, labels):
+        registry = self._registry()
+        loss = _rank_loss(registry, self.loss)
+        if not isinstance(self.inference, str):
+            raise ValueError(f"expected inference to be a method name, got {self.inference!r} instead")
+        self.inference_ = registry.resolve_method(self.inference, loss).name
+        self.loss_ = loss
+        pos, neg = _split(data, labels)
+        return LatentRankingCCCP(
+            pos, neg, loss, registry.get_feature_map("linear"), model="apsvm",
+            inference=self.inference_, registry=registry,
+        )
+
+
+class LatentSSVM(_LatentEstimator):
+    """Latent structural SVM with a rank loss (problem 6), trained as in Appendix C.
+
+    Its loss-augmented inference is approximate (greedy over the ranking
+    patterns, exact assignment of samples and candidates per pattern), so the
+    reported objective is a lower estimate of the true one.  Parameters and
+    attributes as :class:`LatentAPSVM` (no ``inference``).
+    """
+
+    def __init__(self, C=1.0, loss="ap", n_init=3, random_state=None, tol=1e-3, max_iter=1000,
+                 cccp_tol=1e-3, cccp_max_iter=50):
+        self.C = C
+        self.loss = loss
+        self.n_init = n_init
+        self.random_state = random_state
+        self.tol = tol
+        self.max_iter = max_iter
+        self.cccp_tol = cccp_tol
+        self.cccp_max_iter = cccp_max_iter
+
+    def _build(self, data, labels):
+        registry = self._registry()
+        self.loss_ = _rank_loss(registry, self.loss)
+        pos, neg = _split(data, labels)
+        return LatentRankingCCCP(pos, neg, self.loss_, registry.get_feature_map("linear"), model="ssvm")
+
+
+class LatentSVM(_LatentEstimator):
+    """Latent binary SVM with positive weight J and robustness c (``latent-ap-svm`` §5.1).
+
+    Parameters
+    ----------
+    C : float, default 1.0
+        Weight of the (normalised) hinge loss.
+    J : float or None, default None
+        Relative weight of the positive bags; None weighs both classes
+        equally (J = M/|P| for M negative candidates).
+    robust : float in [0, 1), default 0.0
+        The paper's c: the fraction of negative candidates with the largest
+        loss to ignore (0 is the standard latent SVM).
+    fit_intercept : bool, default True
+        Append a constant (regularised) bias feature.
+    n_init, random_state, tol, max_iter, cccp_tol, cccp_max_iter
+        As :class:`LatentAPSVM`.
+
+    Attributes
+    ----------
+    coef_, intercept_ : the hyperplane; ``decision_function`` adds the intercept.
+    Others as :class:`LatentAPSVM`.
+    """
+
+    def __init__(self, C=1.0, J=None, robust=0.0, fit_intercept=True, n_init=3, random_state=None,
+                 tol=1e-3, max_iter=1000, cccp_tol=1e-3, cccp_max_iter=50):
+        self.C = C
+        self.J = J
+        self.robust = robust
+        self.fit_intercept = fit_intercept
+        self.n_init = n_init
+        self.random_state = random_state
+        self.tol = tol
+        self.max_iter = max_iter
+        self.cccp_tol = cccp_tol
+        self.cccp_max_iter = cccp_max_iter
+
+    @property
+    def _fit_intercept(self):
+        return bool(self.fit_intercept)
+
+    def _build(self, data, labels):
+        if self.J is not None:
+            check_positive_float(self.J, "J")
+        robust = self.robust
+        if isinstance(robust, bool) or not isinstance(robust, numbers.Real) or not 0 <= robust < 1:
+            raise ValueError(f"expected robust to be a fraction in [0, 1), got {robust!r} instead")
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise ValueError(f"expected fit_intercept to be True or False, got {self.fit_intercept!r} instead")
+        design = Bags(self._design(data.X), data.offsets)
+        pos, neg = _split(design, labels)
+        return LatentSVMCCCP(pos, neg, self._registry().get_feature_map("linear"), J=self.J, robust=float(robust))
+
+
+def _rank_loss(registry, loss) -> RankLoss:
+    resolved = registry.resolve_loss(loss)
+    if not isinstance(resolved, RankLoss):
+        raise ValueError(
+            f"expected loss to be a rank loss, got the {resolved.output_kind.value} loss {resolved.name!r} instead"
+        )
+    return resolved
