@@ -7,6 +7,7 @@ from rankopt.engine import solve_cccp, solve_cutting_plane
 from rankopt.exceptions import ConvergenceWarning
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import RankingInference, most_violated_ranking
+from rankopt.models.latent import LatentAPSVM, LatentSSVM, LatentSVM
 from rankopt.models.rank_svm import RankSVM
 from rankopt.plugins import (
     create_plugin_manager,
@@ -19,6 +20,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConvergenceWarning",
+    "LatentAPSVM",
+    "LatentSSVM",
+    "LatentSVM",
     "RankSVM",
     "RankingInference",
     "create_plugin_manager",
