@@ -34,6 +34,12 @@ class ZeroOneLoss(LabelingLoss):
         y_true = np.asarray(y_true, dtype=bool)
         n_pos = int(np.count_nonzero(y_true))
         n_neg = y_true.size - n_pos
+        if self.J is None and (n_pos == 0 or n_neg == 0):
+            # J = |N|/|P| is undefined (or 0, making every weight 0/0) with one class only.
+            raise ValueError(
+                f"expected y_true to contain both a positive and a negative sample for the default "
+                f"J = |N|/|P|, got {n_pos} positives and {n_neg} negatives instead"
+            )
         J = n_neg / n_pos if self.J is None else float(self.J)
         norm = J * n_pos + n_neg
         return np.where(y_true, J / norm, 1.0 / norm)

@@ -1,0 +1,1 @@
+"""Brute-force oracles: slow, obviously-correct reference implementations for the tests."""
