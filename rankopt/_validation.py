@@ -43,6 +43,20 @@ def check_scores(pos_scores, neg_scores) -> tuple[np.ndarray, np.ndarray]:
     return pos, neg
 
 
+def _numbers_from_objects(arr: np.ndarray, name: str) -> np.ndarray:
+    """An object array of numbers (as pandas and mixed lists give) as float64.
+
+    A non-numeric entry keeps NumPy's exception type (TypeError for, say, a
+    dict; ValueError for an unparsable string), as scikit-learn's checks expect.
+    """
+    try:
+        return arr.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(
+            f"expected {name} to hold real numbers, got an object array with a non-numeric entry instead: {exc}"
+        ) from exc
+
+
 def check_matrix(X, name: str = "X"):
     """A 2-D, non-empty, finite design matrix: dense float32/float64 or CSR."""
     if sp.issparse(X):
@@ -55,17 +69,28 @@ def check_matrix(X, name: str = "X"):
             X = np.asarray(X)
         except Exception as exc:
             raise ValueError(f"expected {name} to be a 2-D array, got {type(X).__name__}: {exc}") from exc
-        if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
+        if X.dtype == object:
+            X = _numbers_from_objects(X, name)
+        if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
             raise ValueError(f"expected {name} to hold real numbers, got dtype {X.dtype} instead")
         if np.iscomplexobj(X):
-            raise ValueError(f"expected {name} to hold real numbers, got complex values instead")
+            raise ValueError(
+                f"expected {name} to hold real numbers, got complex values instead (Complex data not supported)"
+            )
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
         data = X
     if X.ndim != 2:
-        raise ValueError(f"expected {name} to be 2-D, got an array of shape {X.shape} instead")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"expected a non-empty {name}, got shape {X.shape} instead")
+        raise ValueError(
+            f"expected {name} to be 2-D, got an array of shape {X.shape} instead. Reshape your data with "
+            f"{name}.reshape(-1, 1) if it has a single feature or {name}.reshape(1, -1) if it is a single sample"
+        )
+    for axis, what in ((0, "sample"), (1, "feature")):
+        if X.shape[axis] == 0:
+            # the wording after "got" is scikit-learn's, which its estimator checks match
+            raise ValueError(
+                f"expected a non-empty {name}, got 0 {what}(s) (shape={X.shape}) while a minimum of 1 is required."
+            )
     if not np.all(np.isfinite(data)):
         raise ValueError(f"expected {name} to be finite, got NaN or infinity instead")
     return X
@@ -73,7 +98,14 @@ def check_matrix(X, name: str = "X"):
 
 def check_binary_labels(y, n_samples: int | None = None, name: str = "y") -> np.ndarray:
     """Labels in {0, 1} or {-1, 1} (both classes present) as a bool array."""
+    if y is None:
+        raise ValueError(
+            f"expected {name} to hold labels in {{0, 1}} or {{-1, 1}}, got None instead: "
+            f"requires {name} to be passed, but the target {name} is None"
+        )
     y = np.asarray(y)
+    if y.dtype == object:
+        y = _numbers_from_objects(y, name)
     if y.ndim != 1:
         raise ValueError(f"expected {name} to be 1-D, got an array of shape {y.shape} instead")
     if n_samples is not None and y.shape[0] != n_samples:
@@ -93,7 +125,7 @@ def check_binary_labels(y, n_samples: int | None = None, name: str = "y") -> np.
     if positive.all() or not positive.any():
         raise ValueError(
             f"expected {name} to contain both a positive and a negative sample, "
-            f"got only the label {y.flat[0]!r} instead"
+            f"got only one class (label {y.flat[0].item()!r}) instead"
         )
     return positive
 
