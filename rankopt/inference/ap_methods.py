@@ -1,0 +1,82 @@
+"""Exact inference methods specific to the AP loss: "search" and "select".
+
+Both come from Mohapatra et al., "Efficient optimization for average
+precision SVM" (``efficient-ap-svm`` §3.1–3.2) and return exactly the ranks
+of the greedy method; the kernels and the exactness argument are in
+``rankopt/inference/_ap.pyx``.
+
+* ``search`` — sort both sides, then find each negative's rank by a binary
+  search on the sign of f_j's discrete derivative (Algorithm 2).
+  O(|N| log |N| + |P| log |P| + |P|·min(|P|, |N|) + |N| log |P|), against the
+  greedy's O(|P||N|) second stage.
+* ``select`` — do not sort the negatives: quickselect finds how many of the
+  highest negatives can rank above some positive (Algorithm 3, with the
+  correction of ``papers/NOTES.md``); only those m are sorted and searched,
+  the rest get rank |P|+1.  Expected O(|N| + |P| log |P| + m log m +
+  |P|·min(|P|, m) + m log |P|): the method of choice late in training, when
+  most negatives score below every positive.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rankopt.hookspecs import hookimpl
+from rankopt.inference import _ap
+from rankopt.inference.base import InferenceMethod, descending_order
+from rankopt.losses.ap import APLoss
+from rankopt.losses.base import RankLoss
+
+
+class _APOnlyMethod(InferenceMethod):
+    """An inference method whose exactness rests on the closed form of Δ_AP."""
+
+    def unsupported_reason(self, loss: RankLoss) -> str | None:
+        # Checked by class on purpose: these kernels hard-code AP's δ_j and its
+        # unimodality (Prop. 5), which the generic loss contract (C1–C4) does
+        # not imply, so no capability of another loss can stand in for it.
+        if isinstance(loss, APLoss):
+            return None
+        return (
+            f"it is exact only for the average-precision loss 'ap' "
+            f"(rankopt.losses.APLoss), got {type(loss).__name__} {loss.name!r} instead; "
+            f"use method='greedy' or 'auto'"
+        )
+
+    @staticmethod
+    def _sorted_positives(pos_scores: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(pos_scores[descending_order(pos_scores)])
+
+
+class SearchMethod(_APOnlyMethod):
+    """Greedy order with a binary search for each negative's rank (Algorithm 2)."""
+
+    name = "search"
+    auto_priority = 50
+
+    def interleaving_ranks(self, loss: RankLoss, pos_scores, neg_scores):
+        pos_desc = self._sorted_positives(pos_scores)
+        neg_order = descending_order(neg_scores)
+        neg_desc = np.ascontiguousarray(neg_scores[neg_order], dtype=np.float64)
+        ranks_sorted = np.empty(neg_desc.size, dtype=np.intc)
+        _ap.search_ranks(pos_desc, neg_desc, ranks_sorted)
+        ranks = np.empty(neg_desc.size, dtype=np.int64)
+        ranks[neg_order] = ranks_sorted
+        return ranks
+
+
+class SelectMethod(_APOnlyMethod):
+    """Selective ranking: sort and search only the negatives that can rank above a positive (Algorithm 3)."""
+
+    name = "select"
+    auto_priority = 40
+
+    def interleaving_ranks(self, loss: RankLoss, pos_scores, neg_scores):
+        pos_desc = self._sorted_positives(pos_scores)
+        ranks = np.empty(neg_scores.size, dtype=np.intc)
+        _ap.select_ranks(pos_desc, np.ascontiguousarray(neg_scores), ranks)
+        return ranks.astype(np.int64)
+
+
+@hookimpl
+def rankopt_inference_methods():
+    return [SearchMethod, SelectMethod]
