@@ -114,7 +114,8 @@ class RankSVM(BaseEstimator):
         X = check_matrix(X)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(
-                f"expected X with {self.n_features_in_} features, as in fit, got {X.shape[1]} instead"
+                f"expected X with {self.n_features_in_} features, as in fit, got {X.shape[1]} instead "
+                f"(X has {X.shape[1]} features, but RankSVM is expecting {self.n_features_in_} features as input)"
             )
         return np.asarray(X @ self.coef_.astype(X.dtype, copy=False)).ravel()
 
