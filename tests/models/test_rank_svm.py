@@ -1,0 +1,260 @@
+"""RankSVM: fitting every built-in loss, input equivalences, the estimator API, bad input."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+from sklearn.exceptions import NotFittedError
+from sklearn.metrics import average_precision_score
+
+import rankopt
+from rankopt import RankSVM
+from rankopt.engine import IterationRecord
+from rankopt.losses import Loss
+from rankopt.plugins import PluginKind, default_registry
+
+LOSSES = ["ap", "ndcg", "auc", "zero_one"]
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """Digit 3 against the rest: 300 training and 200 held-out samples of shipped data."""
+    X, target = load_digits(return_X_y=True)
+    X = X / 16.0
+    y = (target == 3).astype(int)
+    return X[:300], y[:300], X[300:500], y[300:500]
+
+
+@pytest.fixture(scope="module")
+def fitted(digits):
+    X, y, _, _ = digits
+    return {loss: RankSVM(loss=loss, C=1.0).fit(X, y) for loss in LOSSES}
+
+
+# ---------------------------------------------------------------------- fitting
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_fit_sets_the_learned_attributes(fitted, digits, loss):
+    X, y, X_test, y_test = digits
+    model = fitted[loss]
+    assert model.coef_.shape == (64,) and model.coef_.dtype == np.float64
+    assert np.all(np.isfinite(model.coef_)) and np.any(model.coef_ != 0)
+    assert isinstance(model.n_iter_, int) and 1 <= model.n_iter_ <= model.max_iter
+    assert model.converged_ is True
+    assert len(model.history_) == model.n_iter_
+    assert all(isinstance(record, IterationRecord) for record in model.history_)
+    assert model.history_[-1].violation <= model.tol
+    assert model.history_[-1].duality_gap <= model.C * model.tol + 1e-8
+    assert isinstance(model.loss_, Loss) and model.loss_.name == loss
+    assert model.n_features_in_ == 64
+    if loss == "zero_one":
+        assert model.inference_ is None
+    else:
+        # "auto" picks a registered method that is exact for the loss
+        methods = {info.name: info.cls for info in default_registry().list(PluginKind.INFERENCE_METHOD)}
+        assert model.inference_ in methods
+        assert methods[model.inference_]().unsupported_reason(model.loss_) is None
+    # the learned ranking is far better than chance on held-out data
+    assert model.score(X_test, y_test) > 0.8 > 5 * y_test.mean()
+
+
+def test_fit_returns_self(digits):
+    X, y, _, _ = digits
+    model = RankSVM()
+    assert model.fit(X, y) is model
+
+
+def test_loss_instance_equals_loss_name(digits, fitted):
+    X, y, _, _ = digits
+    model = RankSVM(loss=rankopt.get_loss("ndcg")).fit(X, y)
+    np.testing.assert_array_equal(model.coef_, fitted["ndcg"].coef_)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_float32_and_sparse_give_the_same_coef(digits, fitted, loss):
+    X, y, X_test, _ = digits
+    reference = fitted[loss].coef_
+    variants = {
+        "float32": X.astype(np.float32),
+        "csr": sp.csr_matrix(X),
+        "csr-float32": sp.csr_matrix(X.astype(np.float32)),
+        "csc": sp.csc_matrix(X),
+    }
+    for name, Xv in variants.items():
+        model = RankSVM(loss=loss, C=1.0).fit(Xv, y)
+        np.testing.assert_allclose(model.coef_, reference, rtol=1e-4, atol=1e-5, err_msg=name)
+    dense_scores = fitted[loss].decision_function(X_test)
+    np.testing.assert_allclose(fitted[loss].decision_function(sp.csr_matrix(X_test)), dense_scores, rtol=1e-12)
+    np.testing.assert_allclose(
+        fitted[loss].decision_function(X_test.astype(np.float32)), dense_scores, rtol=1e-5, atol=1e-5
+    )
+
+
+def test_integer_and_bool_x_are_converted_to_float64(digits):
+    X, y, _, _ = digits
+    X_int = (X * 16).astype(np.int64)  # the digits' raw pixel counts
+    reference = RankSVM(C=0.1).fit(X_int.astype(np.float64), y).coef_
+    np.testing.assert_array_equal(RankSVM(C=0.1).fit(X_int, y).coef_, reference)
+    np.testing.assert_array_equal(RankSVM(C=0.1).fit(X_int.astype(np.int32), y).coef_, reference)
+    X_bool = X > 0.5
+    np.testing.assert_array_equal(
+        RankSVM(C=0.1).fit(X_bool, y).coef_, RankSVM(C=0.1).fit(X_bool.astype(np.float64), y).coef_
+    )
+
+
+@pytest.mark.parametrize("loss", ["ap", "zero_one"])
+def test_label_encodings_are_equivalent(digits, fitted, loss):
+    X, y, _, _ = digits
+    for encoding in (2 * y - 1, y.astype(bool), y.astype(np.float64), list(y)):
+        model = RankSVM(loss=loss, C=1.0).fit(X, encoding)
+        np.testing.assert_array_equal(model.coef_, fitted[loss].coef_)
+
+
+def test_score_is_average_precision(digits, fitted):
+    _, _, X_test, y_test = digits
+    model = fitted["auc"]
+    expected = average_precision_score(y_test, model.decision_function(X_test))
+    assert model.score(X_test, y_test) == pytest.approx(expected, abs=1e-12)
+    assert model.score(X_test, 2 * y_test - 1) == pytest.approx(expected, abs=1e-12)
+
+
+def test_decision_function_is_x_dot_coef(digits, fitted):
+    _, _, X_test, _ = digits
+    model = fitted["ap"]
+    np.testing.assert_allclose(model.decision_function(X_test), X_test @ model.coef_, rtol=1e-12)
+
+
+def test_verbose_logs_every_iteration(digits, caplog):
+    X, y, _, _ = digits
+    with caplog.at_level(logging.INFO, logger="rankopt"):
+        model = RankSVM(verbose=True).fit(X, y)
+    iteration_lines = [r for r in caplog.records if r.getMessage().startswith("iteration ")]
+    assert len(iteration_lines) == model.n_iter_
+
+
+def test_refit_does_not_keep_state(digits):
+    X, y, _, _ = digits
+    model = RankSVM(loss="auc", C=0.1).fit(X, y)
+    first = model.coef_.copy()
+    model.set_params(C=10.0).fit(X, y)
+    assert not np.allclose(model.coef_, first)
+    np.testing.assert_array_equal(model.set_params(C=0.1).fit(X, y).coef_, first)
+
+
+# ------------------------------------------------------------------- estimator API
+
+def test_get_params_set_params_clone(digits):
+    X, y, _, _ = digits
+    model = RankSVM(loss="ndcg", C=0.5, tol=1e-4, max_iter=50, inference="greedy", verbose=False)
+    params = model.get_params()
+    for key, value in dict(loss="ndcg", C=0.5, tol=1e-4, max_iter=50, inference="greedy", verbose=False).items():
+        assert params[key] == value
+    assert model.set_params(C=2.0, loss="auc") is model
+    assert model.C == 2.0 and model.loss == "auc"
+    with pytest.raises(ValueError):
+        model.set_params(not_a_parameter=1)
+
+    model.fit(X, y)
+    copy = clone(model)
+    assert copy.get_params() == model.get_params()
+    assert not hasattr(copy, "coef_")
+    copy.set_params(C=0.01).fit(X, y)
+    assert model.C == 2.0
+    assert not np.allclose(copy.coef_, model.coef_)
+
+
+def test_init_only_stores_parameters():
+    # even invalid values: validation happens in fit (scikit-learn convention)
+    model = RankSVM(loss="nope", C=-1, tol=0, max_iter=0, inference=3)
+    assert model.get_params()["C"] == -1
+    assert not hasattr(model, "coef_")
+
+
+def test_decision_function_before_fit_raises():
+    with pytest.raises(NotFittedError):
+        RankSVM().decision_function(np.ones((2, 3)))
+
+
+def test_decision_function_feature_count_mismatch_raises(fitted, digits):
+    _, _, X_test, _ = digits
+    with pytest.raises(ValueError, match=r"expected X with 64 features.*got 63"):
+        fitted["ap"].decision_function(X_test[:, :63])
+    with pytest.raises(ValueError, match=r"expected X with 64 features"):
+        fitted["ap"].decision_function(sp.csr_matrix(np.ones((2, 65))))
+
+
+# --------------------------------------------------------------------- bad input
+
+def _small():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(10, 3)), np.array([1, 0] * 5)
+
+
+def _with(value, index=(0, 0)):
+    X, y = _small()
+    X = X.copy()
+    X[index] = value
+    return X, y
+
+
+BAD_DATA = {
+    "X-nan": (lambda: _with(np.nan), r"\bX\b.*finite"),
+    "X-inf": (lambda: _with(np.inf), r"\bX\b.*finite"),
+    "X-neg-inf": (lambda: _with(-np.inf, (3, 2)), r"\bX\b.*finite"),
+    "X-sparse-nan": (lambda: (sp.csr_matrix(_with(np.nan)[0]), _small()[1]), r"\bX\b.*finite"),
+    "X-empty": (lambda: (np.empty((0, 3)), np.empty(0)), r"non-empty X"),
+    "X-no-features": (lambda: (np.empty((10, 0)), _small()[1]), r"non-empty X"),
+    "X-1d": (lambda: (np.ones(10), _small()[1]), r"expected X to be 2-D"),
+    "X-strings": (lambda: (np.array([["a", "b"]] * 2), np.array([0, 1])), r"expected X to hold real numbers"),
+    "y-single-class": (lambda: (_small()[0], np.ones(10)), r"expected y to contain both"),
+    "y-single-class-negative": (lambda: (_small()[0], -np.ones(10)), r"expected y to contain both"),
+    "y-labels-0-2": (lambda: (_small()[0], np.array([0, 2] * 5)), r"expected y to hold labels.*\[0, 2\]"),
+    "y-labels-multiclass": (lambda: (_small()[0], np.arange(10) % 3), r"expected y to hold labels"),
+    "y-nan": (lambda: (_small()[0], np.array([0.0, 1.0] * 4 + [np.nan, 1.0])), r"expected y"),
+    "y-2d": (lambda: (_small()[0], _small()[1][:, None]), r"expected y to be 1-D"),
+    "y-none": (lambda: (_small()[0], None), r"expected y.*got None"),
+    "X-y-length-mismatch": (lambda: (_small()[0], _small()[1][:9]), r"expected y to have 10 entries"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_DATA))
+def test_bad_data_raises_value_error_naming_it(case):
+    make, pattern = BAD_DATA[case]
+    X, y = make()
+    with pytest.raises(ValueError, match=pattern):
+        RankSVM().fit(X, y)
+
+
+BAD_PARAMS = {
+    "C-zero": ({"C": 0}, r"expected C to be a positive"),
+    "C-negative": ({"C": -1.0}, r"expected C to be a positive"),
+    "C-nan": ({"C": float("nan")}, r"expected C to be a positive"),
+    "C-string": ({"C": "1"}, r"expected C to be a positive"),
+    "tol-zero": ({"tol": 0.0}, r"expected tol to be a positive"),
+    "tol-negative": ({"tol": -1e-3}, r"expected tol to be a positive"),
+    "max_iter-zero": ({"max_iter": 0}, r"expected max_iter to be a positive integer"),
+    "max_iter-float": ({"max_iter": 10.5}, r"expected max_iter to be a positive integer"),
+    "max_iter-bool": ({"max_iter": True}, r"expected max_iter to be a positive integer"),
+    "loss-unknown": ({"loss": "no-such-loss"}, r"unknown loss 'no-such-loss'"),
+    "loss-not-a-loss": ({"loss": 3}, r"expected loss to be a loss name or a Loss instance"),
+    "inference-unknown": ({"inference": "no-such-method"}, r"unknown inference method 'no-such-method'"),
+    "inference-not-a-string": ({"inference": None}, r"expected inference to be a method name"),
+    "inference-greedy-with-zero-one": (
+        {"loss": "zero_one", "inference": "greedy"},
+        r"expected inference='auto' for the labeling loss 'zero_one'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PARAMS))
+def test_bad_parameters_raise_value_error_naming_them(case):
+    params, pattern = BAD_PARAMS[case]
+    X, y = _small()
+    model = RankSVM(**params)
+    with pytest.raises(ValueError, match=pattern):
+        model.fit(X, y)
+    assert not hasattr(model, "coef_")
