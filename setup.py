@@ -28,6 +28,7 @@ COMPILE_ARGS = ["-O0", "-g"] if DEBUG else ["-O3"]
 
 KERNELS = [
     "rankopt.inference._greedy",
+    "rankopt.inference._qs",
 ]
 
 

@@ -7,6 +7,7 @@ from rankopt.engine import solve_cccp, solve_cutting_plane
 from rankopt.exceptions import ConvergenceWarning
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import RankingInference, most_violated_ranking
+from rankopt.losses.qs_check import check_qs_suitable
 from rankopt.models.latent import LatentAPSVM, LatentSSVM, LatentSVM
 from rankopt.models.rank_svm import RankSVM
 from rankopt.plugins import (
@@ -25,6 +26,7 @@ __all__ = [
     "LatentSVM",
     "RankSVM",
     "RankingInference",
+    "check_qs_suitable",
     "create_plugin_manager",
     "get_loss",
     "get_plugin_manager",

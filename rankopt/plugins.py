@@ -38,6 +38,8 @@ BUILTIN_PLUGINS = (
     "rankopt.losses.auc",
     "rankopt.losses.zero_one",
     "rankopt.inference.greedy",
+    "rankopt.inference.qs",
+    "rankopt.inference.general",
     "rankopt.features.linear",
     "rankopt.models.ranking",
     "rankopt.models.binary",

@@ -1,0 +1,121 @@
+"""The quicksort-flavoured method "qs": exact for QS-suitable losses, O(|N| log |P|).
+
+``qs-rank-losses`` Algorithms 1–2: sort the positives, then find the
+negatives' optimal interleaving ranks by recursive median selection, each
+median's rank splitting the rank interval of the two halves (Observation 4).
+For AP the median's rank is found with the unimodal search of §5
+(Algorithm 3) — automatically, there is no separate method name.
+
+Losses with a :meth:`~rankopt.losses.RankLoss.compiled_form` (AP, AUC and
+every :class:`~rankopt.losses.PositionDiscountLoss`, through its discount
+table) run entirely in the Cython kernel ``_qs.pyx``; any other rank loss
+runs the same recursion in Python, calling its ``delta_diff`` once per
+median with all candidate ranks at once.
+
+The method refuses losses that fail :func:`rankopt.check_qs_suitable`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rankopt.hookspecs import hookimpl
+from rankopt.inference import _qs
+from rankopt.inference.base import InferenceMethod, checked_delta_diff, descending_order
+from rankopt.losses.base import CompiledForm, KernelCode, RankLoss
+from rankopt.losses.qs_check import unsupported_reason
+
+_NO_TABLE = np.zeros(1)
+
+
+class QSMethod(InferenceMethod):
+    """Quicksort-flavoured loss-augmented inference (Mohapatra et al., Algorithms 1–3).
+
+    Time O(|N| log |P| + |P| log |P|), extra memory O(|N| + |P|).  The
+    result equals the greedy method's: both take, for every negative, the
+    highest rank maximising its f_j.
+    """
+
+    name = "qs"
+    auto_priority = 10
+    #: Use §5's unimodal search for AP's median ranks (False: the linear scan).
+    ap_unimodal_search = True
+
+    def unsupported_reason(self, loss: RankLoss) -> str | None:
+        return unsupported_reason(loss, up_to="C4")
+
+    def interleaving_ranks(self, loss: RankLoss, pos_scores, neg_scores):
+        pos_desc = np.ascontiguousarray(pos_scores[descending_order(pos_scores)])
+        n_pos, n_neg = pos_desc.size, neg_scores.size
+        form = loss.compiled_form(n_pos, n_neg)
+        if form is None:
+            return _python_qs(loss, pos_desc, neg_scores)
+        code, table = kernel_arguments(loss, form, n_pos, n_neg)
+        ranks = np.empty(n_neg, dtype=np.intp)
+        unimodal = self.ap_unimodal_search and code is KernelCode.AP
+        _qs.qs_ranks(pos_desc, np.ascontiguousarray(neg_scores), int(code), table, unimodal, ranks)
+        return ranks
+
+
+def kernel_arguments(loss: RankLoss, form: CompiledForm, n_pos: int, n_neg: int) -> tuple[KernelCode, np.ndarray]:
+    """The kernel code and table of ``form``, validated (the kernels do not check bounds)."""
+    try:
+        code = KernelCode(form.code)
+    except ValueError:
+        raise RuntimeError(
+            f"loss {loss.name!r} broke its contract: compiled_form returned code {form.code!r}, "
+            f"expected one of {[c.name for c in KernelCode]}"
+        ) from None
+    if code is not KernelCode.POSITION_DISCOUNT:
+        return code, _NO_TABLE
+    table = None if form.table is None else np.ascontiguousarray(form.table, dtype=np.float64)
+    if table is None or table.shape != (n_pos + n_neg,) or not np.all(np.isfinite(table)):
+        raise RuntimeError(
+            f"loss {loss.name!r} broke its contract: its position-discount compiled form needs a "
+            f"finite table of shape ({n_pos + n_neg},), got "
+            f"{None if table is None else table.shape} instead"
+        )
+    return code, table
+
+
+def _python_qs(loss: RankLoss, pos_desc: np.ndarray, neg_scores: np.ndarray) -> np.ndarray:
+    """Algorithm 2 with ``delta_diff`` evaluated by NumPy.
+
+    The negatives are sorted up front rather than selected block by block:
+    NumPy's sort in C is faster than medians found from Python, and the
+    recursion — which calls the loss once per median whose rank interval
+    still holds two or more ranks, O(min(|N|, |P| log |N|)) calls — is
+    unchanged.
+    """
+    n_pos, n_neg = pos_desc.size, neg_scores.size
+    order = descending_order(neg_scores)
+    neg_desc = neg_scores[order].astype(np.float64)
+    pos64 = pos_desc.astype(np.float64)
+    scale = 2.0 / (n_pos * n_neg)
+    ranks_sorted = np.empty(n_neg, dtype=np.int64)
+    stack = [(0, n_neg, 1, n_pos + 1)]  # (block lo, block hi, lowest rank, highest rank)
+    while stack:
+        lo, hi, low_rank, high_rank = stack.pop()
+        if low_rank == high_rank:
+            ranks_sorted[lo:hi] = low_rank
+            continue
+        m = lo + (hi - lo) // 2
+        i = np.arange(low_rank, high_rank)
+        steps = checked_delta_diff(loss, m + 1, i, n_pos, n_neg) + scale * (
+            pos64[low_rank - 1 : high_rank - 1] - neg_desc[m]
+        )
+        f = np.concatenate(([0.0], np.cumsum(steps)))
+        # Highest rank among the maximisers (Observation 4 needs this choice).
+        opt = low_rank + int(f.size - 1 - np.argmax(f[::-1]))
+        ranks_sorted[m] = opt
+        if m + 1 < hi:
+            stack.append((m + 1, hi, opt, high_rank))
+        if lo < m:
+            stack.append((lo, m, low_rank, opt))
+    ranks = np.empty(n_neg, dtype=np.int64)
+    ranks[order] = ranks_sorted
+    return ranks
+
+
+@hookimpl
+def rankopt_inference_methods():
+    return [QSMethod]

@@ -1,0 +1,357 @@
+"""The quicksort-flavoured method "qs" and the dynamic-programming method "dp".
+
+Exactness (developers' guide): on small instances — tied scores, P = 1,
+N = 1 and P > N included — both equal the maximum of w·Ψ(X, R) + Δ(R*, R)
+over all (P + N)! rankings (``tests/oracles/brute_force.py``); "qs" also
+equals the greedy method on many random instances up to |N| = 5,000, and
+"dp" equals "qs" where both apply.
+"""
+import itertools
+
+import numpy as np
+import pytest
+from losses.test_qs_check import PrecisionAtKLoss
+from oracles.brute_force import brute_force_max, ndcg_loss
+
+import rankopt
+from rankopt._validation import check_scores
+from rankopt.inference import _qs
+from rankopt.inference.base import ranking_from_ranks
+from rankopt.inference.general import DPMethod
+from rankopt.inference.qs import QSMethod, kernel_arguments
+from rankopt.losses import (
+    APLoss,
+    AUCLoss,
+    CompiledForm,
+    KernelCode,
+    NDCGLoss,
+    PositionDiscountLoss,
+    RankLoss,
+)
+from rankopt.plugins import default_registry
+
+TOL = 1e-9
+
+
+class ReciprocalDiscountLoss(PositionDiscountLoss):
+    """A third-party member of the discount family, D(i) = 1/i: runs compiled through its table."""
+
+    name = "reciprocal_qs_test"
+
+    def discount(self, positions):
+        return 1.0 / np.asarray(positions, dtype=np.float64)
+
+
+class GeometricPythonLoss(RankLoss):
+    """A third-party rank loss without a compiled form (it runs on the Python path).
+
+    Rank-biased discount D(t) = ρ^(t−1), ρ = 0.7 (convex), with O(1) closed forms:
+    Z = Σ_{t≤|P|} D(t) = (1 − ρ^|P|)/(1 − ρ), δ_j(i) = (D(i+j−1) − D(|P|+j))/Z.
+    """
+
+    name = "geometric_python_qs_test"
+    rho = 0.7
+
+    def _z(self, n_pos):
+        return (1.0 - self.rho**n_pos) / (1.0 - self.rho)
+
+    def value(self, pattern):
+        positions = np.flatnonzero(np.asarray(pattern, dtype=bool)) + 1.0
+        return float(1.0 - np.sum(self.rho ** (positions - 1.0)) / self._z(positions.size))
+
+    def delta(self, j, i, n_pos, n_neg):
+        j, i = np.asarray(j, dtype=np.float64), np.asarray(i, dtype=np.float64)
+        return (self.rho ** (i + j - 2.0) - self.rho ** (n_pos + j - 1.0)) / self._z(n_pos)
+
+    def delta_diff(self, j, i, n_pos, n_neg):
+        j, i = np.asarray(j, dtype=np.float64), np.asarray(i, dtype=np.float64)
+        return (self.rho - 1.0) * self.rho ** (i + j - 2.0) / self._z(n_pos)
+
+
+class PythonAPLoss(APLoss):
+    """AP on the Python path."""
+
+    name = "ap_python_qs_test"
+
+    def compiled_form(self, n_pos, n_neg):
+        return None
+
+
+class LinearScanQS(QSMethod):
+    """"qs" with AP's median ranks found by the linear scan instead of §5's unimodal search."""
+
+    ap_unimodal_search = False
+
+
+class TinyBudgetDP(DPMethod):
+    """"dp" forced through the divide-and-conquer recursion down to single negatives."""
+
+    memory_budget = 1
+
+
+def _oracle_for(loss):
+    """The brute-force oracle's loss: independent definitions for the built-ins."""
+    if type(loss) is APLoss or type(loss) is PythonAPLoss:
+        return "ap"
+    if type(loss) is NDCGLoss:
+        return "ndcg"
+    if type(loss) is AUCLoss:
+        return "auc"
+    if isinstance(loss, ReciprocalDiscountLoss):
+        return lambda pattern: ndcg_loss(pattern, discount=lambda i: 1.0 / i)
+    if isinstance(loss, GeometricPythonLoss):
+        return lambda pattern: ndcg_loss(pattern, discount=lambda i: 0.7 ** (i - 1))
+    return lambda pattern: float(loss.value(np.asarray(pattern, dtype=bool)))
+
+
+def _run(method, loss, pos, neg):
+    """most_violated_ranking with a method instance (registered or a test variant)."""
+    assert method.unsupported_reason(loss) is None
+    pos, neg = check_scores(pos, neg)
+    return ranking_from_ranks(loss, pos, neg, method.interleaving_ranks(loss, pos, neg))
+
+
+QS_LOSSES = [APLoss(), NDCGLoss(), AUCLoss(), ReciprocalDiscountLoss(), GeometricPythonLoss(), PythonAPLoss()]
+QS_IDS = [loss.name for loss in QS_LOSSES]
+QS_METHODS = [QSMethod(), LinearScanQS(), DPMethod(), TinyBudgetDP()]
+# Every (|P|, |N|) with both ≤ 4, and a few with 5 (P + N ≤ 8 keeps enumeration fast).
+SIZES = list(itertools.product(range(1, 5), range(1, 5))) + [(5, 1), (1, 5), (5, 2), (2, 5), (5, 3)]
+
+
+def _instances(rng, n_pos, n_neg):
+    """Continuous scores at three scales, and scores on a tiny grid (ties within and across classes)."""
+    for scale in (0.05, 0.5, 3.0):
+        yield scale * rng.normal(size=n_pos), scale * rng.normal(size=n_neg)
+    for scale in (0.02, 0.3):
+        yield scale * rng.integers(0, 3, n_pos).astype(float), scale * rng.integers(0, 3, n_neg).astype(float)
+    yield np.full(n_pos, 0.1), np.full(n_neg, 0.1)
+
+
+# --------------------------------------------------------------------------
+# Exactness against brute force
+
+
+@pytest.mark.parametrize("loss", QS_LOSSES, ids=QS_IDS)
+def test_qs_and_dp_equal_brute_force(loss):
+    rng = np.random.default_rng(sum(map(ord, loss.name)))
+    oracle = _oracle_for(loss)
+    for n_pos, n_neg in SIZES:
+        for pos, neg in _instances(rng, n_pos, n_neg):
+            expected = brute_force_max(oracle, pos, neg)
+            for method in QS_METHODS:
+                got = _run(method, loss, pos, neg)
+                assert got.value == pytest.approx(expected, abs=TOL), (method, n_pos, n_neg, pos, neg)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_dp_equals_brute_force_for_precision_at_k(k):
+    loss = PrecisionAtKLoss(k)
+    rng = np.random.default_rng(k)
+    for n_pos, n_neg in SIZES:
+        for pos, neg in _instances(rng, n_pos, n_neg):
+            expected = brute_force_max(_oracle_for(loss), pos, neg)
+            for method in (DPMethod(), TinyBudgetDP()):
+                assert _run(method, loss, pos, neg).value == pytest.approx(expected, abs=TOL)
+
+
+def test_dp_solves_remark_1_where_greedy_would_fail():
+    # qs-rank-losses Remark 1: Chakrabarti's discount, negatives 3ε and ε, positive 5ε.
+    class Chakrabarti(PositionDiscountLoss):
+        name = "chakrabarti_qs_test"
+
+        def discount(self, positions):
+            positions = np.asarray(positions, dtype=np.float64)
+            return np.where(positions <= 2, 1.0, 1.0 / np.log2(np.maximum(positions, 2.0)))
+
+    loss, eps = Chakrabarti(), 0.01
+    pos, neg = np.array([5 * eps]), np.array([3 * eps, eps])
+    expected = brute_force_max(_oracle_for(loss), pos, neg)
+    assert rankopt.most_violated_ranking(loss, pos, neg).value == pytest.approx(expected, abs=TOL)
+    assert rankopt.most_violated_ranking(loss, pos, neg, method="dp").value == pytest.approx(expected, abs=TOL)
+    for method in ("qs", "greedy"):
+        with pytest.raises(ValueError, match="C3 fails"):
+            rankopt.most_violated_ranking(loss, pos, neg, method=method)
+
+
+# --------------------------------------------------------------------------
+# qs against greedy, and dp against qs, on larger instances
+
+
+def _random_instance(rng, n_pos, n_neg):
+    kind = rng.integers(3)
+    if kind == 0:
+        return rng.normal(size=n_pos) + rng.uniform(0, 2), rng.normal(size=n_neg)
+    if kind == 1:  # coarse grid: many ties
+        return rng.integers(0, 5, n_pos) / 4.0, rng.integers(0, 5, n_neg) / 4.0
+    # small margins: the loss term decides most ranks
+    return 1e-3 * rng.normal(size=n_pos), 1e-3 * rng.normal(size=n_neg)
+
+
+def test_qs_equals_greedy_on_1000_random_instances():
+    rng = np.random.default_rng(2024)
+    compiled = [APLoss(), NDCGLoss(), AUCLoss(), ReciprocalDiscountLoss()]
+    for k in range(1000):
+        if k < 960:
+            n_pos, n_neg = int(rng.integers(1, 40)), int(rng.integers(1, 300))
+        else:  # a few large ones, P > N among them
+            n_pos, n_neg = int(rng.integers(1, 1500)), int(rng.integers(1, 5001))
+        loss = compiled[k % len(compiled)]
+        pos, neg = _random_instance(rng, n_pos, n_neg)
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy")
+        for method in (QSMethod(), LinearScanQS()) if isinstance(loss, APLoss) else (QSMethod(),):
+            got = _run(method, loss, pos, neg)
+            assert got.value == pytest.approx(greedy.value, rel=TOL, abs=1e-12), (k, loss.name, n_pos, n_neg)
+
+
+def test_python_path_qs_equals_greedy():
+    rng = np.random.default_rng(5)
+    for k, loss in enumerate([GeometricPythonLoss(), PythonAPLoss()] * 8):
+        n_pos, n_neg = int(rng.integers(1, 60)), int(rng.integers(1, 1500))
+        pos, neg = _random_instance(rng, n_pos, n_neg)
+        qs = rankopt.most_violated_ranking(loss, pos, neg, method="qs")
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy")
+        assert qs.value == pytest.approx(greedy.value, rel=TOL, abs=1e-12), (k, n_pos, n_neg)
+
+
+@pytest.mark.parametrize("loss", [APLoss(), NDCGLoss(), PrecisionAtKLoss(7)], ids=["ap", "ndcg", "p@7"])
+def test_dp_divide_and_conquer_equals_full_table(loss):
+    rng = np.random.default_rng(8)
+    for _ in range(6):
+        n_pos, n_neg = int(rng.integers(1, 30)), int(rng.integers(1, 120))
+        pos, neg = _random_instance(rng, n_pos, n_neg)
+        full = _run(DPMethod(), loss, pos, neg)
+        assert _run(TinyBudgetDP(), loss, pos, neg).value == pytest.approx(full.value, rel=TOL, abs=1e-12)
+        if not isinstance(loss, PrecisionAtKLoss):
+            qs = rankopt.most_violated_ranking(loss, pos, neg, method="qs")
+            assert full.value == pytest.approx(qs.value, rel=TOL, abs=1e-12)
+
+
+def test_qs_many_negatives_few_positives():
+    # deep recursion on the negatives, intervals collapse quickly
+    rng = np.random.default_rng(9)
+    pos, neg = rng.normal(size=3), rng.normal(size=200_000)
+    for loss in ("ap", "ndcg"):
+        qs = rankopt.most_violated_ranking(loss, pos, neg, method="qs")
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy")
+        np.testing.assert_array_equal(qs.neg_ranks, greedy.neg_ranks)
+
+
+def test_python_path_calls_delta_diff_once_per_open_median():
+    calls = []
+
+    class Counting(GeometricPythonLoss):
+        name = "counting_qs_test"
+
+        def delta_diff(self, j, i, n_pos, n_neg):
+            calls.append(np.size(i))
+            return super().delta_diff(j, i, n_pos, n_neg)
+
+    loss = Counting()
+    QSMethod().unsupported_reason(loss)  # the suitability check calls delta_diff too
+    calls.clear()
+    rng = np.random.default_rng(10)
+    n_pos, n_neg = 8, 4000
+    pos, neg = check_scores(rng.normal(size=n_pos), rng.normal(size=n_neg))
+    QSMethod().interleaving_ranks(loss, pos, neg)
+    # at most |P| medians with an open interval per level, ~log2 |N| levels
+    assert 0 < len(calls) <= n_pos * int(np.ceil(np.log2(n_neg + 1)))
+    assert sum(calls) <= (n_pos + 1) * int(np.ceil(np.log2(n_neg + 1)))
+
+
+# --------------------------------------------------------------------------
+# Dtypes, the kernel's own contract, ties
+
+
+def test_float32_scores():
+    rng = np.random.default_rng(11)
+    for loss in ("ap", "ndcg", "auc"):
+        pos = rng.normal(size=30).astype(np.float32)
+        neg = rng.normal(size=700).astype(np.float32)
+        qs32 = rankopt.most_violated_ranking(loss, pos, neg, method="qs")
+        qs64 = rankopt.most_violated_ranking(loss, pos.astype(np.float64), neg.astype(np.float64), method="qs")
+        greedy32 = rankopt.most_violated_ranking(loss, pos, neg, method="greedy")
+        np.testing.assert_array_equal(qs32.neg_ranks, qs64.neg_ranks)
+        assert qs32.value == pytest.approx(greedy32.value, rel=TOL)
+    # mixed dtypes are promoted to float64
+    mixed = rankopt.most_violated_ranking("ap", pos, neg.astype(np.float64), method="qs")
+    both64 = rankopt.most_violated_ranking("ap", pos.astype(np.float64), neg.astype(np.float64), method="qs")
+    np.testing.assert_array_equal(mixed.neg_ranks, both64.neg_ranks)
+
+
+def test_kernel_breaks_ties_by_index():
+    # equal negatives: the lower index counts as higher, so its rank is never larger
+    pos = np.array([0.5, 0.0, -0.5])
+    neg = np.zeros(50)
+    for loss in ("ap", "ndcg", "auc"):
+        ranks = rankopt.most_violated_ranking(loss, pos, neg, method="qs").neg_ranks
+        assert np.all(np.diff(ranks) >= 0)
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
+        np.testing.assert_array_equal(ranks, greedy)
+
+
+def test_kernel_codes_match_pxd_constants():
+    assert _qs.KERNEL_CODES == {code.name: code.value for code in KernelCode}
+
+
+def test_compiled_delta_diff_matches_losses():
+    j, i = np.meshgrid(np.arange(1, 8), np.arange(1, 6), indexing="ij")
+    for loss in (APLoss(), NDCGLoss(), AUCLoss(), ReciprocalDiscountLoss()):
+        form = loss.compiled_form(5, 7)
+        got = _qs.compiled_delta_diff(int(form.code), j, i, 5, 7, form.table)
+        np.testing.assert_allclose(got, loss.delta_diff(j, i, 5, 7), rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="out of range"):
+        _qs.compiled_delta_diff(int(KernelCode.AP), 8, 1, 5, 7, None)
+    with pytest.raises(ValueError, match="kernel code"):
+        _qs.compiled_delta_diff(9, 1, 1, 5, 7, None)
+
+
+def test_kernel_arguments_validate_the_compiled_form():
+    loss = NDCGLoss()
+    code, table = kernel_arguments(loss, loss.compiled_form(3, 4), 3, 4)
+    assert code is KernelCode.POSITION_DISCOUNT and table.shape == (7,)
+    with pytest.raises(RuntimeError, match="shape"):
+        kernel_arguments(loss, CompiledForm(KernelCode.POSITION_DISCOUNT, np.ones(3)), 3, 4)
+    with pytest.raises(RuntimeError, match="shape"):
+        kernel_arguments(loss, CompiledForm(KernelCode.POSITION_DISCOUNT), 3, 4)
+    with pytest.raises(RuntimeError, match="code"):
+        kernel_arguments(loss, CompiledForm(7), 3, 4)
+
+
+# --------------------------------------------------------------------------
+# Registration, auto, refusals, bad input
+
+
+def test_registered_and_chosen_by_auto():
+    registry = default_registry()
+    names = {info.name for info in rankopt.list_plugins("inference_method")}
+    assert {"qs", "dp", "greedy"} <= names
+    assert QSMethod.auto_priority == 10 and DPMethod.auto_priority == 1000
+    for loss in ("ap", "ndcg", "auc"):
+        assert registry.resolve_method("auto", registry.resolve_loss(loss)).name == "qs"
+    assert registry.resolve_method("auto", ReciprocalDiscountLoss()).name == "qs"
+    # failing C3: only dp is exact
+    assert registry.resolve_method("auto", PrecisionAtKLoss(3)).name == "dp"
+
+
+def test_precision_at_k_refused_by_qs_and_greedy():
+    pos, neg = [0.3, 0.1], [0.2, 0.0, -0.1]
+    for method in ("qs", "greedy"):
+        with pytest.raises(ValueError, match="C3 fails for loss 'precision_at_k_test'") as info:
+            rankopt.most_violated_ranking(PrecisionAtKLoss(3), pos, neg, method=method)
+        assert "j=" in str(info.value) and "i=" in str(info.value)
+    result = rankopt.most_violated_ranking(PrecisionAtKLoss(3), pos, neg, method="dp")
+    assert result.value == pytest.approx(brute_force_max(_oracle_for(PrecisionAtKLoss(3)), pos, neg), abs=TOL)
+
+
+@pytest.mark.parametrize("method", ["qs", "dp"])
+def test_bad_input(method):
+    with pytest.raises(ValueError, match="finite"):
+        rankopt.most_violated_ranking("ap", [0.1, np.nan], [0.0], method=method)
+    with pytest.raises(ValueError, match="at least one negative"):
+        rankopt.most_violated_ranking("ap", [0.1], [], method=method)
+    with pytest.raises(ValueError, match="1-D"):
+        rankopt.most_violated_ranking("ap", [[0.1]], [0.0], method=method)
+    with pytest.raises(ValueError, match="real numbers"):
+        rankopt.most_violated_ranking("ap", ["a"], [0.0], method=method)
+    with pytest.raises(ValueError, match="rank loss"):
+        rankopt.most_violated_ranking("zero_one", [0.1], [0.0], method=method)
