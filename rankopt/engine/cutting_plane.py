@@ -124,6 +124,8 @@ def solve_cutting_plane(
         if violation <= tol and (w0 is None or iteration > 1):
             converged = True
             break
+        if iteration == max_iter:
+            break  # return the last evaluated iterate, so history_[-1] describes w
         qp.add(plane, constraint.loss)
         w, dual = qp.solve()
     if not converged and warn:

@@ -67,8 +67,8 @@ class WorkingSetQP:
         """The optimal w and the dual objective (= the working-set primal optimum)."""
         k = self.n_planes
         m = 0 if self.constraints is None else self.constraints.b.size
-        if k == 0 and m == 0:
-            return np.zeros(self.n_features), 0.0
+        if k == 0 and (m == 0 or np.all(self.constraints.b >= 0)):
+            return np.zeros(self.n_features), 0.0  # w = 0 is feasible, hence optimal
         hessian = np.zeros((k + m, k + m))
         hessian[:k, :k] = self._gram
         linear = np.concatenate([-np.asarray(self._losses), np.zeros(m)])
@@ -88,6 +88,10 @@ class WorkingSetQP:
         b = np.concatenate(b)
         settings = clarabel.DefaultSettings()
         settings.verbose = False
+        # Clarabel's 1e-8 defaults leave w accurate to ~1e-4 only (the dual's
+        # Hessian GᵀG is badly scaled); 1e-10 costs nothing measurable here.
+        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
+        settings.tol_ktratio = 1e-8
         solver = clarabel.DefaultSolver(
             sp.triu(sp.csc_matrix(hessian)).tocsc(), linear, A, b,
             [clarabel.NonnegativeConeT(b.size)], settings,
