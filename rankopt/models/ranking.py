@@ -15,35 +15,34 @@ class RankingProblem(StructuredProblem):
 
     The ground truth puts every positive first, so Ψ(X, R*) is the difference
     of the class means of ψ; the most violated ranking comes from
-    :func:`rankopt.most_violated_ranking`.
+    :func:`rankopt.most_violated_ranking`.  X is never split or copied: each
+    oracle call is one score product over all rows and one combination with
+    a coefficient per row, so memory stays at the data plus O(n).
     """
 
-    def __init__(self, X_pos, X_neg, loss, feature_map, inference, registry):
-        self.X_pos, self.X_neg = X_pos, X_neg
+    def __init__(self, X, y, loss, feature_map, inference, registry):
+        self.X, self.is_positive = X, y
         self.loss, self.feature_map = loss, feature_map
         self.registry = registry
         self.inference = registry.resolve_method(inference, loss).name
-        self.n_features = feature_map.n_features(X_pos)
-        n_pos, n_neg = X_pos.shape[0], X_neg.shape[0]
-        self._psi_star = feature_map.combine(X_pos, np.full(n_pos, 1.0 / n_pos)) - feature_map.combine(
-            X_neg, np.full(n_neg, 1.0 / n_neg)
-        )
+        self.n_features = feature_map.n_features(X)
+        n_pos = int(np.count_nonzero(y))
+        n_neg = y.size - n_pos
+        self._psi_star = feature_map.combine(X, np.where(y, 1.0 / n_pos, -1.0 / n_neg))
 
     def ground_truth_feature(self):
         return self._psi_star
 
     def most_violated(self, w):
+        scores = self.feature_map.scores(self.X, w)
         result = most_violated_ranking(
-            self.loss,
-            self.feature_map.scores(self.X_pos, w),
-            self.feature_map.scores(self.X_neg, w),
-            self.inference,
+            self.loss, scores[self.is_positive], scores[~self.is_positive], self.inference,
             registry=self.registry,
         )
-        feature = self.feature_map.combine(self.X_pos, result.pos_coef) + self.feature_map.combine(
-            self.X_neg, result.neg_coef
-        )
-        return Constraint(feature, result.loss)
+        coef = np.empty(self.is_positive.size)
+        coef[self.is_positive] = result.pos_coef
+        coef[~self.is_positive] = result.neg_coef
+        return Constraint(self.feature_map.combine(self.X, coef), result.loss)
 
 
 class RankingModel(Model):
@@ -53,7 +52,7 @@ class RankingModel(Model):
     output_kind = OutputKind.RANKING
 
     def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry):
-        return RankingProblem(X[y], X[~y], loss, feature_map, inference, registry)
+        return RankingProblem(X, y, loss, feature_map, inference, registry)
 
 
 @hookimpl
