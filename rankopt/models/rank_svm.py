@@ -16,6 +16,7 @@ from rankopt._validation import (
 from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.losses.base import Loss, OutputKind
 from rankopt.metrics import average_precision
+from rankopt.models.approx import check_approx, fit_approx
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,13 @@ class RankSVM(BaseEstimator):
         plugin's, or ``"auto"`` for the fastest exact one).
     verbose : bool, default False
         Log every iteration at INFO level on the ``rankopt`` logger.
+    approx : float or None, default None
+        AP-SVM-APPX (``efficient-ap-svm`` §3.3, ``loss="ap"`` only): a
+        percentage k in (0, 100].  A binary SVM (same C, tol, max_iter)
+        first finds the easy samples, y·w₀·x ≥ 1; the top k % of them by
+        margin become hard constraints y·w·x ≥ 1 and the AP loss is
+        optimised over the remaining samples only.  None trains the exact
+        AP-SVM.  See :mod:`rankopt.models.approx`.
 
     Attributes
     ----------
@@ -65,15 +73,21 @@ class RankSVM(BaseEstimator):
     history_ : list of IterationRecord
         Primal objective, dual objective and duality gap per iteration.
     n_features_in_ : int
+    n_easy_ : int or None
+        With ``approx``: samples the binary SVM classified with margin ≥ 1.
+    n_hard_constraints_ : int or None
+        With ``approx``: easy samples kept as hard constraints.
     """
 
-    def __init__(self, loss="ap", C=1.0, tol=1e-3, max_iter=1000, inference="auto", verbose=False):
+    def __init__(self, loss="ap", C=1.0, tol=1e-3, max_iter=1000, inference="auto", verbose=False,
+                 approx=None):
         self.loss = loss
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.inference = inference
         self.verbose = verbose
+        self.approx = approx
 
     def _registry(self):
         from rankopt.plugins import default_registry
@@ -93,12 +107,19 @@ class RankSVM(BaseEstimator):
         if not isinstance(self.loss, (str, Loss)):
             raise ValueError(f"expected loss to be a loss name or a Loss instance, got {self.loss!r} instead")
         loss = registry.resolve_loss(self.loss)
+        approx = check_approx(self.approx, loss)
         model = registry.get_model(MODEL_FOR_OUTPUT[loss.output_kind])
         feature_map = registry.get_feature_map("linear")
-        problem = model.build_problem(X, y, loss, feature_map, inference=self.inference, registry=registry)
-
         progress = _log_iteration if self.verbose else None
-        result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, progress=progress)
+        if approx is None:
+            problem = model.build_problem(X, y, loss, feature_map, inference=self.inference, registry=registry)
+            result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, progress=progress)
+            split = None
+        else:
+            problem, result, split = fit_approx(
+                X, y, loss, feature_map, approx, C=C, tol=tol, max_iter=max_iter,
+                inference=self.inference, registry=registry, progress=progress,
+            )
         self.coef_ = result.w
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
@@ -106,6 +127,8 @@ class RankSVM(BaseEstimator):
         self.loss_ = loss
         self.inference_ = problem.inference if loss.output_kind is OutputKind.RANKING else None
         self.n_features_in_ = X.shape[1]
+        self.n_easy_ = None if split is None else split.n_easy
+        self.n_hard_constraints_ = None if split is None else split.n_hard_constraints
         return self
 
     def decision_function(self, X) -> np.ndarray:
