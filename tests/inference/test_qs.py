@@ -236,6 +236,38 @@ def test_qs_many_negatives_few_positives():
         np.testing.assert_array_equal(qs.neg_ranks, greedy.neg_ranks)
 
 
+@pytest.mark.parametrize(
+    "arrangement", ["random", "ties", "ascending", "descending", "organ_pipe", "three_values", "all_equal"]
+)
+def test_kernel_split_strategies_equal_greedy_ranks(arrangement):
+    # Large blocks are split at a sample median by a branch-free partition,
+    # small ones (and all with exact_median) at the exact median: both must
+    # give greedy's ranks, on input orders that stress pivot choice.
+    rng = np.random.default_rng(len(arrangement))
+    for n_pos, n_neg in [(1, 3000), (7, 20000), (150, 9000), (600, 300)]:
+        x = np.arange(n_neg, dtype=np.float64)
+        neg = {
+            "random": rng.normal(size=n_neg),
+            "ties": rng.integers(0, 6, n_neg) / 5.0,
+            "ascending": x / n_neg,
+            "descending": x[::-1] / n_neg,
+            "organ_pipe": np.concatenate([x[: n_neg // 2], x[n_neg // 2 :][::-1]]) / n_neg,
+            "three_values": np.repeat([0.2, 0.5, 0.8], n_neg // 3 + 1)[:n_neg],
+            "all_equal": np.full(n_neg, 0.5),
+        }[arrangement]
+        pos = rng.uniform(0, 1, n_pos)
+        for loss in (APLoss(), NDCGLoss()):
+            greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
+            form = loss.compiled_form(n_pos, n_neg)
+            code, table = kernel_arguments(loss, form, n_pos, n_neg)
+            pos_desc = np.sort(pos)[::-1].copy()
+            for exact_median in (False, True):
+                for unimodal in (False, True) if code is KernelCode.AP else (False,):
+                    ranks = np.empty(n_neg, dtype=np.intp)
+                    _qs.qs_ranks(pos_desc, neg, int(code), table, unimodal, ranks, exact_median)
+                    np.testing.assert_array_equal(ranks, greedy)
+
+
 def test_python_path_calls_delta_diff_once_per_open_median():
     calls = []
 
