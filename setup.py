@@ -29,6 +29,7 @@ COMPILE_ARGS = ["-O0", "-g"] if DEBUG else ["-O3"]
 KERNELS = [
     "rankopt.inference._greedy",
     "rankopt.inference._qs",
+    "rankopt.inference._ap",
 ]
 
 

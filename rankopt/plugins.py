@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import functools
 import importlib
+import importlib.metadata
 import os
 from dataclasses import dataclass
 
@@ -38,6 +39,7 @@ BUILTIN_PLUGINS = (
     "rankopt.losses.auc",
     "rankopt.losses.zero_one",
     "rankopt.inference.greedy",
+    "rankopt.inference.ap_methods",
     "rankopt.inference.qs",
     "rankopt.inference.general",
     "rankopt.features.linear",
@@ -220,8 +222,24 @@ def create_plugin_manager(autoload: bool | None = None) -> RankoptPluginManager:
     if autoload is None:
         autoload = os.environ.get(AUTOLOAD_ENV, "") in ("", "0")
     if autoload:
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        _load_entry_points(pm)
     return pm
+
+
+def _load_entry_points(pm: RankoptPluginManager) -> None:
+    """Register every plugin of the ``rankopt`` entry-point group, naming any that fails."""
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if pm.get_plugin(entry_point.name) is not None or pm.is_blocked(entry_point.name):
+            continue
+        distribution = entry_point.dist.name if entry_point.dist is not None else "unknown distribution"
+        try:
+            plugin = entry_point.load()
+        except Exception as exc:
+            raise PluginContractError(
+                f"plugin {entry_point.name!r} (entry point {entry_point.value!r} of {distribution}) "
+                f"failed to import: {exc!r}; uninstall or fix it, or set {AUTOLOAD_ENV}=1"
+            ) from exc
+        pm.register(plugin, name=entry_point.name)
 
 
 class PluginRegistry:

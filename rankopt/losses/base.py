@@ -140,6 +140,10 @@ class LabelingLoss(Loss):
         """Δ(Y*, Y) for labelings in {0, 1}."""
         y_true = np.asarray(y_true, dtype=bool)
         y_pred = np.asarray(y_pred, dtype=bool)
+        if y_true.shape != y_pred.shape:
+            raise ValueError(
+                f"expected y_pred of the same shape as y_true {y_true.shape}, got {y_pred.shape} instead"
+            )
         return float(np.dot(self.sample_weights(y_true), y_true != y_pred))
 
 

@@ -38,7 +38,11 @@ class PositionDiscountLoss(RankLoss):
         return table
 
     def _normaliser(self, n_pos):
-        return float(np.sum(self.discount_table(n_pos)))
+        # Cached per |P| so that delta_diff stays O(1) (condition C4).
+        cache = self.__dict__.setdefault("_normaliser_cache", {})
+        if n_pos not in cache:
+            cache[n_pos] = float(np.sum(self.discount_table(n_pos)))
+        return cache[n_pos]
 
     def value(self, pattern):
         positions, _ = pattern_counts(pattern)

@@ -22,7 +22,7 @@ class ZeroOneLoss(LabelingLoss):
 
     def __init__(self, J: float | None = None):
         if J is not None and (
-            not isinstance(J, numbers.Real) or not np.isfinite(J) or J <= 0
+            isinstance(J, bool) or not isinstance(J, numbers.Real) or not np.isfinite(J) or J <= 0
         ):
             raise ValueError(f"expected J to be a positive finite number or None, got {J!r} instead")
         self.J = J
