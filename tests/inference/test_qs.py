@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
-from losses.test_qs_check import PrecisionAtKLoss
+from oracles.losses import PrecisionAtKLoss
 from oracles.brute_force import brute_force_max, ndcg_loss
 
 import rankopt

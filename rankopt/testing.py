@@ -1,0 +1,116 @@
+"""Checks plugin authors run on their plugins, like scikit-learn's ``check_estimator``.
+
+``check_plugin(plugin)`` registers a plugin on a fresh manager (which
+enforces the cheap contract and unique names) and then runs
+:func:`check_loss` on every loss it provides.  ``check_loss(loss)`` verifies
+a rank loss the way rankopt's own losses are verified:
+
+* the loss contract, C1 (Δ depends on the ±-pattern only) and C2
+  (Σ_j δ_j(rank_j) = Δ, with delta_diff and any compiled form agreeing),
+  through :func:`rankopt.check_qs_suitable`; C3/C4 failures are allowed and
+  only restrict the exact methods (e.g. precision@k runs with "dp");
+* every registered inference method that declares itself exact for the
+  loss returns the optimum found by enumerating all rankings of small
+  instances, tied scores included.
+
+Both raise :class:`AssertionError` describing the first failure.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from rankopt.losses.base import LabelingLoss, Loss, RankLoss
+
+__all__ = ["brute_force_most_violated", "check_loss", "check_plugin"]
+
+
+def brute_force_most_violated(loss: RankLoss, pos_scores, neg_scores) -> float:
+    """max_R w·Ψ(X, R) + Δ(R*, R) by enumerating every ordering (tiny inputs only)."""
+    pos = np.asarray(pos_scores, dtype=np.float64)
+    neg = np.asarray(neg_scores, dtype=np.float64)
+    n_pos, n_neg = pos.size, neg.size
+    if n_pos + n_neg > 9:
+        raise ValueError(f"expected at most 9 samples for enumeration, got {n_pos + n_neg} instead")
+    best = -np.inf
+    for positions in itertools.combinations(range(n_pos + n_neg), n_pos):
+        pattern = np.zeros(n_pos + n_neg, dtype=bool)
+        pattern[list(positions)] = True
+        pattern_loss = float(loss.value(pattern))
+        # Which positive / negative fills which slot of the pattern.
+        for pos_perm in itertools.permutations(range(n_pos)):
+            for neg_perm in itertools.permutations(range(n_neg)):
+                rank = np.empty(n_pos + n_neg, dtype=np.int64)
+                rank[np.flatnonzero(pattern)] = pos_perm
+                rank[np.flatnonzero(~pattern)] = np.asarray(neg_perm) + n_pos
+                order = np.empty(n_pos + n_neg, dtype=np.int64)
+                order[rank] = np.arange(n_pos + n_neg)  # order[sample] = position
+                above = order[:n_pos, None] < order[None, n_pos:]
+                R = np.where(above, 1.0, -1.0)
+                score = float(np.sum(R * (pos[:, None] - neg[None, :]))) / (n_pos * n_neg)
+                best = max(best, score + pattern_loss)
+    return best
+
+
+def check_loss(loss: Loss, *, n_instances: int = 40, random_state: int = 0, registry=None) -> None:
+    """Verify a loss's contract and rankopt's inference on it; raise AssertionError on failure."""
+    from rankopt.plugins import PluginKind, default_registry
+
+    registry = default_registry() if registry is None else registry
+    if isinstance(loss, LabelingLoss):
+        _check_labeling_loss(loss)
+        return
+    if not isinstance(loss, RankLoss):
+        raise AssertionError(f"expected a RankLoss or LabelingLoss instance, got {loss!r}")
+    from rankopt.losses.qs_check import check_qs_suitable
+
+    report = check_qs_suitable(loss, random_state=random_state)
+    if report.failed_condition in ("C1", "C2"):
+        # C1 and C2 are every rank loss's contract; C3/C4 only decide which
+        # methods are exact, and unsupported_reason below already applies them.
+        raise AssertionError(f"loss {loss.name!r} breaks its contract: {report.message}")
+    methods = [info.cls() for info in registry.list(PluginKind.INFERENCE_METHOD)]
+    exact = [m for m in methods if m.unsupported_reason(loss) is None]
+    if not exact:
+        raise AssertionError(f"no registered inference method is exact for loss {loss.name!r}")
+    from rankopt.inference.base import most_violated_ranking
+
+    rng = np.random.default_rng(random_state)
+    for _ in range(n_instances):
+        n_pos, n_neg = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        # A coarse grid makes ties between and within classes common.
+        pos = rng.integers(-2, 3, n_pos) / 2.0
+        neg = rng.integers(-2, 3, n_neg) / 2.0
+        expected = brute_force_most_violated(loss, pos, neg)
+        for method in exact:
+            got = most_violated_ranking(loss, pos, neg, method.name, registry=registry)
+            if not np.isclose(got.value, expected, rtol=1e-9, atol=1e-12):
+                raise AssertionError(
+                    f"method {method.name!r} on loss {loss.name!r}: objective {got.value!r} but "
+                    f"enumeration finds {expected!r} for pos={pos.tolist()}, neg={neg.tolist()}"
+                )
+
+
+def _check_labeling_loss(loss: LabelingLoss) -> None:
+    rng = np.random.default_rng(0)
+    for n in (2, 5, 20):
+        y = np.zeros(n, dtype=bool)
+        y[rng.choice(n, size=max(1, n // 3), replace=False)] = True
+        weights = np.asarray(loss.sample_weights(y), dtype=float)
+        if weights.shape != (n,) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
+            raise AssertionError(f"loss {loss.name!r}: sample_weights must be {n} finite non-negative values")
+        if loss.value(y, y) != 0:
+            raise AssertionError(f"loss {loss.name!r}: Δ(Y*, Y*) must be 0")
+
+
+def check_plugin(plugin, name: str | None = None) -> None:
+    """Register ``plugin`` on a fresh plugin manager and check every loss it provides."""
+    from rankopt.plugins import PluginKind, PluginRegistry, create_plugin_manager
+
+    pm = create_plugin_manager(autoload=False)
+    plugin_name = pm.register(plugin, name=name)
+    registry = PluginRegistry(pm)
+    for info in registry.list(PluginKind.LOSS):
+        if info.provider == plugin_name:
+            check_loss(info.cls(), registry=registry)

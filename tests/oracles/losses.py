@@ -1,0 +1,23 @@
+"""Losses used as fixtures by several test modules."""
+import numpy as np
+
+from rankopt.losses import PositionDiscountLoss
+
+
+class PrecisionAtKLoss(PositionDiscountLoss):
+    """1 − precision@k: the position discount D(t) = [t ≤ k], a step — not convex, so C3 fails.
+
+    δ_j(i+1) − δ_j(i) = −[i + j − 1 = k] / min(k, |P|): only the negative that
+    crosses position k changes the loss, and which one that is moves with j.
+    """
+
+    name = "precision_at_k_test"
+
+    def __init__(self, k: int = 3):
+        self.k = k
+
+    def get_params(self):
+        return {"k": self.k}
+
+    def discount(self, positions):
+        return (np.asarray(positions, dtype=np.float64) <= self.k).astype(np.float64)

@@ -1,0 +1,75 @@
+"""rankopt.testing: the checker plugin authors run on their plugins."""
+import types
+
+import numpy as np
+import pytest
+
+from oracles.losses import PrecisionAtKLoss
+from rankopt import hookimpl
+from rankopt.losses import APLoss, AUCLoss, NDCGLoss, PositionDiscountLoss, ZeroOneLoss
+from rankopt.plugins import DuplicatePluginError
+from rankopt.testing import brute_force_most_violated, check_loss, check_plugin
+
+
+@pytest.mark.parametrize("loss", [APLoss(), NDCGLoss(), AUCLoss(), ZeroOneLoss()], ids=repr)
+def test_builtin_losses_pass(loss):
+    check_loss(loss, n_instances=10)
+
+
+def test_loss_failing_c3_passes_through_the_general_method():
+    check_loss(PrecisionAtKLoss(2), n_instances=10)
+
+
+class _BrokenDecomposition(APLoss):
+    name = "broken_decomposition"
+
+    def delta(self, j, i, n_pos, n_neg):
+        return super().delta(j, i, n_pos, n_neg) * 1.5
+
+
+def test_broken_decomposition_is_reported():
+    with pytest.raises(AssertionError, match="breaks its contract.*C2|C2"):
+        check_loss(_BrokenDecomposition())
+
+
+class _WrongCompiledLoss(NDCGLoss):
+    """A compiled form that disagrees with the Python maths: inference would be wrong."""
+
+    name = "wrong_compiled"
+
+    def compiled_form(self, n_pos, n_neg):
+        return APLoss().compiled_form(n_pos, n_neg)
+
+
+def test_compiled_form_disagreeing_with_the_maths_is_reported():
+    with pytest.raises(AssertionError):
+        check_loss(_WrongCompiledLoss())
+
+
+def test_brute_force_matches_a_hand_computed_case():
+    # One positive above one negative: R = +1, w·Ψ = s⁺ − s⁻, Δ = 0; swapped: −(s⁺ − s⁻) + 1.
+    assert brute_force_most_violated(APLoss(), [1.0], [0.0]) == pytest.approx(1.0)
+    assert brute_force_most_violated(APLoss(), [2.0], [0.0]) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="at most 9"):
+        brute_force_most_violated(APLoss(), np.zeros(5), np.zeros(5))
+
+
+class ReciprocalLoss(PositionDiscountLoss):
+    name = "reciprocal_checker_test"
+
+    def discount(self, positions):
+        return 1.0 / np.asarray(positions, dtype=float)
+
+
+def test_check_plugin_registers_and_checks_its_losses():
+    plugin = types.SimpleNamespace(rankopt_losses=hookimpl(lambda: [ReciprocalLoss]))
+    check_plugin(plugin, name="reciprocal-plugin")
+
+
+def test_check_plugin_refuses_a_duplicate_name():
+    class Clash(ReciprocalLoss):
+        name = "ap"
+
+    plugin = types.SimpleNamespace(rankopt_losses=hookimpl(lambda: [Clash]))
+    with pytest.raises(DuplicatePluginError, match="rankopt.losses.ap"):
+        check_plugin(plugin, name="clash")
