@@ -24,7 +24,7 @@ def as_float_vector(values, name: str) -> np.ndarray:
     if np.iscomplexobj(arr):
         raise ValueError(f"expected {name} to hold real numbers, got complex values instead")
     if arr.dtype != np.float32:
-        arr = arr.astype(np.float64)
+        arr = arr.astype(np.float64, copy=False)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"expected {name} to be finite, got NaN or infinity instead")
     return np.ascontiguousarray(arr)
