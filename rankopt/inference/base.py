@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from rankopt._validation import check_scores
-from rankopt.losses.base import RankLoss
+from rankopt.losses.base import CompiledForm, KernelCode, RankLoss
 
 if TYPE_CHECKING:  # pragma: no cover
     from rankopt.plugins import PluginRegistry
@@ -78,6 +78,31 @@ class RankingInference:
 def descending_order(scores: np.ndarray) -> np.ndarray:
     """Indices sorting ``scores`` high to low, equal scores by increasing index."""
     return np.argsort(-scores, kind="stable")
+
+
+#: Placeholder table for kernel codes that read none (the kernels take a pointer).
+_NO_TABLE = np.zeros(1)
+
+
+def kernel_arguments(loss: RankLoss, form: CompiledForm, n_pos: int, n_neg: int) -> tuple[KernelCode, np.ndarray]:
+    """The kernel code and table of ``form``, validated (the kernels do not check bounds)."""
+    try:
+        code = KernelCode(form.code)
+    except ValueError:
+        raise RuntimeError(
+            f"loss {loss.name!r} broke its contract: compiled_form returned code {form.code!r}, "
+            f"expected one of {[c.name for c in KernelCode]}"
+        ) from None
+    if code is not KernelCode.POSITION_DISCOUNT:
+        return code, _NO_TABLE
+    table = None if form.table is None else np.ascontiguousarray(form.table, dtype=np.float64)
+    if table is None or table.shape != (n_pos + n_neg,) or not np.all(np.isfinite(table)):
+        raise RuntimeError(
+            f"loss {loss.name!r} broke its contract: its position-discount compiled form needs a "
+            f"finite table of shape ({n_pos + n_neg},), got "
+            f"{None if table is None else table.shape} instead"
+        )
+    return code, table
 
 
 def ranking_from_ranks(

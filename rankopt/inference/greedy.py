@@ -5,11 +5,9 @@ import numpy as np
 
 from rankopt.hookspecs import hookimpl
 from rankopt.inference import _greedy
-from rankopt.inference.base import InferenceMethod, checked_delta_diff, descending_order
+from rankopt.inference.base import InferenceMethod, checked_delta_diff, descending_order, kernel_arguments
 from rankopt.losses.base import RankLoss
 from rankopt.losses.qs_check import unsupported_reason
-
-_NO_TABLE = np.zeros(1)
 
 
 class GreedyMethod(InferenceMethod):
@@ -35,9 +33,9 @@ class GreedyMethod(InferenceMethod):
         if form is None:
             ranks_sorted = _python_greedy(loss, pos_desc, neg_desc)
         else:
-            table = _NO_TABLE if form.table is None else np.ascontiguousarray(form.table, dtype=np.float64)
+            code, table = kernel_arguments(loss, form, pos_desc.size, neg_desc.size)
             ranks_sorted = np.empty(neg_desc.size, dtype=np.intc)
-            _greedy.greedy_ranks(pos_desc, neg_desc, int(form.code), table, ranks_sorted)
+            _greedy.greedy_ranks(pos_desc, neg_desc, int(code), table, ranks_sorted)
         ranks = np.empty(neg_desc.size, dtype=np.int64)
         ranks[neg_order] = ranks_sorted
         return ranks

@@ -20,11 +20,10 @@ import numpy as np
 
 from rankopt.hookspecs import hookimpl
 from rankopt.inference import _qs
-from rankopt.inference.base import InferenceMethod, checked_delta_diff, descending_order
-from rankopt.losses.base import CompiledForm, KernelCode, RankLoss
+from rankopt.inference.base import InferenceMethod, checked_delta_diff, descending_order, kernel_arguments
+from rankopt.losses.base import KernelCode, RankLoss
 from rankopt.losses.qs_check import unsupported_reason
 
-_NO_TABLE = np.zeros(1)
 
 
 class QSMethod(InferenceMethod):
@@ -54,27 +53,6 @@ class QSMethod(InferenceMethod):
         unimodal = self.ap_unimodal_search and code is KernelCode.AP
         _qs.qs_ranks(pos_desc, np.ascontiguousarray(neg_scores), int(code), table, unimodal, ranks)
         return ranks
-
-
-def kernel_arguments(loss: RankLoss, form: CompiledForm, n_pos: int, n_neg: int) -> tuple[KernelCode, np.ndarray]:
-    """The kernel code and table of ``form``, validated (the kernels do not check bounds)."""
-    try:
-        code = KernelCode(form.code)
-    except ValueError:
-        raise RuntimeError(
-            f"loss {loss.name!r} broke its contract: compiled_form returned code {form.code!r}, "
-            f"expected one of {[c.name for c in KernelCode]}"
-        ) from None
-    if code is not KernelCode.POSITION_DISCOUNT:
-        return code, _NO_TABLE
-    table = None if form.table is None else np.ascontiguousarray(form.table, dtype=np.float64)
-    if table is None or table.shape != (n_pos + n_neg,) or not np.all(np.isfinite(table)):
-        raise RuntimeError(
-            f"loss {loss.name!r} broke its contract: its position-discount compiled form needs a "
-            f"finite table of shape ({n_pos + n_neg},), got "
-            f"{None if table is None else table.shape} instead"
-        )
-    return code, table
 
 
 def _python_qs(loss: RankLoss, pos_desc: np.ndarray, neg_scores: np.ndarray) -> np.ndarray:

@@ -18,7 +18,8 @@ from rankopt._validation import check_scores
 from rankopt.inference import _qs
 from rankopt.inference.base import ranking_from_ranks
 from rankopt.inference.general import DPMethod
-from rankopt.inference.qs import QSMethod, kernel_arguments
+from rankopt.inference.base import kernel_arguments
+from rankopt.inference.qs import QSMethod
 from rankopt.losses import (
     APLoss,
     AUCLoss,
