@@ -57,8 +57,37 @@ def _numbers_from_objects(arr: np.ndarray, name: str) -> np.ndarray:
         ) from exc
 
 
+#: Entries per block when checking a large array for NaN and infinity.
+_FINITE_BLOCK = 1 << 20
+
+
+def all_finite(values: np.ndarray) -> bool:
+    """Whether every entry of ``values`` is finite, checked block by block.
+
+    ``np.isfinite`` over the whole array would allocate a boolean temporary
+    as large as the data has entries (640 MB for 10⁷ × 64); blocks of
+    leading-axis slices keep the temporary at about 1 MB.
+    """
+    values = np.asarray(values)
+    if values.size <= _FINITE_BLOCK or values.ndim == 0:
+        return bool(np.isfinite(values).all())
+    step = max(1, _FINITE_BLOCK // max(1, values[0].size))
+    return all(bool(np.isfinite(values[i : i + step]).all()) for i in range(0, values.shape[0], step))
+
+
 def check_matrix(X, name: str = "X"):
-    """A 2-D, non-empty, finite design matrix: dense float32/float64 or CSR."""
+    """A 2-D, non-empty, finite design matrix: dense float32/float64, CSR, or a Dask array.
+
+    A Dask array is checked chunk by chunk where its chunks are and never
+    gathered (:func:`rankopt.data.dask_backend.check_dask_matrix`).
+    """
+    from rankopt.data.backends import dask_array_type
+
+    dask_array = dask_array_type()
+    if dask_array is not None and isinstance(X, dask_array):
+        from rankopt.data.dask_backend import check_dask_matrix
+
+        return check_dask_matrix(X, name)
     if sp.issparse(X):
         X = sp.csr_matrix(X) if X.format != "csr" else X
         if X.dtype not in (np.float32, np.float64):
@@ -91,7 +120,7 @@ def check_matrix(X, name: str = "X"):
             raise ValueError(
                 f"expected a non-empty {name}, got 0 {what}(s) (shape={X.shape}) while a minimum of 1 is required."
             )
-    if not np.all(np.isfinite(data)):
+    if not all_finite(data):
         raise ValueError(f"expected {name} to be finite, got NaN or infinity instead")
     return X
 

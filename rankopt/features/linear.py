@@ -1,14 +1,18 @@
-"""The identity feature map ψ(x) = x, for dense arrays and CSR matrices."""
+"""The identity feature map ψ(x) = x, for every data backend."""
 from __future__ import annotations
 
 import numpy as np
 
+from rankopt.data.backends import backend_for
 from rankopt.features.base import FeatureMap
 from rankopt.hookspecs import hookimpl
 
 
 class LinearFeatureMap(FeatureMap):
-    """ψ(x) = x.  Scores keep the data's float precision; combinations are float64."""
+    """ψ(x) = x over NumPy, CSR or Dask data (:mod:`rankopt.data.backends`).
+
+    Scores keep the data's float precision; combinations are float64.
+    """
 
     name = "linear"
 
@@ -16,10 +20,10 @@ class LinearFeatureMap(FeatureMap):
         return X.shape[1]
 
     def scores(self, X, w):
-        return np.asarray(X @ w.astype(X.dtype, copy=False)).ravel()
+        return backend_for(X).scores(X, np.asarray(w, dtype=np.float64))
 
     def combine(self, X, coef):
-        return np.asarray(X.T @ coef.astype(X.dtype, copy=False), dtype=np.float64).ravel()
+        return backend_for(X).combine(X, np.asarray(coef, dtype=np.float64))
 
 
 @hookimpl

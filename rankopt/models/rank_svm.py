@@ -13,6 +13,7 @@ from rankopt._validation import (
     check_positive_float,
     check_positive_int,
 )
+from rankopt.data.backends import backend_for
 from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.losses.base import Loss, OutputKind
 from rankopt.metrics import average_precision
@@ -95,7 +96,15 @@ class RankSVM(BaseEstimator):
         return default_registry()
 
     def fit(self, X, y):
-        """Fit w on samples X (n_samples, n_features) with binary relevance y."""
+        """Fit w on samples X (n_samples, n_features) with binary relevance y.
+
+        X may be a NumPy array (float32 stays float32), a scipy.sparse
+        matrix, or a Dask array (dense or CSR chunks, e.g. on disk): its
+        products run on Dask's active scheduler — a ``dask.distributed``
+        client if one is active (:func:`rankopt.data.backends.dask_client`)
+        — and only the N scores and d-vectors reach this process.  See
+        ``docs/scale.md``.
+        """
         X = check_matrix(X)
         y = check_binary_labels(y, X.shape[0])
         C = check_positive_float(self.C, "C")
@@ -132,7 +141,11 @@ class RankSVM(BaseEstimator):
         return self
 
     def decision_function(self, X) -> np.ndarray:
-        """Ranking scores w·x, shape (n_samples,); higher ranks first."""
+        """Ranking scores w·x, shape (n_samples,); higher ranks first.
+
+        A NumPy array in X's float type, also for a Dask X (the N scores
+        are gathered; the data is not).
+        """
         check_is_fitted(self, "coef_")
         X = check_matrix(X)
         if X.shape[1] != self.n_features_in_:
@@ -140,7 +153,7 @@ class RankSVM(BaseEstimator):
                 f"expected X with {self.n_features_in_} features, as in fit, got {X.shape[1]} instead "
                 f"(X has {X.shape[1]} features, but RankSVM is expecting {self.n_features_in_} features as input)"
             )
-        return np.asarray(X @ self.coef_.astype(X.dtype, copy=False)).ravel()
+        return backend_for(X).scores(X, self.coef_)
 
     def score(self, X, y) -> float:
         """Average precision of the ranking of X against relevance y."""

@@ -1,0 +1,192 @@
+"""The Dask backend: out-of-core and distributed scores and joint features.
+
+Imported by :mod:`rankopt.data.backends` when a Dask array is first seen.
+The products are computed where the chunks are, on Dask's active scheduler
+(the ``dask.distributed`` client, if one is active, as
+:func:`rankopt.data.backends.dask_client` makes one; else Dask's default):
+
+* scores: each chunk computes its rows' partial X w, summed over column
+  chunks; the N-vector s is gathered on the driver, where the
+  loss-augmented inference runs;
+* joint feature: the driver's coefficient vector c is split by row chunks,
+  each chunk computes its Xᵀ c in float64, and a tree sum brings one
+  d-vector to the driver.
+
+So per cutting-plane iteration the data is read twice and only the score
+vector (N floats) and one d-vector reach the driver.  Each chunk is handled
+by the in-memory backend for its own type (:class:`~rankopt.data.backends.NumpyBackend`
+or :class:`~rankopt.data.backends.SparseBackend`), so float32 and CSR chunks
+keep their behaviour and precision exactly.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+
+import numpy as np
+
+from rankopt.data.backends import DataBackend, backend_for, register_backend
+
+logger = logging.getLogger(__name__)
+
+_EXTRA = "pip install 'rankopt[scale]'  (dask[array,distributed] and zarr)"
+
+
+def import_dask(module: str = "dask.array"):
+    """Import a Dask module, or fail saying how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise ImportError(f"{module} is needed for distributed training but is not installed ({exc}): {_EXTRA}") from None
+
+
+da = import_dask("dask.array")
+import dask  # noqa: E402  (dask.array imports it)
+
+
+# ------------------------------------------------------------------ per-chunk kernels (run on the workers)
+
+
+def _chunk_scores(block, w):
+    """Partial scores of one chunk, as a (rows, 1) column."""
+    return backend_for(block).scores(block, w)[:, None]
+
+
+def _chunk_combine(block, coef):
+    """Xᵀ c of one chunk in float64, as a (1, cols) row."""
+    return backend_for(block).combine(block, coef)[None, :]
+
+
+def _chunk_report(block, declared_dtype):
+    """[chunk type supported, dtype is the array's, all entries finite] for one chunk."""
+    try:
+        backend = backend_for(block)
+    except ValueError:
+        return np.array([[[False, False, False]]])
+    if block.dtype != declared_dtype:
+        return np.array([[[True, False, False]]])
+    return np.array([[[True, True, backend.all_finite(block)]]])
+
+
+# ------------------------------------------------------------------ the backend
+
+
+class DaskBackend(DataBackend):
+    """Dask arrays with NumPy or CSR chunks, float32 or float64, validated by :func:`check_dask_matrix`."""
+
+    name = "dask"
+
+    def scores(self, X, w):
+        w = np.asarray(w, dtype=np.float64).astype(X.dtype, copy=False)
+        w_chunks = da.from_array(w, chunks=(X.chunks[1],))
+        parts = da.blockwise(
+            _chunk_scores, "ij", X, "ij", w_chunks, "j", dtype=X.dtype, adjust_chunks={"j": 1},
+            meta=np.empty((0, 0), dtype=X.dtype),
+        )
+        # A single column of chunks needs no sum: keep the chunk scores' float type exactly.
+        column = parts if parts.numblocks[1] == 1 else parts.sum(axis=1, keepdims=True, dtype=X.dtype)
+        return np.asarray(column.compute()).ravel()
+
+    def combine(self, X, coef):
+        coef = np.asarray(coef, dtype=np.float64)
+        if coef.shape != (X.shape[0],):
+            raise ValueError(f"expected one coefficient per row of X ({X.shape[0]}), got shape {coef.shape} instead")
+        # Cast on the driver: half the bytes to send for float32 data, and the
+        # chunks would cast to their own type anyway.
+        coef_chunks = da.from_array(coef.astype(X.dtype, copy=False), chunks=(X.chunks[0],))
+        parts = da.blockwise(
+            _chunk_combine, "ij", X, "ij", coef_chunks, "i", dtype=np.float64, adjust_chunks={"i": 1},
+            meta=np.empty((0, 0), dtype=np.float64),
+        )
+        return np.asarray(parts.sum(axis=0).compute(), dtype=np.float64)
+
+
+    def all_finite(self, X):
+        return bool(da.isfinite(X).all().compute())
+
+
+register_backend(da.Array, DaskBackend())
+
+
+def check_dask_matrix(X, name: str = "X"):
+    """Validate a Dask design matrix without gathering it.
+
+    Shape, chunk sizes and dtype are checked from the array's metadata; one
+    pass over the chunks (on the active scheduler) checks that every chunk
+    is an array type rankopt supports, has the array's dtype and is finite.
+    Integer and boolean arrays are cast to float64 lazily, chunk by chunk.
+    """
+    if X.ndim != 2:
+        raise ValueError(f"expected {name} to be 2-D, got a Dask array of shape {X.shape} instead")
+    if any(np.isnan(size) for sizes in X.chunks for size in sizes):
+        raise ValueError(
+            f"expected {name} to have known chunk sizes, got a Dask array with unknown chunk sizes "
+            f"(shape {X.shape}) instead: call {name}.compute_chunk_sizes() first"
+        )
+    for axis, what in ((0, "sample"), (1, "feature")):
+        if X.shape[axis] == 0:
+            raise ValueError(
+                f"expected a non-empty {name}, got 0 {what}(s) (shape={X.shape}) while a minimum of 1 is required."
+            )
+    if X.dtype.kind == "c":
+        raise ValueError(f"expected {name} to hold real numbers, got complex values instead")
+    if X.dtype.kind not in "biuf":
+        raise ValueError(f"expected {name} to hold real numbers, got dtype {X.dtype} instead")
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    reports = da.map_blocks(
+        _chunk_report, X, X.dtype, dtype=bool, chunks=(1, 1, 3), new_axis=2,
+        meta=np.empty((0, 0, 0), dtype=bool),
+    ).compute()
+    for column, problem in ((0, "of a type rankopt has no backend for"), (1, "of another dtype (mixed dtypes)")):
+        bad = np.argwhere(~reports[:, :, column])
+        if bad.size:
+            index = tuple(int(i) for i in bad[0])
+            chunk = X.blocks[index].compute()
+            raise ValueError(
+                f"expected every chunk of {name} to be a NumPy or CSR array of {name}'s dtype {X.dtype}, got "
+                f"chunk {index} (and {len(bad) - 1} more) {problem}: a {type(chunk).__qualname__} of dtype "
+                f"{chunk.dtype} instead"
+            )
+    bad = np.argwhere(~reports[:, :, 2])
+    if bad.size:
+        raise ValueError(
+            f"expected {name} to be finite, got NaN or infinity instead (in chunk {tuple(int(i) for i in bad[0])})"
+        )
+    logger.info(
+        "%s: Dask array of shape %s, %s, in %d x %d chunks", name, X.shape, X.dtype, *X.numblocks
+    )
+    return X
+
+
+# ------------------------------------------------------------------ on-disk arrays
+
+
+class _NpyRows:
+    """A lazily opened ``.npy`` file: pickles as its path, reads slices through a memmap."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        header = np.load(self.path, mmap_mode="r")
+        self.shape, self.dtype, self.ndim = header.shape, header.dtype, header.ndim
+
+    def __getitem__(self, index):
+        return np.array(np.load(self.path, mmap_mode="r")[index])
+
+
+def open_npy(path, chunk_rows=None):
+    """A Dask array of the 2-D ``.npy`` file at ``path``, in chunks of ``chunk_rows`` rows.
+
+    Each task opens the file memory-mapped and copies out its rows, so only
+    the path is in the task graph and the file need not fit in memory.
+    ``chunk_rows`` defaults to about 64 MiB of data per chunk.
+    """
+    rows = _NpyRows(path)
+    if rows.ndim != 2:
+        raise ValueError(f"expected a 2-D array in {rows.path!r}, got shape {rows.shape} instead")
+    if chunk_rows is None:
+        chunk_rows = max(1, (64 << 20) // max(1, rows.shape[1] * rows.dtype.itemsize))
+    token = dask.base.tokenize(rows.path, os.path.getmtime(rows.path), rows.shape, rows.dtype.str, chunk_rows)
+    return da.from_array(rows, chunks=(int(chunk_rows), rows.shape[1]), asarray=False,
+                         meta=np.empty((0, 0), dtype=rows.dtype), name=f"npy-{token}")
