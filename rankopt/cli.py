@@ -170,7 +170,9 @@ def _load_model_and_data(args, *, one_query: bool):
     from rankopt.data.loaders import read_svmlight
     from rankopt.data.model_file import load_model
 
-    model = load_model(args.model)
+    # These commands score flat samples, which only a RankSVM ranks (a latent
+    # model ranks bags): another model type is refused by name.
+    model = load_model(args.model, model_type="RankSVM")
     if one_query:
         data, relevant = _read_query(args.data, n_features=model.n_features_in_)
     else:

@@ -276,8 +276,9 @@ def test_model_file_records_how_it_was_trained(model_file):
         assert int(archive["format_version"]) == MODEL_FORMAT_VERSION
         assert str(archive["rankopt_version"]) == __version__
         assert str(archive["loss"]) == "ap"
-        assert json.loads(str(archive["params"])) == {"C": 1.0, "tol": 1e-3, "max_iter": 1000,
-                                                      "inference": "auto"}
+        assert str(archive["model_type"]) == "RankSVM"
+        assert json.loads(str(archive["params"])) == {"loss": "ap", "C": 1.0, "tol": 1e-3, "max_iter": 1000,
+                                                      "inference": "auto", "verbose": False, "approx": None}
 
 
 def test_save_model_needs_a_fitted_model(tmp_path):

@@ -1,54 +1,143 @@
-"""Saving a fitted RankSVM to a small, versioned ``.npz`` file and reading it back.
+"""Saving fitted rankopt estimators to a small, versioned ``.npz`` file and reading them back.
 
-The file is a NumPy ``.npz`` archive (no pickles) holding
+Fitted estimators also pickle (``pickle``/``joblib``); this format is the
+plain, pickle-free export: a NumPy ``.npz`` archive holding arrays and JSON
+strings only, readable from any language with an ``.npz`` reader.
 
 ========================  =====================================================
 ``format``                the string ``"rankopt-model"``
 ``format_version``        :data:`MODEL_FORMAT_VERSION`
 ``rankopt_version``       the rankopt release that wrote the file
-``coef``                  w, float64 of shape (n_features,)
-``n_features``            the number of features
-``loss``                  the loss name (e.g. ``"ap"``)
-``params``                JSON: C, tol, max_iter, inference
-``fit_info``              JSON: n_iter, converged, the inference method used
+``model_type``            the estimator's class, e.g. ``"RankSVM"``
+``loss``                  the loss name (e.g. ``"ap"``), when the model has one
+``params``                JSON: the constructor parameters (``get_params``)
+``fitted``                JSON: the fitted scalars (``n_features_in_``,
+                          ``n_iter_``, ``converged_``, …)
+``coef`` (etc.)           each fitted array, float64, named after its
+                          attribute without the trailing underscore
 ========================  =====================================================
+
+Which attributes are stored is listed per estimator in :data:`EXPORTS`;
+the training history and the loss instance are not stored (the loss is kept
+by name, so a model trained with a plugin's loss scores without that plugin).
 
 The format, not the release, is versioned: a reader accepts any file of its
 own format version whoever wrote it, and rejects every other version, naming
-the release that wrote the file.  Only ``coef`` and ``n_features`` are needed
-to score; the rest records how the model was trained.
+the release that wrote the file.  Version 1 (rankopt 0.1 before the scale
+work) held RankSVM models only and is not read: retrain.
 """
 from __future__ import annotations
 
+import importlib
 import json
+import numbers
 import os
 import zipfile
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MODEL_FORMAT", "MODEL_FORMAT_VERSION", "ModelFileError", "load_model", "save_model"]
+__all__ = ["EXPORTS", "MODEL_FORMAT", "MODEL_FORMAT_VERSION", "ModelFileError", "load_model", "save_model"]
 
 MODEL_FORMAT = "rankopt-model"
-MODEL_FORMAT_VERSION = 1
-_KEYS = ("format", "format_version", "rankopt_version", "coef", "n_features", "loss", "params", "fit_info")
+MODEL_FORMAT_VERSION = 2
+_HEADER = ("format", "format_version", "rankopt_version", "model_type", "params", "fitted")
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
 class ModelFileError(ValueError):
-    """A file is not a rankopt model file this release can read."""
+    """A file is not a rankopt model file this release can read (or not of the expected model type)."""
+
+
+@dataclass(frozen=True)
+class ModelExport:
+    """What of a fitted estimator of one class a model file holds.
+
+    Attributes
+    ----------
+    module : str
+        Where the class lives; it is imported only when needed.
+    arrays : tuple of str
+        Fitted 1-D float arrays; each must have ``n_features_in_`` entries.
+    values : tuple of str
+        Fitted JSON values (numbers, booleans, strings, None, lists of numbers).
+    """
+
+    module: str
+    arrays: tuple[str, ...] = ("coef_",)
+    values: tuple[str, ...] = ()
+
+    def cls(self, name: str) -> type:
+        return getattr(importlib.import_module(self.module), name)
+
+
+_COMMON = ("n_features_in_", "n_iter_", "converged_")
+_LATENT = (*_COMMON, "intercept_", "objective_", "objectives_", "init_objectives_")
+
+#: The estimators a model file can hold, by class name.
+EXPORTS: dict[str, ModelExport] = {
+    "RankSVM": ModelExport(
+        "rankopt.models.rank_svm", values=(*_COMMON, "inference_", "n_easy_", "n_hard_constraints_")
+    ),
+    "LatentAPSVM": ModelExport("rankopt.models.latent", values=(*_LATENT, "inference_")),
+    "LatentSSVM": ModelExport("rankopt.models.latent", values=_LATENT),
+    "LatentSVM": ModelExport("rankopt.models.latent", values=_LATENT),
+}
+
+
+def _export_for(model) -> tuple[str, ModelExport]:
+    for name, export in EXPORTS.items():
+        if type(model) is export.cls(name):
+            return name, export
+    raise ValueError(
+        f"expected one of the estimators {sorted(EXPORTS)} to export, got a {type(model).__qualname__} "
+        "instead; pickle it (pickle or joblib) to save it"
+    )
+
+
+def _json_param(model_type: str, key: str, value):
+    """A constructor parameter as JSON: losses by name, numbers, strings, None."""
+    from rankopt.losses.base import Loss
+
+    if isinstance(value, Loss):
+        return value.name
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    raise ValueError(
+        f"expected the parameters of {model_type} to be numbers, strings or None to export them, got "
+        f"{key}={value!r} instead; pickle the model to keep it"
+    )
+
+
+def _json_value(value):
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_json_value(item) for item in value]
+    return value
 
 
 def save_model(model, path) -> None:
-    """Write a fitted :class:`~rankopt.RankSVM` to ``path`` (the name is used as given)."""
-    from rankopt import __version__
+    """Write a fitted estimator (one of :data:`EXPORTS`) to ``path`` (the name is used as given)."""
     from sklearn.utils.validation import check_is_fitted
 
+    from rankopt import __version__
+
+    model_type, export = _export_for(model)
     check_is_fitted(model, "coef_")
-    coef = np.asarray(model.coef_, dtype=np.float64)
-    params = {"C": float(model.C), "tol": float(model.tol), "max_iter": int(model.max_iter),
-              "inference": model.inference}
-    fit_info = {"n_iter": int(model.n_iter_), "converged": bool(model.converged_),
-                "inference": model.inference_}
+    params = {key: _json_param(model_type, key, value) for key, value in model.get_params(deep=False).items()}
+    fitted = {key: _json_value(getattr(model, key)) for key in export.values}
+    arrays = {key.rstrip("_"): np.asarray(getattr(model, key), dtype=np.float64) for key in export.arrays}
+    loss = getattr(model, "loss_", None)
+    extra = {} if loss is None else {"loss": np.array(loss.name)}
     # An open handle keeps np.savez from appending ".npz" to the caller's name.
     with open(os.fspath(path), "wb") as handle:
         np.savez(
@@ -56,38 +145,48 @@ def save_model(model, path) -> None:
             format=np.array(MODEL_FORMAT),
             format_version=np.array(MODEL_FORMAT_VERSION),
             rankopt_version=np.array(__version__),
-            coef=coef,
-            n_features=np.array(coef.size),
-            loss=np.array(model.loss_.name),
+            model_type=np.array(model_type),
             params=np.array(json.dumps(params)),
-            fit_info=np.array(json.dumps(fit_info)),
+            fitted=np.array(json.dumps(fitted)),
+            **extra,
+            **arrays,
         )
 
 
-def load_model(path):
-    """Read a model file written by :func:`save_model` as a fitted RankSVM.
+def _type_name(model_type) -> str | None:
+    if model_type is None or isinstance(model_type, str):
+        return model_type
+    return model_type.__name__
 
-    The estimator has ``coef_``, ``n_features_in_``, ``n_iter_``,
-    ``converged_`` and ``inference_`` restored and its parameters set; the
-    loss is kept as its name (``loss_`` and ``history_`` are not stored), so
-    a model trained with a plugin's loss scores without that plugin.
+
+def load_model(path, model_type=None):
+    """Read a model file written by :func:`save_model` as a fitted estimator.
+
+    Parameters
+    ----------
+    path : path-like
+    model_type : str or class, optional
+        The estimator the caller expects (e.g. ``RankSVM``); a file holding
+        another one is refused.
+
+    The estimator has its parameters and the fitted attributes of
+    :data:`EXPORTS` restored.
 
     Raises
     ------
     OSError
         The file cannot be opened.
     ModelFileError
-        The file is not a rankopt model file, is damaged, or has another
-        format version.
+        The file is not a rankopt model file, is damaged, has another format
+        version, or holds another model type than ``model_type``.
     """
-    from rankopt.models.rank_svm import RankSVM
-
     path = os.fspath(path)
+    expected = _type_name(model_type)
     with open(path, "rb") as handle:
         magic = handle.read(len(_ZIP_MAGIC))
     if magic != _ZIP_MAGIC:
         raise ModelFileError(f"{path!r} is not a rankopt model file (expected an .npz archive "
-                             "written by `rankopt train`)")
+                             "written by `rankopt train` or rankopt.data.save_model)")
     try:
         with np.load(path, allow_pickle=False) as archive:
             if "format" not in archive.files or str(archive["format"][()]) != MODEL_FORMAT:
@@ -99,26 +198,36 @@ def load_model(path):
                     f"{path!r} has model format version {version}, written by rankopt {writer}; "
                     f"this rankopt reads version {MODEL_FORMAT_VERSION} only: retrain the model"
                 )
-            missing = [key for key in _KEYS if key not in archive.files]
+            missing = [key for key in _HEADER if key not in archive.files]
             if missing:
                 raise ModelFileError(f"{path!r} is a damaged rankopt model file: it lacks {missing}")
-            coef = np.asarray(archive["coef"], dtype=np.float64)
-            n_features = int(archive["n_features"][()])
-            loss = str(archive["loss"][()])
+            found = str(archive["model_type"][()])
+            if found not in EXPORTS:
+                raise ModelFileError(
+                    f"{path!r} holds a model of type {found!r}, which this rankopt cannot read "
+                    f"(it reads {sorted(EXPORTS)})"
+                )
+            if expected is not None and found != expected:
+                raise ModelFileError(f"{path!r} holds a {found} model, expected a {expected} model")
+            export = EXPORTS[found]
             params = json.loads(str(archive["params"][()]))
-            fit_info = json.loads(str(archive["fit_info"][()]))
-        if coef.shape != (n_features,) or n_features < 1 or not np.all(np.isfinite(coef)):
-            raise ModelFileError(
-                f"{path!r} is a damaged rankopt model file: expected {n_features} finite weights, "
-                f"got an array of shape {coef.shape} instead"
-            )
-        model = RankSVM(loss=loss, C=params["C"], tol=params["tol"], max_iter=params["max_iter"],
-                        inference=params["inference"])
-        model.coef_ = coef
-        model.n_features_in_ = n_features
-        model.n_iter_ = int(fit_info["n_iter"])
-        model.converged_ = bool(fit_info["converged"])
-        model.inference_ = fit_info["inference"]
+            fitted = json.loads(str(archive["fitted"][()]))
+            names = [key.rstrip("_") for key in export.arrays]
+            missing = [key for key in names if key not in archive.files]
+            missing += [key for key in export.values if key not in fitted]
+            if missing:
+                raise ModelFileError(f"{path!r} is a damaged rankopt model file: it lacks {missing}")
+            arrays = {key: np.asarray(archive[key.rstrip("_")], dtype=np.float64) for key in export.arrays}
+        n_features = fitted["n_features_in_"]
+        for key, values in arrays.items():
+            if values.shape != (n_features,) or n_features < 1 or not np.all(np.isfinite(values)):
+                raise ModelFileError(
+                    f"{path!r} is a damaged rankopt model file: expected {key} to hold {n_features} finite "
+                    f"weights, got an array of shape {values.shape} instead"
+                )
+        model = export.cls(found)(**params)
+        for key, value in {**fitted, **arrays}.items():
+            setattr(model, key, value)
     except ModelFileError:
         raise
     except (zipfile.BadZipFile, ValueError, KeyError, TypeError, EOFError) as exc:

@@ -1,0 +1,181 @@
+"""Fitted estimators round-trip through pickle/joblib and the plain .npz + JSON model file."""
+import io
+import json
+import pickle
+import warnings
+
+import joblib
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from rankopt import LatentAPSVM, LatentSSVM, LatentSVM, RankSVM
+from rankopt.cli import main
+from rankopt.data.model_file import EXPORTS, MODEL_FORMAT_VERSION, ModelFileError, load_model, save_model
+from rankopt.exceptions import ConvergenceWarning
+
+
+def _ranking_data(rng, n=200, d=5):
+    X = rng.standard_normal((n, d))
+    y = X[:, 0] + rng.standard_normal(n) > 1.0
+    return X, y
+
+
+def _bags(rng, n_bags=10, d=4):
+    bags = [rng.standard_normal((int(rng.integers(2, 4)), d)) for _ in range(n_bags)]
+    y = np.arange(n_bags) % 2
+    for bag, label in zip(bags, y):
+        if label:
+            bag[0, 0] += 3.0
+    return bags, y
+
+
+def _fitted(name, rng):
+    """A fitted estimator of every exported type, with data to score."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        if name == "RankSVM":
+            X, y = _ranking_data(rng)
+            return RankSVM(loss="ndcg", C=3.0).fit(X, y), X
+        if name == "RankSVM-approx-float32":
+            X, y = _ranking_data(rng)
+            X = X.astype(np.float32)
+            return RankSVM(C=3.0, approx=50).fit(X, y), X
+        bags, y = _bags(rng)
+        cls = {"LatentAPSVM": LatentAPSVM, "LatentSSVM": LatentSSVM, "LatentSVM": LatentSVM}[name]
+        extra = {"max_iter": 30, "cccp_max_iter": 3} if cls is LatentSSVM else {}
+        return cls(C=2.0, n_init=1, random_state=0, **extra).fit(bags, y), bags
+
+
+NAMES = ["RankSVM", "RankSVM-approx-float32", "LatentAPSVM", "LatentSSVM", "LatentSVM"]
+
+
+def _same_model(a, b, X):
+    assert type(a) is type(b)
+    assert a.get_params() == b.get_params()
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+    for key in ("n_features_in_", "n_iter_", "converged_"):
+        assert getattr(a, key) == getattr(b, key)
+
+
+def test_every_estimator_is_exported():
+    assert set(EXPORTS) == {"RankSVM", "LatentAPSVM", "LatentSSVM", "LatentSVM"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pickle_and_joblib_round_trip(rng, name):
+    model, X = _fitted(name, rng)
+    _same_model(model, pickle.loads(pickle.dumps(model)), X)
+    buffer = io.BytesIO()
+    joblib.dump(model, buffer)
+    buffer.seek(0)
+    restored = joblib.load(buffer)
+    _same_model(model, restored, X)
+    if name.startswith("RankSVM"):
+        assert restored.loss_.name == model.loss_.name and len(restored.history_) == model.n_iter_
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_model_file_round_trip(tmp_path, rng, name):
+    model, X = _fitted(name, rng)
+    path = tmp_path / "model.npz"
+    save_model(model, path)
+    restored = load_model(path)
+    _same_model(model, restored, X)
+    for key in EXPORTS[type(model).__name__].values:
+        assert getattr(restored, key) == pytest.approx(getattr(model, key))
+    assert load_model(path, model_type=type(model)).coef_.dtype == np.float64
+
+
+def test_model_file_is_plain_arrays_and_json(tmp_path, rng):
+    model, _ = _fitted("RankSVM-approx-float32", rng)
+    save_model(model, tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as archive:  # no pickles inside
+        assert str(archive["model_type"]) == "RankSVM"
+        assert int(archive["format_version"]) == MODEL_FORMAT_VERSION
+        assert str(archive["loss"]) == "ap"
+        params = json.loads(str(archive["params"]))
+        fitted = json.loads(str(archive["fitted"]))
+        assert params["approx"] == 50 and params["C"] == 3.0
+        assert fitted["n_hard_constraints_"] == model.n_hard_constraints_
+        assert archive["coef"].dtype == np.float64
+
+
+def test_another_model_type_is_named(tmp_path, rng):
+    model, _ = _fitted("LatentAPSVM", rng)
+    save_model(model, tmp_path / "latent.npz")
+    with pytest.raises(ModelFileError, match="holds a LatentAPSVM model, expected a RankSVM model"):
+        load_model(tmp_path / "latent.npz", model_type=RankSVM)
+    with pytest.raises(ModelFileError, match="holds a LatentAPSVM model, expected a RankSVM model"):
+        load_model(tmp_path / "latent.npz", model_type="RankSVM")
+
+
+def test_cli_refuses_a_latent_model(tmp_path, rng, capsys):
+    model, _ = _fitted("LatentSVM", rng)
+    save_model(model, tmp_path / "latent.npz")
+    data = tmp_path / "d.svm"
+    data.write_text("1 1:1 2:0.5\n0 3:1\n")
+    assert main(["predict", str(tmp_path / "latent.npz"), str(data)]) == 2
+    err = capsys.readouterr().err
+    assert "holds a LatentSVM model, expected a RankSVM model" in err
+
+
+def _rewrite(src, dst, **changes):
+    with np.load(src, allow_pickle=False) as archive:
+        contents = {key: archive[key] for key in archive.files}
+    for key, value in changes.items():
+        if value is None:
+            del contents[key]
+        else:
+            contents[key] = np.array(value)
+    with open(dst, "wb") as handle:
+        np.savez(handle, **contents)
+
+
+@pytest.fixture
+def model_path(tmp_path, rng):
+    model, _ = _fitted("RankSVM", rng)
+    save_model(model, tmp_path / "good.npz")
+    return tmp_path / "good.npz"
+
+
+@pytest.mark.parametrize("changes, fragments", [
+    ({"model_type": "HOBSVM9000"}, ["type 'HOBSVM9000'", "cannot read", "RankSVM"]),
+    ({"format_version": 1, "rankopt_version": "0.0.9"}, ["format version 1", "rankopt 0.0.9", "retrain"]),
+    ({"format_version": MODEL_FORMAT_VERSION + 1}, [f"format version {MODEL_FORMAT_VERSION + 1}"]),
+    ({"fitted": None}, ["lacks ['fitted']"]),
+    ({"fitted": json.dumps({"n_features_in_": 5})}, ["lacks", "n_iter_"]),
+    ({"coef": np.ones(3)}, ["expected coef_ to hold 5 finite weights"]),
+    ({"coef": np.array([1.0, np.nan, 0, 0, 0])}, ["finite weights"]),
+    ({"params": json.dumps({"no_such_param": 1})}, ["damaged", "no_such_param"]),
+    ({"params": "{not json"}, ["damaged"]),
+], ids=["unknown-type", "version-1", "future-version", "no-fitted", "missing-value", "short-coef", "nan-coef",
+        "unknown-param", "bad-json"])
+def test_bad_model_files_are_named(tmp_path, model_path, changes, fragments):
+    bad = tmp_path / "bad.npz"
+    _rewrite(model_path, bad, **changes)
+    with pytest.raises(ModelFileError) as excinfo:
+        load_model(bad)
+    for fragment in fragments:
+        assert fragment in str(excinfo.value)
+
+
+def test_only_exported_estimators_with_json_parameters_are_saved(tmp_path, rng):
+    class MyRanker(RankSVM):
+        pass
+
+    X, y = _ranking_data(rng)
+    with pytest.raises(ValueError, match="got a .*MyRanker instead; pickle it"):
+        save_model(MyRanker().fit(X, y), tmp_path / "m")
+    model = LatentAPSVM(n_init=1, random_state=np.random.RandomState(0)).fit(*_bags(rng))
+    with pytest.raises(ValueError, match="random_state=RandomState"):
+        save_model(model, tmp_path / "m")
+
+
+def test_models_fitted_on_sparse_or_dask_data_save_the_same(tmp_path, rng):
+    da = pytest.importorskip("dask.array")
+    X, y = _ranking_data(rng)
+    for data in (sp.csr_matrix(X), da.from_array(X, chunks=(50, 5))):
+        save_model(RankSVM().fit(data, y), tmp_path / "m.npz")
+        np.testing.assert_allclose(load_model(tmp_path / "m.npz").coef_, RankSVM().fit(X, y).coef_, atol=1e-9)
