@@ -1,0 +1,441 @@
+"""HOB-SVM and HOAP-SVM (``high-order-ranking``, Dokania et al. 2014).
+
+Both rank samples by the difference of max-marginals s_i = m_i⁺ − m_i⁻
+(eq. 11) of the HOB score w·Ψ(X, Y) (:mod:`rankopt.features.high_order`),
+computed exactly with dynamic graph cuts because training keeps w₂ ≤ 0.
+
+HOB-SVM (§3) is a convex structural SVM over labelings with the weighted 0-1
+loss of eq. (7); its loss-augmented inference is one graph cut.
+
+HOAP-SVM (§4) optimises the AP loss of the ranking by s.  With
+α_i = γ Σ_j (R*_ij − R_ij) ≥ 0 for positives and β_j = γ Σ_i (R*_ij − R_ij) ≥ 0
+for negatives (γ = 1/(|P||N|), papers/NOTES.md), the margin violation of a
+ranking R is
+
+    Δ(R) + S(R) − S(R*) = Δ(R) + f(w; R) − g(w; R),
+    f = Σ_P α_i m_i⁻ + Σ_N β_j m_j⁺,   g = Σ_P α_i m_i⁺ + Σ_N β_j m_j⁻,
+
+a difference of convex functions (max-marginals are maxima of linear
+functions of w).  CCCP (Algorithm 1) replaces g by its linearisation at w_t
+(Prop. 4), Σ α_i w·Ψ(X, Ȳ_i⁺) + Σ β_j w·Ψ(X, Ȳ_j⁻) with the max-marginal
+labelings Ȳ of w_t, and solves the resulting convex problem by the cutting
+plane: its most violated constraint is the most violated *ranking* for the
+scores s̄ of Prop. 5 (max-marginals at w against the frozen labelings),
+found by :func:`rankopt.most_violated_ranking`, together with the labelings
+Y_i⁻, Y_j⁺ attaining f.  The constraint's joint feature is therefore
+Σ_P α_i (Ψ(Y_i⁻) − Ψ(Ȳ_i⁺)) + Σ_N β_j (Ψ(Y_j⁺) − Ψ(Ȳ_j⁻)), with Ψ(X, R*)
+contributing nothing (α = β = 0 for R*).
+
+The baselines of §5 are the same models with w₂ = 0, i.e. without pairs.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from rankopt._validation import check_binary_labels, check_positive_float, check_positive_int
+from rankopt.engine.cccp import CCCPProblem, solve_cccp
+from rankopt.engine.cutting_plane import solve_cutting_plane
+from rankopt.engine.problem import Constraint, LinearConstraints, StructuredProblem
+from rankopt.features.high_order import HighOrderFeatureMap, HighOrderInput, check_eta
+from rankopt.graphcut import loss_augmented_labeling, max_marginals
+from rankopt.hookspecs import hookimpl
+from rankopt.inference.base import most_violated_ranking
+from rankopt.losses.base import LabelingLoss, OutputKind, RankLoss
+from rankopt.metrics import average_precision
+from rankopt.models.base import Model
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "HOAPModel",
+    "HOAPProblem",
+    "HOAPSVM",
+    "HOBModel",
+    "HOBProblem",
+    "HOBSVM",
+]
+
+
+def _pairwise_constraints(X: HighOrderInput) -> LinearConstraints | None:
+    """w₂ ≤ 0 — only needed when Ψ₂ can be non-zero (otherwise the QP keeps w₂ = 0)."""
+    if not X.has_pairwise:
+        return None
+    d = X.d
+    return LinearConstraints.nonpositive(3 * d, np.arange(2 * d, 3 * d))
+
+
+def _project(X: HighOrderInput, w: np.ndarray) -> np.ndarray:
+    """w with w₂ clipped to ≤ 0: the interior-point QP meets w₂ ≤ 0 only to its tolerance."""
+    w = np.asarray(w, dtype=np.float64).copy()
+    np.minimum(w[2 * X.d :], 0.0, out=w[2 * X.d :])
+    return w
+
+
+def _check_input(X, feature_map) -> None:
+    if not isinstance(X, HighOrderInput):
+        raise ValueError(f"expected a HighOrderInput, got {type(X).__name__} instead")
+    if not isinstance(feature_map, HighOrderFeatureMap):
+        raise ValueError(f"expected the 'high_order' feature map, got {feature_map.name!r} instead")
+
+
+class HOBProblem(StructuredProblem):
+    """Problem (8): labelings, weighted 0-1 loss, w₂ ≤ 0; inference by one cut.
+
+    The joint feature is Ψ(X, Y)/n, the mean rather than the sum of eqs.
+    (4)–(5), like the γ = 1/(|P||N|) of the ranking joint feature.  This only
+    re-parameterises the problem — its solution w is n·u for the solution u of
+    eq. (8) with C/n² — but keeps the cutting planes' norms O(‖ψ‖) whatever n,
+    which the working-set QP needs (planes of norm ~10³ stall it), and lets C
+    range over the same values as for AP-SVM.  :attr:`scale` converts back:
+    u = scale · w scores labelings with the unnormalised Ψ.
+    """
+
+    def __init__(self, X: HighOrderInput, y: np.ndarray, loss: LabelingLoss, feature_map: HighOrderFeatureMap):
+        self.X, self.y = X, np.asarray(y, dtype=bool)
+        self.feature_map = feature_map
+        self.cost = np.asarray(loss.sample_weights(self.y), dtype=np.float64)
+        self.n_features = feature_map.n_features(X)
+        self.linear_constraints = _pairwise_constraints(X)
+        self.scale = 1.0 / X.n_samples
+        self._psi_star = self.scale * feature_map.joint_feature(X, self.y)
+
+    def ground_truth_feature(self):
+        return self._psi_star
+
+    def most_violated(self, w):
+        u1, u0, edges, penalty = self.feature_map.energy(self.X, self.scale * _project(self.X, w))
+        labels, loss = loss_augmented_labeling(u1, u0, edges, penalty, self.y, self.cost)
+        return Constraint(self.scale * self.feature_map.joint_feature(self.X, labels), loss)
+
+
+class HOAPConvexProblem(StructuredProblem):
+    """Problem (17): the convex bound of HOAP-SVM tight at w_t (one CCCP step)."""
+
+    def __init__(self, parent: "HOAPProblem", w_t: np.ndarray):
+        self.parent = parent
+        X, fmap = parent.X, parent.feature_map
+        self.n_features = parent.n_features
+        self.linear_constraints = parent.linear_constraints
+        _, _, plus, minus = max_marginals(*fmap.energy(X, _project(X, w_t)), return_labelings=True)
+        self.bar_plus = plus.rows(parent.pos)  # Ȳ_i⁺, i ∈ P (Prop. 4)
+        self.bar_minus = minus.rows(parent.neg)  # Ȳ_j⁻, j ∈ N
+
+    def ground_truth_feature(self):
+        return np.zeros(self.n_features)  # f − l vanishes at R* (α = β = 0)
+
+    def most_violated(self, w):
+        p = self.parent
+        X, fmap = p.X, p.feature_map
+        energy = fmap.energy(X, _project(X, w))
+        m_plus, m_minus, plus, minus = max_marginals(*energy, return_labelings=True)
+        s_pos = self.bar_plus.scores(*energy) - m_minus[p.pos]  # Prop. 5
+        s_neg = m_plus[p.neg] - self.bar_minus.scores(*energy)
+        ranking = most_violated_ranking(p.loss, s_pos, s_neg, p.inference, registry=p.registry)
+        n_pos, n_neg = p.pos.size, p.neg.size
+        # α, β ≥ 0 exactly; the clip removes rounding of 1/|P| − coef.
+        alpha = np.maximum(1.0 / n_pos - ranking.pos_coef, 0.0)
+        beta = np.maximum(ranking.neg_coef + 1.0 / n_neg, 0.0)
+        feature = (
+            fmap.combine_labelings(X, minus.rows(p.pos), alpha)
+            - fmap.combine_labelings(X, self.bar_plus, alpha)
+            + fmap.combine_labelings(X, plus.rows(p.neg), beta)
+            - fmap.combine_labelings(X, self.bar_minus, beta)
+        )
+        return Constraint(feature, ranking.loss)
+
+
+class HOAPProblem(CCCPProblem):
+    """Problem (14)/(16) of HOAP-SVM, for :func:`rankopt.engine.solve_cccp`."""
+
+    def __init__(self, X: HighOrderInput, y, loss: RankLoss, feature_map: HighOrderFeatureMap, inference, registry):
+        self.X, self.y = X, np.asarray(y, dtype=bool)
+        self.loss, self.feature_map = loss, feature_map
+        self.registry = registry
+        self.inference = registry.resolve_method(inference, loss).name
+        self.pos, self.neg = np.flatnonzero(self.y), np.flatnonzero(~self.y)
+        self.n_features = feature_map.n_features(X)
+        self.linear_constraints = _pairwise_constraints(X)
+
+    def convexify(self, w):
+        return HOAPConvexProblem(self, w)
+
+    def slack(self, w) -> float:
+        """ξ(w) = max_R Δ(R) + S(R; w) − S(R*; w) for the ranking scores s = m⁺ − m⁻."""
+        s = self.feature_map.scores(self.X, _project(self.X, w))
+        ranking = most_violated_ranking(self.loss, s[self.pos], s[self.neg], self.inference, registry=self.registry)
+        truth = float(s[self.pos].mean() - s[self.neg].mean())
+        return max(0.0, ranking.value - truth)
+
+    def objective(self, w, C):
+        w = np.asarray(w, dtype=np.float64)
+        return 0.5 * float(w @ w) + C * self.slack(w)
+
+
+class HOBModel(Model):
+    """HOB-SVM: labelings of a high-order input with a labeling loss (``zero_one``)."""
+
+    name = "high_order_binary"
+    output_kind = OutputKind.LABELING
+
+    def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry):
+        _check_input(X, feature_map)
+        if not isinstance(loss, LabelingLoss):
+            raise ValueError(f"expected a labeling loss such as 'zero_one', got {loss.name!r} instead")
+        if inference != "auto":
+            raise ValueError(f"expected inference='auto' for HOB-SVM (one graph cut), got {inference!r} instead")
+        return HOBProblem(X, y, loss, feature_map)
+
+
+class HOAPModel(Model):
+    """HOAP-SVM: rankings by max-marginal differences with a rank loss; a CCCP problem."""
+
+    name = "high_order_ap"
+    output_kind = OutputKind.RANKING
+
+    def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry):
+        """A :class:`HOAPProblem` — a :class:`~rankopt.engine.CCCPProblem`, solved by CCCP."""
+        _check_input(X, feature_map)
+        if not isinstance(loss, RankLoss):
+            raise ValueError(f"expected a rank loss such as 'ap', got {loss.name!r} instead")
+        return HOAPProblem(X, y, loss, feature_map, inference, registry)
+
+
+class _HighOrderRanker(BaseEstimator):
+    """Shared input handling and prediction of HOB-SVM and HOAP-SVM."""
+
+    def _registry(self):
+        from rankopt.plugins import default_registry
+
+        return default_registry()
+
+    def _input(self, X, edges, groups, eta) -> HighOrderInput:
+        return HighOrderInput.build(X, edges=edges, groups=groups, eta=eta)
+
+    def _store(self, X: HighOrderInput, w: np.ndarray, with_pairs: bool) -> None:
+        w = _project(X, w)
+        d = X.d
+        self.coef_ = w
+        self.unary_coef_ = w[: 2 * d].reshape(2, d)
+        self.pairwise_coef_ = w[2 * d :]
+        self.n_features_in_ = d
+        self.fitted_with_pairs_ = with_pairs
+
+    def decision_function(self, X, edges=None, groups=None) -> np.ndarray:
+        """Ranking scores s_i = m_i⁺ − m_i⁻ (eq. 11) over the similar pairs given.
+
+        Pass the pairs among the samples of ``X`` the same way as at fit
+        (``edges`` or ``groups``); a model fitted without pairs takes none.
+        """
+        check_is_fitted(self, "coef_")
+        with_pairs = edges is not None or groups is not None
+        if with_pairs != self.fitted_with_pairs_:
+            if self.fitted_with_pairs_:
+                raise ValueError(
+                    "expected similar pairs (edges or groups) for the samples to rank, as at fit, got "
+                    "neither instead"
+                )
+            raise ValueError(
+                "expected no similar pairs: this model was fitted without edges or groups, got "
+                f"{'edges' if edges is not None else 'groups'} instead"
+            )
+        inp = self._input(X, edges, groups, self.eta_)
+        if inp.d != self.n_features_in_:
+            raise ValueError(f"expected X with {self.n_features_in_} features, as in fit, got {inp.d} instead")
+        return HighOrderFeatureMap().scores(inp, self.coef_)
+
+    def score(self, X, y, edges=None, groups=None) -> float:
+        """Average precision of the ranking by :meth:`decision_function`."""
+        return average_precision(y, self.decision_function(X, edges=edges, groups=groups))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.required = True
+        return tags
+
+
+class HOBSVM(_HighOrderRanker):
+    """High-order binary SVM: convex training, ranking by max-marginal differences.
+
+    Solves problem (8) of ``high-order-ranking``: min ½‖w‖² + C ξ over all
+    labelings with the weighted 0-1 loss of eq. (7) (J = |N|/|P|) and w₂ ≤ 0,
+    by the 1-slack cutting plane with one graph cut per iteration.
+
+    Parameters
+    ----------
+    C : float, default 1.0
+        Weight of the slack, for the mean-normalised joint feature Ψ/n (see
+        :class:`HOBProblem`; C/n² in the units of eq. 8).
+    eta : float, default 1.0
+        η ≥ 0, the weight of the pairwise features Ψ₂ (eq. 5).
+    tol : float, default 1e-3
+        Cutting-plane tolerance on the constraint violation.
+    max_iter : int, default 1000
+        Cutting-plane iterations allowed (``ConvergenceWarning`` beyond).
+    verbose : bool, default False
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (3 d,)
+        w = (w⁺, w⁻, w₂), scoring labelings with the Ψ of eqs. (4)–(5).
+    unary_coef_ : ndarray of shape (2, d)
+        Rows w⁺ (label 1) and w⁻ (label 0).
+    pairwise_coef_ : ndarray of shape (d,)
+        w₂, all ≤ 0.
+    n_iter_, converged_, history_ : cutting-plane diagnostics.
+    fitted_with_pairs_ : bool
+        Whether fit got edges or groups (prediction must match).
+    """
+
+    def __init__(self, C=1.0, eta=1.0, tol=1e-3, max_iter=1000, verbose=False):
+        self.C = C
+        self.eta = eta
+        self.tol = tol
+        self.max_iter = max_iter
+        self.verbose = verbose
+
+    def fit(self, X, y, edges=None, groups=None):
+        """Fit on samples X with binary relevance y and similar pairs (edges or groups)."""
+        C = check_positive_float(self.C, "C")
+        tol = check_positive_float(self.tol, "tol")
+        max_iter = check_positive_int(self.max_iter, "max_iter")
+        eta = check_eta(self.eta)
+        inp = self._input(X, edges, groups, eta)
+        y = check_binary_labels(y, inp.n_samples)
+        registry = self._registry()
+        problem = registry.get_model("high_order_binary").build_problem(
+            inp, y, registry.get_loss("zero_one"), registry.get_feature_map("high_order"), registry=registry
+        )
+        progress = _log_iteration if self.verbose else None
+        result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, progress=progress)
+        self.eta_ = eta
+        # coef_ scores labelings with the unnormalised Ψ of eqs. (4)–(5), as HOAP-SVM's does.
+        self._store(inp, problem.scale * result.w, edges is not None or groups is not None)
+        self.n_iter_ = result.n_iter
+        self.converged_ = result.converged
+        self.history_ = result.history
+        return self
+
+
+class HOAPSVM(_HighOrderRanker):
+    """High-order AP-SVM: the AP loss over max-marginal rankings, trained by CCCP.
+
+    Algorithm 1 of ``high-order-ranking``: each CCCP step fixes the
+    max-marginal labelings of the current w (Prop. 4) and solves the convex
+    bound by the cutting plane, whose most violated ranking comes from
+    :func:`rankopt.most_violated_ranking` on the scores of Prop. 5.  The
+    CCCP objective never increases.
+
+    Parameters
+    ----------
+    C : float, default 1.0
+    eta : float, default 1.0
+        η ≥ 0, the weight of the pairwise features.
+    init : {"hob", "zero"} or array of shape (3 d,), default "hob"
+        Start from a HOB-SVM fitted with the same C, η (the paper's choice),
+        from w = 0, or from given coefficients (w₂ is clipped to ≤ 0).
+    tol : float, default 1e-3
+        Inner cutting-plane tolerance.
+    max_iter : int, default 1000
+        Inner cutting-plane iterations per CCCP step.
+    cccp_tol : float, default 1e-3
+        Stop CCCP when the objective falls by less than this (relative).
+    cccp_max_iter : int, default 50
+    inference : str, default "auto"
+        Loss-augmented inference method for the AP loss.
+    verbose : bool, default False
+
+    Attributes
+    ----------
+    coef_, unary_coef_, pairwise_coef_ : as :class:`HOBSVM`.
+    objectives_ : list of float
+        The HOAP objective ½‖w‖² + C ξ(w) at the start and after each accepted step.
+    n_iter_ : int
+        CCCP steps run.
+    converged_ : bool
+    init_coef_ : ndarray
+        The starting w.
+    """
+
+    def __init__(
+        self,
+        C=1.0,
+        eta=1.0,
+        init="hob",
+        tol=1e-3,
+        max_iter=1000,
+        cccp_tol=1e-3,
+        cccp_max_iter=50,
+        inference="auto",
+        verbose=False,
+    ):
+        self.C = C
+        self.eta = eta
+        self.init = init
+        self.tol = tol
+        self.max_iter = max_iter
+        self.cccp_tol = cccp_tol
+        self.cccp_max_iter = cccp_max_iter
+        self.inference = inference
+        self.verbose = verbose
+
+    def fit(self, X, y, edges=None, groups=None):
+        """Fit on samples X with binary relevance y and similar pairs (edges or groups)."""
+        C = check_positive_float(self.C, "C")
+        tol = check_positive_float(self.tol, "tol")
+        max_iter = check_positive_int(self.max_iter, "max_iter")
+        cccp_tol = check_positive_float(self.cccp_tol, "cccp_tol")
+        cccp_max_iter = check_positive_int(self.cccp_max_iter, "cccp_max_iter")
+        eta = check_eta(self.eta)
+        if not isinstance(self.inference, str):
+            raise ValueError(f"expected inference to be a method name, got {self.inference!r} instead")
+        inp = self._input(X, edges, groups, eta)
+        y = check_binary_labels(y, inp.n_samples)
+        registry = self._registry()
+        problem = registry.get_model("high_order_ap").build_problem(
+            inp, y, registry.get_loss("ap"), registry.get_feature_map("high_order"),
+            inference=self.inference, registry=registry,
+        )
+        w0 = self._initial_w(inp, y, edges, groups, eta)
+        result = solve_cccp(
+            problem, C, w0, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol, inner_max_iter=max_iter
+        )
+        self.eta_ = eta
+        self._store(inp, result.w, edges is not None or groups is not None)
+        self.init_coef_ = w0
+        self.objectives_ = result.objectives
+        self.n_iter_ = result.n_iter
+        self.converged_ = result.converged
+        self.inner_results_ = result.inner
+        return self
+
+    def _initial_w(self, inp, y, edges, groups, eta) -> np.ndarray:
+        n_features = 3 * inp.d
+        if isinstance(self.init, str):
+            if self.init == "zero":
+                return np.zeros(n_features)
+            if self.init == "hob":
+                hob = HOBSVM(C=self.C, eta=eta, tol=self.tol, max_iter=self.max_iter, verbose=self.verbose)
+                hob.fit(inp.X, y, edges=edges, groups=groups)
+                return hob.coef_.copy()
+            raise ValueError(f"expected init to be 'hob', 'zero' or an array, got {self.init!r} instead")
+        w0 = np.asarray(self.init, dtype=np.float64)
+        if w0.shape != (n_features,) or not np.all(np.isfinite(w0)):
+            raise ValueError(f"expected init of shape ({n_features},) and finite, got shape {w0.shape} instead")
+        return _project(inp, w0)
+
+
+def _log_iteration(record) -> None:
+    logger.info(
+        "iteration %d: primal %.6g, gap %.3g, violation %.3g",
+        record.iteration, record.primal_objective, record.duality_gap, record.violation,
+    )
+
+
+@hookimpl
+def rankopt_models():
+    return [HOBModel, HOAPModel]
