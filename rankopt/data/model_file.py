@@ -33,7 +33,7 @@ import json
 import numbers
 import os
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -57,21 +57,27 @@ class ModelExport:
     ----------
     module : str
         Where the class lives; it is imported only when needed.
-    arrays : tuple of str
-        Fitted 1-D float arrays; each must have ``n_features_in_`` entries.
     values : tuple of str
         Fitted JSON values (numbers, booleans, strings, None, lists of numbers).
+    arrays : dict
+        Fitted float arrays: attribute → its shape as a function of
+        ``n_features_in_``.
     """
 
     module: str
-    arrays: tuple[str, ...] = ("coef_",)
     values: tuple[str, ...] = ()
+    arrays: dict = field(default_factory=lambda: {"coef_": _per_feature})
 
     def cls(self, name: str) -> type:
         return getattr(importlib.import_module(self.module), name)
 
 
+def _per_feature(d: int) -> tuple[int, ...]:
+    return (d,)
+
+
 _COMMON = ("n_features_in_", "n_iter_", "converged_")
+_HIGH_ORDER = {"coef_": lambda d: (3 * d,), "unary_coef_": lambda d: (2, d), "pairwise_coef_": _per_feature}
 _LATENT = (*_COMMON, "intercept_", "objective_", "objectives_", "init_objectives_")
 
 #: The estimators a model file can hold, by class name.
@@ -82,6 +88,11 @@ EXPORTS: dict[str, ModelExport] = {
     "LatentAPSVM": ModelExport("rankopt.models.latent", values=(*_LATENT, "inference_")),
     "LatentSSVM": ModelExport("rankopt.models.latent", values=_LATENT),
     "LatentSVM": ModelExport("rankopt.models.latent", values=_LATENT),
+    "HOBSVM": ModelExport("rankopt.models.high_order", values=(*_COMMON, "eta_", "fitted_with_pairs_"),
+                          arrays=_HIGH_ORDER),
+    "HOAPSVM": ModelExport("rankopt.models.high_order",
+                           values=(*_COMMON, "eta_", "fitted_with_pairs_", "objectives_"),
+                           arrays={**_HIGH_ORDER, "init_coef_": lambda d: (3 * d,)}),
 }
 
 
@@ -103,12 +114,15 @@ def _json_param(model_type: str, key: str, value):
         return value.name
     if value is None or isinstance(value, (bool, str)):
         return value
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value.tolist()
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real):
         return float(value)
     raise ValueError(
-        f"expected the parameters of {model_type} to be numbers, strings or None to export them, got "
+        f"expected the parameters of {model_type} to be numbers, strings, None or numeric arrays to export "
+        "them, got "
         f"{key}={value!r} instead; pickle the model to keep it"
     )
 
@@ -220,10 +234,11 @@ def load_model(path, model_type=None):
             arrays = {key: np.asarray(archive[key.rstrip("_")], dtype=np.float64) for key in export.arrays}
         n_features = fitted["n_features_in_"]
         for key, values in arrays.items():
-            if values.shape != (n_features,) or n_features < 1 or not np.all(np.isfinite(values)):
+            shape = export.arrays[key](n_features)
+            if values.shape != shape or n_features < 1 or not np.all(np.isfinite(values)):
                 raise ModelFileError(
-                    f"{path!r} is a damaged rankopt model file: expected {key} to hold {n_features} finite "
-                    f"weights, got an array of shape {values.shape} instead"
+                    f"{path!r} is a damaged rankopt model file: expected {key} to hold finite weights of "
+                    f"shape {shape}, got an array of shape {values.shape} instead"
                 )
         model = export.cls(found)(**params)
         for key, value in {**fitted, **arrays}.items():
