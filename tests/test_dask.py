@@ -170,6 +170,49 @@ def test_approx_on_dask(rng):
     assert model.n_hard_constraints_ == reference.n_hard_constraints_
 
 
+# --- the other estimators ----------------------------------------------------------------------
+
+
+def _stacked_bags(rng, n_bags=16, d=4):
+    sizes = rng.integers(2, 5, size=n_bags)
+    ids = np.repeat(np.arange(n_bags), sizes)
+    X = rng.standard_normal((ids.size, d))
+    y = np.arange(n_bags) % 2
+    for bag in np.flatnonzero(y):
+        X[np.flatnonzero(ids == bag)[0], 0] += 3.0
+    return X, y[ids], ids
+
+
+@pytest.mark.parametrize("name", ["LatentAPSVM", "LatentSVM"])
+def test_latent_models_on_dask(rng, name):
+    import rankopt
+
+    X, y, ids = _stacked_bags(rng)
+    cls = getattr(rankopt, name)
+    reference = cls(n_init=1, random_state=0).fit(X, y, bags=ids)
+    Xd = da.from_array(X, chunks=(12, 4))
+    with _LargestResult() as seen:
+        model = cls(n_init=1, random_state=0).fit(Xd, y, bags=ids)
+    np.testing.assert_allclose(model.coef_, reference.coef_, atol=1e-9)
+    assert seen.largest < X.nbytes
+    np.testing.assert_allclose(model.decision_function(Xd, bags=ids), reference.decision_function(X, bags=ids),
+                               atol=1e-9)
+
+
+@pytest.mark.parametrize("make", [lambda X: X.astype(np.float32), lambda X: da.from_array(X, chunks=(10, 2))],
+                         ids=["float32", "dask"])
+def test_hob_svm_on_other_backends(rng, make):
+    from rankopt import HOBSVM
+
+    groups = rng.integers(0, 6, 40)
+    y = (rng.uniform(size=6) < 0.4)[groups] ^ (rng.uniform(size=40) < 0.1)
+    y[:2] = [True, False]
+    X = rng.normal(size=(40, 3)) + 0.6 * y[:, None] * (np.arange(3) == 0)
+    reference = HOBSVM(C=10.0, tol=TOL).fit(X, y, groups=groups)
+    model = HOBSVM(C=10.0, tol=TOL).fit(make(X), y, groups=groups)
+    np.testing.assert_allclose(model.coef_, reference.coef_, atol=np.sqrt(2 * 10.0 * TOL))
+
+
 # --- out of core, on a distributed cluster -----------------------------------------------------
 
 

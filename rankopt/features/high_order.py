@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rankopt._validation import check_matrix
+from rankopt.data.backends import backend_for
 from rankopt.features.base import FeatureMap
 from rankopt.graphcut import Labelings, check_edges, max_marginals
 from rankopt.hookspecs import hookimpl
@@ -89,7 +90,7 @@ class HighOrderInput:
 
     Attributes
     ----------
-    X : ndarray or csr_matrix, shape (n, d)
+    X : ndarray, csr_matrix or Dask array (:mod:`rankopt.data.backends`), shape (n, d)
     pairs : ndarray of intp, shape (m, 2)
     eta : float
     gap : ndarray or csr_matrix, shape (m, d)
@@ -166,7 +167,9 @@ class HighOrderFeatureMap(FeatureMap):
     def unary_scores(self, X: HighOrderInput, w) -> tuple[np.ndarray, np.ndarray]:
         """(X w⁺, X w⁻): the score of labelling each sample 1 and 0."""
         w_pos, w_neg, _ = self.split(X, w)
-        return np.asarray(X.X @ w_pos, dtype=np.float64).ravel(), np.asarray(X.X @ w_neg, dtype=np.float64).ravel()
+        backend = backend_for(X.X)
+        return (np.asarray(backend.scores(X.X, w_pos), dtype=np.float64),
+                np.asarray(backend.scores(X.X, w_neg), dtype=np.float64))
 
     def edge_penalties(self, X: HighOrderInput, w) -> np.ndarray:
         """−η Φ_e·w₂ per pair; non-negative when w₂ ≤ 0."""
@@ -194,8 +197,9 @@ class HighOrderFeatureMap(FeatureMap):
     def _assemble(self, X: HighOrderInput, label_sum, total, cut_sum) -> np.ndarray:
         """Σ_k c_k Ψ(X, Y_k) from u = Σ c_k Y_k, Σ c_k and v = Σ c_k cut(Y_k)."""
         label_sum = np.asarray(label_sum, dtype=np.float64)
-        first = np.asarray(X.X.T @ label_sum, dtype=np.float64).ravel()
-        second = np.asarray(X.X.T @ (total - label_sum), dtype=np.float64).ravel()
+        backend = backend_for(X.X)
+        first = backend.combine(X.X, label_sum)
+        second = backend.combine(X.X, total - label_sum)
         if X.pairs.shape[0]:
             cut_sum = np.asarray(cut_sum, dtype=np.float64)
             phi_sum = cut_sum.sum() - np.asarray(X.gap.T @ cut_sum, dtype=np.float64).ravel()
