@@ -120,7 +120,7 @@ class HOAPConvexProblem(StructuredProblem):
         X, fmap = parent.X, parent.feature_map
         self.n_features = parent.n_features
         self.linear_constraints = parent.linear_constraints
-        _, _, plus, minus = max_marginals(*fmap.energy(X, _project(X, w_t)), return_labelings=True)
+        _, _, plus, minus = max_marginals(*fmap.energy(X, parent.scale * _project(X, w_t)), return_labelings=True)
         self.bar_plus = plus.rows(parent.pos)  # Ȳ_i⁺, i ∈ P (Prop. 4)
         self.bar_minus = minus.rows(parent.neg)  # Ȳ_j⁻, j ∈ N
 
@@ -130,7 +130,7 @@ class HOAPConvexProblem(StructuredProblem):
     def most_violated(self, w):
         p = self.parent
         X, fmap = p.X, p.feature_map
-        energy = fmap.energy(X, _project(X, w))
+        energy = fmap.energy(X, p.scale * _project(X, w))
         m_plus, m_minus, plus, minus = max_marginals(*energy, return_labelings=True)
         s_pos = self.bar_plus.scores(*energy) - m_minus[p.pos]  # Prop. 5
         s_neg = m_plus[p.neg] - self.bar_minus.scores(*energy)
@@ -139,7 +139,7 @@ class HOAPConvexProblem(StructuredProblem):
         # α, β ≥ 0 exactly; the clip removes rounding of 1/|P| − coef.
         alpha = np.maximum(1.0 / n_pos - ranking.pos_coef, 0.0)
         beta = np.maximum(ranking.neg_coef + 1.0 / n_neg, 0.0)
-        feature = (
+        feature = p.scale * (
             fmap.combine_labelings(X, minus.rows(p.pos), alpha)
             - fmap.combine_labelings(X, self.bar_plus, alpha)
             + fmap.combine_labelings(X, plus.rows(p.neg), beta)
@@ -149,7 +149,15 @@ class HOAPConvexProblem(StructuredProblem):
 
 
 class HOAPProblem(CCCPProblem):
-    """Problem (14)/(16) of HOAP-SVM, for :func:`rankopt.engine.solve_cccp`."""
+    """Problem (14)/(16) of HOAP-SVM, for :func:`rankopt.engine.solve_cccp`.
+
+    Like :class:`HOBProblem`, it scores with Ψ/n (``scale`` = 1/n): the
+    max-marginal labelings at two parameter vectors can differ on whole
+    communities, and the unnormalised planes (norms ~10³–10⁴ on Cora) stall
+    the working-set QP.  This re-parameterises C exactly as for HOB-SVM, so
+    the two share their C and η, and HOB-SVM's solution is a starting point
+    on the same scale.
+    """
 
     def __init__(self, X: HighOrderInput, y, loss: RankLoss, feature_map: HighOrderFeatureMap, inference, registry):
         self.X, self.y = X, np.asarray(y, dtype=bool)
@@ -159,13 +167,14 @@ class HOAPProblem(CCCPProblem):
         self.pos, self.neg = np.flatnonzero(self.y), np.flatnonzero(~self.y)
         self.n_features = feature_map.n_features(X)
         self.linear_constraints = _pairwise_constraints(X)
+        self.scale = 1.0 / X.n_samples
 
     def convexify(self, w):
         return HOAPConvexProblem(self, w)
 
     def slack(self, w) -> float:
         """ξ(w) = max_R Δ(R) + S(R; w) − S(R*; w) for the ranking scores s = m⁺ − m⁻."""
-        s = self.feature_map.scores(self.X, _project(self.X, w))
+        s = self.feature_map.scores(self.X, self.scale * _project(self.X, w))
         ranking = most_violated_ranking(self.loss, s[self.pos], s[self.neg], self.inference, registry=self.registry)
         truth = float(s[self.pos].mean() - s[self.neg].mean())
         return max(0.0, ranking.value - truth)
@@ -333,6 +342,7 @@ class HOAPSVM(_HighOrderRanker):
     Parameters
     ----------
     C : float, default 1.0
+        Weight of the slack, in the units of :class:`HOBSVM`'s C (Ψ/n).
     eta : float, default 1.0
         η ≥ 0, the weight of the pairwise features.
     init : {"hob", "zero"} or array of shape (3 d,), default "hob"
@@ -353,12 +363,13 @@ class HOAPSVM(_HighOrderRanker):
     ----------
     coef_, unary_coef_, pairwise_coef_ : as :class:`HOBSVM`.
     objectives_ : list of float
-        The HOAP objective ½‖w‖² + C ξ(w) at the start and after each accepted step.
+        The HOAP objective ½‖w‖² + C ξ(w) (w of the Ψ/n problem, see
+        :class:`HOAPProblem`) at the start and after each accepted step.
     n_iter_ : int
         CCCP steps run.
     converged_ : bool
     init_coef_ : ndarray
-        The starting w.
+        The starting coefficients, in the units of ``coef_``.
     """
 
     def __init__(
@@ -402,10 +413,11 @@ class HOAPSVM(_HighOrderRanker):
         )
         w0 = self._initial_w(inp, y, edges, groups, eta)
         result = solve_cccp(
-            problem, C, w0, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol, inner_max_iter=max_iter
+            problem, C, w0 / problem.scale, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol,
+            inner_max_iter=max_iter,
         )
         self.eta_ = eta
-        self._store(inp, result.w, edges is not None or groups is not None)
+        self._store(inp, problem.scale * result.w, edges is not None or groups is not None)
         self.init_coef_ = w0
         self.objectives_ = result.objectives
         self.n_iter_ = result.n_iter

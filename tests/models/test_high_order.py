@@ -228,8 +228,8 @@ def test_hoap_convex_bound_is_tight_at_w_t_and_above_elsewhere(rng):
         )
         w_t = random_w(rng, 2)
 
-        def brute_slack(w):
-            s = brute_max_marginal_scores(inp, w)
+        def brute_slack(w):  # the problem scores with Ψ/n
+            s = brute_max_marginal_scores(inp, problem.scale * w)
             return brute_force_max("ap", s[y], s[~y]) - (s[y].mean() - s[~y].mean())
 
         assert problem.slack(w_t) == pytest.approx(brute_slack(w_t), abs=1e-9)

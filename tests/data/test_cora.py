@@ -1,0 +1,65 @@
+"""The Cora loader (files of the graphdatascience package) and the quick Cora experiment."""
+import numpy as np
+import pytest
+
+pytest.importorskip("pyarrow")
+cora = pytest.importorskip("rankopt.data.cora")
+
+try:
+    cora.cora_dir()
+except FileNotFoundError as exc:  # pragma: no cover - depends on the environment
+    pytest.skip(str(exc), allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return cora.load_cora()
+
+
+def test_sizes(data):
+    assert data.X.shape == (2708, 1433)
+    assert data.n_samples == 2708 and data.n_features == 1433
+    assert set(np.unique(data.X.data)) == {1.0}
+    np.testing.assert_array_equal(np.bincount(data.subject), [818, 180, 217, 426, 351, 418, 298])
+    assert data.citations.shape == (5429, 2)
+    assert data.citations.min() >= 0 and data.citations.max() < 2708
+    pairs = data.similar_pairs()
+    assert pairs.shape == (5278, 2)  # mutual citations counted once
+    assert np.all(pairs[:, 0] < pairs[:, 1])
+
+
+def test_labels(data):
+    assert data.labels(0).sum() == 818
+    np.testing.assert_array_equal(data.labels("Case_Based"), data.subject == 6)
+    with pytest.raises(ValueError, match="subject"):
+        data.labels(7)
+    with pytest.raises(ValueError, match="subject"):
+        data.labels("Biology")
+
+
+def test_does_not_import_graphdatascience(data):
+    import sys
+
+    assert "graphdatascience" not in sys.modules or sys.modules["graphdatascience"] is not None
+    assert (cora.cora_dir() / "cora_rels.parquet.gzip").is_file()
+
+
+def test_quick_experiment(tmp_path):
+    from rankopt.experiments.cora import METHODS, run_cora_experiment
+
+    out = tmp_path / "table.md"
+    result = run_cora_experiment(quick=True, subjects=[0], output=out)
+    assert result.subjects == ["Neural_Networks"]
+    for method in METHODS:
+        values = result.ap[method]["Neural_Networks"]
+        assert len(values) == 2 and all(0.0 <= v <= 1.0 for v in values)
+    assert result.params["HOAP-SVM"] == result.params["HOB-SVM"]
+    text = out.read_text()
+    assert "| HOAP-SVM |" in text and "mean fit (s)" in text
+
+
+def test_experiment_rejects_unknown_settings():
+    from rankopt.experiments.cora import run_cora_experiment
+
+    with pytest.raises(ValueError, match="settings"):
+        run_cora_experiment(quick=True, n_trees=3)
