@@ -9,6 +9,7 @@ from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import RankingInference, most_violated_ranking
 from rankopt.losses.qs_check import check_qs_suitable
 from rankopt.models.latent import LatentAPSVM, LatentSSVM, LatentSVM
+from rankopt.models.high_order import HOAPSVM, HOBSVM
 from rankopt.models.rank_svm import RankSVM
 from rankopt.plugins import (
     create_plugin_manager,
@@ -21,6 +22,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConvergenceWarning",
+    "HOAPSVM",
+    "HOBSVM",
     "LatentAPSVM",
     "LatentSSVM",
     "LatentSVM",

@@ -45,6 +45,8 @@ BUILTIN_PLUGINS = (
     "rankopt.features.linear",
     "rankopt.models.ranking",
     "rankopt.models.binary",
+    "rankopt.features.high_order",
+    "rankopt.models.high_order",
 )
 
 
