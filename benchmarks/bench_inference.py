@@ -1,0 +1,196 @@
+"""One loss-augmented inference call per method, over the sweeps of ``qs-rank-losses`` Figs. 1–2.
+
+Each benchmark times one public call ``rankopt.most_violated_ranking(loss,
+pos_scores, neg_scores, method)`` — validation, the method's interleaving
+ranks and the output of Observation 2 — for the losses AP and NDCG and every
+inference method registered for them (found through rankopt's registry, so a
+new method plugin is benchmarked without editing this file), plus
+``method="auto"``.  ``numpy.sort`` and ``numpy.argsort`` of the negative
+scores are timed in the same run as the references a comparison-based
+method is measured against.
+
+Sweeps (``--bench-scale full``; ``small`` uses tiny sizes):
+
+* ``total`` — |P| : |N| = 1 : 10, |P| + |N| from 1.1·10³ to 1.1·10⁶;
+* ``neg``   — |P| = 10³, |N| from 10³ to 10⁶;
+* ``pos``   — |N| = 10⁵, |P| from 10 to 10⁵.
+
+Scores there are "mid-training": s⁺ ~ N(1, 1), s⁻ ~ N(0, 1).  Two more
+cases at |P| = 10³, |N| ∈ {10⁵, 10⁶}:
+
+* ``late``  — late training, s⁺ ~ N(3, 0.5²), s⁻ ~ N(0, 0.5²): about 90 %
+  of the negatives end below every positive (the sweet spot of "select");
+* ``first`` — the first cutting-plane iteration, w = 0: every score is 0.
+
+Documented exclusions (reported as skips with the reason, never dropped
+silently): a method not exact for a loss (e.g. "search"/"select" are
+AP-only), and the O(|P||N|) methods above the limits of
+:data:`WORK_LIMITS` ("greedy" above |P||N| = 2·10⁹, where one call takes
+from seconds to minutes; "dp", whose loop over the negatives runs in
+Python, above |P||N| = 10⁷ or |N| = 10⁴).
+
+On a machine shared with other jobs, ``--benchmark-timer=time.process_time``
+times the process's CPU rather than the wall clock, which preemption inflates.
+
+``extra_info`` of each benchmark records the case (sweeps it belongs to,
+score distribution, |P|, |N|), the loss, the method (and the one "auto"
+resolved to), and the fraction of negatives the call put below every
+positive; ``benchmarks/plot_results.py`` reads it from the JSON report.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import rankopt
+from rankopt.plugins import PluginKind, default_registry
+
+LOSSES = ("ap", "ndcg")
+REFERENCES = ("numpy.sort", "numpy.argsort")
+
+
+def _greedy_limit(n_pos: int, n_neg: int) -> str | None:
+    if n_pos * n_neg > 2e9:
+        return f"|P||N| = {n_pos * n_neg:.1e} > 2e9, where the O(|P||N|) greedy takes up to minutes per call"
+    return None
+
+
+def _dp_limit(n_pos: int, n_neg: int) -> str | None:
+    if n_pos * n_neg > 1e7 or n_neg > 10_000:
+        return (f"|P||N| = {n_pos * n_neg:.1e}, |N| = {n_neg}: above |P||N| = 1e7 or |N| = 1e4 the "
+                f"O(|P||N|) dynamic programme, which loops over the negatives in Python, takes seconds per call")
+    return None
+
+
+#: Sizes at which a slow method is not run: method -> f(|P|, |N|) giving the reason, or None.
+WORK_LIMITS = {"greedy": _greedy_limit, "dp": _dp_limit}
+
+
+@dataclass(frozen=True)
+class Case:
+    """Scores for one problem size and distribution, and the sweeps it is a point of."""
+
+    dist: str  # "mid", "late" or "first"
+    n_pos: int
+    n_neg: int
+    sweeps: tuple[str, ...]
+
+    @property
+    def id(self) -> str:
+        return f"{self.dist}-P{self.n_pos}-N{self.n_neg}"
+
+    def scores(self) -> tuple[np.ndarray, np.ndarray]:
+        return _scores(self.dist, self.n_pos, self.n_neg)
+
+
+@functools.lru_cache(maxsize=2)
+def _scores(dist: str, n_pos: int, n_neg: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng([n_pos, n_neg, len(dist)])
+    if dist == "mid":
+        return rng.normal(1.0, 1.0, n_pos), rng.normal(0.0, 1.0, n_neg)
+    if dist == "late":
+        return rng.normal(3.0, 0.5, n_pos), rng.normal(0.0, 0.5, n_neg)
+    if dist == "first":
+        return np.zeros(n_pos), np.zeros(n_neg)
+    raise ValueError(f"expected dist 'mid', 'late' or 'first', got {dist!r} instead")
+
+
+def _decades(low: int, high: int) -> list[int]:
+    """low, 3·low, 10·low, … up to high (half-decade steps)."""
+    out, value = [], low
+    while value <= high:
+        out.append(value)
+        value = value * 3 if str(value)[0] == "1" else value * 10 // 3
+    return out
+
+
+def sweep_points(scale: str) -> dict[str, list[tuple[str, int, int]]]:
+    """(dist, |P|, |N|) of every sweep at ``scale``."""
+    if scale == "full":
+        return {
+            "total": [("mid", n, 10 * n) for n in _decades(100, 100_000)],
+            "neg": [("mid", 1000, n) for n in _decades(1000, 1_000_000)],
+            "pos": [("mid", n, 100_000) for n in _decades(10, 100_000)],
+            "late": [("late", 1000, 100_000), ("late", 1000, 1_000_000)],
+            "first": [("first", 1000, 100_000), ("first", 1000, 1_000_000)],
+        }
+    return {
+        "total": [("mid", 10, 100), ("mid", 30, 300)],
+        "neg": [("mid", 10, 100), ("mid", 10, 1000)],
+        "pos": [("mid", 10, 1000), ("mid", 100, 1000)],
+        "late": [("late", 10, 1000)],
+        "first": [("first", 10, 1000)],
+    }
+
+
+def cases(scale: str) -> list[Case]:
+    """Every distinct (dist, |P|, |N|) once, tagged with all the sweeps it belongs to."""
+    membership: dict[tuple[str, int, int], list[str]] = {}
+    for sweep, points in sweep_points(scale).items():
+        for point in points:
+            membership.setdefault(point, []).append(sweep)
+    return [Case(dist, p, n, tuple(sweeps)) for (dist, p, n), sweeps in membership.items()]
+
+
+def registered_methods() -> list[str]:
+    return [info.name for info in default_registry().list(PluginKind.INFERENCE_METHOD)] + ["auto"]
+
+
+def pytest_generate_tests(metafunc):
+    scale = metafunc.config.rankopt_bench_scale
+    if "case" in metafunc.fixturenames:
+        all_cases = cases(scale)
+        metafunc.parametrize("case", all_cases, ids=[c.id for c in all_cases])
+    if "method" in metafunc.fixturenames:
+        metafunc.parametrize("method", registered_methods())
+
+
+def _case_info(case: Case) -> dict:
+    return {
+        "bench": "inference",
+        "dist": case.dist,
+        "sweeps": list(case.sweeps),
+        "n_pos": case.n_pos,
+        "n_neg": case.n_neg,
+    }
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_most_violated_ranking(benchmark, case, loss, method):
+    registry = default_registry()
+    loss_obj = registry.resolve_loss(loss)
+    if method == "auto":
+        resolved = registry.resolve_method("auto", loss_obj).name
+    else:
+        resolved = method
+        method_cls = {info.name: info.cls for info in registry.list(PluginKind.INFERENCE_METHOD)}[method]
+        reason = method_cls().unsupported_reason(loss_obj)
+        if reason is not None:
+            pytest.skip(f"excluded: {method} is not exact for {loss}: {reason}")
+    limit = WORK_LIMITS.get(resolved)
+    reason = None if limit is None else limit(case.n_pos, case.n_neg)
+    if reason is not None:
+        pytest.skip(f"excluded: {resolved} at P={case.n_pos}, N={case.n_neg}: {reason}")
+    pos, neg = case.scores()
+    benchmark.group = f"{case.id}-{loss}"
+    result = benchmark(rankopt.most_violated_ranking, loss_obj, pos, neg, method)
+    benchmark.extra_info.update(
+        _case_info(case),
+        loss=loss,
+        method=method,
+        resolved_method=resolved,
+        bottom_fraction=float(np.mean(result.neg_ranks == case.n_pos + 1)),
+        loss_value=result.loss,
+    )
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_reference_sort(benchmark, case, reference):
+    _, neg = case.scores()
+    function = np.sort if reference == "numpy.sort" else np.argsort
+    benchmark.group = f"{case.id}-reference"
+    benchmark(function, neg)
+    benchmark.extra_info.update(_case_info(case), loss=None, method=reference, resolved_method=reference)
