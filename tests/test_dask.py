@@ -241,6 +241,21 @@ def test_distributed_fit_on_disk_matches_in_memory(client, on_disk):
     assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.workers)) == 1
 
 
+def test_coefficients_are_scattered_not_put_in_the_graph(client):
+    import pickle
+
+    from rankopt.data.dask_backend import _active_client, _rows_to_workers
+
+    assert _active_client() is client
+    values = np.arange(40_000.0)
+    pieces = _rows_to_workers(values, (10_000,) * 4)
+    assert pieces.chunks == ((10_000,) * 4,)
+    assert len(pickle.dumps(dict(pieces.__dask_graph__()))) < values.nbytes / 10
+    np.testing.assert_array_equal(pieces.compute(), values)
+    with dask.config.set(scheduler="threads"):  # the client is not the active scheduler then
+        assert _active_client() is None
+
+
 def test_open_npy_graph_holds_the_path_not_the_data(on_disk):
     import pickle
 

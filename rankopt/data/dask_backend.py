@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import sys
 
 import numpy as np
 
@@ -72,6 +73,35 @@ def _chunk_report(block, declared_dtype):
 # ------------------------------------------------------------------ the backend
 
 
+def _active_client():
+    """The ``dask.distributed`` client Dask computes on now, or None."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
+    try:
+        client = distributed.default_client()
+    except ValueError:  # no client
+        return None
+    return client if dask.base.get_scheduler() == client.get else None
+
+
+def _rows_to_workers(values: np.ndarray, row_chunks) -> "da.Array":
+    """``values`` split like the rows of X, as a Dask array.
+
+    On a distributed cluster the pieces are scattered to the workers, so the
+    N-vector does not go through the scheduler inside the task graph.
+    """
+    client = _active_client()
+    if client is None:
+        return da.from_array(values, chunks=(row_chunks,))
+    pieces = np.split(values, np.cumsum(row_chunks)[:-1])
+    futures = client.scatter(pieces, hash=False)
+    return da.concatenate([
+        da.from_delayed(dask.delayed(future), shape=piece.shape, dtype=piece.dtype, meta=piece[:0])
+        for future, piece in zip(futures, pieces)
+    ])
+
+
 class DaskBackend(DataBackend):
     """Dask arrays with NumPy or CSR chunks, float32 or float64, validated by :func:`check_dask_matrix`."""
 
@@ -84,7 +114,7 @@ class DaskBackend(DataBackend):
             _chunk_scores, "ij", X, "ij", w_chunks, "j", dtype=X.dtype, adjust_chunks={"j": 1},
             meta=np.empty((0, 0), dtype=X.dtype),
         )
-        # A single column of chunks needs no sum: keep the chunk scores' float type exactly.
+        # With column chunks, the partial scores are summed in X's float type, like one product.
         column = parts if parts.numblocks[1] == 1 else parts.sum(axis=1, keepdims=True, dtype=X.dtype)
         return np.asarray(column.compute()).ravel()
 
@@ -94,13 +124,12 @@ class DaskBackend(DataBackend):
             raise ValueError(f"expected one coefficient per row of X ({X.shape[0]}), got shape {coef.shape} instead")
         # Cast on the driver: half the bytes to send for float32 data, and the
         # chunks would cast to their own type anyway.
-        coef_chunks = da.from_array(coef.astype(X.dtype, copy=False), chunks=(X.chunks[0],))
+        coef_chunks = _rows_to_workers(coef.astype(X.dtype, copy=False), X.chunks[0])
         parts = da.blockwise(
             _chunk_combine, "ij", X, "ij", coef_chunks, "i", dtype=np.float64, adjust_chunks={"i": 1},
             meta=np.empty((0, 0), dtype=np.float64),
         )
         return np.asarray(parts.sum(axis=0).compute(), dtype=np.float64)
-
 
     def all_finite(self, X):
         return bool(da.isfinite(X).all().compute())
