@@ -50,10 +50,10 @@ def test_list_plugins_includes_rbp_from_the_entry_point(rbp_module):
     assert info.provider == "rbp"  # pluggy names an entry-point plugin after the entry point
     assert info.cls is rbp_module.RBPLoss
     assert issubclass(info.cls, PositionDiscountLoss)
-    # The plugin module was registered from its distribution, not by hand.
-    dists = {plugin.__name__: dist.project_name for plugin, dist in
-             rankopt.get_plugin_manager().list_plugin_distinfo()}
-    assert dists.get("rankopt_rbp.plugin") == "rankopt-rbp"
+    # The provider is the module the installed distribution's entry point names.
+    assert rankopt.get_plugin_manager().get_plugin("rbp") is rbp_module
+    (entry_point,) = [ep for ep in importlib.metadata.entry_points(group="rankopt") if ep.name == "rbp"]
+    assert entry_point.dist.name == "rankopt-rbp"
 
 
 def test_rbp_loss_definition(rbp_module):
@@ -117,3 +117,11 @@ def test_rank_svm_with_rbp_on_digits(rbp_module):
     assert ap > 0.9
     # Far better than chance (the positive rate, ~0.1).
     assert ap > 5 * y.mean()
+
+
+def test_plugin_passes_rankopts_plugin_checks(rbp_module):
+    """What the package README tells plugin authors to run."""
+    from rankopt.testing import check_loss, check_plugin
+
+    check_plugin(rbp_module, name="rbp")
+    check_loss(rbp_module.RBPLoss(persistence=0.3))
