@@ -334,17 +334,22 @@ def _report(result: CoraExperimentResult) -> str:
     )
 
 
-def add_cli_subcommand(subparsers) -> argparse.ArgumentParser:
-    """Add ``cora`` to an argparse subparsers object; the parser's ``func`` runs it."""
+def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:
+    """Add ``cora`` to an argparse subparsers object.
+
+    The new parser's defaults carry ``handler`` (and ``func``), both
+    :func:`cli_main`, which takes the parsed arguments.
+    """
     parser = subparsers.add_parser(
-        "cora", help="SVM, AP-SVM, HOB-SVM and HOAP-SVM on the Cora citation graph (Table 1 of high-order-ranking)"
+        "cora", parents=list(parents),
+        help="SVM, AP-SVM, HOB-SVM and HOAP-SVM on the Cora citation graph (Table 1 of high-order-ranking)",
     )
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     parser.add_argument("--subjects", nargs="*", default=None, help="subject ids 0-6 or names (default: all)")
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default=None, help="write the markdown table to this file")
-    parser.set_defaults(func=cli_main)
+    parser.set_defaults(handler=cli_main, func=cli_main)
     return parser
 
 
