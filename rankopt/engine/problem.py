@@ -16,6 +16,7 @@ import abc
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 
 @dataclass(frozen=True)
@@ -28,27 +29,40 @@ class Constraint:
 
 @dataclass(frozen=True)
 class LinearConstraints:
-    """A w ≤ b.  The cutting plane starts from the smallest feasible w."""
+    """A w ≤ b; A dense or sparse (kept sparse: bound constraints are one entry a row).
 
-    A: np.ndarray
+    The cutting plane starts from the smallest feasible w.
+    """
+
+    A: "np.ndarray | sp.csr_matrix"
     b: np.ndarray
 
     def __post_init__(self):
-        A = np.atleast_2d(np.asarray(self.A, dtype=np.float64))
+        if sp.issparse(self.A):
+            A = sp.csr_matrix(self.A, dtype=np.float64)
+            values = A.data
+        else:
+            A = np.atleast_2d(np.asarray(self.A, dtype=np.float64))
+            values = A
         b = np.asarray(self.b, dtype=np.float64).ravel()
         if A.shape[0] != b.size:
             raise ValueError(f"expected one bound per row of A ({A.shape[0]}), got {b.size} instead")
-        if not np.all(np.isfinite(A)) or not np.all(np.isfinite(b)):
+        if not np.all(np.isfinite(values)) or not np.all(np.isfinite(b)):
             raise ValueError("expected finite linear constraints, got NaN or infinity instead")
         object.__setattr__(self, "A", A)
         object.__setattr__(self, "b", b)
+
+    @property
+    def n_constraints(self) -> int:
+        return self.b.size
 
     @classmethod
     def nonpositive(cls, n_features: int, indices) -> "LinearConstraints":
         """w[indices] ≤ 0 — HOB-SVM's w₂ ≤ 0."""
         indices = np.asarray(indices, dtype=np.intp)
-        A = np.zeros((indices.size, n_features))
-        A[np.arange(indices.size), indices] = 1.0
+        A = sp.csr_matrix(
+            (np.ones(indices.size), (np.arange(indices.size), indices)), shape=(indices.size, n_features)
+        )
         return cls(A, np.zeros(indices.size))
 
 

@@ -1,15 +1,23 @@
-"""The working-set QP of the 1-slack cutting plane, solved in its dual.
+"""The working-set QP of the 1-slack cutting plane.
 
-With cutting planes g_k = Ψ(Y*) − Ψ(Ŷ_k), losses Δ_k and constraints A w ≤ b,
-the dual over α ∈ R^K, μ ∈ R^m is
+With cutting planes g_k = Ψ(Y*) − Ψ(Ŷ_k) and losses Δ_k the problem is
 
-    max  Σ_k α_k Δ_k − bᵀμ − ½ ‖Gα − Aᵀμ‖²   s.t.  α ≥ 0, μ ≥ 0, Σ_k α_k ≤ C,
+    min_w,ξ  ½‖w‖² + C ξ   s.t.  w·g_k ≥ Δ_k − ξ,  ξ ≥ 0,  A w ≤ b (optional).
 
-and w = Gα − Aᵀμ.  Its size is K + m (K is the number of cutting planes,
-small), whatever the dimension of w.  It is solved with Clarabel, an
-interior-point solver that accepts the positive *semi*-definite Hessian.
+Without linear constraints it is solved in its dual over α ∈ R^K,
+
+    max  Σ_k α_k Δ_k − ½ ‖Gα‖²   s.t.  α ≥ 0,  Σ_k α_k ≤ C,    w = Gα,
+
+whose size is the number of planes K (small) whatever the dimension of w,
+with the Gram matrix GᵀG kept up to date one plane at a time.  With linear
+constraints the dual would grow one dense variable per constraint (HOB-SVM
+has one per pairwise weight, APPX one per easy sample), so the primal in
+(w, ξ) is solved instead: d + 1 variables, a diagonal Hessian and sparse
+constraint rows.  Both go to Clarabel, an interior-point solver.
 """
 from __future__ import annotations
+
+import logging
 
 import clarabel
 import numpy as np
@@ -17,13 +25,21 @@ import scipy.sparse as sp
 
 from rankopt.engine.problem import LinearConstraints
 
+logger = logging.getLogger(__name__)
+
+#: Tolerances of the first attempt.  Clarabel's 1e-8 defaults leave w
+#: accurate to ~1e-4 only (GᵀG is badly scaled); when the tight attempt
+#: stalls numerically the solve is repeated at the defaults.
+_TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10, "tol_ktratio": 1e-8}
+_STALLED = ("InsufficientProgress", "NumericalError", "MaxIterations")
+
 
 class QPSolveError(RuntimeError):
     """The QP solver did not reach an optimum."""
 
 
 class WorkingSetQP:
-    """Holds the cutting planes and solves the dual QP over them."""
+    """Holds the cutting planes and solves the QP over them."""
 
     def __init__(self, C: float, n_features: int, linear_constraints: LinearConstraints | None = None):
         self.C = float(C)
@@ -32,9 +48,6 @@ class WorkingSetQP:
         self._planes: list[np.ndarray] = []
         self._losses: list[float] = []
         self._gram = np.zeros((0, 0))
-        if linear_constraints is not None:
-            self._AAt = linear_constraints.A @ linear_constraints.A.T
-            self._cross = np.zeros((0, linear_constraints.A.shape[0]))  # rows: (A g_k)ᵀ
 
     @property
     def n_planes(self) -> int:
@@ -44,18 +57,17 @@ class WorkingSetQP:
         """Add the cutting plane w·plane ≥ loss − ξ."""
         plane = np.asarray(plane, dtype=np.float64)
         k = self.n_planes
-        gram = np.empty((k + 1, k + 1))
-        gram[:k, :k] = self._gram
-        if k:
-            column = np.stack(self._planes) @ plane
-            gram[:k, k] = column
-            gram[k, :k] = column
-        gram[k, k] = plane @ plane
-        self._gram = gram
+        if self.constraints is None:  # only the dual needs the Gram matrix
+            gram = np.empty((k + 1, k + 1))
+            gram[:k, :k] = self._gram
+            if k:
+                column = np.stack(self._planes) @ plane
+                gram[:k, k] = column
+                gram[k, :k] = column
+            gram[k, k] = plane @ plane
+            self._gram = gram
         self._planes.append(plane)
         self._losses.append(float(loss))
-        if self.constraints is not None:
-            self._cross = np.vstack([self._cross, self.constraints.A @ plane])
 
     def slack(self, w: np.ndarray) -> float:
         """ξ(w) over the working set: max(0, max_k Δ_k − w·g_k)."""
@@ -64,51 +76,57 @@ class WorkingSetQP:
         return max(0.0, float(np.max(np.asarray(self._losses) - np.stack(self._planes) @ w)))
 
     def solve(self) -> tuple[np.ndarray, float]:
-        """The optimal w and the dual objective (= the working-set primal optimum)."""
+        """The optimal w and the optimal objective ½‖w‖² + C ξ of the working set."""
         k = self.n_planes
-        m = 0 if self.constraints is None else self.constraints.b.size
-        if k == 0 and (m == 0 or np.all(self.constraints.b >= 0)):
+        if self.constraints is None:
+            if k == 0:
+                return np.zeros(self.n_features), 0.0
+            return self._solve_dual()
+        if k == 0 and np.all(self.constraints.b >= 0):
             return np.zeros(self.n_features), 0.0  # w = 0 is feasible, hence optimal
-        hessian = np.zeros((k + m, k + m))
-        hessian[:k, :k] = self._gram
-        linear = np.concatenate([-np.asarray(self._losses), np.zeros(m)])
-        if m:
-            hessian[:k, k:] = -self._cross
-            hessian[k:, :k] = -self._cross.T
-            hessian[k:, k:] = self._AAt
-            linear[k:] = self.constraints.b
-        n_vars = k + m
-        # α ≥ 0, μ ≥ 0 (−z + s = 0, s ≥ 0) and Σα ≤ C.
-        rows = [-sp.identity(n_vars)]
-        b = [np.zeros(n_vars)]
+        return self._solve_primal()
+
+    def _solve_dual(self):
+        k = self.n_planes
+        losses = np.asarray(self._losses)
+        # α ≥ 0 (−α + s = 0, s ≥ 0) and Σα ≤ C.
+        A = sp.vstack([-sp.identity(k), sp.csr_matrix(np.ones((1, k)))]).tocsc()
+        b = np.concatenate([np.zeros(k), [self.C]])
+        alpha = np.maximum(self._clarabel(sp.triu(sp.csc_matrix(self._gram)).tocsc(), -losses, A, b), 0.0)
+        w = np.stack(self._planes).T @ alpha
+        return w, float(alpha @ losses) - 0.5 * float(w @ w)
+
+    def _solve_primal(self):
+        d, k = self.n_features, self.n_planes
+        constraints = self.constraints
+        # Variables x = (w, ξ).  Rows: −g_k·w − ξ ≤ −Δ_k;  −ξ ≤ 0;  A w ≤ b.
+        blocks = []
         if k:
-            rows.append(sp.csr_matrix(np.concatenate([np.ones(k), np.zeros(m)])))
-            b.append([self.C])
-        A = sp.vstack(rows).tocsc()
-        b = np.concatenate(b)
-        settings = clarabel.DefaultSettings()
-        settings.verbose = False
-        # Clarabel's 1e-8 defaults leave w accurate to ~1e-4 only (the dual's
-        # Hessian GᵀG is badly scaled); 1e-10 costs nothing measurable here.
-        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
-        settings.tol_ktratio = 1e-8
-        solver = clarabel.DefaultSolver(
-            sp.triu(sp.csc_matrix(hessian)).tocsc(), linear, A, b,
-            [clarabel.NonnegativeConeT(b.size)], settings,
-        )
-        solution = solver.solve()
-        status = str(solution.status)
-        if "Infeasible" in status:
-            # An unbounded dual means the primal has no w with A w <= b.
-            raise QPSolveError(f"the linear constraints on w admit no solution (QP status {status})")
-        if "Solved" not in status:  # Solved or AlmostSolved
-            raise QPSolveError(f"working-set QP with {k} planes ended with status {status}")
-        z = np.maximum(np.asarray(solution.x), 0.0)
-        alpha, mu = z[:k], z[k:]
-        w = np.stack(self._planes).T @ alpha if k else np.zeros(self.n_features)
-        if m:
-            w -= self.constraints.A.T @ mu
-        dual = float(alpha @ np.asarray(self._losses)) - float(
-            0.0 if not m else self.constraints.b @ mu
-        ) - 0.5 * float(w @ w)
-        return w, dual
+            blocks.append(sp.hstack([sp.csr_matrix(-np.stack(self._planes)), sp.csr_matrix(-np.ones((k, 1)))]))
+        blocks.append(sp.csr_matrix(([-1.0], ([0], [d])), shape=(1, d + 1)))
+        blocks.append(sp.hstack([sp.csr_matrix(constraints.A), sp.csr_matrix((constraints.n_constraints, 1))]))
+        A = sp.vstack(blocks).tocsc()
+        b = np.concatenate([-np.asarray(self._losses), [0.0], constraints.b])
+        P = sp.diags(np.concatenate([np.ones(d), [0.0]])).tocsc()
+        q = np.concatenate([np.zeros(d), [self.C]])
+        x = self._clarabel(P, q, A, b)
+        w, xi = x[:d], max(0.0, float(x[d]))
+        return w, 0.5 * float(w @ w) + self.C * xi
+
+    def _clarabel(self, P, q, A, b) -> np.ndarray:
+        """min ½xᵀPx + qᵀx s.t. Ax ≤ b, with one retry at default tolerances."""
+        for tolerances in (_TIGHT, {}):
+            settings = clarabel.DefaultSettings()
+            settings.verbose = False
+            for name, value in tolerances.items():
+                setattr(settings, name, value)
+            solution = clarabel.DefaultSolver(P, q, A, b, [clarabel.NonnegativeConeT(b.size)], settings).solve()
+            status = str(solution.status)
+            if "Infeasible" in status:
+                raise QPSolveError(f"the linear constraints on w admit no solution (QP status {status})")
+            if "Solved" in status:  # Solved or AlmostSolved
+                return np.asarray(solution.x)
+            if not any(s in status for s in _STALLED):
+                break
+            logger.debug("working-set QP stalled (%s) at tight tolerances; retrying", status)
+        raise QPSolveError(f"working-set QP with {self.n_planes} planes ended with status {status}")

@@ -12,6 +12,7 @@ objective Clarabel reports must equal the primal optimum (strong duality).
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 from scipy.optimize import minimize
 
@@ -73,7 +74,7 @@ def solve_primal_reference(planes, losses, C, A=None, b=None):
         jac = np.hstack([planes, np.ones((losses.size, 1))])
         constraints.append({"type": "ineq", "fun": lambda z: planes @ z[:d] + z[d] - losses, "jac": lambda z: jac})
     if A is not None:
-        A = np.atleast_2d(np.asarray(A, dtype=np.float64))
+        A = np.atleast_2d(A.toarray() if sp.issparse(A) else np.asarray(A, dtype=np.float64))
         b = np.asarray(b, dtype=np.float64)
         jac_a = np.hstack([-A, np.zeros((A.shape[0], 1))])
         constraints.append({"type": "ineq", "fun": lambda z: b - A @ z[:d], "jac": lambda z: jac_a})
@@ -220,7 +221,7 @@ def test_constraints_alone_give_the_smallest_feasible_w(rng, case):
 
 def test_nonpositive_builds_unit_rows():
     constraints = LinearConstraints.nonpositive(4, [1, 3])
-    np.testing.assert_array_equal(constraints.A, [[0, 1, 0, 0], [0, 0, 0, 1]])
+    np.testing.assert_array_equal(constraints.A.toarray(), [[0, 1, 0, 0], [0, 0, 0, 1]])
     np.testing.assert_array_equal(constraints.b, [0, 0])
 
 
