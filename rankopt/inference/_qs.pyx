@@ -80,7 +80,9 @@ cdef Py_ssize_t _best_rank_unimodal(const floating* pos_desc, double s_neg, Py_s
                                     Py_ssize_t lp, Py_ssize_t rp, int code, Py_ssize_t n_pos,
                                     Py_ssize_t n_neg, const double* table, double scale) noexcept nogil:
     """Highest maximiser of f_j on lp … rp for a loss whose f_j is concave up to min(|P|, j) + 1."""
-    cdef Py_ssize_t concave_end = min(rp, min(n_pos, j) + 1)
+    # Clamped to lp: an interval above the concave part is scanned from lp, not
+    # from min(|P|, j) + 1 (which would rescan ranks outside it, O(|P|) per median).
+    cdef Py_ssize_t concave_end = max(lp, min(rp, min(n_pos, j) + 1))
     cdef Py_ssize_t low = lp, high = concave_end, mid, i, t
     cdef Py_ssize_t i1, i2
     cdef double g = 0.0, best_g = 0.0, drop = 0.0

@@ -388,3 +388,17 @@ def test_bad_input(method):
         rankopt.most_violated_ranking("ap", ["a"], [0.0], method=method)
     with pytest.raises(ValueError, match="rank loss"):
         rankopt.most_violated_ranking("zero_one", [0.1], [0.0], method=method)
+
+
+@pytest.mark.parametrize("n_pos, n_neg", [(3000, 1000), (2000, 2000), (500, 50)])
+def test_ap_unimodal_search_equals_the_linear_scan_when_positives_outnumber_negatives(n_pos, n_neg):
+    # Regression: with |P| > j the rank interval of a median can start above the
+    # concave part 1 … min(|P|, j) + 1; the search must stay inside the interval.
+    rng = np.random.default_rng(n_pos + n_neg)
+    pos, neg = rng.normal(size=n_pos), rng.normal(size=n_neg)
+    linear = QSMethod()
+    linear.ap_unimodal_search = False
+    expected = linear.interleaving_ranks(APLoss(), pos, neg)
+    np.testing.assert_array_equal(QSMethod().interleaving_ranks(APLoss(), pos, neg), expected)
+    greedy = rankopt.most_violated_ranking("ap", pos, neg, "greedy")
+    assert rankopt.most_violated_ranking("ap", pos, neg, "qs").value == pytest.approx(greedy.value, rel=1e-9)
