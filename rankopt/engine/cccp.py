@@ -69,14 +69,21 @@ def solve_cccp(
         candidate = problem.objective(result.w, C)
         logger.info("CCCP iter %d: objective %.6g -> %.6g", iteration, objectives[-1], candidate)
         if candidate > objectives[-1]:
-            converged = True  # an inexact inner solve cannot improve further
+            # The inner solve was inexact: keep w, which it could not improve.
+            # That counts as convergence only if the inner solve met its tolerance.
+            converged = result.converged
             break
         decrease = objectives[-1] - candidate
         w = result.w
         objectives.append(candidate)
         if decrease <= tol * max(1.0, abs(objectives[-2])):
-            converged = True
+            converged = result.converged
             break
     if not converged:
-        warnings.warn(f"CCCP stopped at max_iter={max_iter}", ConvergenceWarning, stacklevel=2)
+        last = inner_results[-1]
+        reason = (
+            f"max_iter={max_iter}" if last.converged
+            else f"an inner cutting plane stopped at inner_max_iter={inner_max_iter}"
+        )
+        warnings.warn(f"CCCP did not converge: {reason}", ConvergenceWarning, stacklevel=2)
     return CCCPResult(w, len(inner_results), converged, objectives, inner_results)
