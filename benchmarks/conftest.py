@@ -3,10 +3,11 @@
 ``--bench-scale`` (or the environment variable ``RANKOPT_BENCH_SCALE``)
 chooses the sizes the benchmark modules parametrise over:
 
-* ``full`` (the default) — the sweeps of ``qs-rank-losses`` Figs. 1–2 up to
-  |N| = 10⁶ and the digits training runs; minutes of run time.
-* ``small`` — a handful of tiny sizes, so that CI exercises every benchmark
-  in a few seconds (with ``--benchmark-disable`` each runs once).
+* ``small`` (the default) — a handful of tiny sizes, so that the test suite
+  and CI exercise every benchmark in a few seconds (with
+  ``--benchmark-disable`` each runs once) and the benchmarks cannot rot;
+* ``full`` — the sweeps of ``qs-rank-losses`` Figs. 1–2 up to |N| = 10⁶ and
+  the digits training runs; minutes of run time.  Ask for it explicitly.
 """
 import os
 
@@ -22,13 +23,13 @@ def pytest_addoption(parser):
         action="store",
         default=None,
         choices=SCALES,
-        help=f"problem sizes for benchmarks/: small or full (default: ${SCALE_ENV}, else full)",
+        help=f"problem sizes for benchmarks/: small or full (default: ${SCALE_ENV}, else small)",
     )
 
 
 def bench_scale(config) -> str:
-    """The scale chosen on the command line, else by the environment, else "full"."""
-    scale = config.getoption("--bench-scale", default=None) or os.environ.get(SCALE_ENV) or "full"
+    """The scale chosen on the command line, else by the environment, else "small"."""
+    scale = config.getoption("--bench-scale", default=None) or os.environ.get(SCALE_ENV) or "small"
     if scale not in SCALES:
         raise pytest.UsageError(f"expected {SCALE_ENV} to be one of {SCALES}, got {scale!r} instead")
     return scale
