@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
+import tempfile
 import sys
 
 import numpy as np
@@ -315,8 +316,9 @@ def test_svmlight_round_trip_is_one_based(tmp_path):
 
 
 def _python_m_rankopt(*argv):
+    # From a neutral directory: the checkout itself would shadow the installed package.
     return subprocess.run([sys.executable, "-m", "rankopt", *map(str, argv)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir())
 
 
 def test_python_m_rankopt_runs_the_command(tmp_path, files):

@@ -1,6 +1,7 @@
 """rankopt.graphcut against brute force over all 2ⁿ labelings and a networkx min-cut reference."""
 import itertools
 import subprocess
+import tempfile
 import sys
 import textwrap
 
@@ -204,7 +205,8 @@ def test_dynamic_cuts_never_reuse_trees_before_a_plain_maxflow():
         print("ok")
         """
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            cwd=tempfile.gettempdir())  # the checkout would shadow the installed package
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
 

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import sys
 import textwrap
 from pathlib import Path
@@ -173,7 +174,8 @@ def run_python(code, *, env_extra=None, drop=(), pythonpath=None):
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     completed = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120,
+        cwd=tempfile.gettempdir(),  # the checkout itself would shadow the installed package
     )
     assert completed.returncode == 0, f"subprocess failed:\n{completed.stdout}\n{completed.stderr}"
     return json.loads(completed.stdout.strip().splitlines()[-1])
