@@ -185,7 +185,7 @@ def measure(case: dict, data_dir: str | None = None, isolated: bool = True) -> d
             from rankopt.data.backends import dask_client
 
             client = dask_client(n_workers=case["workers"], threads_per_worker=1, processes=case["processes"],
-                                 memory_limit=case["memory_limit"])
+                                 memory_limit=case["memory_limit"], dashboard_address=":0")
             start = time.perf_counter()
             X.sum().compute()
             pass_seconds = time.perf_counter() - start

@@ -42,9 +42,16 @@ class _LargestResult(Callback):
     def __init__(self):
         super().__init__()
         self.largest = 0
+        self.n_tasks = 0
 
     def _posttask(self, key, result, dsk, state, worker_id):
+        self.n_tasks += 1
         self.largest = max(self.largest, getattr(result, "nbytes", 0) or 0)
+
+    def __exit__(self, exc_type, *args):
+        super().__exit__(exc_type, *args)
+        if exc_type is None:
+            assert self.n_tasks > 0, "no task ran on a local scheduler: a distributed client is active"
 
 
 # --- validation --------------------------------------------------------------------------------
@@ -218,7 +225,7 @@ def test_hob_svm_on_other_backends(rng, make):
 
 @pytest.fixture(scope="module")
 def client():
-    with dask_client(n_workers=1, threads_per_worker=2, processes=False) as client:
+    with dask_client(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as client:
         yield client
 
 
@@ -268,15 +275,38 @@ def test_open_npy_graph_holds_the_path_not_the_data(on_disk):
         open_npy(path / "v.npy")
 
 
+def test_scheduler_at_an_address(rng):
+    import distributed
+
+    X, y = _ranking_data(rng, n=300)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                                  dashboard_address=":0") as cluster:
+        with dask_client(cluster.scheduler_address) as client:
+            assert client.scheduler.address == cluster.scheduler_address
+            model = _fit(da.from_array(X, chunks=(100, 6)), y)
+    np.testing.assert_allclose(model.coef_, _fit(X, y).coef_, atol=1e-9)
+
+
 def test_unreachable_scheduler_is_a_clear_error():
+    import distributed
+
+    before = dask.config.get("scheduler", None)
     with pytest.raises(ConnectionError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'"):
         dask_client("tcp://127.0.0.1:9", timeout=0.5)
+    # The failed attempt left no half-made default client behind: Dask's default scheduler still works.
+    assert dask.config.get("scheduler", None) == before
+    if before is None:
+        with pytest.raises(ValueError):
+            distributed.default_client()
+        assert da.ones(3, chunks=2).sum().compute() == 3
 
 
 @pytest.mark.parametrize("address, fragment", [("127.0.0.1", "port"), ("nonsense://host:1", "scheme")])
 def test_malformed_scheduler_address(address, fragment):
+    before = dask.config.get("scheduler", None)
     with pytest.raises(ValueError, match=fragment):
         dask_client(address, timeout=0.5)
+    assert dask.config.get("scheduler", None) == before
 
 
 def test_cluster_options_need_a_local_cluster():

@@ -211,14 +211,15 @@ def dask_client(address=None, *, timeout=10, **cluster_kwargs):
 
     distributed = import_dask("distributed")
     if address is None:
-        cluster_kwargs.setdefault("dashboard_address", None)
         return distributed.Client(timeout=timeout, **cluster_kwargs)
     if cluster_kwargs:
         raise ValueError(
             f"expected no LocalCluster options with a scheduler address, got {sorted(cluster_kwargs)} instead"
         )
     try:
-        return distributed.Client(address, timeout=timeout)
+        # Connect once without becoming Dask's default: a Client that fails to connect
+        # stays registered as the default (distributed 2026.8), breaking later computations.
+        distributed.Client(address, timeout=timeout, set_as_default=False).close()
     except ValueError as exc:
         raise ValueError(
             f"expected a Dask scheduler address such as 'tcp://host:8786', got {address!r} instead: {exc}"
@@ -227,6 +228,7 @@ def dask_client(address=None, *, timeout=10, **cluster_kwargs):
         raise ConnectionError(
             f"cannot reach the Dask scheduler at {address!r} within {timeout:g} s: {exc}"
         ) from exc
+    return distributed.Client(address, timeout=timeout)
 
 
 def open_npy(path, chunk_rows=None):

@@ -67,7 +67,8 @@ def test_grid_search_on_joblibs_dask_backend(data):
 
     X, y = data
     serial = _search().fit(X, y)
-    with dask_client(n_workers=1, threads_per_worker=2, processes=False), joblib.parallel_backend("dask"):
+    cluster = {"n_workers": 1, "threads_per_worker": 2, "processes": False, "dashboard_address": ":0"}
+    with dask_client(**cluster), joblib.parallel_backend("dask"):
         with warnings.catch_warnings():
             warnings.simplefilter("error", ConvergenceWarning)
             on_dask = _search(n_jobs=-1).fit(X, y)
