@@ -22,9 +22,9 @@ cases at |P| = 10³, |N| ∈ {10⁵, 10⁶}:
   of the negatives end below every positive (the sweet spot of "select");
 * ``first`` — the first cutting-plane iteration, w = 0: every score is 0.
 
-Documented exclusions (reported as skips with the reason, never dropped
-silently): a method not exact for a loss (e.g. "search"/"select" are
-AP-only), and the O(|P||N|) methods above the limits of
+Documented exclusions (left out at collection, so they are neither timed
+nor reported as skips): a method not exact for a loss (e.g. "search" and
+"select" are AP-only), and the O(|P||N|) methods above the limits of
 :data:`WORK_LIMITS` ("greedy" above |P||N| = 2·10⁹, where one call takes
 from seconds to minutes; "dp", whose loop over the negatives runs in
 Python, above |P||N| = 10⁷ or |N| = 10⁴).
@@ -139,13 +139,47 @@ def registered_methods() -> list[str]:
     return [info.name for info in default_registry().list(PluginKind.INFERENCE_METHOD)] + ["auto"]
 
 
+def resolved_method(method: str, loss: str) -> str | None:
+    """The method that runs for ``method`` on ``loss``, or None when it is not exact for it."""
+    registry = default_registry()
+    loss_obj = registry.resolve_loss(loss)
+    if method == "auto":
+        return registry.resolve_method("auto", loss_obj).name
+    method_cls = {info.name: info.cls for info in registry.list(PluginKind.INFERENCE_METHOD)}[method]
+    return method if method_cls().unsupported_reason(loss_obj) is None else None
+
+
+def inference_runs(scale: str) -> list[tuple[Case, str, str]]:
+    """Every (case, loss, method) worth timing: exact for the loss and within WORK_LIMITS.
+
+    The others are left out at collection rather than skipped: an AP-only
+    method has nothing to say about NDCG, and the work limits are documented
+    in the module docstring.
+    """
+    runs = []
+    for case in cases(scale):
+        for loss in LOSSES:
+            for method in registered_methods():
+                resolved = resolved_method(method, loss)
+                if resolved is None:
+                    continue
+                limit = WORK_LIMITS.get(resolved)
+                if limit is not None and limit(case.n_pos, case.n_neg) is not None:
+                    continue
+                runs.append((case, loss, method))
+    return runs
+
+
 def pytest_generate_tests(metafunc):
     scale = metafunc.config.rankopt_bench_scale
-    if "case" in metafunc.fixturenames:
+    if {"case", "loss", "method"} <= set(metafunc.fixturenames):
+        runs = inference_runs(scale)
+        metafunc.parametrize(
+            "case, loss, method", runs, ids=[f"{case.id}-{method}-{loss}" for case, loss, method in runs]
+        )
+    elif "case" in metafunc.fixturenames:
         all_cases = cases(scale)
         metafunc.parametrize("case", all_cases, ids=[c.id for c in all_cases])
-    if "method" in metafunc.fixturenames:
-        metafunc.parametrize("method", registered_methods())
 
 
 def _case_info(case: Case) -> dict:
@@ -158,22 +192,9 @@ def _case_info(case: Case) -> dict:
     }
 
 
-@pytest.mark.parametrize("loss", LOSSES)
 def test_most_violated_ranking(benchmark, case, loss, method):
-    registry = default_registry()
-    loss_obj = registry.resolve_loss(loss)
-    if method == "auto":
-        resolved = registry.resolve_method("auto", loss_obj).name
-    else:
-        resolved = method
-        method_cls = {info.name: info.cls for info in registry.list(PluginKind.INFERENCE_METHOD)}[method]
-        reason = method_cls().unsupported_reason(loss_obj)
-        if reason is not None:
-            pytest.skip(f"excluded: {method} is not exact for {loss}: {reason}")
-    limit = WORK_LIMITS.get(resolved)
-    reason = None if limit is None else limit(case.n_pos, case.n_neg)
-    if reason is not None:
-        pytest.skip(f"excluded: {resolved} at P={case.n_pos}, N={case.n_neg}: {reason}")
+    loss_obj = default_registry().resolve_loss(loss)
+    resolved = resolved_method(method, loss)
     pos, neg = case.scores()
     benchmark.group = f"{case.id}-{loss}"
     result = benchmark(rankopt.most_violated_ranking, loss_obj, pos, neg, method)

@@ -4,6 +4,7 @@
 oracles as ``from oracles.brute_force import ...`` (pyproject.toml is not
 touched for this).
 """
+import copy
 import os
 import sys
 import zlib
@@ -21,3 +22,23 @@ def rng(request):
     """A NumPy generator seeded from the test's node id: reproducible, distinct per test."""
     seed = zlib.crc32(request.node.nodeid.encode())
     return np.random.default_rng(seed)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _isolate_dask_config():
+    """Restore Dask's global configuration after each module.
+
+    A ``distributed.Client`` sets ``scheduler="dask.distributed"`` globally and
+    resets it when it closes; a client torn down under load in one module must
+    not leave later modules computing on a scheduler that no longer exists.
+    Only modules that imported Dask are touched.
+    """
+    config = sys.modules.get("dask.config")
+    snapshot = None if config is None else copy.deepcopy(config.config)
+    yield
+    config = sys.modules.get("dask.config")
+    if config is not None:
+        config.config.clear()
+        config.config.update(copy.deepcopy(snapshot) if snapshot is not None else {})
+        if snapshot is None:
+            config.refresh()
