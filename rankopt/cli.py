@@ -1,4 +1,4 @@
-"""The ``rankopt`` command: train, predict, evaluate, list plugins, run the demo.
+"""The ``rankopt`` command: train, predict, evaluate, list plugins, the demo and the papers' experiments.
 
 ::
 
@@ -8,6 +8,8 @@
     rankopt evaluate MODEL_FILE DATA.svmlight
     rankopt plugins
     rankopt demo [--output-dir DIR] [--quick] [--C 100]
+    rankopt cora [--quick] [--subjects ...] [--n-jobs 1] [--output FILE]
+    rankopt latent [--quick] [--datasets ...] [--methods ...] [--output FILE]
 
 Data files are SVM-light with one-based feature indices and labels in
 {0, 1} or {−1, +1}.  Each file is **one query**: a file whose ``qid:``
@@ -101,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quick", action="store_true", help="three classes instead of ten")
     demo.add_argument("--C", type=float, default=DEMO_C, help=f"slack weight of every method (default: {DEMO_C:g})")
     demo.set_defaults(handler=_demo)
+
+    # The papers' experiments own their options; they import their data lazily.
+    from rankopt.experiments.cora import add_cli_subcommand as add_cora
+    from rankopt.experiments.latent import add_cli_subcommand as add_latent
+
+    add_cora(sub, parents=[verbose])
+    add_latent(sub, parents=[verbose])
     return parser
 
 

@@ -329,3 +329,29 @@ def test_python_m_rankopt_runs_the_command(tmp_path, files):
     done = _python_m_rankopt("predict", tmp_path / "missing.model", files[1])
     assert done.returncode == 2
     assert done.stderr.startswith("rankopt: error: ") and "Traceback" not in done.stderr
+
+
+# --- the papers' experiments ---------------------------------------------------------------------
+
+
+def test_latent_subcommand_quick_run_prints_the_table(capsys, tmp_path):
+    table = tmp_path / "latent.md"
+    assert main(["latent", "--quick", "--output", str(table)]) == 0
+    out = capsys.readouterr().out
+    assert "| Latent AP-SVM |" in out and "| Latent SVM |" in out and "| Latent SSVM |" in out
+    assert table.read_text().startswith("| method |")
+
+
+def test_cora_subcommand_quick_run_prints_the_table(capsys, tmp_path):
+    table = tmp_path / "cora.md"
+    assert main(["cora", "--quick", "--output", str(table)]) == 0
+    out = capsys.readouterr().out
+    for method in ("SVM", "AP-SVM", "HOB-SVM", "HOAP-SVM"):
+        assert f"| {method} |" in out
+    assert table.exists()
+
+
+def test_experiment_options_are_validated():
+    with pytest.raises(SystemExit) as excinfo:
+        main(["latent", "--datasets", "not-a-dataset"])
+    assert excinfo.value.code == 2

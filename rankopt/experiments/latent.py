@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 import logging
 import time
 import warnings
@@ -289,3 +290,36 @@ def format_table(result: LatentExperimentResult) -> str:
         f"{p.get('fixed')}, n_init={p.get('n_init')} for the final fits; quick={p.get('quick')}. "
         f"Total wall-clock {result.seconds:.0f} s.\n"
     )
+
+
+def add_cli_subcommand(subparsers, parents=()):
+    """Add ``latent`` to an argparse subparsers object (``handler`` = :func:`cli_main`)."""
+    from rankopt.data.mil import MIL_DATASETS
+
+    parser = subparsers.add_parser(
+        "latent", parents=list(parents),
+        help="latent SVM, latent SSVM and latent AP-SVM on multiple-instance data (Table 1 of latent-ap-svm)",
+    )
+    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run on MUSK1")
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=sorted(MIL_DATASETS),
+                        help="mil datasets (default: musk1 musk2 elephant)")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--folds", type=int, default=5, help="outer cross-validation folds")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one CV repetition per seed")
+    parser.add_argument("--inner-folds", type=int, default=3)
+    parser.add_argument("--n-init", type=int, default=2, help="seeded restarts of the final fits")
+    parser.add_argument("--output", default=None, help="write the markdown table to this file")
+    parser.add_argument("--log-file", default=None, help="append one JSON line per fold to this file")
+    parser.set_defaults(handler=cli_main)
+    return parser
+
+
+def cli_main(args) -> int:
+    """Run the experiment from parsed ``args`` and print the table."""
+    result = run_latent_experiment(
+        args.datasets, args.methods, n_folds=args.folds, seeds=tuple(args.seeds),
+        inner_folds=args.inner_folds, n_init=args.n_init, quick=args.quick, output=args.output,
+        log_file=args.log_file, progress=lambda message: print(message, file=sys.stderr, flush=True),
+    )
+    print(format_table(result))
+    return 0
