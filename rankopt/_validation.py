@@ -75,6 +75,16 @@ def all_finite(values: np.ndarray) -> bool:
     return all(bool(np.isfinite(values[i : i + step]).all()) for i in range(0, values.shape[0], step))
 
 
+def check_non_empty_shape(shape, name: str = "X") -> None:
+    """At least one sample and one feature, for any backend's 2-D shape."""
+    for axis, what in ((0, "sample"), (1, "feature")):
+        if shape[axis] == 0:
+            # the wording after "got" is scikit-learn's, which its estimator checks match
+            raise ValueError(
+                f"expected a non-empty {name}, got 0 {what}(s) (shape={shape}) while a minimum of 1 is required."
+            )
+
+
 def check_matrix(X, name: str = "X"):
     """A 2-D, non-empty, finite design matrix: dense float32/float64, CSR, or a Dask array.
 
@@ -114,12 +124,7 @@ def check_matrix(X, name: str = "X"):
             f"expected {name} to be 2-D, got an array of shape {X.shape} instead. Reshape your data with "
             f"{name}.reshape(-1, 1) if it has a single feature or {name}.reshape(1, -1) if it is a single sample"
         )
-    for axis, what in ((0, "sample"), (1, "feature")):
-        if X.shape[axis] == 0:
-            # the wording after "got" is scikit-learn's, which its estimator checks match
-            raise ValueError(
-                f"expected a non-empty {name}, got 0 {what}(s) (shape={X.shape}) while a minimum of 1 is required."
-            )
+    check_non_empty_shape(X.shape, name)
     if not all_finite(data):
         raise ValueError(f"expected {name} to be finite, got NaN or infinity instead")
     return X

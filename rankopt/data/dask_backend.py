@@ -27,6 +27,7 @@ import sys
 
 import numpy as np
 
+from rankopt._validation import check_non_empty_shape
 from rankopt.data.backends import DataBackend, backend_for, register_backend
 
 logger = logging.getLogger(__name__)
@@ -153,11 +154,7 @@ def check_dask_matrix(X, name: str = "X"):
             f"expected {name} to have known chunk sizes, got a Dask array with unknown chunk sizes "
             f"(shape {X.shape}) instead: call {name}.compute_chunk_sizes() first"
         )
-    for axis, what in ((0, "sample"), (1, "feature")):
-        if X.shape[axis] == 0:
-            raise ValueError(
-                f"expected a non-empty {name}, got 0 {what}(s) (shape={X.shape}) while a minimum of 1 is required."
-            )
+    check_non_empty_shape(X.shape, name)
     if X.dtype.kind == "c":
         raise ValueError(f"expected {name} to hold real numbers, got complex values instead")
     if X.dtype.kind not in "biuf":
