@@ -46,7 +46,8 @@ setup(
     ext_modules=cythonize(
         [_extension(m) for m in KERNELS],
         compiler_directives=CYTHON_DIRECTIVES,
-        # Generated C++ goes into the build tree, never next to the sources.
-        build_dir="build/cython",
+        # Generated C++ goes into the build tree, never next to the sources; one
+        # tree per mode, since cythonize regenerates by timestamp, not directives.
+        build_dir="build/cython-debug" if DEBUG else "build/cython",
     ),
 )
