@@ -308,3 +308,13 @@ def test_latent_experiment_quick(tmp_path):
     text = out.read_text()
     assert "Latent AP-SVM" in text and "musk1 AP" in text
     assert len((tmp_path / "folds.jsonl").read_text().splitlines()) == 6
+
+
+def test_experiment_gives_the_same_folds_in_parallel():
+    from rankopt.experiments.latent import run_latent_experiment
+
+    serial = run_latent_experiment(quick=True, n_jobs=1)
+    parallel = run_latent_experiment(quick=True, n_jobs=2)
+    key = lambda r: (r.dataset, r.method, r.seed, r.fold)  # noqa: E731
+    assert [key(r) for r in serial.folds] == [key(r) for r in parallel.folds]
+    assert [r.ap for r in serial.folds] == pytest.approx([r.ap for r in parallel.folds], abs=1e-12)
