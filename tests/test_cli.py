@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from oracles.model_files import rewrite_archive
 from rankopt import RankSVM, __version__
 from rankopt.cli import main
 from rankopt.data import (
@@ -229,17 +230,6 @@ def test_data_with_fewer_features_than_the_model_is_widened(tmp_path, model_file
                                [coef[0] + 0.5 * coef[4], coef[1]], rtol=1e-9)
 
 
-def _rewrite_archive(src, dst, **changes):
-    with np.load(src, allow_pickle=False) as archive:
-        contents = {key: archive[key] for key in archive.files}
-    for key, value in changes.items():
-        if value is None:
-            del contents[key]
-        else:
-            contents[key] = np.array(value)
-    with open(dst, "wb") as handle:
-        np.savez(handle, **contents)
-
 
 @pytest.mark.parametrize("kind", ["text", "truncated", "foreign_npz", "no_coef", "bad_coef", "bad_json"])
 def test_corrupt_or_foreign_model_file(tmp_path, model_file, files, capsys, kind):
@@ -252,11 +242,11 @@ def test_corrupt_or_foreign_model_file(tmp_path, model_file, files, capsys, kind
         with open(bad, "wb") as handle:
             np.savez(handle, weights=np.ones(3))
     elif kind == "no_coef":
-        _rewrite_archive(model_file, bad, coef=None)
+        rewrite_archive(model_file, bad, coef=None)
     elif kind == "bad_coef":
-        _rewrite_archive(model_file, bad, coef=np.ones(5))
+        rewrite_archive(model_file, bad, coef=np.ones(5))
     else:
-        _rewrite_archive(model_file, bad, params="{not json")
+        rewrite_archive(model_file, bad, params="{not json")
     with pytest.raises(ModelFileError):
         load_model(bad)
     status, _, err = run(capsys, "predict", bad, files[1])
@@ -265,7 +255,7 @@ def test_corrupt_or_foreign_model_file(tmp_path, model_file, files, capsys, kind
 
 def test_model_of_another_format_version(tmp_path, model_file, files, capsys):
     future = tmp_path / "future.model"
-    _rewrite_archive(model_file, future, format_version=MODEL_FORMAT_VERSION + 1, rankopt_version="9.9.9")
+    rewrite_archive(model_file, future, format_version=MODEL_FORMAT_VERSION + 1, rankopt_version="9.9.9")
     status, _, err = run(capsys, "evaluate", future, files[1])
     assert_one_line_error(status, err, f"format version {MODEL_FORMAT_VERSION + 1}", "rankopt 9.9.9",
                           f"reads version {MODEL_FORMAT_VERSION} only")

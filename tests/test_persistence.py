@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from oracles.model_files import rewrite_archive
 from rankopt import HOAPSVM, HOBSVM, LatentAPSVM, LatentSSVM, LatentSVM, RankSVM
 from rankopt.cli import main
 from rankopt.data.model_file import EXPORTS, MODEL_FORMAT_VERSION, ModelFileError, load_model, save_model
@@ -142,17 +143,6 @@ def test_cli_refuses_a_latent_model(tmp_path, rng, capsys):
     assert "holds a LatentSVM model, expected a RankSVM model" in err
 
 
-def _rewrite(src, dst, **changes):
-    with np.load(src, allow_pickle=False) as archive:
-        contents = {key: archive[key] for key in archive.files}
-    for key, value in changes.items():
-        if value is None:
-            del contents[key]
-        else:
-            contents[key] = np.array(value)
-    with open(dst, "wb") as handle:
-        np.savez(handle, **contents)
-
 
 @pytest.fixture
 def model_path(tmp_path, rng):
@@ -175,7 +165,7 @@ def model_path(tmp_path, rng):
         "unknown-param", "bad-json"])
 def test_bad_model_files_are_named(tmp_path, model_path, changes, fragments):
     bad = tmp_path / "bad.npz"
-    _rewrite(model_path, bad, **changes)
+    rewrite_archive(model_path, bad, **changes)
     with pytest.raises(ModelFileError) as excinfo:
         load_model(bad)
     for fragment in fragments:

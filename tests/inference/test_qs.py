@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
-from oracles.losses import PrecisionAtKLoss
+from oracles.losses import ChakrabartiLoss, PrecisionAtKLoss
 from oracles.brute_force import brute_force_max, ndcg_loss
 
 import rankopt
@@ -157,12 +157,7 @@ def test_dp_equals_brute_force_for_precision_at_k(k):
 
 def test_dp_solves_remark_1_where_greedy_would_fail():
     # qs-rank-losses Remark 1: Chakrabarti's discount, negatives 3ε and ε, positive 5ε.
-    class Chakrabarti(PositionDiscountLoss):
-        name = "chakrabarti_qs_test"
-
-        def discount(self, positions):
-            positions = np.asarray(positions, dtype=np.float64)
-            return np.where(positions <= 2, 1.0, 1.0 / np.log2(np.maximum(positions, 2.0)))
+    Chakrabarti = ChakrabartiLoss
 
     loss, eps = Chakrabarti(), 0.01
     pos, neg = np.array([5 * eps]), np.array([3 * eps, eps])

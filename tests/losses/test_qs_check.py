@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 import rankopt
-from oracles.losses import PrecisionAtKLoss
-from rankopt.losses import APLoss, AUCLoss, NDCGLoss, PositionDiscountLoss, ZeroOneLoss
+from oracles.losses import ChakrabartiLoss, PrecisionAtKLoss
+from rankopt.losses import APLoss, AUCLoss, NDCGLoss, ZeroOneLoss
 from rankopt.losses.qs_check import (
     CONDITIONS,
     DEFAULT_N_NEG_GRID,
@@ -144,12 +144,7 @@ def test_precision_at_1_is_qs_suitable():
 
 def test_chakrabarti_discount_fails_c3():
     # qs-rank-losses Remark 1: D = 1 on {1, 2}, then 1/log2(i).
-    class Chakrabarti(PositionDiscountLoss):
-        name = "chakrabarti_test"
-
-        def discount(self, positions):
-            positions = np.asarray(positions, dtype=np.float64)
-            return np.where(positions <= 2, 1.0, 1.0 / np.log2(np.maximum(positions, 2.0)))
+    Chakrabarti = ChakrabartiLoss
 
     report = rankopt.check_qs_suitable(Chakrabarti(), random_state=0)
     assert report.failed_condition == "C3"

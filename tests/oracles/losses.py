@@ -21,3 +21,17 @@ class PrecisionAtKLoss(PositionDiscountLoss):
 
     def discount(self, positions):
         return (np.asarray(positions, dtype=np.float64) <= self.k).astype(np.float64)
+
+
+
+class ChakrabartiLoss(PositionDiscountLoss):
+    """NDCG with Chakrabarti et al.'s discount: D = 1 on {1, 2}, then 1/log2(i) — not convex.
+
+    ``qs-rank-losses`` Remark 1: it breaks Observation 4, so C3 fails and greedy/qs are not exact.
+    """
+
+    name = "chakrabarti_test"
+
+    def discount(self, positions):
+        positions = np.asarray(positions, dtype=np.float64)
+        return np.where(positions <= 2, 1.0, 1.0 / np.log2(np.maximum(positions, 2.0)))
