@@ -157,9 +157,8 @@ def test_dp_equals_brute_force_for_precision_at_k(k):
 
 def test_dp_solves_remark_1_where_greedy_would_fail():
     # qs-rank-losses Remark 1: Chakrabarti's discount, negatives 3ε and ε, positive 5ε.
-    Chakrabarti = ChakrabartiLoss
 
-    loss, eps = Chakrabarti(), 0.01
+    loss, eps = ChakrabartiLoss(), 0.01
     pos, neg = np.array([5 * eps]), np.array([3 * eps, eps])
     expected = brute_force_max(_oracle_for(loss), pos, neg)
     assert rankopt.most_violated_ranking(loss, pos, neg).value == pytest.approx(expected, abs=TOL)

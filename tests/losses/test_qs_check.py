@@ -144,9 +144,8 @@ def test_precision_at_1_is_qs_suitable():
 
 def test_chakrabarti_discount_fails_c3():
     # qs-rank-losses Remark 1: D = 1 on {1, 2}, then 1/log2(i).
-    Chakrabarti = ChakrabartiLoss
 
-    report = rankopt.check_qs_suitable(Chakrabarti(), random_state=0)
+    report = rankopt.check_qs_suitable(ChakrabartiLoss(), random_state=0)
     assert report.failed_condition == "C3"
 
 
