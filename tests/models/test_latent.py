@@ -14,6 +14,7 @@ from rankopt.models.latent import (
     LatentAPSVM,
     LatentRankingCCCP,
     LatentSSVM,
+    LatentSSVMProblem,
     LatentSVM,
     LatentSVMCCCP,
     ssvm_pattern_value,
@@ -232,6 +233,119 @@ def test_ssvm_greedy_is_a_lower_bound_of_the_exact_maximum(rng):
                 for neg_rows in itertools.product(*_bag_rows(neg)):
                     exact = max(exact, _delta(order) + w @ _psi(pos.X[list(pos_rows)], neg.X[list(neg_rows)], order))
         assert -1e-9 <= value <= exact - star + 1e-9
+
+
+def _slot_scores(rng, n, integer):
+    """Per-sample (best, worst) candidate scores; integer scores tie often, and some bags have one candidate."""
+    if integer:
+        top = rng.integers(-3, 4, size=n).astype(float)
+        return top, top - rng.integers(0, 3, size=n)
+    top = rng.normal(size=n)
+    return top, top - rng.random(size=n) * (rng.random(size=n) < 0.7)
+
+
+@pytest.mark.parametrize("integer", [True, False])
+def test_incremental_assignment_equals_linear_sum_assignment(rng, integer):
+    """After every coefficient change the repaired assignment is optimal (scipy from scratch)."""
+    from scipy.optimize import linear_sum_assignment
+
+    from rankopt.models._latent_ssvm import IncrementalAssignment
+
+    for _ in range(60):
+        n = int(rng.integers(1, 9))
+        top, bottom = _slot_scores(rng, n, integer)
+        coef = rng.integers(-4, 5, size=n).astype(float)
+        assignment = IncrementalAssignment(top, bottom, coef)
+        for _ in range(12):
+            gain = np.maximum(np.outer(top, coef), np.outer(bottom, coef))
+            rows, cols = linear_sum_assignment(gain, maximize=True)
+            assert assignment.total() == pytest.approx(gain[rows, cols].sum(), abs=1e-9)
+            slots = assignment.slots()
+            assert sorted(slots) == list(range(n))
+            assert gain[np.arange(n), slots].sum() == pytest.approx(assignment.total(), abs=1e-12)
+            slot = int(rng.integers(n))
+            coef[slot] += rng.choice([-2.0, 2.0, 5.0])
+            assignment.set_coef(slot, coef[slot])
+
+
+def test_incremental_assignment_bad_input():
+    from rankopt.models._latent_ssvm import IncrementalAssignment
+
+    with pytest.raises(ValueError, match="expected top, bottom and coef of one length"):
+        IncrementalAssignment(np.zeros(3), np.zeros(2), np.zeros(3))
+    with pytest.raises(ValueError, match="expected a slot in"):
+        IncrementalAssignment(np.zeros(3), np.zeros(3), np.zeros(3)).set_coef(3, 1.0)
+
+
+def _ssvm_problem(loss, n_pos, n_neg):
+    """A LatentSSVMProblem shell: greedy_ranks only needs the loss and the sizes."""
+    pos, neg = _tiny(np.random.default_rng(0), n_pos, n_neg)
+    return LatentSSVMProblem(pos.X[pos.best(pos.X[:, 0])[1]], pos, neg, loss, FM)
+
+
+@pytest.mark.parametrize("loss_name", ["ap", "ndcg", "auc"])
+def test_ssvm_greedy_equals_the_reference_greedy(rng, loss_name):
+    """The compiled greedy returns exactly the pure-Python greedy's ranks: ties, P=1, N=1, P>N."""
+    from oracles.latent_ssvm import greedy_ranks_reference
+
+    loss = default_registry().resolve_loss(loss_name)
+    sizes = [(1, 1), (1, 5), (5, 1), (6, 2), (2, 6)] + [tuple(rng.integers(1, 8, size=2)) for _ in range(40)]
+    n_exact = 0
+    for k, (n_pos, n_neg) in enumerate(sizes):
+        for integer in (True, False):
+            scores = _slot_scores(rng, int(n_pos), integer) + _slot_scores(rng, int(n_neg), integer)
+            problem = _ssvm_problem(loss, int(n_pos), int(n_neg))
+            got = problem.greedy_ranks(*scores)
+            np.testing.assert_array_equal(got, greedy_ranks_reference(loss, *scores))
+            assert np.all(np.diff(got) >= 0) and got.dtype == np.int64
+            n_exact += problem.n_exact_calls
+    if loss_name == "auc":  # AUC values are multiples of 1/(|P||N|) on integer scores: exact ties
+        assert n_exact > 0  # took the reference tie-break
+
+
+def test_ssvm_greedy_with_every_comparison_referred_is_the_same(rng):
+    """tol = ∞ sends every comparison to the reference value: same ranks (the tie path is sound)."""
+    from oracles.latent_ssvm import greedy_ranks_reference
+
+    from rankopt.models import _latent_ssvm
+
+    for _ in range(15):
+        n_pos, n_neg = (int(x) for x in rng.integers(1, 6, size=2))
+        pm, pn = _slot_scores(rng, n_pos, False)
+        nm, nn = _slot_scores(rng, n_neg, False)
+        delta = np.ascontiguousarray(
+            AP.delta(np.arange(1, n_neg + 1)[:, None], np.arange(1, n_pos + 2)[None, :], n_pos, n_neg)
+        )
+        calls = []
+
+        def exact(ranks):
+            calls.append(ranks.copy())
+            return ssvm_pattern_value(AP, ranks, pm, pn, nm, nn)[0]
+
+        ranks, n_exact = _latent_ssvm.greedy_ranks(pm, pn, nm, nn, delta, np.inf, exact)
+        np.testing.assert_array_equal(ranks, greedy_ranks_reference(AP, pm, pn, nm, nn))
+        assert n_exact == len(calls) > 0
+        assert all(np.all(np.diff(r) >= 0) for r in calls)
+
+
+def test_ssvm_most_violated_equals_the_reference(rng):
+    """The whole constraint (feature and loss) is bit-for-bit the reference greedy's."""
+    from oracles.latent_ssvm import greedy_ranks_reference
+
+    class Reference(LatentSSVMProblem):
+        def greedy_ranks(self, pos_max, pos_min, neg_max, neg_min):
+            return greedy_ranks_reference(self.loss, pos_max, pos_min, neg_max, neg_min)
+
+    for k in range(30):
+        n_pos, n_neg = (int(x) for x in rng.integers(1, 7, size=2))
+        pos, neg = _tiny(rng, n_pos, n_neg, max_size=3, d=3, integer=k % 2 == 0)
+        w = rng.integers(-2, 3, size=3).astype(float) if k % 2 == 0 else rng.normal(size=3)
+        cccp = LatentRankingCCCP(pos, neg, AP, FM, model="ssvm")
+        problem = cccp.convexify(w)
+        reference = Reference(problem.X_pos_star, pos, neg, AP, FM)
+        got, want = problem.most_violated(w), reference.most_violated(w)
+        assert got.loss == want.loss
+        np.testing.assert_array_equal(got.feature, want.feature)
 
 
 # ------------------------------------------------------------------ latent SVM
