@@ -432,3 +432,27 @@ def test_experiment_gives_the_same_folds_in_parallel():
     key = lambda r: (r.dataset, r.method, r.seed, r.fold)  # noqa: E731
     assert [key(r) for r in serial.folds] == [key(r) for r in parallel.folds]
     assert [r.ap for r in serial.folds] == pytest.approx([r.ap for r in parallel.folds], abs=1e-12)
+
+
+def test_experiment_grid_override():
+    from rankopt.experiments.latent import run_latent_experiment
+
+    result = run_latent_experiment(quick=True, methods=("latent_ssvm",), grids={"latent_ssvm": {"C": [10.0, 1.0]}})
+    assert result.protocol["grids"] == {"latent_ssvm": {"C": [10.0]}}  # quick: the first grid point
+    assert all(r.params == {"C": 10.0} for r in result.folds)
+    with pytest.raises(ValueError, match="expected grids for some of the methods run"):
+        run_latent_experiment(quick=True, methods=("latent_ssvm",), grids={"latent_svm": {"C": [1.0]}})
+    with pytest.raises(ValueError, match="non-empty lists"):
+        run_latent_experiment(quick=True, methods=("latent_ssvm",), grids={"latent_ssvm": {"C": []}})
+
+
+def test_cli_grid_option_parsing():
+    from rankopt.experiments.latent import METHODS, parse_grid_options
+
+    grids = parse_grid_options(["latent_ssvm:C=1,10", "latent_svm:robust=0"])
+    assert grids["latent_ssvm"] == {"C": [1.0, 10.0]}
+    assert grids["latent_svm"] == {**METHODS["latent_svm"][3], "robust": [0.0]}
+    assert parse_grid_options([]) == {}
+    for bad in ["latent_ssvm", "latent_ssvm:C", "nope:C=1", "latent_ssvm:C=a,b", "latent_ssvm:=1"]:
+        with pytest.raises(ValueError, match="expected"):
+            parse_grid_options([bad])
