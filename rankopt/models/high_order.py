@@ -154,9 +154,13 @@ class HOAPProblem(CCCPProblem):
     Like :class:`HOBProblem`, it scores with Ψ/n (``scale`` = 1/n): the
     max-marginal labelings at two parameter vectors can differ on whole
     communities, and the unnormalised planes (norms ~10³–10⁴ on Cora) stall
-    the working-set QP.  This re-parameterises C exactly as for HOB-SVM, so
-    the two share their C and η, and HOB-SVM's solution is a starting point
-    on the same scale.
+    the working-set QP.  Its w is therefore in HOB-SVM's units (HOB-SVM's
+    solution is a valid start), but its C is not on HOB-SVM's scale: the
+    margins here are γ-weighted max-marginal differences of Ψ/n, against a
+    weighted 0-1 loss whose per-sample costs sum to 1 in HOB-SVM.  Without
+    pairs the objective is (n²/2)·(AP-SVM's objective with C_AP = 2C/n²)
+    (tests/models/test_high_order.py), so at HOB-SVM's C the regulariser
+    dominates and CCCP mostly shrinks w.
     """
 
     def __init__(self, X: HighOrderInput, y, loss: RankLoss, feature_map: HighOrderFeatureMap, inference, registry):
@@ -342,12 +346,17 @@ class HOAPSVM(_HighOrderRanker):
     Parameters
     ----------
     C : float, default 1.0
-        Weight of the slack, in the units of :class:`HOBSVM`'s C (Ψ/n).
+        Weight of the slack for the joint feature Ψ/n.  Not AP-SVM's or
+        HOB-SVM's scale: without pairs HOAPSVM(C) is AP-SVM with
+        C_AP = 2C/n² (n training samples), so comparable settings are ~n²/2
+        times larger (see :class:`HOAPProblem`).
     eta : float, default 1.0
         η ≥ 0, the weight of the pairwise features.
     init : {"hob", "zero"} or array of shape (3 d,), default "hob"
-        Start from a HOB-SVM fitted with the same C, η (the paper's choice),
-        from w = 0, or from given coefficients (w₂ is clipped to ≤ 0).
+        Start from a HOB-SVM fitted with the same C, η, from w = 0, or from
+        given coefficients (w₂ is clipped to ≤ 0) — e.g. the ``coef_`` of a
+        HOB-SVM fitted with its own C, the paper's start (Algorithm 1), since
+        the two C scales differ.
     tol : float, default 1e-3
         Inner cutting-plane tolerance.
     max_iter : int, default 1000

@@ -267,3 +267,30 @@ def test_hoap_from_zero_and_from_array(rng):
         w0 = np.concatenate([np.ones(8), np.full(4, 0.5)])  # w₂ > 0 is clipped
         given = HOAPSVM(C=1.0, init=w0, cccp_max_iter=2).fit(X, y, groups=groups)
     np.testing.assert_array_equal(given.init_coef_[8:], 0.0)
+
+
+def test_hoap_without_pairs_is_ap_svm_with_c_rescaled(rng):
+    """HOAP-SVM with w₂ = 0 is AP-SVM (Prop. 5's factor γ, Ψ/n): C_AP = 2 C / n², w⁺ − w⁻ = AP-SVM's w.
+
+    This pins HOAP-SVM's C units against RankSVM and a brute-force slack: at
+    the C of HOB-SVM, HOAP-SVM is ~n² times more regularised than AP-SVM.
+    """
+    from rankopt import RankSVM
+
+    n, d, C_ap = 7, 3, 5.0
+    y = np.array([1, 0, 1, 0, 0, 1, 0], dtype=bool)
+    X = rng.normal(size=(n, d)) + 0.8 * y[:, None] * (np.arange(d) == 0)
+    a = RankSVM(loss="ap", C=C_ap, tol=1e-8, max_iter=5000).fit(X, y).coef_
+    s = X @ a
+    ap_objective = 0.5 * a @ a + C_ap * (brute_force_max("ap", s[y], s[~y]) - (s[y].mean() - s[~y].mean()))
+    registry = default_registry()
+    inp = HighOrderInput.build(X, eta=1.0)
+    problem = registry.get_model("high_order_ap").build_problem(inp, y, registry.get_loss("ap"), FMAP, registry=registry)
+    C = n**2 * C_ap / 2
+    w_map = np.concatenate([a / 2, -a / 2, np.zeros(d)]) / problem.scale  # the problem's w is coef_ / scale
+    assert problem.objective(w_map, C) == pytest.approx(n**2 / 2 * ap_objective, rel=1e-9)
+    # AP-SVM's optimum is HOAP-SVM's (convex without pairs): CCCP started there cannot go lower.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        hoap = HOAPSVM(C=C, init=w_map * problem.scale, tol=1e-8, max_iter=5000, cccp_max_iter=5).fit(X, y)
+    assert hoap.objectives_[-1] >= hoap.objectives_[0] * (1 - 1e-6)
