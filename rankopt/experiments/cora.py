@@ -8,7 +8,8 @@ the average precision of their ranking of held-out papers:
 * **AP-SVM** — :class:`rankopt.RankSVM` with the AP loss, which is HOAP-SVM
   with w₂ = 0 (for w₂ = 0 the max-marginal difference is (w⁺ − w⁻)·x, and
   HOAP's ½(‖w⁺‖² + ‖w⁻‖²) at its optimum is ¼‖w⁺ − w⁻‖², i.e. AP-SVM with 2C);
-* **HOB-SVM** and **HOAP-SVM** (initialised from that fold's HOB-SVM).
+* **HOB-SVM** and **HOAP-SVM** (initialised from that fold's HOB-SVM, the
+  paper's Algorithm 1 start).
 
 Folds.  As persons in one image stay in one fold in the paper, the papers
 are grouped into citation communities (networkx's Louvain method, resolution
@@ -17,17 +18,29 @@ are grouped into citation communities (networkx's Louvain method, resolution
 graph induced on its papers, so most links stay inside their fold.  The same
 folds serve all 7 subjects.
 
-Hyperparameters are chosen by inner cross-validation (same grouping) on the
-training part of the *first* outer fold, per subject and method, and reused
-for the other folds; HOAP-SVM uses HOB-SVM's (C, η).  These are the
-reductions that keep the run within reach of 2 cores; the report states them.
+Hyperparameters are chosen per subject, per method and per outer fold by
+inner cross-validation (same grouping, stratified by the subject) on that
+outer fold's training part.  HOAP-SVM has its own search over C (in AP-SVM
+units, see :func:`hoap_C`), with HOB-SVM's chosen η and started from the
+HOB-SVM chosen for the same training part.
+
+C units.  SVM, AP-SVM and HOB-SVM take C as their estimators do (HOB-SVM's
+Ψ/n with a weighted 0-1 loss that sums to at most 1 keeps its C on the
+scale of AP-SVM's).  HOAP-SVM's own C (the estimator's, for Ψ/n) is
+*not* on that scale: its margins are γ-weighted max-marginal differences of
+Ψ/n, so its slack only responds to w once ‖w‖ is ~|P| times HOB-SVM's, and at
+HOB-SVM's C the regulariser wins (measured: the CCCP objective falls while
+the training AP drops).  HOAP-SVM with w₂ = 0 is AP-SVM with C_AP = 2 C/n²,
+so the HOAP grid is given in AP-SVM units and converted by :func:`hoap_C`.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import time
 import warnings
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -35,45 +48,80 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CoraExperimentResult", "METHODS", "add_cli_subcommand", "cora_folds", "run_cora_experiment"]
+__all__ = [
+    "CoraExperimentResult", "METHODS", "add_cli_subcommand", "cora_folds", "hoap_C", "load_result",
+    "run_cora_experiment",
+]
 
 METHODS = ("SVM", "AP-SVM", "HOB-SVM", "HOAP-SVM")
 
 #: The settings of a full run and of ``--quick`` (a smoke test of a few seconds).
+#: ``C_grid``: SVM and AP-SVM; ``hob_C_grid`` × ``eta_grid``: HOB-SVM;
+#: ``hoap_C_grid`` (AP-SVM units, :func:`hoap_C`): HOAP-SVM.  ``inner_hoap_*``
+#: cap HOAP-SVM's fits inside the inner cross-validation, ``hoap_*`` the outer ones;
+#: inner-CV fits stop at ``inner_tol``, outer fits at the ``tol`` of :func:`run_cora_experiment`.
 FULL = dict(
-    n_folds=5, inner_folds=3, C_grid=(0.1, 1.0, 10.0), eta_grid=(0.01, 1.0),
-    hoap_cccp_max_iter=3, hoap_max_iter=20, subsample=None,
+    n_folds=5, inner_folds=2, C_grid=(0.1, 1.0, 10.0, 100.0, 1000.0),
+    hob_C_grid=(10.0, 100.0), eta_grid=(0.01, 1.0), hoap_C_grid=(1.0, 10.0),
+    hoap_cccp_max_iter=3, hoap_max_iter=30, inner_hoap_cccp_max_iter=2, inner_hoap_max_iter=20,
+    inner_tol=1e-2, subsample=None,
 )
 QUICK = dict(
-    n_folds=2, inner_folds=2, C_grid=(1.0,), eta_grid=(1.0,),
-    hoap_cccp_max_iter=1, hoap_max_iter=5, subsample=300,
+    n_folds=2, inner_folds=2, C_grid=(1.0,), hob_C_grid=(1.0,), eta_grid=(1.0,), hoap_C_grid=(1.0,),
+    hoap_cccp_max_iter=1, hoap_max_iter=5, inner_hoap_cccp_max_iter=1, inner_hoap_max_iter=5,
+    inner_tol=1e-2, subsample=300,
 )
+
+
+def hoap_C(C_ap: float, n_samples: int) -> float:
+    """HOAPSVM's C equivalent to AP-SVM's ``C_ap`` on ``n_samples`` training samples.
+
+    With w₂ = 0, HOAPSVM(C) (Ψ/n) minimises ¼‖v‖² + C ξ(v/n) over v = w⁺ − w⁻,
+    which is (n²/2)(½‖a‖² + (2C/n²) ξ(a)) for a = v/n: AP-SVM with C_ap = 2C/n²
+    (tests/models/test_high_order.py checks it against RankSVM).
+    """
+    return 0.5 * float(n_samples) ** 2 * float(C_ap)
 
 
 @dataclass
 class CoraExperimentResult:
-    """Per-fold AP and fit seconds, by method and subject."""
+    """Per-fold AP, fit seconds and chosen hyperparameters, by method and subject.
+
+    ``params[method][subject]`` lists the hyperparameters chosen for each
+    outer fold; ``hoap_diagnostics`` has one record per outer HOAP-SVM fit
+    (training AP of its HOB-SVM start and of its result, CCCP objectives,
+    inner cutting-plane iterations and whether each met its tolerance).
+    """
 
     subjects: list[str]
     ap: dict[str, dict[str, list[float]]]  # method -> subject -> AP per fold
     fit_seconds: dict[str, list[float]]  # method -> seconds per outer fit
-    params: dict[str, dict[str, dict]]  # method -> subject -> chosen hyperparameters
+    params: dict[str, dict[str, list[dict]]]  # method -> subject -> chosen hyperparameters per fold
     config: dict
     n_samples: int
     n_links: int
     links_within_folds: float
     wall_seconds: float = 0.0
+    search_seconds: float = 0.0
     unconverged: dict[str, int] = field(default_factory=dict)
+    hoap_diagnostics: list[dict] = field(default_factory=list)
 
     def mean_std(self, method: str, subject: str) -> tuple[float, float]:
         """Mean and std over folds (failed fits, NaN, left out and counted in the fit table)."""
-        values = np.asarray(self.ap[method][subject])
+        values = np.asarray(self.ap[method][subject], dtype=float)
         return float(np.nanmean(values)), float(np.nanstd(values))
 
     def average(self, method: str) -> tuple[float, float]:
         """Mean over subjects of the per-subject mean AP, and the std over folds of the subject-averaged AP."""
-        per_fold = np.nanmean([self.ap[method][s] for s in self.subjects], axis=0)
+        per_fold = np.nanmean(np.asarray([self.ap[method][s] for s in self.subjects], dtype=float), axis=0)
         return float(np.nanmean(per_fold)), float(np.nanstd(per_fold))
+
+    def chosen_summary(self, method: str) -> str:
+        """How often each hyperparameter setting was chosen, over subjects and folds."""
+        counts = Counter(
+            ", ".join(f"{k}={v:g}" for k, v in p.items()) for s in self.subjects for p in self.params[method][s]
+        )
+        return "; ".join(f"{setting} ×{n}" for setting, n in counts.most_common())
 
     def to_markdown(self) -> str:
         short = [s.replace("_", " ") for s in self.subjects]
@@ -92,16 +140,38 @@ class CoraExperimentResult:
         ]
         for method in METHODS:
             t = np.asarray(self.fit_seconds[method])
-            failed = sum(int(np.isnan(self.ap[method][s]).sum()) for s in self.subjects)
+            failed = sum(int(np.isnan(np.asarray(self.ap[method][s], dtype=float)).sum()) for s in self.subjects)
             lines.append(
                 f"| {method} | {t.mean():.2f} | {t.max():.2f} | {t.size} | {self.unconverged.get(method, 0)} "
                 f"| {failed} |"
             )
-        lines += ["", "Chosen hyperparameters (inner CV on outer fold 1's training part):", ""]
+        lines += ["", "Chosen hyperparameters (inner CV per subject and outer fold; count over all of them):", ""]
         for method in METHODS:
-            chosen = ", ".join(f"{s.replace('_', ' ')}: {self.params[method][s]}" for s in self.subjects)
-            lines.append(f"- {method}: {chosen}")
+            unit = " (C in AP-SVM units)" if method == "HOAP-SVM" else ""
+            lines.append(f"- {method}{unit}: {self.chosen_summary(method)}")
+        if self.hoap_diagnostics:
+            lines += ["", self._hoap_markdown()]
         return "\n".join(lines) + "\n"
+
+    def _hoap_markdown(self) -> str:
+        d = self.hoap_diagnostics
+        hob_tr = np.array([r["train_ap_init"] for r in d], dtype=float)
+        hoap_tr = np.array([r["train_ap"] for r in d], dtype=float)
+        drop = np.array([(r["objectives"][0] - r["objectives"][-1]) / r["objectives"][0] for r in d], dtype=float)
+        capped = sum(not all(r["inner_converged"]) for r in d)
+        accepted = np.array([len(r["objectives"]) - 1 for r in d])
+        return (
+            f"HOAP-SVM outer fits ({len(d)}): CCCP objective fell by {100 * np.nanmean(drop):.1f} % on average "
+            f"(min {100 * np.nanmin(drop):.1f} %, never rose); accepted CCCP steps {accepted.mean():.1f} on "
+            f"average; {capped} fits had an inner cutting plane stopped at its cap; training AP "
+            f"{100 * np.nanmean(hob_tr):.1f} at the HOB-SVM start → {100 * np.nanmean(hoap_tr):.1f} after "
+            f"(higher in {int(np.sum(hoap_tr > hob_tr + 1e-12))}, lower in {int(np.sum(hoap_tr < hob_tr - 1e-12))})."
+        )
+
+
+def load_result(path: str | Path) -> CoraExperimentResult:
+    """A result saved by ``run_cora_experiment(json_output=...)``, to rebuild its tables."""
+    return CoraExperimentResult(**json.loads(Path(path).read_text()))
 
 
 def _induced_pairs(pairs: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
@@ -134,21 +204,22 @@ def cora_folds(labels: np.ndarray, groups: np.ndarray, n_folds: int, seed: int) 
     return fold
 
 
-def _fit(method: str, params: dict, X, y, pairs, cfg: dict, init=None):
+def _fit(method: str, params: dict, X, y, pairs, cfg: dict, init=None, outer: bool = True):
     """Fit one method; returns (model, seconds, converged), model None if its QP failed."""
     from rankopt.engine.qp import QPSolveError
 
     start = time.perf_counter()
     try:
-        return _fit_or_raise(method, params, X, y, pairs, cfg, init, start)
+        return _fit_or_raise(method, params, X, y, pairs, cfg, init, start, outer)
     except QPSolveError as exc:  # counted and reported as a failed fit, never hidden
         logger.warning("%s %s: %s", method, params, exc)
         return None, time.perf_counter() - start, False
 
 
-def _fit_or_raise(method, params, X, y, pairs, cfg, init, start):
+def _fit_or_raise(method, params, X, y, pairs, cfg, init, start, outer):
     from rankopt import HOAPSVM, HOBSVM, RankSVM
 
+    cfg = dict(cfg, tol=cfg["tol"] if outer else cfg["inner_tol"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence is recorded instead
         if method == "SVM":
@@ -158,13 +229,17 @@ def _fit_or_raise(method, params, X, y, pairs, cfg, init, start):
         elif method == "HOB-SVM":
             model = HOBSVM(C=params["C"], eta=params["eta"], tol=cfg["tol"]).fit(X, y, edges=pairs)
         elif method == "HOAP-SVM":
+            prefix = "hoap_" if outer else "inner_hoap_"
             model = HOAPSVM(
-                C=params["C"], eta=params["eta"], init="hob" if init is None else init, tol=cfg["tol"],
-                max_iter=cfg["hoap_max_iter"], cccp_max_iter=cfg["hoap_cccp_max_iter"],
+                C=hoap_C(params["C"], X.shape[0]), eta=params["eta"], init=init, tol=cfg["tol"],
+                max_iter=cfg[prefix + "max_iter"], cccp_max_iter=cfg[prefix + "cccp_max_iter"],
             ).fit(X, y, edges=pairs)
         else:  # pragma: no cover - METHODS is closed
             raise ValueError(f"unknown method {method!r}")
-    return model, time.perf_counter() - start, bool(model.converged_)
+    converged = bool(model.converged_)
+    if method == "HOAP-SVM":  # CCCP's flag does not see capped inner solves
+        converged = converged and all(r.converged for r in model.inner_results_)
+    return model, time.perf_counter() - start, converged
 
 
 def _ap(method: str, model, X, y, pairs) -> float:
@@ -179,13 +254,49 @@ def _ap(method: str, model, X, y, pairs) -> float:
     return float(average_precision(y, scores))
 
 
-def _inner_score(method, params, X, y, pairs_all, train, inner_fold, k, cfg) -> float:
-    fit_idx, val_idx = train[inner_fold != k], train[inner_fold == k]
-    n = pairs_all[1]
-    fit_pairs = _induced_pairs(pairs_all[0], fit_idx, n)
-    val_pairs = _induced_pairs(pairs_all[0], val_idx, n)
-    model, _, _ = _fit(method, params, X[fit_idx], y[fit_idx], fit_pairs, cfg)
-    return _ap(method, model, X[val_idx], y[val_idx], val_pairs)
+def _grids(cfg: dict) -> dict:
+    return {
+        "SVM": [{"C": c} for c in cfg["C_grid"]],
+        "AP-SVM": [{"C": c} for c in cfg["C_grid"]],
+        "HOB-SVM": [{"C": c, "eta": e} for c in cfg["hob_C_grid"] for e in cfg["eta_grid"]],
+    }
+
+
+def _split(pairs_all, train, inner_fold, j):
+    pairs, n = pairs_all
+    fit_idx, val_idx = train[inner_fold != j], train[inner_fold == j]
+    return fit_idx, val_idx, _induced_pairs(pairs, fit_idx, n), _induced_pairs(pairs, val_idx, n)
+
+
+def _inner_task(key, X, y, pairs_all, train, inner_fold, j, cfg):
+    """Validation AP of every SVM / AP-SVM / HOB-SVM grid point on inner split j, and HOB-SVM's coefficients."""
+    fit_idx, val_idx, fit_pairs, val_pairs = _split(pairs_all, train, inner_fold, j)
+    scores, hob_coef = {}, {}
+    for method, grid in _grids(cfg).items():
+        if len(grid) == 1 and method != "HOB-SVM":
+            continue
+        for p, params in enumerate(grid):
+            model, _, _ = _fit(method, params, X[fit_idx], y[fit_idx], fit_pairs, cfg, outer=False)
+            if len(grid) > 1:
+                scores[(method, p)] = _ap(method, model, X[val_idx], y[val_idx], val_pairs)
+            if method == "HOB-SVM":
+                hob_coef[p] = None if model is None else model.coef_
+    return key, scores, hob_coef
+
+
+def _inner_hoap_task(key, params, init, X, y, pairs_all, train, inner_fold, j, cfg):
+    """Validation AP of HOAP-SVM with ``params`` on inner split j, started from that split's HOB-SVM."""
+    if init is None:  # that HOB-SVM's QP failed
+        return key, float("nan")
+    fit_idx, val_idx, fit_pairs, val_pairs = _split(pairs_all, train, inner_fold, j)
+    model, _, _ = _fit("HOAP-SVM", params, X[fit_idx], y[fit_idx], fit_pairs, cfg, init=init, outer=False)
+    return key, _ap("HOAP-SVM", model, X[val_idx], y[val_idx], val_pairs)
+
+
+def _best(grid: list, scores: list) -> dict:
+    """The grid point with the highest mean validation AP (NaN: failed; ties: the first)."""
+    means = [np.nan_to_num(np.nanmean(s), nan=-np.inf) if np.any(np.isfinite(s)) else -np.inf for s in scores]
+    return grid[int(np.argmax(means))]
 
 
 def _outer_task(subject_index, fold_k, params, X, y, pairs_all, fold, cfg):
@@ -193,15 +304,28 @@ def _outer_task(subject_index, fold_k, params, X, y, pairs_all, fold, cfg):
     n = pairs_all[1]
     train_pairs = _induced_pairs(pairs_all[0], train, n)
     test_pairs = _induced_pairs(pairs_all[0], test, n)
-    out = {}
+    out, diag = {}, None
     hob = None
     for method in METHODS:
-        init = hob.coef_ if (method == "HOAP-SVM" and hob is not None) else None  # None: refit HOB
+        if method == "HOAP-SVM" and hob is None:  # its start, HOB-SVM, failed
+            out[method] = (float("nan"), 0.0, False)
+            continue
+        init = hob.coef_ if method == "HOAP-SVM" else None
         model, seconds, converged = _fit(method, params[method], X[train], y[train], train_pairs, cfg, init=init)
         if method == "HOB-SVM":
             hob = model
+        if method == "HOAP-SVM" and model is not None:
+            diag = dict(
+                subject=subject_index, fold=fold_k, C=params[method]["C"], eta=params[method]["eta"],
+                train_ap_init=_ap(method, hob, X[train], y[train], train_pairs),
+                train_ap=_ap(method, model, X[train], y[train], train_pairs),
+                objectives=[float(o) for o in model.objectives_],
+                inner_iterations=[int(r.n_iter) for r in model.inner_results_],
+                inner_converged=[bool(r.converged) for r in model.inner_results_],
+                coef_norm_init=float(np.linalg.norm(hob.coef_)), coef_norm=float(np.linalg.norm(model.coef_)),
+            )
         out[method] = (_ap(method, model, X[test], y[test], test_pairs), seconds, converged)
-    return subject_index, fold_k, out
+    return subject_index, fold_k, out, diag
 
 
 def run_cora_experiment(
@@ -212,23 +336,25 @@ def run_cora_experiment(
     seed: int = 0,
     tol: float = 1e-3,
     output: str | Path | None = None,
+    json_output: str | Path | None = None,
     **overrides,
 ) -> CoraExperimentResult:
-    """Run the four rankers on Cora and optionally write the markdown report.
+    """Run the four rankers on Cora and optionally write the markdown report and the raw JSON.
 
     Parameters
     ----------
     subjects : list of int or str, optional
         Subjects (queries) to run; all 7 by default.
     quick : bool
-        A seconds-long smoke run (300 papers, 2 folds, one grid point).
+        A seconds-long smoke run (300 papers, 2 folds, one grid point each).
     n_jobs : int
         joblib processes for the independent fits.
     output : path, optional
         Write the result table there (markdown).
+    json_output : path, optional
+        Write the raw result there (JSON; :func:`load_result` reads it back).
     **overrides
-        Any of ``n_folds, inner_folds, C_grid, eta_grid, hoap_cccp_max_iter,
-        hoap_max_iter, subsample``.
+        Any of the keys of ``FULL``.
     """
     from joblib import Parallel, delayed
 
@@ -259,68 +385,97 @@ def run_cora_experiment(
         n = index.size
     names = list(CORA_SUBJECTS)
     chosen = [names.index(s) if isinstance(s, str) else int(s) for s in (subjects or range(7))]
-    fold = cora_folds(subject_ids, groups, cfg["n_folds"], seed)
+    n_folds, n_inner = cfg["n_folds"], cfg["inner_folds"]
+    fold = cora_folds(subject_ids, groups, n_folds, seed)
     within = float(np.mean(fold[pairs[:, 0]] == fold[pairs[:, 1]])) if len(pairs) else 1.0
     pairs_all = (pairs, n)
     logger.info("Cora: %d papers, %d links (%.0f%% inside folds)", n, len(pairs), 100 * within)
+    parallel = Parallel(n_jobs=n_jobs)
 
-    # Hyperparameters: inner CV on the first outer fold's training part.
-    train = np.flatnonzero(fold != 0)
-    grids = {
-        "SVM": [{"C": c} for c in cfg["C_grid"]],
-        "AP-SVM": [{"C": c} for c in cfg["C_grid"]],
-        "HOB-SVM": [{"C": c, "eta": e} for c in cfg["C_grid"] for e in cfg["eta_grid"]],
-    }
-    tasks, keys = [], []
-    inner = {}
-    for s in chosen:
-        y = subject_ids == s
-        inner[s] = cora_folds(y[train], groups[train], cfg["inner_folds"], seed + 1)
+    # Inner CV per subject s and outer fold k, on that fold's training part.
+    grids = _grids(cfg)
+    hoap_grid = list(cfg["hoap_C_grid"])
+    cells = [(s, k) for s in chosen for k in range(n_folds)]
+    train = {k: np.flatnonzero(fold != k) for k in range(n_folds)}
+    inner = {(s, k): cora_folds((subject_ids == s)[train[k]], groups[train[k]], n_inner, seed + 1) for s, k in cells}
+    needs_hob_start = len(hoap_grid) > 1
+    needs_search = needs_hob_start or any(len(g) > 1 for g in grids.values())
+    results = {}
+    if needs_search:
+        results = {
+            key: (scores, coef)
+            for key, scores, coef in parallel(
+                delayed(_inner_task)((s, k, j), X, subject_ids == s, pairs_all, train[k], inner[(s, k)], j, cfg)
+                for s, k in cells
+                for j in range(n_inner)
+            )
+        }
+    logger.info("inner CV of SVM, AP-SVM and HOB-SVM done at %.0f s", time.perf_counter() - start)
+    params: dict = {m: {names[s]: [None] * n_folds for s in chosen} for m in METHODS}
+    hob_index = {}
+    for s, k in cells:
         for method, grid in grids.items():
             if len(grid) == 1:
+                params[method][names[s]][k] = grid[0]
+                hob_index[(s, k)] = 0
                 continue
-            for p, params in enumerate(grid):
-                for k in range(cfg["inner_folds"]):
-                    keys.append((s, method, p))
-                    tasks.append(delayed(_inner_score)(method, params, X, y, pairs_all, train, inner[s], k, cfg))
-    scores = Parallel(n_jobs=n_jobs)(tasks) if tasks else []
-    totals: dict = {}
-    for key, value in zip(keys, scores):
-        totals.setdefault(key, []).append(value)
-    params: dict = {m: {} for m in METHODS}
-    for s in chosen:
-        for method, grid in grids.items():
-            means = [
-                np.nan_to_num(np.nanmean(totals[(s, method, p)]), nan=-np.inf) if (s, method, p) in totals else 0.0
-                for p in range(len(grid))
-            ]
-            params[method][names[s]] = grid[int(np.argmax(means))]
-        params["HOAP-SVM"][names[s]] = params["HOB-SVM"][names[s]]
-    logger.info("hyperparameters chosen in %.0f s", time.perf_counter() - start)
-
-    outer = Parallel(n_jobs=n_jobs)(
-        delayed(_outer_task)(
-            s, k, {m: params[m][names[s]] for m in METHODS}, X, subject_ids == s, pairs_all, fold, cfg
+            best = _best(grid, [[results[(s, k, j)][0][(method, p)] for j in range(n_inner)] for p in range(len(grid))])
+            params[method][names[s]][k] = best
+            if method == "HOB-SVM":
+                hob_index[(s, k)] = grid.index(best)
+    hoap_params = {
+        (s, k, c): {"C": c, "eta": params["HOB-SVM"][names[s]][k]["eta"]} for s, k in cells for c in hoap_grid
+    }
+    if needs_hob_start:
+        hoap_scores = dict(
+            parallel(
+                delayed(_inner_hoap_task)(
+                    (s, k, c, j), hoap_params[(s, k, c)], results[(s, k, j)][1][hob_index[(s, k)]], X,
+                    subject_ids == s, pairs_all, train[k], inner[(s, k)], j, cfg,
+                )
+                for s, k in cells
+                for c in hoap_grid
+                for j in range(n_inner)
+            )
         )
-        for s in chosen
-        for k in range(cfg["n_folds"])
+    for s, k in cells:
+        if needs_hob_start:
+            grid = [hoap_params[(s, k, c)] for c in hoap_grid]
+            best = _best(grid, [[hoap_scores[(s, k, c, j)] for j in range(n_inner)] for c in hoap_grid])
+        else:
+            best = hoap_params[(s, k, hoap_grid[0])]
+        params["HOAP-SVM"][names[s]][k] = best
+    search_seconds = time.perf_counter() - start
+    logger.info("hyperparameters chosen in %.0f s", search_seconds)
+
+    outer = parallel(
+        delayed(_outer_task)(
+            s, k, {m: params[m][names[s]][k] for m in METHODS}, X, subject_ids == s, pairs_all, fold, cfg
+        )
+        for s, k in cells
     )
-    ap = {m: {names[s]: [0.0] * cfg["n_folds"] for s in chosen} for m in METHODS}
+    ap = {m: {names[s]: [0.0] * n_folds for s in chosen} for m in METHODS}
     fit_seconds: dict = {m: [] for m in METHODS}
     unconverged = {m: 0 for m in METHODS}
-    for s, k, out in outer:
+    diagnostics = []
+    for s, k, out, diag in outer:
         for m, (value, seconds, converged) in out.items():
             ap[m][names[s]][k] = value
             fit_seconds[m].append(seconds)
             unconverged[m] += not converged
+        if diag is not None:
+            diagnostics.append(dict(diag, subject=names[s]))
     result = CoraExperimentResult(
         subjects=[names[s] for s in chosen], ap=ap, fit_seconds=fit_seconds, params=params,
         config={k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items()},
         n_samples=n, n_links=len(pairs), links_within_folds=within,
-        wall_seconds=time.perf_counter() - start, unconverged=unconverged,
+        wall_seconds=time.perf_counter() - start, search_seconds=search_seconds, unconverged=unconverged,
+        hoap_diagnostics=diagnostics,
     )
     if output is not None:
         Path(output).write_text(_report(result))
+    if json_output is not None:
+        Path(json_output).write_text(json.dumps(asdict(result), indent=1))
     return result
 
 
@@ -330,7 +485,8 @@ def _report(result: CoraExperimentResult) -> str:
         "# High-order ranking on Cora (measured)\n\n"
         f"Mean AP (%) ± std over {cfg['n_folds']} folds; {result.n_samples} papers, {result.n_links} "
         f"undirected citation links, {100 * result.links_within_folds:.0f}% of them inside a fold. "
-        f"Settings: {cfg}. Wall time {result.wall_seconds:.0f} s.\n\n" + result.to_markdown()
+        f"Settings: {cfg}. Wall time {result.wall_seconds:.0f} s ({result.search_seconds:.0f} s of it "
+        "hyperparameter search).\n\n" + result.to_markdown()
     )
 
 
@@ -349,6 +505,7 @@ def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default=None, help="write the markdown table to this file")
+    parser.add_argument("--json", default=None, help="write the raw results (JSON) to this file")
     parser.set_defaults(handler=cli_main, func=cli_main)
     return parser
 
@@ -359,7 +516,8 @@ def cli_main(args) -> int:
     if args.subjects:
         subjects = [int(s) if s.isdigit() else s for s in args.subjects]
     result = run_cora_experiment(
-        subjects=subjects, quick=args.quick, n_jobs=args.n_jobs, seed=args.seed, output=args.output
+        subjects=subjects, quick=args.quick, n_jobs=args.n_jobs, seed=args.seed, output=args.output,
+        json_output=args.json,
     )
     print(_report(result))
     return 0

@@ -53,7 +53,12 @@ def test_quick_experiment(tmp_path):
     for method in METHODS:
         values = result.ap[method]["Neural_Networks"]
         assert len(values) == 2 and all(0.0 <= v <= 1.0 for v in values)
-    assert result.params["HOAP-SVM"] == result.params["HOB-SVM"]
+    # one hyperparameter setting per outer fold; HOAP-SVM takes HOB-SVM's η (C in AP-SVM units)
+    for method in METHODS:
+        assert len(result.params[method]["Neural_Networks"]) == 2
+    assert [p["eta"] for p in result.params["HOAP-SVM"]["Neural_Networks"]] == [
+        p["eta"] for p in result.params["HOB-SVM"]["Neural_Networks"]
+    ]
     text = out.read_text()
     assert "| HOAP-SVM |" in text and "mean fit (s)" in text
 
