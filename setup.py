@@ -30,6 +30,7 @@ KERNELS = [
     "rankopt.inference._greedy",
     "rankopt.inference._qs",
     "rankopt.inference._ap",
+    "rankopt.inference._observation",
     "rankopt.models._latent_ssvm",
 ]
 

@@ -20,6 +20,11 @@ branch-free partition pass, about twice as fast overall on 10⁶ negatives
 (introselect's comparisons are unpredictable branches).  Any split point is
 exact — only the balance, hence the speed, depends on the pivot.
 
+On large inputs (2¹⁴ negatives and more) the first level of the recursion
+is a many-way split by value instead of one median — see "level 0" below: it
+settles most negatives in two streaming passes, and only the buckets whose
+rank interval stays open go through the median recursion.
+
 For AP the median's best rank is found with the unimodal search of §5
 (Algorithm 3): f_j is concave on the ranks 1…min(|P|, j) + 1 — the AP term
 −i/((i+j−1)(i+j)) of its discrete derivative is non-increasing in i for
@@ -28,7 +33,11 @@ search on the sign of the derivative finds the highest maximiser there; the
 remaining ranks are scanned linearly and the two candidates compared.
 """
 from cython cimport floating
-from libc.stdlib cimport free, malloc
+from libc.float cimport DBL_MAX
+from libc.math cimport INFINITY, isfinite, nextafter
+from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
+from libc.string cimport memcpy
+from libc.stdlib cimport calloc, free, malloc
 from libcpp.algorithm cimport nth_element
 from libcpp.utility cimport pair
 
@@ -160,17 +169,22 @@ cdef Py_ssize_t _split(pair[floating, Py_ssize_t]* items, pair[floating, Py_ssiz
     return mid
 
 
-cdef int _opt_ranks(const floating* pos_desc, pair[floating, Py_ssize_t]* items,
-                    Py_ssize_t n_pos, Py_ssize_t n_neg, int code, const double* table,
-                    bint unimodal, Py_ssize_t* ranks, pair[floating, Py_ssize_t]* sample,
-                    bint exact_median) except -1 nogil:
-    """Algorithm 2 with an explicit stack; ``ranks`` is written in input order."""
+cdef int _opt_ranks(const floating* pos_desc, pair[floating, Py_ssize_t]* items, Frame block,
+                    Py_ssize_t j_shift, Py_ssize_t n_pos, Py_ssize_t n_neg, int code,
+                    const double* table, bint unimodal, Py_ssize_t* ranks,
+                    pair[floating, Py_ssize_t]* sample, bint exact_median) except -1 nogil:
+    """Algorithm 2 on one block with an explicit stack; ``ranks`` is written in input order.
+
+    ``items[block.lo:block.hi]`` are the negatives of sorted positions
+    block.lo + j_shift … block.hi − 1 + j_shift (0-based) of the full order,
+    in any order; their ranks lie in block.lp … block.rp.
+    """
     cdef Frame stack[STACK_SIZE]
     cdef Frame fr, left, right
     cdef Py_ssize_t top = 0, k, m, j, opt
     cdef double s_neg
     cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
-    stack[0] = Frame(0, n_neg, 1, n_pos + 1)
+    stack[0] = block
     top = 1
     while top > 0:
         top -= 1
@@ -181,7 +195,7 @@ cdef int _opt_ranks(const floating* pos_desc, pair[floating, Py_ssize_t]* items,
             continue
         m = _split(items, sample, fr.lo, fr.hi, exact_median)
         s_neg = -(<double>items[m].first)
-        j = m + 1  # the 1-based position of this negative in the full descending order
+        j = m + 1 + j_shift  # the 1-based position of this negative in the full descending order
         if unimodal:
             opt = _best_rank_unimodal(pos_desc, s_neg, j, fr.lp, fr.rp, code, n_pos, n_neg, table, scale)
         else:
@@ -202,8 +216,275 @@ cdef int _opt_ranks(const floating* pos_desc, pair[floating, Py_ssize_t]* items,
     return 0
 
 
+cdef inline Py_ssize_t _best_rank(const floating* pos_desc, double s_neg, Py_ssize_t j,
+                                  Py_ssize_t lp, Py_ssize_t rp, int code, Py_ssize_t n_pos,
+                                  Py_ssize_t n_neg, const double* table, double scale,
+                                  bint unimodal) noexcept nogil:
+    if lp == rp:
+        return lp
+    if unimodal:
+        return _best_rank_unimodal(pos_desc, s_neg, j, lp, rp, code, n_pos, n_neg, table, scale)
+    return _best_rank_linear(pos_desc, s_neg, j, lp, rp, code, n_pos, n_neg, table, scale)
+
+
+# ---------------------------------------------------------------- level 0: distribution by value
+#
+# On large inputs the first level of the recursion splits the negatives into
+# many blocks at once, by value rather than around one median: a monotone
+# bucket function of the score — an affine map of the score, clamped — sends
+# every negative to one of n_buckets buckets, so each bucket is a contiguous
+# run of the full descending order whose positions follow from the bucket
+# counts alone.  Observation 4 bounds the ranks of a bucket's negatives by the
+# optimal ranks of two points (j, s): its first position with the largest
+# score the bucket can hold, and its last position with the smallest.  The
+# best rank of a point is non-decreasing in j at a fixed score (Observation 4,
+# whose proof needs only j < k and s_j ≥ s_k, not that the two negatives
+# exist) and non-increasing in s at a fixed j (f_j(i) gains c·(s − s')·(i − 1)
+# when the score drops from s to s', increasing in i), so these bounds hold,
+# and they form one chain ordered like negatives, solved by the same
+# recursion.  Buckets whose bound collapses to one rank — nearly all when
+# there are many more buckets than positives — are assigned in the same pass
+# that reads the scores; only the rest are copied out and go through
+# Algorithm 2, whose medians there are found in cache-sized blocks.  Exact for
+# any bucket function; the affine one only makes it fast, and on skewed input
+# (one bucket holding most negatives) the cost falls back to Algorithm 2's.
+
+cdef enum:
+    # Inputs with fewer negatives go straight to Algorithm 2.
+    DISTRIBUTE_MIN = 1 << 14
+    NEGATIVES_PER_BUCKET = 16
+    MAX_BUCKETS = 1 << 16
+    # The affine map spans the range of this many evenly spaced negatives;
+    # scores outside it fall into the two end buckets.
+    RANGE_SAMPLE = 1024
+
+
+cdef struct BucketMap:
+    double top       # a score mapped to the upper end of bucket 1
+    double scale     # buckets per unit of score
+    Py_ssize_t size  # number of buckets (at least 3)
+
+
+cdef inline double _clamp(double x, double lo, double hi) noexcept nogil:
+    # Ternaries compile to minsd/maxsd; libm's fmin/fmax are calls (NaN rules).
+    x = lo if x < lo else x
+    return hi if x > hi else x
+
+
+cdef inline Py_ssize_t _bucket(double s, BucketMap bm) noexcept nogil:
+    # Non-increasing in s (IEEE arithmetic is monotone); clamped in floating
+    # point first, since (top − s)·scale may be far beyond any integer.
+    return <Py_ssize_t>(_clamp((bm.top - s) * bm.scale, -1.0, <double>(bm.size - 2)) + 1.0)
+
+
+cdef inline int64_t _order_key(double s) noexcept nogil:
+    """An integer increasing with s over the finite doubles (±0 both map to 0)."""
+    cdef int64_t bits
+    memcpy(&bits, &s, sizeof(double))
+    return bits if bits >= 0 else -(bits & INT64_MAX)
+
+
+cdef inline double _from_order_key(int64_t key) noexcept nogil:
+    cdef int64_t bits = key if key >= 0 else ((-key) | INT64_MIN)
+    cdef double s
+    memcpy(&s, &bits, sizeof(double))
+    return s
+
+
+cdef double _upper_edge(Py_ssize_t b, BucketMap bm) noexcept nogil:
+    """The largest finite double s with _bucket(s) ≥ b (1 ≤ b < size): every score of bucket b is ≤ it.
+
+    Searched over the doubles in order, from the affine estimate: galloping
+    brackets the answer, bisection pins it, so the cost is logarithmic in the
+    estimate's error counted in doubles (a few when the edge is not near 0).
+    """
+    cdef int64_t lowest = _order_key(-DBL_MAX), highest = _order_key(DBL_MAX)
+    cdef int64_t good, bad, step = 1, mid
+    cdef int64_t guess = _order_key(bm.top - (<double>(b - 1)) / bm.scale)
+    # Invariant: _bucket(good) ≥ b > _bucket(bad), good < bad.  Key distances
+    # can exceed the int64 range; they are taken in uint64, where they fit.
+    if _bucket(_from_order_key(guess), bm) >= b:
+        good = guess
+        while True:
+            if <uint64_t>step >= <uint64_t>highest - <uint64_t>good:
+                if _bucket(DBL_MAX, bm) >= b:
+                    return DBL_MAX
+                bad = highest
+                break
+            bad = good + step
+            if _bucket(_from_order_key(bad), bm) < b:
+                break
+            good = bad
+            step = step * 2 if step < INT64_MAX // 2 else step
+    else:
+        bad = guess
+        while True:
+            # _bucket(−DBL_MAX) is the last bucket, ≥ b: the search stops there at the latest.
+            good = bad - step if <uint64_t>step < <uint64_t>bad - <uint64_t>lowest else lowest
+            if _bucket(_from_order_key(good), bm) >= b:
+                break
+            bad = good
+            step = step * 2 if step < INT64_MAX // 2 else step
+    while <uint64_t>bad - <uint64_t>good > 1:
+        mid = good + <int64_t>((<uint64_t>bad - <uint64_t>good) // 2)
+        if _bucket(_from_order_key(mid), bm) >= b:
+            good = mid
+        else:
+            bad = mid
+    return _from_order_key(good)
+
+
+cdef inline double _chain_score(Py_ssize_t point, const Py_ssize_t* nonempty, BucketMap bm,
+                                double s_max, double s_min) noexcept nogil:
+    """The score of chain point ``point``: 2t is bucket nonempty[t]'s first negative, 2t + 1 its last.
+
+    The first scores at most the bucket's upper edge, the last more than the
+    next bucket's upper edge; computed only for the points the recursion
+    evaluates, since finding an edge costs a few bucket evaluations.
+    """
+    cdef Py_ssize_t b = nonempty[point // 2]
+    if point % 2 == 0:
+        return s_max if b == 0 else min(_upper_edge(b, bm), s_max)
+    return s_min if b == bm.size - 1 else max(_upper_edge(b + 1, bm), s_min)
+
+
+cdef int _chain_ranks(const floating* pos_desc, const Py_ssize_t* chain_j, const Py_ssize_t* nonempty,
+                      BucketMap bm, double s_max, double s_min, Py_ssize_t n_points, Py_ssize_t n_pos,
+                      Py_ssize_t n_neg, int code, const double* table, bint unimodal,
+                      Py_ssize_t* chain_rank) except -1 nogil:
+    """Best ranks of the chain's points (j non-decreasing, s non-increasing along it)."""
+    cdef Frame stack[STACK_SIZE]
+    cdef Frame fr, left, right
+    cdef Py_ssize_t top = 1, k, m, opt
+    cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
+    stack[0] = Frame(0, n_points, 1, n_pos + 1)
+    while top > 0:
+        top -= 1
+        fr = stack[top]
+        if fr.lp == fr.rp:
+            for k in range(fr.lo, fr.hi):
+                chain_rank[k] = fr.lp
+            continue
+        m = fr.lo + (fr.hi - fr.lo) // 2
+        opt = _best_rank(pos_desc, _chain_score(m, nonempty, bm, s_max, s_min), chain_j[m], fr.lp,
+                         fr.rp, code, n_pos, n_neg, table, scale, unimodal)
+        chain_rank[m] = opt
+        left = Frame(fr.lo, m, fr.lp, opt)
+        right = Frame(m + 1, fr.hi, opt, fr.rp)
+        # Halving blocks: the stack holds at most log2(n_points) + 1 frames.
+        if left.lo < left.hi:
+            stack[top] = left
+            top += 1
+        if right.lo < right.hi:
+            stack[top] = right
+            top += 1
+    return 0
+
+
+cdef bint _bucket_map(const floating* neg, Py_ssize_t n_neg, Py_ssize_t n_buckets,
+                      BucketMap* bm) noexcept nogil:
+    """The affine bucket map spanning a sample of the scores; False when it cannot spread them."""
+    cdef Py_ssize_t t, n_sample = min(n_neg, <Py_ssize_t>RANGE_SAMPLE)
+    cdef double lo = INFINITY, hi = -INFINITY, s
+    for t in range(n_sample):
+        s = neg[(t * n_neg) // n_sample]
+        lo = min(lo, s)
+        hi = max(hi, s)
+    bm.top = hi
+    bm.size = n_buckets
+    bm.scale = (n_buckets - 2) / (hi - lo) if hi > lo else 0.0
+    # A span so small that the scale overflows (or no span) cannot spread them.
+    return isfinite(bm.scale) and bm.scale > 0.0 and isfinite(hi - lo)
+
+
+cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ssize_t n_pos,
+                            Py_ssize_t n_neg, int code, const double* table, bint unimodal,
+                            BucketMap bm, Py_ssize_t* ranks,
+                            pair[floating, Py_ssize_t]* sample) except -1 nogil:
+    """Level 0 by distribution (see above), then Algorithm 2 inside the open buckets."""
+    cdef Py_ssize_t nb = bm.size, k, b, t, n_points = 0, n_open = 0, d, j_first
+    cdef double s, s_max = -INFINITY, s_min = INFINITY
+    cdef Py_ssize_t* count = <Py_ssize_t*>calloc(nb, sizeof(Py_ssize_t))
+    # dest[b]: −(rank) for a bucket whose ranks collapsed, else its next slot in items.
+    cdef Py_ssize_t* dest = <Py_ssize_t*>malloc(nb * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* first = <Py_ssize_t*>malloc(nb * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* chain_j = <Py_ssize_t*>malloc(2 * nb * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* nonempty = <Py_ssize_t*>malloc(nb * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* chain_rank = <Py_ssize_t*>malloc(2 * nb * sizeof(Py_ssize_t))
+    cdef Frame* open_blocks = <Frame*>malloc(nb * sizeof(Frame))
+    cdef Py_ssize_t* open_shift = <Py_ssize_t*>malloc(nb * sizeof(Py_ssize_t))
+    cdef pair[floating, Py_ssize_t]* items = NULL
+    cdef pair[floating, Py_ssize_t] item
+    try:
+        if (count == NULL or dest == NULL or first == NULL or chain_j == NULL or nonempty == NULL
+                or chain_rank == NULL or open_blocks == NULL or open_shift == NULL):
+            with gil:
+                raise MemoryError(f"cannot allocate the bucket tables for {nb} buckets")
+        for k in range(n_neg):
+            s = neg[k]
+            count[_bucket(s, bm)] += 1
+            s_max = s if s > s_max else s_max
+            s_min = s if s < s_min else s_min
+        # Bucket b holds sorted positions first[b] … first[b] + count[b] − 1 (0-based).
+        t = 0
+        for b in range(nb):
+            first[b] = t
+            t += count[b]
+            if count[b] > 0:
+                nonempty[n_points // 2] = b
+                chain_j[n_points] = first[b] + 1
+                chain_j[n_points + 1] = first[b] + count[b]
+                n_points += 2
+        _chain_ranks(pos_desc, chain_j, nonempty, bm, s_max, s_min, n_points, n_pos, n_neg, code, table,
+                     unimodal, chain_rank)
+        t = 0  # points read
+        d = 0  # slots of items handed out
+        for b in range(nb):
+            if count[b] == 0:
+                continue
+            if chain_rank[t] == chain_rank[t + 1]:
+                dest[b] = -chain_rank[t]
+            else:
+                dest[b] = d
+                open_blocks[n_open] = Frame(d, d + count[b], chain_rank[t], chain_rank[t + 1])
+                open_shift[n_open] = first[b] - d
+                n_open += 1
+                d += count[b]
+            t += 2
+        if d > 0:
+            items = <pair[floating, Py_ssize_t]*>malloc(d * sizeof(pair[floating, Py_ssize_t]))
+            if items == NULL:
+                with gil:
+                    raise MemoryError(f"cannot allocate the work array for {d} negatives")
+        for k in range(n_neg):
+            b = _bucket(neg[k], bm)
+            t = dest[b]
+            if t < 0:
+                ranks[k] = -t
+            else:
+                item.first = -neg[k]
+                item.second = k
+                items[t] = item
+                dest[b] = t + 1
+        for t in range(n_open):
+            _opt_ranks(pos_desc, items, open_blocks[t], open_shift[t], n_pos, n_neg, code, table,
+                       unimodal, ranks, sample, False)
+    finally:
+        free(count)
+        free(dest)
+        free(first)
+        free(chain_j)
+        free(nonempty)
+        free(chain_rank)
+        free(open_blocks)
+        free(open_shift)
+        free(items)
+    return 0
+
+
 def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int code,
-             const double[::1] table, bint unimodal, Py_ssize_t[::1] ranks, bint exact_median=False):
+             const double[::1] table, bint unimodal, Py_ssize_t[::1] ranks, bint exact_median=False,
+             Py_ssize_t n_buckets=-1):
     """Fill ``ranks[k]`` with the optimal interleaving rank of negative k (input order).
 
     The caller (``rankopt.inference.qs``) validates everything: ``pos_desc``
@@ -212,15 +493,31 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
     D(1…|P|+|N|)/Z for the position-discount code (any non-empty array
     otherwise), ``ranks`` of length |N|.  ``unimodal`` selects the search of
     §5, which is exact only when f_j is concave on 1…min(|P|, j) + 1 (AP).
-    ``exact_median`` splits every block at its exact median with
-    ``nth_element`` (slower; same result — the tests compare the two).
+
+    The other two arguments choose among exact strategies (the tests compare
+    them): ``exact_median`` splits every block at its exact median with
+    ``nth_element`` (slower); ``n_buckets`` is the number of buckets of the
+    distribution level — −1 chooses (none below 2¹⁴ negatives), 0 skips the
+    level, any other value must be at least 3.
     """
     cdef Py_ssize_t n_pos = pos_desc.shape[0]
     cdef Py_ssize_t n_neg = neg_scores.shape[0]
     cdef Py_ssize_t k
+    cdef BucketMap bm
     cdef pair[floating, Py_ssize_t] sample[SAMPLE_SIZE]
-    cdef pair[floating, Py_ssize_t]* items = <pair[floating, Py_ssize_t]*>malloc(
-        n_neg * sizeof(pair[floating, Py_ssize_t]))
+    cdef pair[floating, Py_ssize_t]* items
+    if n_buckets == -1:
+        n_buckets = 0
+        if n_neg >= DISTRIBUTE_MIN and not exact_median:
+            n_buckets = min(<Py_ssize_t>MAX_BUCKETS, n_neg // NEGATIVES_PER_BUCKET)
+    elif n_buckets != 0 and n_buckets < 3:
+        raise ValueError(f"expected n_buckets -1, 0 or at least 3, got {n_buckets} instead")
+    if n_buckets > 0 and _bucket_map(&neg_scores[0], n_neg, n_buckets, &bm):
+        with nogil:
+            _distributed_ranks(&pos_desc[0], &neg_scores[0], n_pos, n_neg, code, &table[0], unimodal,
+                               bm, &ranks[0], sample)
+        return
+    items = <pair[floating, Py_ssize_t]*>malloc(n_neg * sizeof(pair[floating, Py_ssize_t]))
     if items == NULL:
         raise MemoryError(f"cannot allocate the work array for {n_neg} negatives")
     try:
@@ -228,8 +525,8 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
             for k in range(n_neg):
                 items[k].first = -neg_scores[k]
                 items[k].second = k
-            _opt_ranks(&pos_desc[0], items, n_pos, n_neg, code, &table[0], unimodal, &ranks[0],
-                       sample, exact_median)
+            _opt_ranks(&pos_desc[0], items, Frame(0, n_neg, 1, n_pos + 1), 0, n_pos, n_neg, code,
+                       &table[0], unimodal, &ranks[0], sample, exact_median)
     finally:
         free(items)
 
@@ -258,3 +555,17 @@ def compiled_delta_diff(int code, j, i, Py_ssize_t n_pos, Py_ssize_t n_neg, tabl
     for k in range(j_flat.size):
         out_view[k] = delta_diff(code, jv[k], iv[k], n_pos, n_neg, &tab[0])
     return out.reshape(j_arr.shape)
+
+
+
+def bucket_upper_edge(double top, double scale, Py_ssize_t size, Py_ssize_t b):
+    """``_upper_edge`` of the bucket map (top, scale, size), for the tests.
+
+    Returns (edge, its bucket, the bucket of the next double up).
+    """
+    if not (size >= 3 and 1 <= b < size and scale > 0.0 and isfinite(scale) and isfinite(top)):
+        raise ValueError(f"expected size >= 3, 1 <= b < size, finite top and scale > 0, got "
+                         f"top={top}, scale={scale}, size={size}, b={b} instead")
+    cdef BucketMap bm = BucketMap(top, scale, size)
+    cdef double edge = _upper_edge(b, bm)
+    return edge, _bucket(edge, bm), _bucket(nextafter(edge, INFINITY), bm)

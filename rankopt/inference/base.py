@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from rankopt._validation import check_scores
+from rankopt.inference import _observation
 from rankopt.losses.base import CompiledForm, KernelCode, RankLoss
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -114,29 +115,31 @@ def ranking_from_ranks(
     (Observation 1) and whose negatives sit at ``neg_ranks``.
     """
     n_pos, n_neg = pos_scores.size, neg_scores.size
-    neg_ranks = np.asarray(neg_ranks, dtype=np.int64)
-    counts = np.bincount(neg_ranks, minlength=n_pos + 2)[1:]  # counts[r-1]: negatives at rank r
+    neg_ranks = np.ascontiguousarray(neg_ranks, dtype=np.int64)
+    if neg_ranks.shape != (n_neg,):
+        raise ValueError(f"expected {n_neg} ranks, got an array of shape {neg_ranks.shape} instead")
+    # Lemma 6 with the corrected coefficients (papers/NOTES.md); a negative's
+    # coefficient depends on its rank only.
+    scale = 1.0 / (n_pos * n_neg)
+    neg_coef_of_rank = (n_pos + 2.0 - 2.0 * np.arange(n_pos + 2)) * scale
+    counts = np.zeros(n_pos + 2, dtype=np.int64)  # counts[r]: negatives at rank r
+    neg_coef = np.empty(n_neg, dtype=np.float64)
+    neg_dot, bad = _observation.negative_terms(neg_ranks, neg_scores, neg_coef_of_rank, counts, neg_coef)
+    if bad >= 0:
+        raise ValueError(f"expected ranks in 1..{n_pos + 1}, got {neg_ranks[bad]} at position {bad} instead")
     # The k-th highest positive has every negative of rank <= k above it.
-    negatives_above = np.cumsum(counts)[:n_pos]
+    negatives_above = np.cumsum(counts[1:])[:n_pos]
     pos_ranks_sorted = negatives_above + 1
 
     pos_order = descending_order(pos_scores)
     pos_ranks = np.empty(n_pos, dtype=np.int64)
     pos_ranks[pos_order] = pos_ranks_sorted
-
-    # Lemma 6 with the corrected coefficients (papers/NOTES.md).
-    scale = 1.0 / (n_pos * n_neg)
     pos_coef = (n_neg + 2.0 - 2.0 * pos_ranks) * scale
-    neg_coef = (n_pos + 2.0 - 2.0 * neg_ranks) * scale
 
     pattern = np.zeros(n_pos + n_neg, dtype=bool)
     pattern[np.arange(n_pos) + negatives_above] = True
     loss_value = float(loss.value(pattern))
-    value = (
-        float(np.dot(pos_coef, pos_scores.astype(np.float64, copy=False)))
-        + float(np.dot(neg_coef, neg_scores.astype(np.float64, copy=False)))
-        + loss_value
-    )
+    value = float(np.einsum("i,i->", pos_coef, pos_scores.astype(np.float64, copy=False))) + neg_dot + loss_value
     return RankingInference(loss_value, pos_coef, neg_coef, neg_ranks, pos_ranks, value)
 
 

@@ -10,6 +10,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from oracles.losses import ChakrabartiLoss, PrecisionAtKLoss
 from oracles.brute_force import brute_force_max, ndcg_loss
 
@@ -263,6 +265,71 @@ def test_kernel_split_strategies_equal_greedy_ranks(arrangement):
                     np.testing.assert_array_equal(ranks, greedy)
 
 
+def _distribution_cases():
+    rng = np.random.default_rng(123)
+    yield "random", rng.uniform(0, 1, 7), rng.normal(size=3000)
+    yield "P > N", rng.normal(0.5, 1, 400), rng.normal(size=300)
+    yield "P = 1", rng.normal(size=1), rng.normal(size=2000)
+    yield "N = 1", rng.normal(size=5), rng.normal(size=1)
+    yield "ties", rng.integers(0, 6, 30) / 5.0, rng.integers(0, 6, 4000) / 5.0
+    yield "all equal", np.zeros(20), np.zeros(1000)
+    yield "outliers", rng.normal(1, 1, 50), np.concatenate([rng.normal(size=3000), [1e300, -1e300, 7e10]])
+    yield "tiny span", 1.0 + rng.integers(0, 4, 10) * 1e-15, 1.0 + rng.integers(0, 5, 3000) * 1e-15
+    yield "near zero", rng.normal(0, 1e-300, 20), rng.normal(0, 1e-300, 2000)
+    yield "sorted", np.linspace(1, 0, 60), np.linspace(2, -1, 5000)
+    yield "float32", rng.normal(1, 1, 40).astype(np.float32), rng.normal(size=3000).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", list(_distribution_cases()), ids=lambda c: c[0])
+def test_distribution_level_equals_greedy_ranks(case):
+    # The value-bucketed first level (any bucket count, the automatic one
+    # included) must give greedy's ranks: its buckets' rank bounds come from
+    # points that need not be scores (bucket edges), and scores outside the
+    # sampled range, ties and float32 all go through it.
+    _, pos, neg = case
+    for loss in (APLoss(), NDCGLoss(), AUCLoss(), ReciprocalDiscountLoss()):
+        n_pos, n_neg = pos.size, neg.size
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
+        code, table = kernel_arguments(loss, loss.compiled_form(n_pos, n_neg), n_pos, n_neg)
+        pos_desc = np.ascontiguousarray(pos[np.argsort(-pos, kind="stable")])
+        for n_buckets in (3, 4, 17, 256, 5000, -1):
+            for unimodal in (False, True) if code is KernelCode.AP else (False,):
+                ranks = np.empty(n_neg, dtype=np.intp)
+                _qs.qs_ranks(pos_desc, neg, int(code), table, unimodal, ranks, False, n_buckets)
+                np.testing.assert_array_equal(ranks, greedy, err_msg=f"{loss.name}, {n_buckets} buckets")
+
+
+def test_distribution_level_used_by_default_on_large_inputs():
+    # 2**14 negatives and up go through the distribution level; same ranks as greedy.
+    rng = np.random.default_rng(5)
+    pos, neg = rng.normal(1, 1, 300), rng.normal(size=50_000)
+    for loss in ("ap", "ndcg"):
+        qs = rankopt.most_violated_ranking(loss, pos, neg, method="qs")
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy")
+        np.testing.assert_array_equal(qs.neg_ranks, greedy.neg_ranks)
+        assert qs.value == pytest.approx(greedy.value, rel=TOL)
+
+
+def test_bucket_count_is_validated():
+    ranks = np.empty(3, dtype=np.intp)
+    with pytest.raises(ValueError, match="n_buckets"):
+        _qs.qs_ranks(np.ones(2), np.zeros(3), int(KernelCode.AUC), np.zeros(1), False, ranks, False, 2)
+
+
+@given(
+    top=st.floats(-1e6, 1e6, allow_nan=False) | st.floats(-1e-300, 1e-300, allow_nan=False),
+    scale=st.floats(1e-3, 1e12),
+    size=st.integers(3, 1 << 16),
+    data=st.data(),
+)
+@settings(max_examples=300, deadline=None)
+def test_bucket_upper_edge_is_the_largest_double_in_reach(top, scale, size, data):
+    b = data.draw(st.integers(1, size - 1))
+    edge, bucket, bucket_above = _qs.bucket_upper_edge(top, scale, size, b)
+    assert bucket >= b
+    assert bucket_above < b or edge == np.finfo(np.float64).max
+
+
 def test_python_path_calls_delta_diff_once_per_open_median():
     calls = []
 
@@ -396,3 +463,12 @@ def test_ap_unimodal_search_equals_the_linear_scan_when_positives_outnumber_nega
     np.testing.assert_array_equal(QSMethod().interleaving_ranks(APLoss(), pos, neg), expected)
     greedy = rankopt.most_violated_ranking("ap", pos, neg, "greedy")
     assert rankopt.most_violated_ranking("ap", pos, neg, "qs").value == pytest.approx(greedy.value, rel=1e-9)
+
+
+def test_ranking_from_ranks_refuses_ranks_out_of_range():
+    pos, neg = np.array([1.0, 0.5]), np.array([0.2, 0.1, 0.0])
+    for bad in ([1, 4, 2], [0, 1, 1], [-3, 1, 1]):
+        with pytest.raises(ValueError, match=r"expected ranks in 1\.\.3"):
+            ranking_from_ranks(APLoss(), pos, neg, np.array(bad))
+    with pytest.raises(ValueError, match="expected 3 ranks"):
+        ranking_from_ranks(APLoss(), pos, neg, np.array([1, 2]))
