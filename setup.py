@@ -31,6 +31,7 @@ KERNELS = [
     "rankopt.inference._qs",
     "rankopt.inference._ap",
     "rankopt.inference._observation",
+    "rankopt.inference._order",
     "rankopt.models._latent_ssvm",
 ]
 

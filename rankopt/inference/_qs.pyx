@@ -41,6 +41,7 @@ from libc.stdlib cimport calloc, free, malloc
 from libcpp.algorithm cimport nth_element
 from libcpp.utility cimport pair
 
+from rankopt.inference._buckets cimport BucketMap, bucket_of, sampled_bucket_map
 from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT, delta_diff
 
 import numpy as np
@@ -254,27 +255,6 @@ cdef enum:
     DISTRIBUTE_MIN = 1 << 14
     NEGATIVES_PER_BUCKET = 16
     MAX_BUCKETS = 1 << 16
-    # The affine map spans the range of this many evenly spaced negatives;
-    # scores outside it fall into the two end buckets.
-    RANGE_SAMPLE = 1024
-
-
-cdef struct BucketMap:
-    double top       # a score mapped to the upper end of bucket 1
-    double scale     # buckets per unit of score
-    Py_ssize_t size  # number of buckets (at least 3)
-
-
-cdef inline double _clamp(double x, double lo, double hi) noexcept nogil:
-    # Ternaries compile to minsd/maxsd; libm's fmin/fmax are calls (NaN rules).
-    x = lo if x < lo else x
-    return hi if x > hi else x
-
-
-cdef inline Py_ssize_t _bucket(double s, BucketMap bm) noexcept nogil:
-    # Non-increasing in s (IEEE arithmetic is monotone); clamped in floating
-    # point first, since (top − s)·scale may be far beyond any integer.
-    return <Py_ssize_t>(_clamp((bm.top - s) * bm.scale, -1.0, <double>(bm.size - 2)) + 1.0)
 
 
 cdef inline int64_t _order_key(double s) noexcept nogil:
@@ -292,7 +272,7 @@ cdef inline double _from_order_key(int64_t key) noexcept nogil:
 
 
 cdef double _upper_edge(Py_ssize_t b, BucketMap bm) noexcept nogil:
-    """The largest finite double s with _bucket(s) ≥ b (1 ≤ b < size): every score of bucket b is ≤ it.
+    """The largest finite double s with bucket_of(s) ≥ b (1 ≤ b < size): every score of bucket b is ≤ it.
 
     Searched over the doubles in order, from the affine estimate: galloping
     brackets the answer, bisection pins it, so the cost is logarithmic in the
@@ -301,33 +281,33 @@ cdef double _upper_edge(Py_ssize_t b, BucketMap bm) noexcept nogil:
     cdef int64_t lowest = _order_key(-DBL_MAX), highest = _order_key(DBL_MAX)
     cdef int64_t good, bad, step = 1, mid
     cdef int64_t guess = _order_key(bm.top - (<double>(b - 1)) / bm.scale)
-    # Invariant: _bucket(good) ≥ b > _bucket(bad), good < bad.  Key distances
+    # Invariant: bucket_of(good) ≥ b > bucket_of(bad), good < bad.  Key distances
     # can exceed the int64 range; they are taken in uint64, where they fit.
-    if _bucket(_from_order_key(guess), bm) >= b:
+    if bucket_of(_from_order_key(guess), bm) >= b:
         good = guess
         while True:
             if <uint64_t>step >= <uint64_t>highest - <uint64_t>good:
-                if _bucket(DBL_MAX, bm) >= b:
+                if bucket_of(DBL_MAX, bm) >= b:
                     return DBL_MAX
                 bad = highest
                 break
             bad = good + step
-            if _bucket(_from_order_key(bad), bm) < b:
+            if bucket_of(_from_order_key(bad), bm) < b:
                 break
             good = bad
             step = step * 2 if step < INT64_MAX // 2 else step
     else:
         bad = guess
         while True:
-            # _bucket(−DBL_MAX) is the last bucket, ≥ b: the search stops there at the latest.
+            # bucket_of(−DBL_MAX) is the last bucket, ≥ b: the search stops there at the latest.
             good = bad - step if <uint64_t>step < <uint64_t>bad - <uint64_t>lowest else lowest
-            if _bucket(_from_order_key(good), bm) >= b:
+            if bucket_of(_from_order_key(good), bm) >= b:
                 break
             bad = good
             step = step * 2 if step < INT64_MAX // 2 else step
     while <uint64_t>bad - <uint64_t>good > 1:
         mid = good + <int64_t>((<uint64_t>bad - <uint64_t>good) // 2)
-        if _bucket(_from_order_key(mid), bm) >= b:
+        if bucket_of(_from_order_key(mid), bm) >= b:
             good = mid
         else:
             bad = mid
@@ -381,22 +361,6 @@ cdef int _chain_ranks(const floating* pos_desc, const Py_ssize_t* chain_j, const
     return 0
 
 
-cdef bint _bucket_map(const floating* neg, Py_ssize_t n_neg, Py_ssize_t n_buckets,
-                      BucketMap* bm) noexcept nogil:
-    """The affine bucket map spanning a sample of the scores; False when it cannot spread them."""
-    cdef Py_ssize_t t, n_sample = min(n_neg, <Py_ssize_t>RANGE_SAMPLE)
-    cdef double lo = INFINITY, hi = -INFINITY, s
-    for t in range(n_sample):
-        s = neg[(t * n_neg) // n_sample]
-        lo = min(lo, s)
-        hi = max(hi, s)
-    bm.top = hi
-    bm.size = n_buckets
-    bm.scale = (n_buckets - 2) / (hi - lo) if hi > lo else 0.0
-    # A span so small that the scale overflows (or no span) cannot spread them.
-    return isfinite(bm.scale) and bm.scale > 0.0 and isfinite(hi - lo)
-
-
 cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ssize_t n_pos,
                             Py_ssize_t n_neg, int code, const double* table, bint unimodal,
                             BucketMap bm, Py_ssize_t* ranks,
@@ -422,7 +386,7 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
                 raise MemoryError(f"cannot allocate the bucket tables for {nb} buckets")
         for k in range(n_neg):
             s = neg[k]
-            count[_bucket(s, bm)] += 1
+            count[bucket_of(s, bm)] += 1
             s_max = s if s > s_max else s_max
             s_min = s if s < s_min else s_min
         # Bucket b holds sorted positions first[b] … first[b] + count[b] − 1 (0-based).
@@ -457,7 +421,7 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
                 with gil:
                     raise MemoryError(f"cannot allocate the work array for {d} negatives")
         for k in range(n_neg):
-            b = _bucket(neg[k], bm)
+            b = bucket_of(neg[k], bm)
             t = dest[b]
             if t < 0:
                 ranks[k] = -t
@@ -512,7 +476,7 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
             n_buckets = min(<Py_ssize_t>MAX_BUCKETS, n_neg // NEGATIVES_PER_BUCKET)
     elif n_buckets != 0 and n_buckets < 3:
         raise ValueError(f"expected n_buckets -1, 0 or at least 3, got {n_buckets} instead")
-    if n_buckets > 0 and _bucket_map(&neg_scores[0], n_neg, n_buckets, &bm):
+    if n_buckets > 0 and sampled_bucket_map(&neg_scores[0], n_neg, n_buckets, &bm):
         with nogil:
             _distributed_ranks(&pos_desc[0], &neg_scores[0], n_pos, n_neg, code, &table[0], unimodal,
                                bm, &ranks[0], sample)
@@ -568,4 +532,4 @@ def bucket_upper_edge(double top, double scale, Py_ssize_t size, Py_ssize_t b):
                          f"top={top}, scale={scale}, size={size}, b={b} instead")
     cdef BucketMap bm = BucketMap(top, scale, size)
     cdef double edge = _upper_edge(b, bm)
-    return edge, _bucket(edge, bm), _bucket(nextafter(edge, INFINITY), bm)
+    return edge, bucket_of(edge, bm), bucket_of(nextafter(edge, INFINITY), bm)

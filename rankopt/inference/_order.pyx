@@ -1,0 +1,96 @@
+# cython: language_level=3
+"""rankopt's order of scores — descending, equal scores by increasing index — computed fast.
+
+A distribution sort: one pass counts the scores per bucket of a monotone
+value map (``_buckets.pxd``), one pass scatters (−score, index) pairs into
+their buckets, and each bucket — a contiguous run of the final order,
+typically a few pairs — is sorted with ``std::sort``.  Lexicographic order of
+the pairs is exactly rankopt's order, so ties need no special case.  Expected
+O(n) on spread-out scores (about 2 passes over the data), O(n log n) when a
+bucket holds most of them (e.g. all scores equal), like a comparison sort.
+"""
+from cython cimport floating
+from libc.stdlib cimport calloc, free, malloc
+from libcpp.algorithm cimport sort
+from libcpp.utility cimport pair
+
+from rankopt.inference._buckets cimport BucketMap, bucket_of, sampled_bucket_map
+
+cdef enum:
+    # Below this many scores one std::sort of the pairs is as fast.
+    DISTRIBUTE_MIN = 1 << 10
+    SCORES_PER_BUCKET = 4
+    MAX_BUCKETS = 1 << 20
+
+
+cdef int _sort_pairs(const floating* scores, Py_ssize_t n, pair[double, Py_ssize_t]* items,
+                     Py_ssize_t* order) noexcept nogil:
+    cdef Py_ssize_t k
+    for k in range(n):
+        items[k].first = -(<double>scores[k])
+        items[k].second = k
+    sort(items, items + n)
+    for k in range(n):
+        order[k] = items[k].second
+    return 0
+
+
+cdef int _distribution_sort(const floating* scores, Py_ssize_t n, BucketMap bm,
+                            pair[double, Py_ssize_t]* items, Py_ssize_t* start,
+                            Py_ssize_t* order) noexcept nogil:
+    cdef Py_ssize_t k, b, t, nb = bm.size
+    cdef double s
+    for k in range(n):
+        start[bucket_of(scores[k], bm) + 1] += 1
+    for b in range(nb):
+        start[b + 1] += start[b]
+    # start[b] is now where bucket b begins; it advances as the bucket fills.
+    for k in range(n):
+        s = scores[k]
+        b = bucket_of(s, bm)
+        t = start[b]
+        items[t].first = -s
+        items[t].second = k
+        start[b] = t + 1
+    # After the scatter start[b] is where bucket b ends.
+    t = 0
+    for b in range(nb):
+        if start[b] - t > 1:
+            sort(items + t, items + start[b])
+        t = start[b]
+    for k in range(n):
+        order[k] = items[k].second
+    return 0
+
+
+def descending_order_into(const floating[::1] scores, Py_ssize_t[::1] order):
+    """Fill ``order`` with the indices sorting ``scores`` high to low, ties by increasing index.
+
+    The caller validates: ``order`` as long as ``scores``, scores finite (a
+    NaN would fall in an arbitrary bucket).
+    """
+    cdef Py_ssize_t n = scores.shape[0], nb
+    cdef BucketMap bm
+    cdef pair[double, Py_ssize_t]* items
+    cdef Py_ssize_t* start = NULL
+    if order.shape[0] != n:
+        raise ValueError(f"expected order of length {n}, got {order.shape[0]} instead")
+    if n == 0:
+        return
+    items = <pair[double, Py_ssize_t]*>malloc(n * sizeof(pair[double, Py_ssize_t]))
+    if items == NULL:
+        raise MemoryError(f"cannot allocate the work array for {n} scores")
+    try:
+        nb = min(<Py_ssize_t>MAX_BUCKETS, max(n // SCORES_PER_BUCKET, 3))
+        if n >= DISTRIBUTE_MIN and sampled_bucket_map(&scores[0], n, nb, &bm):
+            start = <Py_ssize_t*>calloc(nb + 1, sizeof(Py_ssize_t))
+            if start == NULL:
+                raise MemoryError(f"cannot allocate the bucket table for {nb} buckets")
+            with nogil:
+                _distribution_sort(&scores[0], n, bm, items, start, &order[0])
+        else:
+            with nogil:
+                _sort_pairs(&scores[0], n, items, &order[0])
+    finally:
+        free(items)
+        free(start)

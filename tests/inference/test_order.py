@@ -1,0 +1,50 @@
+"""rankopt's descending order (``descending_order``, compiled in ``_order.pyx``).
+
+It must be exactly NumPy's stable argsort of the negated scores — the order
+every inference method and the tie rule of ``qs-rank-losses`` §4.2 rely on —
+on every input shape, including those that defeat the value buckets.
+"""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from rankopt.inference.base import descending_order
+
+
+def _arrangements():
+    rng = np.random.default_rng(0)
+    x = np.arange(5000, dtype=np.float64)
+    yield "normal", rng.normal(size=5000)
+    yield "small", rng.normal(size=7)
+    yield "one", np.array([3.0])
+    yield "empty", np.array([], dtype=np.float64)
+    yield "ties", rng.integers(0, 6, 5000) / 5.0
+    yield "all equal", np.full(3000, 0.25)
+    yield "ascending", x
+    yield "descending", x[::-1].copy()
+    yield "outliers", np.concatenate([rng.normal(size=4000), [1e308, -1e308, 1e-300, -0.0, 0.0]])
+    yield "tiny span", 1.0 + rng.integers(0, 3, 4000) * 2.220446049250313e-16
+    yield "float32", rng.normal(size=5000).astype(np.float32)
+    yield "integers", rng.integers(-50, 50, 5000)
+    yield "around threshold", rng.normal(size=1024)
+    yield "large", rng.standard_cauchy(size=200_000)
+
+
+@pytest.mark.parametrize("case", list(_arrangements()), ids=lambda c: c[0])
+def test_equals_numpy_stable_argsort(case):
+    _, scores = case
+    np.testing.assert_array_equal(descending_order(scores), np.argsort(-scores, kind="stable"))
+
+
+@given(arrays(np.float64, st.integers(0, 3000), elements=st.floats(-1e6, 1e6) | st.sampled_from([0.0, 1.0, -1.0])))
+@settings(max_examples=200, deadline=None)
+def test_equals_numpy_stable_argsort_property(scores):
+    np.testing.assert_array_equal(descending_order(scores), np.argsort(-scores, kind="stable"))
+
+
+@pytest.mark.parametrize("bad", [np.array([1.0, np.nan]), np.array([np.inf, 0.0]), np.zeros((2, 2))])
+def test_bad_input_raises(bad):
+    with pytest.raises(ValueError, match="expected"):
+        descending_order(bad)
