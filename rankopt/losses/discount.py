@@ -60,8 +60,24 @@ class PositionDiscountLoss(RankLoss):
         return (self.discount(i + j) - self.discount(i + j - 1.0)) / self._normaliser(n_pos)
 
     def compiled_form(self, n_pos, n_neg):
+        # The table has |P| + |N| entries (10⁶ logarithms for NDCG cost more
+        # than the inference itself), and a training run asks for the same
+        # sizes at every cutting-plane iteration: the last one is kept,
+        # read-only.
+        key = (n_pos, n_neg, tuple(sorted(self.get_params().items())))
+        cached = self.__dict__.get("_compiled_form_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
         table = self.discount_table(n_pos + n_neg)
-        return CompiledForm(KernelCode.POSITION_DISCOUNT, table / table[:n_pos].sum())
+        table /= table[:n_pos].sum()
+        table.flags.writeable = False
+        form = CompiledForm(KernelCode.POSITION_DISCOUNT, table)
+        self.__dict__["_compiled_form_cache"] = (key, form)
+        return form
+
+    def __getstate__(self):
+        # Caches are rebuilt on demand; a pickled loss should not carry a table of |P| + |N| values.
+        return {k: v for k, v in self.__dict__.items() if not k.endswith("_cache")}
 
 
 class NDCGLoss(PositionDiscountLoss):

@@ -258,3 +258,17 @@ def test_zero_one_default_J_needs_both_classes(y_true):
     # an explicit J is well defined on one class
     weights = ZeroOneLoss(J=2.0).sample_weights(np.array(y_true))
     assert np.all(np.isfinite(weights)) and weights.sum() == pytest.approx(1.0)
+
+
+def test_position_discount_compiled_form_is_cached_read_only_and_not_pickled():
+    import pickle
+
+    loss = rankopt.get_loss("ndcg")
+    form = loss.compiled_form(3, 5)
+    assert loss.compiled_form(3, 5) is form  # same sizes: the cached table
+    assert not form.table.flags.writeable
+    np.testing.assert_allclose(form.table, loss.discount_table(8) / loss.discount_table(3).sum())
+    other = loss.compiled_form(4, 5)
+    assert other is not form and other.table.shape == (9,)
+    clone = pickle.loads(pickle.dumps(loss))
+    assert "_compiled_form_cache" not in clone.__dict__ and clone == loss
