@@ -191,13 +191,17 @@ def targets_table(records) -> str:
 
 def training_table(records) -> str:
     lines = [
-        "| digit | P / N | run | fit (ms) | iterations | inference (ms) | inference ms/iter | train AP |",
+        "| query | P / N | run | fit (ms) | iterations | inference (ms) | inference ms/iter | train AP |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for r in sorted(records, key=lambda r: (r["digit_class"], r["loss"] != "zero_one", r["loss"], r["method"])):
+    def key(r):
+        return (r["dataset"], r["query_class"], r["loss"] != "zero_one", r["loss"], r["method"])
+
+    for r in sorted(records, key=key):
         lines.append(
-            f"| {r['digit_class']} | {r['n_pos']} / {r['n_neg']} | {r['method']} | {_ms(r['median'])} | "
-            f"{r['n_iter']} | {_ms(r['inference_seconds'])} | {r['inference_ms_per_iter']:.3g} | {r['train_ap']:.4f} |"
+            f"| {r['dataset']} {r['query_class']} | {r['n_pos']} / {r['n_neg']} | {r['method']} | "
+            f"{_ms(r['median'])} | {r['n_iter']} | {_ms(r['inference_seconds'])} | "
+            f"{r['inference_ms_per_iter']:.3g} | {r['train_ap']:.4f} |"
         )
     return "\n".join(lines)
 
