@@ -366,7 +366,7 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
                             BucketMap bm, Py_ssize_t* ranks,
                             pair[floating, Py_ssize_t]* sample) except -1 nogil:
     """Level 0 by distribution (see above), then Algorithm 2 inside the open buckets."""
-    cdef Py_ssize_t nb = bm.size, k, b, t, n_points = 0, n_open = 0, d, j_first
+    cdef Py_ssize_t nb = bm.size, k, b, t, n_points = 0, n_open = 0, d
     cdef double s, s_max = -INFINITY, s_min = INFINITY
     cdef Py_ssize_t* count = <Py_ssize_t*>calloc(nb, sizeof(Py_ssize_t))
     # dest[b]: −(rank) for a bucket whose ranks collapsed, else its next slot in items.

@@ -198,6 +198,17 @@ def test_qs_equals_greedy_on_1000_random_instances():
         for method in (QSMethod(), LinearScanQS()) if isinstance(loss, APLoss) else (QSMethod(),):
             got = _run(method, loss, pos, neg)
             assert got.value == pytest.approx(greedy.value, rel=TOL, abs=1e-12), (k, loss.name, n_pos, n_neg)
+        # These sizes stay below the distribution level's threshold: run it forced, too.
+        np.testing.assert_array_equal(_bucketed_ranks(loss, pos, neg), greedy.neg_ranks, err_msg=str(k))
+
+
+def _bucketed_ranks(loss, pos, neg):
+    """The compiled qs kernel's ranks with the distribution level forced (about 4 negatives per bucket)."""
+    code, table = kernel_arguments(loss, loss.compiled_form(pos.size, neg.size), pos.size, neg.size)
+    pos_desc = np.ascontiguousarray(pos[np.argsort(-pos, kind="stable")])
+    ranks = np.empty(neg.size, dtype=np.intp)
+    _qs.qs_ranks(pos_desc, neg, int(code), table, code is KernelCode.AP, ranks, False, max(3, neg.size // 4))
+    return ranks
 
 
 def test_python_path_qs_equals_greedy():
