@@ -48,6 +48,10 @@ cdef class IncrementalAssignment:
                 f"expected top, bottom and coef of one length, got {self.n}, "
                 f"{self.bottom.shape[0]} and {self.coef.shape[0]} instead"
             )
+        # A NaN gain would stall the shortest-path search (no comparison succeeds).
+        for name, values in (("top", top), ("bottom", bottom), ("coef", coef)):
+            if not np.all(np.isfinite(values)):
+                raise ValueError(f"expected finite {name} values, got {np.asarray(values)!r} instead")
         # Index 0 of the column arrays is the method's dummy column.
         self.u = np.zeros(self.n + 1)
         self.v = np.zeros(self.n + 1)
@@ -165,6 +169,8 @@ cdef class IncrementalAssignment:
         """Change the coefficient of ``slot`` (0-based) and repair the assignment."""
         if not 0 <= slot < self.n:
             raise ValueError(f"expected a slot in [0, {self.n}), got {slot} instead")
+        if not np.isfinite(c):
+            raise ValueError(f"expected a finite coefficient, got {c} instead")
         self._set(slot, c)
 
     def total(self) -> float:
@@ -189,6 +195,15 @@ def greedy_ranks(pos_max, pos_min, neg_max, neg_min, const double[:, ::1] delta,
     (int64, 1…|P|+1) and the number of ``exact_value`` calls.
     """
     cdef Py_ssize_t n_pos = len(pos_max), n_neg = len(neg_max)
+    if n_pos < 1 or n_neg < 1 or len(pos_min) != n_pos or len(neg_min) != n_neg:
+        raise ValueError(
+            f"expected non-empty classes with one best and one worst score per bag, got "
+            f"{n_pos}/{len(pos_min)} positive and {n_neg}/{len(neg_min)} negative scores instead"
+        )
+    if delta.shape[0] != n_neg or delta.shape[1] != n_pos + 1:
+        raise ValueError(
+            f"expected a delta table of shape ({n_neg}, {n_pos + 1}), got ({delta.shape[0]}, {delta.shape[1]}) instead"
+        )
     cdef IncrementalAssignment pos = IncrementalAssignment(pos_max, pos_min, np.full(n_pos, float(n_neg)))
     cdef IncrementalAssignment neg = IncrementalAssignment(neg_max, neg_min, np.full(n_neg, -float(n_pos)))
     cdef double pn = (<double>n_pos) * n_neg

@@ -275,6 +275,22 @@ def test_incremental_assignment_bad_input():
         IncrementalAssignment(np.zeros(3), np.zeros(2), np.zeros(3))
     with pytest.raises(ValueError, match="expected a slot in"):
         IncrementalAssignment(np.zeros(3), np.zeros(3), np.zeros(3)).set_coef(3, 1.0)
+    with pytest.raises(ValueError, match="expected a finite coefficient"):
+        IncrementalAssignment(np.zeros(3), np.zeros(3), np.zeros(3)).set_coef(0, np.nan)
+    with pytest.raises(ValueError, match="expected finite top values"):
+        IncrementalAssignment(np.array([0.0, np.nan]), np.zeros(2), np.zeros(2))
+
+
+def test_compiled_greedy_bad_input():
+    from rankopt.models._latent_ssvm import greedy_ranks
+
+    one, two = np.zeros(1), np.zeros(2)
+    with pytest.raises(ValueError, match="expected a delta table of shape"):
+        greedy_ranks(two, two, one, one, np.zeros((1, 2)), 0.0, None)
+    with pytest.raises(ValueError, match="expected non-empty classes"):
+        greedy_ranks(two, one, one, one, np.zeros((1, 3)), 0.0, None)
+    with pytest.raises(ValueError, match="expected finite"):
+        greedy_ranks(np.array([np.inf]), one, one, one, np.zeros((1, 2)), 0.0, None)
 
 
 def _ssvm_problem(loss, n_pos, n_neg):
