@@ -34,7 +34,7 @@ cdef class IncrementalAssignment:
     """
 
     cdef Py_ssize_t n
-    cdef double[::1] top, bottom, coef, u, v, minv
+    cdef double[::1] top, bottom, coef, u, v, minv, label
     cdef Py_ssize_t[::1] p, way
     cdef unsigned char[::1] used
 
@@ -56,6 +56,7 @@ cdef class IncrementalAssignment:
         self.u = np.zeros(self.n + 1)
         self.v = np.zeros(self.n + 1)
         self.minv = np.zeros(self.n + 1)
+        self.label = np.zeros(self.n + 1)
         self.p = np.zeros(self.n + 1, dtype=np.intp)
         self.way = np.zeros(self.n + 1, dtype=np.intp)
         self.used = np.zeros(self.n + 1, dtype=np.uint8)
@@ -80,17 +81,22 @@ cdef class IncrementalAssignment:
     cdef void _insert(self, Py_ssize_t i, Py_ssize_t free) noexcept nogil:
         """Match the free sample i along a shortest augmenting path (reduced costs stay ≥ 0).
 
-        ``free`` (1-based, 0 if none in particular) is a free column to prefer
-        among equally short paths: slots of equal coefficient tie often, and
-        ending there at once saves walking through the tied ones.
+        Dijkstra over the columns with lazy potentials: ``minv[j]`` holds the
+        tentative distance of column j from sample i, ``label[j]`` the distance
+        at which column j was reached; the potentials of the reached columns
+        and their samples are updated once, at the end.  ``free`` (1-based, 0
+        if none in particular) is a free column to prefer among equally near
+        ones: slots of equal coefficient tie often, and ending there at once
+        saves walking through the tied ones.
         """
         # Raw pointers: the loops below store doubles, so the compiler would
         # otherwise reload every memoryview's data pointer at each access.
         cdef Py_ssize_t n = self.n, j, j0 = 0, j1, i0
-        cdef double delta, cur, c, a, b, t, bt, ui0
+        cdef double dist = 0.0, best, cur, c, a, b, t, bt, base
         cdef double* u = &self.u[0]
         cdef double* v = &self.v[0]
         cdef double* minv = &self.minv[0]
+        cdef double* label = &self.label[0]
         cdef double* coef = &self.coef[0]
         cdef double* top = &self.top[0]
         cdef double* bottom = &self.bottom[0]
@@ -103,35 +109,35 @@ cdef class IncrementalAssignment:
             used[j] = 0
         while True:
             used[j0] = 1
+            label[j0] = dist
             i0 = p[j0]
             t = top[i0 - 1]
             bt = bottom[i0 - 1]
-            ui0 = u[i0]
-            delta = INFINITY
+            base = dist - u[i0]
+            best = INFINITY
             j1 = 0
             for j in range(1, n + 1):
                 if not used[j]:
                     c = coef[j - 1]
                     a = c * t
                     b = c * bt
-                    cur = -(a if a >= b else b) - ui0 - v[j]
+                    cur = base - (a if a >= b else b) - v[j]
                     if cur < minv[j]:
                         minv[j] = cur
                         way[j] = j0
-                    if minv[j] < delta:
-                        delta = minv[j]
+                    if minv[j] < best:
+                        best = minv[j]
                         j1 = j
-            if free and not used[free] and minv[free] <= delta:
+            if free and not used[free] and minv[free] <= best:
                 j1 = free
-            for j in range(n + 1):
-                if used[j]:
-                    u[p[j]] += delta
-                    v[j] -= delta
-                else:
-                    minv[j] -= delta
+            dist = minv[j1]
             j0 = j1
             if p[j0] == 0:
                 break
+        for j in range(n + 1):
+            if used[j]:
+                u[p[j]] += dist - label[j]
+                v[j] -= dist - label[j]
         while j0 != 0:
             j1 = way[j0]
             p[j0] = p[j1]
