@@ -42,3 +42,8 @@ def _isolate_dask_config():
         config.config.update(copy.deepcopy(snapshot) if snapshot is not None else {})
         if snapshot is None:
             config.refresh()
+        # Defaults registered by modules first imported during this one (e.g.
+        # distributed's) are not in the snapshot, and their modules will not
+        # register them again: merge them back without overriding anything.
+        for defaults in config.defaults:
+            config.update(config.config, copy.deepcopy(defaults), priority="old")

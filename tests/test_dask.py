@@ -1,23 +1,20 @@
 """The Dask backend: validation without gathering, products per chunk, out-of-core and distributed fits."""
 import warnings
 
+import dask
+import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-da = pytest.importorskip("dask.array")
-dask = pytest.importorskip("dask")
-pytest.importorskip("distributed")
-zarr = pytest.importorskip("zarr")
+from dask.callbacks import Callback
 
-from dask.callbacks import Callback  # noqa: E402
-
-from rankopt import RankSVM  # noqa: E402
-from rankopt._validation import check_matrix  # noqa: E402
-from rankopt.data.backends import backend_for, dask_client, open_npy  # noqa: E402
-from rankopt.data.dask_backend import DaskBackend  # noqa: E402
-from rankopt.exceptions import ConvergenceWarning  # noqa: E402
-from rankopt.features.linear import LinearFeatureMap  # noqa: E402
+from rankopt import RankSVM
+from rankopt._validation import check_matrix
+from rankopt.data.backends import backend_for, dask_client, open_npy
+from rankopt.data.dask_backend import DaskBackend
+from rankopt.exceptions import ConvergenceWarning
+from rankopt.features.linear import LinearFeatureMap
 
 TOL = 1e-6
 C = 10.0

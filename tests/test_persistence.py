@@ -185,7 +185,8 @@ def test_only_exported_estimators_with_json_parameters_are_saved(tmp_path, rng):
 
 
 def test_models_fitted_on_sparse_or_dask_data_save_the_same(tmp_path, rng):
-    da = pytest.importorskip("dask.array")
+    import dask.array as da
+
     X, y = _ranking_data(rng)
     for data in (sp.csr_matrix(X), da.from_array(X, chunks=(50, 5))):
         save_model(RankSVM().fit(data, y), tmp_path / "m.npz")

@@ -2,13 +2,7 @@
 import numpy as np
 import pytest
 
-pytest.importorskip("pyarrow")
-cora = pytest.importorskip("rankopt.data.cora")
-
-try:
-    cora.cora_dir()
-except FileNotFoundError as exc:  # pragma: no cover - depends on the environment
-    pytest.skip(str(exc), allow_module_level=True)
+import rankopt.data.cora as cora
 
 
 @pytest.fixture(scope="module")

