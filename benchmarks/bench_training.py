@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import pytest
 from sklearn.datasets import load_digits
 
 import rankopt
