@@ -119,6 +119,37 @@ cdef Py_ssize_t _best_rank_unimodal(const floating* pos_desc, double s_neg, Py_s
     return i2 if drop + best_g >= 0.0 else i1
 
 
+cdef inline Py_ssize_t _best_rank(const floating* pos_desc, double s_neg, Py_ssize_t j,
+                                  Py_ssize_t lp, Py_ssize_t rp, int code, Py_ssize_t n_pos,
+                                  Py_ssize_t n_neg, const double* table, double scale,
+                                  bint unimodal) noexcept nogil:
+    if lp == rp:
+        return lp
+    if unimodal:
+        return _best_rank_unimodal(pos_desc, s_neg, j, lp, rp, code, n_pos, n_neg, table, scale)
+    return _best_rank_linear(pos_desc, s_neg, j, lp, rp, code, n_pos, n_neg, table, scale)
+
+
+cdef inline Py_ssize_t _push_split(Frame* stack, Py_ssize_t top, Frame fr, Py_ssize_t m,
+                                   Py_ssize_t opt) noexcept nogil:
+    """Push the two sides of block ``fr`` split at m (rank opt); return the new stack top.
+
+    The larger side is pushed first, so every frame on the stack is at most
+    half of the one below it: log2(block size) + 1 frames suffice.
+    """
+    cdef Frame left = Frame(fr.lo, m, fr.lp, opt)
+    cdef Frame right = Frame(m + 1, fr.hi, opt, fr.rp)
+    if left.hi - left.lo < right.hi - right.lo:
+        left, right = right, left
+    if left.lo < left.hi:
+        stack[top] = left
+        top += 1
+    if right.lo < right.hi:
+        stack[top] = right
+        top += 1
+    return top
+
+
 cdef inline bint _before(const pair[floating, Py_ssize_t]& a,
                          const pair[floating, Py_ssize_t]& b) noexcept nogil:
     # rankopt's order (pairs hold −score): bitwise, so that it compiles without branches.
@@ -181,7 +212,7 @@ cdef int _opt_ranks(const floating* pos_desc, pair[floating, Py_ssize_t]* items,
     in any order; their ranks lie in block.lp … block.rp.
     """
     cdef Frame stack[STACK_SIZE]
-    cdef Frame fr, left, right
+    cdef Frame fr
     cdef Py_ssize_t top = 0, k, m, j, opt
     cdef double s_neg
     cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
@@ -197,35 +228,10 @@ cdef int _opt_ranks(const floating* pos_desc, pair[floating, Py_ssize_t]* items,
         m = _split(items, sample, fr.lo, fr.hi, exact_median)
         s_neg = -(<double>items[m].first)
         j = m + 1 + j_shift  # the 1-based position of this negative in the full descending order
-        if unimodal:
-            opt = _best_rank_unimodal(pos_desc, s_neg, j, fr.lp, fr.rp, code, n_pos, n_neg, table, scale)
-        else:
-            opt = _best_rank_linear(pos_desc, s_neg, j, fr.lp, fr.rp, code, n_pos, n_neg, table, scale)
+        opt = _best_rank(pos_desc, s_neg, j, fr.lp, fr.rp, code, n_pos, n_neg, table, scale, unimodal)
         ranks[items[m].second] = opt
-        left = Frame(fr.lo, m, fr.lp, opt)
-        right = Frame(m + 1, fr.hi, opt, fr.rp)
-        # The larger block is pushed first, so the stack never holds more than
-        # log2 |N| + 1 frames.
-        if left.hi - left.lo < right.hi - right.lo:
-            left, right = right, left
-        if left.lo < left.hi:
-            stack[top] = left
-            top += 1
-        if right.lo < right.hi:
-            stack[top] = right
-            top += 1
+        top = _push_split(stack, top, fr, m, opt)
     return 0
-
-
-cdef inline Py_ssize_t _best_rank(const floating* pos_desc, double s_neg, Py_ssize_t j,
-                                  Py_ssize_t lp, Py_ssize_t rp, int code, Py_ssize_t n_pos,
-                                  Py_ssize_t n_neg, const double* table, double scale,
-                                  bint unimodal) noexcept nogil:
-    if lp == rp:
-        return lp
-    if unimodal:
-        return _best_rank_unimodal(pos_desc, s_neg, j, lp, rp, code, n_pos, n_neg, table, scale)
-    return _best_rank_linear(pos_desc, s_neg, j, lp, rp, code, n_pos, n_neg, table, scale)
 
 
 # ---------------------------------------------------------------- level 0: distribution by value
@@ -334,7 +340,7 @@ cdef int _chain_ranks(const floating* pos_desc, const Py_ssize_t* chain_j, const
                       Py_ssize_t* chain_rank) except -1 nogil:
     """Best ranks of the chain's points (j non-decreasing, s non-increasing along it)."""
     cdef Frame stack[STACK_SIZE]
-    cdef Frame fr, left, right
+    cdef Frame fr
     cdef Py_ssize_t top = 1, k, m, opt
     cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
     stack[0] = Frame(0, n_points, 1, n_pos + 1)
@@ -349,15 +355,7 @@ cdef int _chain_ranks(const floating* pos_desc, const Py_ssize_t* chain_j, const
         opt = _best_rank(pos_desc, _chain_score(m, nonempty, bm, s_max, s_min), chain_j[m], fr.lp,
                          fr.rp, code, n_pos, n_neg, table, scale, unimodal)
         chain_rank[m] = opt
-        left = Frame(fr.lo, m, fr.lp, opt)
-        right = Frame(m + 1, fr.hi, opt, fr.rp)
-        # Halving blocks: the stack holds at most log2(n_points) + 1 frames.
-        if left.lo < left.hi:
-            stack[top] = left
-            top += 1
-        if right.lo < right.hi:
-            stack[top] = right
-            top += 1
+        top = _push_split(stack, top, fr, m, opt)
     return 0
 
 
