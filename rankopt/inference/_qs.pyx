@@ -363,56 +363,71 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
                             Py_ssize_t n_neg, int code, const double* table, bint unimodal,
                             BucketMap bm, Py_ssize_t* ranks,
                             pair[floating, Py_ssize_t]* sample) except -1 nogil:
-    """Level 0 by distribution (see above), then Algorithm 2 inside the open buckets."""
-    cdef Py_ssize_t nb = bm.size, k, b, t, n_points = 0, n_open = 0, d
+    """Level 0 by distribution (see above), then Algorithm 2 inside the open buckets.
+
+    Work tables are sized by what they hold (non-empty buckets, at most |P|
+    open ones), not by the number of buckets: freshly mapped memory costs
+    page faults on every call.
+    """
+    cdef Py_ssize_t nb = bm.size, k, b, t, n_points, n_nonempty = 0, n_open = 0, d, first
     cdef double s, s_max = -INFINITY, s_min = INFINITY
+    # count[b] during the first pass; then dest[b]: −(rank) for a bucket whose
+    # ranks collapsed, else its next slot in items.
     cdef Py_ssize_t* count = <Py_ssize_t*>calloc(nb, sizeof(Py_ssize_t))
-    # dest[b]: −(rank) for a bucket whose ranks collapsed, else its next slot in items.
-    cdef Py_ssize_t* dest = <Py_ssize_t*>malloc(nb * sizeof(Py_ssize_t))
-    cdef Py_ssize_t* first = <Py_ssize_t*>malloc(nb * sizeof(Py_ssize_t))
-    cdef Py_ssize_t* chain_j = <Py_ssize_t*>malloc(2 * nb * sizeof(Py_ssize_t))
-    cdef Py_ssize_t* nonempty = <Py_ssize_t*>malloc(nb * sizeof(Py_ssize_t))
-    cdef Py_ssize_t* chain_rank = <Py_ssize_t*>malloc(2 * nb * sizeof(Py_ssize_t))
-    cdef Frame* open_blocks = <Frame*>malloc(nb * sizeof(Frame))
-    cdef Py_ssize_t* open_shift = <Py_ssize_t*>malloc(nb * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* dest = count
+    cdef Py_ssize_t* chain_j = NULL
+    cdef Py_ssize_t* nonempty = NULL
+    cdef Py_ssize_t* chain_rank = NULL
+    cdef Frame* open_blocks = NULL
+    cdef Py_ssize_t* open_shift = NULL
     cdef pair[floating, Py_ssize_t]* items = NULL
     cdef pair[floating, Py_ssize_t] item
     try:
-        if (count == NULL or dest == NULL or first == NULL or chain_j == NULL or nonempty == NULL
-                or chain_rank == NULL or open_blocks == NULL or open_shift == NULL):
+        if count == NULL:
             with gil:
-                raise MemoryError(f"cannot allocate the bucket tables for {nb} buckets")
+                raise MemoryError(f"cannot allocate the bucket table for {nb} buckets")
         for k in range(n_neg):
             s = neg[k]
             count[bucket_of(s, bm)] += 1
             s_max = s if s > s_max else s_max
             s_min = s if s < s_min else s_min
-        # Bucket b holds sorted positions first[b] … first[b] + count[b] − 1 (0-based).
+        for b in range(nb):
+            n_nonempty += count[b] > 0
+        n_points = 2 * n_nonempty
+        chain_j = <Py_ssize_t*>malloc(n_points * sizeof(Py_ssize_t))
+        chain_rank = <Py_ssize_t*>malloc(n_points * sizeof(Py_ssize_t))
+        nonempty = <Py_ssize_t*>malloc(n_nonempty * sizeof(Py_ssize_t))
+        # Ranks along the chain never decrease, and an open bucket is a rise: at most |P| of them.
+        open_blocks = <Frame*>malloc(min(n_nonempty, n_pos) * sizeof(Frame))
+        open_shift = <Py_ssize_t*>malloc(min(n_nonempty, n_pos) * sizeof(Py_ssize_t))
+        if chain_j == NULL or chain_rank == NULL or nonempty == NULL or open_blocks == NULL or open_shift == NULL:
+            with gil:
+                raise MemoryError(f"cannot allocate the chain tables for {n_nonempty} buckets")
+        # Non-empty bucket t holds sorted positions chain_j[2t] − 1 … chain_j[2t + 1] − 1 (0-based).
+        first = 0
         t = 0
         for b in range(nb):
-            first[b] = t
-            t += count[b]
             if count[b] > 0:
-                nonempty[n_points // 2] = b
-                chain_j[n_points] = first[b] + 1
-                chain_j[n_points + 1] = first[b] + count[b]
-                n_points += 2
+                nonempty[t] = b
+                chain_j[2 * t] = first + 1
+                chain_j[2 * t + 1] = first + count[b]
+                first += count[b]
+                t += 1
         _chain_ranks(pos_desc, chain_j, nonempty, bm, s_max, s_min, n_points, n_pos, n_neg, code, table,
                      unimodal, chain_rank)
-        t = 0  # points read
         d = 0  # slots of items handed out
-        for b in range(nb):
-            if count[b] == 0:
-                continue
-            if chain_rank[t] == chain_rank[t + 1]:
-                dest[b] = -chain_rank[t]
+        for t in range(n_nonempty):
+            b = nonempty[t]
+            if chain_rank[2 * t] == chain_rank[2 * t + 1]:
+                dest[b] = -chain_rank[2 * t]
             else:
+                first = chain_j[2 * t] - 1
+                k = chain_j[2 * t + 1] - first  # the bucket's count
                 dest[b] = d
-                open_blocks[n_open] = Frame(d, d + count[b], chain_rank[t], chain_rank[t + 1])
-                open_shift[n_open] = first[b] - d
+                open_blocks[n_open] = Frame(d, d + k, chain_rank[2 * t], chain_rank[2 * t + 1])
+                open_shift[n_open] = first - d
                 n_open += 1
-                d += count[b]
-            t += 2
+                d += k
         if d > 0:
             items = <pair[floating, Py_ssize_t]*>malloc(d * sizeof(pair[floating, Py_ssize_t]))
             if items == NULL:
@@ -433,8 +448,6 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
                        unimodal, ranks, sample, False)
     finally:
         free(count)
-        free(dest)
-        free(first)
         free(chain_j)
         free(nonempty)
         free(chain_rank)
