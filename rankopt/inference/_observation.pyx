@@ -8,10 +8,14 @@ One pass instead of NumPy's four (range check, bincount, gather, dot): on
 10⁶ negatives this is a sizeable part of a fast method's whole call.
 """
 from cython cimport floating
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
+
+ctypedef fused rank_t:
+    int32_t
+    int64_t
 
 
-def negative_terms(const int64_t[::1] ranks, const floating[::1] scores, const double[::1] coef_of_rank,
+def negative_terms(const rank_t[::1] ranks, const floating[::1] scores, const double[::1] coef_of_rank,
                    int64_t[::1] counts, double[::1] coef):
     """Fill ``counts[r]`` (negatives at rank r) and ``coef[k] = coef_of_rank[ranks[k]]``; return Σ coef·scores.
 

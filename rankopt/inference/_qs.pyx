@@ -203,7 +203,7 @@ cdef Py_ssize_t _split(pair[floating, Py_ssize_t]* items, pair[floating, Py_ssiz
 
 cdef int _opt_ranks(const floating* pos_desc, pair[floating, Py_ssize_t]* items, Frame block,
                     Py_ssize_t j_shift, Py_ssize_t n_pos, Py_ssize_t n_neg, int code,
-                    const double* table, bint unimodal, Py_ssize_t* ranks,
+                    const double* table, bint unimodal, int* ranks,
                     pair[floating, Py_ssize_t]* sample, bint exact_median) except -1 nogil:
     """Algorithm 2 on one block with an explicit stack; ``ranks`` is written in input order.
 
@@ -223,13 +223,13 @@ cdef int _opt_ranks(const floating* pos_desc, pair[floating, Py_ssize_t]* items,
         fr = stack[top]
         if fr.lp == fr.rp:  # Algorithm 2, lines 2–3
             for k in range(fr.lo, fr.hi):
-                ranks[items[k].second] = fr.lp
+                ranks[items[k].second] = <int>fr.lp
             continue
         m = _split(items, sample, fr.lo, fr.hi, exact_median)
         s_neg = -(<double>items[m].first)
         j = m + 1 + j_shift  # the 1-based position of this negative in the full descending order
         opt = _best_rank(pos_desc, s_neg, j, fr.lp, fr.rp, code, n_pos, n_neg, table, scale, unimodal)
-        ranks[items[m].second] = opt
+        ranks[items[m].second] = <int>opt
         top = _push_split(stack, top, fr, m, opt)
     return 0
 
@@ -361,7 +361,7 @@ cdef int _chain_ranks(const floating* pos_desc, const Py_ssize_t* chain_j, const
 
 cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ssize_t n_pos,
                             Py_ssize_t n_neg, int code, const double* table, bint unimodal,
-                            BucketMap bm, Py_ssize_t* ranks,
+                            BucketMap bm, int* ranks,
                             pair[floating, Py_ssize_t]* sample) except -1 nogil:
     """Level 0 by distribution (see above), then Algorithm 2 inside the open buckets.
 
@@ -437,7 +437,7 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
             b = bucket_of(neg[k], bm)
             t = dest[b]
             if t < 0:
-                ranks[k] = -t
+                ranks[k] = <int>(-t)
             else:
                 item.first = -neg[k]
                 item.second = k
@@ -458,7 +458,7 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
 
 
 def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int code,
-             const double[::1] table, bint unimodal, Py_ssize_t[::1] ranks, bint exact_median=False,
+             const double[::1] table, bint unimodal, int[::1] ranks, bint exact_median=False,
              Py_ssize_t n_buckets=-1):
     """Fill ``ranks[k]`` with the optimal interleaving rank of negative k (input order).
 
@@ -466,7 +466,7 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
     sorted descending (ties by index), both score arrays non-empty and
     finite, ``code`` one of :data:`KERNEL_CODES`, ``table`` holding
     D(1…|P|+|N|)/Z for the position-discount code (any non-empty array
-    otherwise), ``ranks`` of length |N|.  ``unimodal`` selects the search of
+    otherwise), ``ranks`` (C int) of length |N|.  ``unimodal`` selects the search of
     §5, which is exact only when f_j is concave on 1…min(|P|, j) + 1 (AP).
 
     The other two arguments choose among exact strategies (the tests compare

@@ -59,7 +59,7 @@ class SearchMethod(_APOnlyMethod):
         neg_desc = np.ascontiguousarray(neg_scores[neg_order], dtype=np.float64)
         ranks_sorted = np.empty(neg_desc.size, dtype=np.intc)
         _ap.search_ranks(pos_desc, neg_desc, ranks_sorted)
-        ranks = np.empty(neg_desc.size, dtype=np.int64)
+        ranks = np.empty(neg_desc.size, dtype=np.intc)
         ranks[neg_order] = ranks_sorted
         return ranks
 
@@ -74,7 +74,7 @@ class SelectMethod(_APOnlyMethod):
         pos_desc = self._sorted_positives(pos_scores)
         ranks = np.empty(neg_scores.size, dtype=np.intc)
         _ap.select_ranks(pos_desc, np.ascontiguousarray(neg_scores), ranks)
-        return ranks.astype(np.int64)
+        return ranks
 
 
 @hookimpl

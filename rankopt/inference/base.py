@@ -119,6 +119,10 @@ def kernel_arguments(loss: RankLoss, form: CompiledForm, n_pos: int, n_neg: int)
     return code, table
 
 
+class RanksOutOfRangeError(ValueError):
+    """Interleaving ranks outside 1…|P|+1 were handed to :func:`ranking_from_ranks`."""
+
+
 def ranking_from_ranks(
     loss: RankLoss, pos_scores: np.ndarray, neg_scores: np.ndarray, neg_ranks: np.ndarray
 ) -> RankingInference:
@@ -128,7 +132,9 @@ def ranking_from_ranks(
     (Observation 1) and whose negatives sit at ``neg_ranks``.
     """
     n_pos, n_neg = pos_scores.size, neg_scores.size
-    neg_ranks = np.ascontiguousarray(neg_ranks, dtype=np.int64)
+    neg_ranks = np.asarray(neg_ranks)
+    # 32- or 64-bit ranks as they come (the compiled methods return C ints); others widened.
+    neg_ranks = np.ascontiguousarray(neg_ranks, dtype=np.int32 if neg_ranks.dtype == np.int32 else np.int64)
     if neg_ranks.shape != (n_neg,):
         raise ValueError(f"expected {n_neg} ranks, got an array of shape {neg_ranks.shape} instead")
     # Lemma 6 with the corrected coefficients (papers/NOTES.md); a negative's
@@ -139,7 +145,9 @@ def ranking_from_ranks(
     neg_coef = np.empty(n_neg, dtype=np.float64)
     neg_dot, bad = _observation.negative_terms(neg_ranks, neg_scores, neg_coef_of_rank, counts, neg_coef)
     if bad >= 0:
-        raise ValueError(f"expected ranks in 1..{n_pos + 1}, got {neg_ranks[bad]} at position {bad} instead")
+        raise RanksOutOfRangeError(
+            f"expected ranks in 1..{n_pos + 1}, got {neg_ranks[bad]} at position {bad} instead"
+        )
     # The k-th highest positive has every negative of rank <= k above it.
     negatives_above = np.cumsum(counts[1:])[:n_pos]
     pos_ranks_sorted = negatives_above + 1
@@ -195,12 +203,11 @@ def most_violated_ranking(
             f"inference method {solver.name!r} broke its contract: expected {neg.size} integer "
             f"ranks, got an array of shape {neg_ranks.shape} and dtype {neg_ranks.dtype} instead"
         )
-    if neg_ranks.size and (neg_ranks.min() < 1 or neg_ranks.max() > pos.size + 1):
-        raise RuntimeError(
-            f"inference method {solver.name!r} broke its contract: ranks must lie in "
-            f"1..{pos.size + 1}, got {neg_ranks.min()}..{neg_ranks.max()} instead"
-        )
-    return ranking_from_ranks(loss, pos, neg, neg_ranks)
+    try:
+        # Checks the ranks' range in its one pass over them.
+        return ranking_from_ranks(loss, pos, neg, neg_ranks)
+    except RanksOutOfRangeError as exc:
+        raise RuntimeError(f"inference method {solver.name!r} broke its contract: {exc}") from None
 
 
 def checked_delta_diff(loss: RankLoss, j, i, n_pos: int, n_neg: int) -> np.ndarray:

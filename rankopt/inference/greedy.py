@@ -38,7 +38,7 @@ class GreedyMethod(InferenceMethod):
             code, table = kernel_arguments(loss, form, pos_desc.size, neg_desc.size)
             ranks_sorted = np.empty(neg_desc.size, dtype=np.intc)
             _greedy.greedy_ranks(pos_desc, neg_desc, int(code), table, ranks_sorted)
-        ranks = np.empty(neg_desc.size, dtype=np.int64)
+        ranks = np.empty(neg_desc.size, dtype=ranks_sorted.dtype)
         ranks[neg_order] = ranks_sorted
         return ranks
 

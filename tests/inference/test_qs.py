@@ -206,7 +206,7 @@ def _bucketed_ranks(loss, pos, neg):
     """The compiled qs kernel's ranks with the distribution level forced (about 4 negatives per bucket)."""
     code, table = kernel_arguments(loss, loss.compiled_form(pos.size, neg.size), pos.size, neg.size)
     pos_desc = np.ascontiguousarray(pos[np.argsort(-pos, kind="stable")])
-    ranks = np.empty(neg.size, dtype=np.intp)
+    ranks = np.empty(neg.size, dtype=np.intc)
     _qs.qs_ranks(pos_desc, neg, int(code), table, code is KernelCode.AP, ranks, False, max(3, neg.size // 4))
     return ranks
 
@@ -271,7 +271,7 @@ def test_kernel_split_strategies_equal_greedy_ranks(arrangement):
             pos_desc = np.sort(pos)[::-1].copy()
             for exact_median in (False, True):
                 for unimodal in (False, True) if code is KernelCode.AP else (False,):
-                    ranks = np.empty(n_neg, dtype=np.intp)
+                    ranks = np.empty(n_neg, dtype=np.intc)
                     _qs.qs_ranks(pos_desc, neg, int(code), table, unimodal, ranks, exact_median)
                     np.testing.assert_array_equal(ranks, greedy)
 
@@ -305,7 +305,7 @@ def test_distribution_level_equals_greedy_ranks(case):
         pos_desc = np.ascontiguousarray(pos[np.argsort(-pos, kind="stable")])
         for n_buckets in (3, 4, 17, 256, 5000, -1):
             for unimodal in (False, True) if code is KernelCode.AP else (False,):
-                ranks = np.empty(n_neg, dtype=np.intp)
+                ranks = np.empty(n_neg, dtype=np.intc)
                 _qs.qs_ranks(pos_desc, neg, int(code), table, unimodal, ranks, False, n_buckets)
                 np.testing.assert_array_equal(ranks, greedy, err_msg=f"{loss.name}, {n_buckets} buckets")
 
@@ -322,7 +322,7 @@ def test_distribution_level_used_by_default_on_large_inputs():
 
 
 def test_bucket_count_is_validated():
-    ranks = np.empty(3, dtype=np.intp)
+    ranks = np.empty(3, dtype=np.intc)
     with pytest.raises(ValueError, match="n_buckets"):
         _qs.qs_ranks(np.ones(2), np.zeros(3), int(KernelCode.AUC), np.zeros(1), False, ranks, False, 2)
 
@@ -483,3 +483,26 @@ def test_ranking_from_ranks_refuses_ranks_out_of_range():
             ranking_from_ranks(APLoss(), pos, neg, np.array(bad))
     with pytest.raises(ValueError, match="expected 3 ranks"):
         ranking_from_ranks(APLoss(), pos, neg, np.array([1, 2]))
+
+
+def test_a_method_returning_ranks_out_of_range_is_named():
+    from rankopt.hookspecs import hookimpl
+    from rankopt.inference.base import InferenceMethod
+    from rankopt.plugins import PluginRegistry
+
+    class OffByOne(InferenceMethod):
+        name = "off_by_one_test"
+
+        def interleaving_ranks(self, loss, pos_scores, neg_scores):
+            return np.full(neg_scores.size, pos_scores.size + 2, dtype=np.intc)
+
+    class Plugin:
+        @hookimpl
+        def rankopt_inference_methods(self):
+            return [OffByOne]
+
+    pm = rankopt.create_plugin_manager()
+    pm.register(Plugin(), name="off-by-one")
+    with pytest.raises(RuntimeError, match=r"'off_by_one_test' broke its contract: expected ranks in 1\.\.3"):
+        rankopt.most_violated_ranking("ap", np.array([1.0, 0.5]), np.array([0.2, 0.1]), method="off_by_one_test",
+                                      registry=PluginRegistry(pm))
