@@ -68,8 +68,9 @@ class PositionDiscountLoss(RankLoss):
         cached = self.__dict__.get("_compiled_form_cache")
         if cached is not None and cached[0] == key:
             return cached[1]
-        table = self.discount_table(n_pos + n_neg)
-        table /= table[:n_pos].sum()
+        discounts = self.discount_table(n_pos + n_neg)
+        # A new array: discount_table may return the plugin's own (np.asarray does not copy).
+        table = discounts / discounts[:n_pos].sum()
         table.flags.writeable = False
         form = CompiledForm(KernelCode.POSITION_DISCOUNT, table)
         self.__dict__["_compiled_form_cache"] = (key, form)

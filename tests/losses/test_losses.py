@@ -272,3 +272,23 @@ def test_position_discount_compiled_form_is_cached_read_only_and_not_pickled():
     assert other is not form and other.table.shape == (9,)
     clone = pickle.loads(pickle.dumps(loss))
     assert "_compiled_form_cache" not in clone.__dict__ and clone == loss
+
+
+def test_compiled_form_leaves_the_plugins_discount_array_alone():
+    from rankopt.losses import PositionDiscountLoss
+
+    shared = 1.0 / np.arange(1, 9, dtype=np.float64)
+
+    class CachedDiscount(PositionDiscountLoss):
+        name = "cached_discount_test"
+
+        def discount(self, positions):
+            positions = np.asarray(positions)
+            if positions.shape == (8,) and np.array_equal(positions, np.arange(1, 9)):
+                return shared  # the plugin hands out its own array
+            return 1.0 / positions
+
+    before = shared.copy()
+    CachedDiscount().compiled_form(3, 5)
+    np.testing.assert_array_equal(shared, before)
+    assert shared.flags.writeable
