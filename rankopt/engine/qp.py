@@ -4,16 +4,33 @@ With cutting planes g_k = Ψ(Y*) − Ψ(Ŷ_k) and losses Δ_k the problem is
 
     min_w,ξ  ½‖w‖² + C ξ   s.t.  w·g_k ≥ Δ_k − ξ,  ξ ≥ 0,  A w ≤ b (optional).
 
-Without linear constraints it is solved in its dual over α ∈ R^K,
+It is solved in one of three forms, chosen by the shape of A w ≤ b:
 
-    max  Σ_k α_k Δ_k − ½ ‖Gα‖²   s.t.  α ≥ 0,  Σ_k α_k ≤ C,    w = Gα,
+* **No constraints**: the dual over α ∈ R^K (K planes, few),
 
-whose size is the number of planes K (small) whatever the dimension of w,
-with the Gram matrix GᵀG kept up to date one plane at a time.  With linear
-constraints the dual would grow one dense variable per constraint (HOB-SVM
-has one per pairwise weight, APPX one per easy sample), so the primal in
-(w, ξ) is solved instead: d + 1 variables, a diagonal Hessian and sparse
-constraint rows.  Both go to Clarabel, an interior-point solver.
+      max  Σ_k α_k Δ_k − ½ ‖Gα‖²   s.t.  α ≥ 0,  Σ_k α_k ≤ C,    w = Gα,
+
+  with the Gram matrix GᵀG kept up to date one plane at a time.
+* **Bounds** lo ≤ w ≤ hi (every row of A has one non-zero; HOB-SVM's w₂ ≤ 0):
+  the bound multipliers have a closed form, w = clip(Gα, lo, hi), and the dual
+  stays in K variables (derivation in ``docs/maths.md``),
+
+      max  D(α) = Σ_k α_k Δ_k − Σ_i h_i((Gα)_i)   s.t.  α ≥ 0,  Σ_k α_k ≤ C,
+
+  h_i(u) = ½ clip(u)² + hi_i (u − hi_i)₊ − lo_i (lo_i − u)₊, a concave
+  piecewise-quadratic D with gradient Δ − Gᵀ clip(Gα).  It is maximised by
+  Newton steps: on the current piece (which coordinates are clipped) D is a
+  quadratic, whose maximiser over the constraint set is found by the same QP
+  solver, followed by an exact line search along the step.  Each step
+  increases D, and the search ends when the step stays on its piece (the
+  KKT conditions of D then hold).  The previous solve's α is the start, so a
+  new plane usually costs one or two QPs in K variables instead of one in
+  d + 1 variables with K dense rows.
+* **General rows** (APPX's hard margins): the dual would grow one dense
+  variable per row, so the primal in (w, ξ) is solved: d + 1 variables, a
+  diagonal Hessian and sparse constraint rows.
+
+All QPs go to Clarabel, an interior-point solver.
 """
 from __future__ import annotations
 
@@ -32,10 +49,40 @@ logger = logging.getLogger(__name__)
 #: stalls numerically the solve is repeated at the defaults.
 _TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10, "tol_ktratio": 1e-8}
 _STALLED = ("InsufficientProgress", "NumericalError", "MaxIterations")
+#: Newton steps of the bounded dual before it hands over to the primal.
+_MAX_NEWTON_STEPS = 50
+#: A Newton step raising D by less than this (relative) ends the search:
+#: the interior-point solves are themselves accurate to ~1e-10.
+_NEWTON_RTOL = 1e-13
 
 
 class QPSolveError(RuntimeError):
     """The QP solver did not reach an optimum."""
+
+
+def box_bounds(constraints: LinearConstraints | None, n_features: int):
+    """(lo, hi) if A w ≤ b is a set of bounds on single coordinates, else None.
+
+    A row without a non-zero and b < 0, or bounds with lo > hi, admit no w;
+    :meth:`WorkingSetQP.solve` reports that as the solver's infeasibility.
+    """
+    if constraints is None:
+        return None
+    A = sp.csr_matrix(constraints.A)
+    A.eliminate_zeros()
+    per_row = np.diff(A.indptr)
+    if np.any(per_row > 1):
+        return None
+    rows = np.flatnonzero(per_row == 1)
+    coef, column = A.data, A.indices
+    limit = constraints.b[rows] / coef
+    lo = np.full(n_features, -np.inf)
+    hi = np.full(n_features, np.inf)
+    np.minimum.at(hi, column[coef > 0], limit[coef > 0])
+    np.maximum.at(lo, column[coef < 0], limit[coef < 0])
+    if np.any(constraints.b[per_row == 0] < 0):
+        lo[:], hi[:] = np.inf, -np.inf  # 0 ≤ b fails whatever w is
+    return lo, hi
 
 
 class WorkingSetQP:
@@ -45,68 +92,154 @@ class WorkingSetQP:
         self.C = float(C)
         self.n_features = n_features
         self.constraints = linear_constraints
-        self._planes: list[np.ndarray] = []
-        self._losses: list[float] = []
+        self._bounds = box_bounds(linear_constraints, n_features)
+        self._plane_rows = np.zeros((0, n_features))  # capacity grows by doubling
+        self._losses = np.zeros(0)
+        self._k = 0
         self._gram = np.zeros((0, 0))
+        self._alpha = np.zeros(0)  # the bounded dual's last optimum, its next start
 
     @property
     def n_planes(self) -> int:
-        return len(self._planes)
+        return self._k
+
+    @property
+    def planes(self) -> np.ndarray:
+        """The planes as rows, shape (K, n_features) (a view)."""
+        return self._plane_rows[: self._k]
+
+    @property
+    def losses(self) -> np.ndarray:
+        return self._losses[: self._k]
+
+    @property
+    def _needs_gram(self) -> bool:
+        return self.constraints is None or self._bounds is not None
 
     def add(self, plane: np.ndarray, loss: float) -> None:
         """Add the cutting plane w·plane ≥ loss − ξ."""
         plane = np.asarray(plane, dtype=np.float64)
-        k = self.n_planes
-        if self.constraints is None:  # only the dual needs the Gram matrix
+        k = self._k
+        if k == self._plane_rows.shape[0]:
+            capacity = max(8, 2 * k)
+            rows = np.empty((capacity, self.n_features))
+            rows[:k] = self._plane_rows[:k]
+            losses = np.empty(capacity)
+            losses[:k] = self._losses[:k]
+            self._plane_rows, self._losses = rows, losses
+        if self._needs_gram:
             gram = np.empty((k + 1, k + 1))
             gram[:k, :k] = self._gram
-            if k:
-                column = np.stack(self._planes) @ plane
-                gram[:k, k] = column
-                gram[k, :k] = column
+            column = self.planes @ plane
+            gram[:k, k] = column
+            gram[k, :k] = column
             gram[k, k] = plane @ plane
             self._gram = gram
-        self._planes.append(plane)
-        self._losses.append(float(loss))
+        self._plane_rows[k] = plane
+        self._losses[k] = float(loss)
+        self._k = k + 1
 
     def slack(self, w: np.ndarray) -> float:
         """ξ(w) over the working set: max(0, max_k Δ_k − w·g_k)."""
-        if not self._planes:
+        if not self._k:
             return 0.0
-        return max(0.0, float(np.max(np.asarray(self._losses) - np.stack(self._planes) @ w)))
+        return max(0.0, float(np.max(self.losses - self.planes @ w)))
 
     def solve(self) -> tuple[np.ndarray, float]:
         """The optimal w and the optimal objective ½‖w‖² + C ξ of the working set."""
-        k = self.n_planes
+        k = self._k
         if self.constraints is None:
             if k == 0:
                 return np.zeros(self.n_features), 0.0
             return self._solve_dual()
+        if self._bounds is not None:
+            if np.any(self._bounds[0] > self._bounds[1]):
+                raise QPSolveError("the linear constraints on w admit no solution (bounds with lo > hi)")
+            return self._solve_bounded_dual()
         if k == 0 and np.all(self.constraints.b >= 0):
             return np.zeros(self.n_features), 0.0  # w = 0 is feasible, hence optimal
         return self._solve_primal()
 
-    def _solve_dual(self):
-        k = self.n_planes
-        losses = np.asarray(self._losses)
+    # -------------------------------------------------------------- dual forms
+
+    def _simplex_qp(self, hessian: np.ndarray, linear: np.ndarray) -> np.ndarray:
+        """argmax_α linear·α − ½ αᵀ hessian α  s.t.  α ≥ 0, Σα ≤ C."""
+        k = linear.size
         # α ≥ 0 (−α + s = 0, s ≥ 0) and Σα ≤ C.
         A = sp.vstack([-sp.identity(k), sp.csr_matrix(np.ones((1, k)))]).tocsc()
         b = np.concatenate([np.zeros(k), [self.C]])
-        alpha = np.maximum(self._clarabel(sp.triu(sp.csc_matrix(self._gram)).tocsc(), -losses, A, b), 0.0)
-        w = np.stack(self._planes).T @ alpha
+        alpha = np.maximum(self._clarabel(sp.triu(sp.csc_matrix(hessian)).tocsc(), -linear, A, b), 0.0)
+        total = alpha.sum()
+        if total > self.C:  # the solver's feasibility tolerance
+            alpha *= self.C / total
+        return alpha
+
+    def _solve_dual(self):
+        losses = self.losses
+        alpha = self._simplex_qp(self._gram, losses)
+        w = self.planes.T @ alpha
         return w, float(alpha @ losses) - 0.5 * float(w @ w)
 
+    def _bounded_dual_value(self, alpha, u):
+        """D(α) and w = clip(u) for u = Gα (see the module docstring)."""
+        lo, hi = self._bounds
+        w = np.clip(u, lo, hi)
+        above, below = u > hi, u < lo
+        penalty = float(hi[above] @ (u[above] - hi[above])) - float(lo[below] @ (lo[below] - u[below]))
+        return float(alpha @ self.losses) - 0.5 * float(w @ w) - penalty, w
+
+    def _solve_bounded_dual(self):
+        lo, hi = self._bounds
+        G = self.planes  # rows g_k
+        losses = self.losses
+        alpha = np.zeros(self._k)
+        alpha[: self._alpha.size] = self._alpha
+        u = G.T @ alpha
+        value, w = self._bounded_dual_value(alpha, u)
+        for step in range(_MAX_NEWTON_STEPS):
+            above, below = u > hi, u < lo
+            clipped = above | below
+            # On this piece D(α) = αᵀ(Δ − G_c w_c) − ½ αᵀ G_f G_fᵀ α + const,
+            # f the free coordinates, c the clipped ones (w_c at its bound).
+            G_clipped = G[:, clipped]
+            hessian = self._gram - G_clipped @ G_clipped.T
+            linear = losses - G_clipped @ w[clipped]
+            target = self._simplex_qp(hessian, linear)
+            direction = target - alpha
+            v = G.T @ direction
+            t = _line_search(float(direction @ losses), u, v, lo, hi)
+            if t <= 0.0:
+                break
+            new_alpha = alpha + t * direction
+            new_u = u + t * v if t < 1.0 else G.T @ target
+            new_value, new_w = self._bounded_dual_value(new_alpha, new_u)
+            gain = new_value - value
+            if gain < 0.0:  # rounding of the line search near the optimum
+                break
+            alpha, u, value, w = new_alpha, new_u, new_value, new_w
+            stayed = t >= 1.0 and np.array_equal(u > hi, above) and np.array_equal(u < lo, below)
+            if stayed or gain <= _NEWTON_RTOL * max(1.0, abs(value)):
+                break
+        else:
+            logger.info("bounded dual: no convergence in %d Newton steps; solving the primal", _MAX_NEWTON_STEPS)
+            self._alpha = np.zeros(0)
+            return self._solve_primal()
+        self._alpha = alpha
+        return w, value
+
+    # ------------------------------------------------------------- primal form
+
     def _solve_primal(self):
-        d, k = self.n_features, self.n_planes
+        d, k = self.n_features, self._k
         constraints = self.constraints
         # Variables x = (w, ξ).  Rows: −g_k·w − ξ ≤ −Δ_k;  −ξ ≤ 0;  A w ≤ b.
         blocks = []
         if k:
-            blocks.append(sp.hstack([sp.csr_matrix(-np.stack(self._planes)), sp.csr_matrix(-np.ones((k, 1)))]))
+            blocks.append(sp.hstack([sp.csr_matrix(-self.planes), sp.csr_matrix(-np.ones((k, 1)))]))
         blocks.append(sp.csr_matrix(([-1.0], ([0], [d])), shape=(1, d + 1)))
         blocks.append(sp.hstack([sp.csr_matrix(constraints.A), sp.csr_matrix((constraints.n_constraints, 1))]))
         A = sp.vstack(blocks).tocsc()
-        b = np.concatenate([-np.asarray(self._losses), [0.0], constraints.b])
+        b = np.concatenate([-self.losses, [0.0], constraints.b])
         P = sp.diags(np.concatenate([np.ones(d), [0.0]])).tocsc()
         q = np.concatenate([np.zeros(d), [self.C]])
         x = self._clarabel(P, q, A, b)
@@ -129,4 +262,40 @@ class WorkingSetQP:
             if not any(s in status for s in _STALLED):
                 break
             logger.debug("working-set QP stalled (%s) at tight tolerances; retrying", status)
-        raise QPSolveError(f"working-set QP with {self.n_planes} planes ended with status {status}")
+        raise QPSolveError(f"working-set QP with {self._k} planes ended with status {status}")
+
+
+def _line_search(slope_at_zero_part: float, u, v, lo, hi) -> float:
+    """argmax over t ∈ [0, 1] of D(α + t p), given p·Δ, u = Gα and v = Gp.
+
+    D's derivative along p is φ'(t) = p·Δ − v·clip(u + t v), non-increasing
+    and piecewise linear with breakpoints where a coordinate meets a bound;
+    the root is bracketed between breakpoints by bisection, then solved on
+    its linear piece.
+    """
+    def derivative(t):
+        return slope_at_zero_part - float(v @ np.clip(u + t * v, lo, hi))
+
+    if derivative(0.0) <= 0.0:
+        return 0.0
+    if derivative(1.0) >= 0.0:
+        return 1.0
+    moving = v != 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        crossings = np.concatenate([(hi - u)[moving] / v[moving], (lo - u)[moving] / v[moving]])
+    breaks = np.unique(crossings[(crossings > 0.0) & (crossings < 1.0)])
+    left, right = 0.0, 1.0  # φ'(left) > 0 > φ'(right)
+    low, high = 0, breaks.size
+    while low < high:  # the last breakpoint with φ' > 0
+        mid = (low + high) // 2
+        if derivative(breaks[mid]) > 0.0:
+            left, low = breaks[mid], mid + 1
+        else:
+            right, high = breaks[mid], mid
+    # On (left, right) no coordinate changes piece: φ' falls at rate Σ v_i² over the free ones.
+    z = u + 0.5 * (left + right) * v
+    free = (z > lo) & (z < hi)
+    curvature = float(v[free] @ v[free])
+    if curvature <= 0.0:
+        return right
+    return min(right, max(left, left + derivative(left) / curvature))
