@@ -54,6 +54,9 @@ _MAX_NEWTON_STEPS = 50
 #: A Newton step raising D by less than this (relative) ends the search:
 #: the interior-point solves are themselves accurate to ~1e-10.
 _NEWTON_RTOL = 1e-13
+#: A multiplier below this fraction of Σα counts as zero: an interior-point
+#: solve leaves inactive planes at ~1e-12 of it, active ones stay above ~1e-5.
+_INACTIVE_FRACTION = 1e-8
 
 
 class QPSolveError(RuntimeError):
@@ -86,18 +89,42 @@ def box_bounds(constraints: LinearConstraints | None, n_features: int):
 
 
 class WorkingSetQP:
-    """Holds the cutting planes and solves the QP over them."""
+    """Holds the cutting planes and solves the QP over them.
 
-    def __init__(self, C: float, n_features: int, linear_constraints: LinearConstraints | None = None):
+    Parameters
+    ----------
+    C : float
+    n_features : int
+    linear_constraints : LinearConstraints, optional
+    prune_after : int or None, default 50
+        Drop a plane whose multiplier has been zero at this many consecutive
+        optima (as SVMstruct does), so that long runs keep the QP small.  A
+        dropped plane was inactive, so the optimum it leaves is the optimum
+        of the smaller set: the dual objective still never decreases, which
+        is what the cutting plane's convergence rests on.  If the plane
+        becomes violated again the oracle finds it again.  None keeps every
+        plane.
+    """
+
+    def __init__(
+        self,
+        C: float,
+        n_features: int,
+        linear_constraints: LinearConstraints | None = None,
+        prune_after: int | None = 50,
+    ):
         self.C = float(C)
         self.n_features = n_features
         self.constraints = linear_constraints
+        self.prune_after = prune_after
         self._bounds = box_bounds(linear_constraints, n_features)
         self._plane_rows = np.zeros((0, n_features))  # capacity grows by doubling
         self._losses = np.zeros(0)
+        self._idle = np.zeros(0, dtype=np.intp)  # consecutive optima with α_k = 0
         self._k = 0
         self._gram = np.zeros((0, 0))
         self._alpha = np.zeros(0)  # the bounded dual's last optimum, its next start
+        self.n_pruned = 0
 
     @property
     def n_planes(self) -> int:
@@ -126,7 +153,9 @@ class WorkingSetQP:
             rows[:k] = self._plane_rows[:k]
             losses = np.empty(capacity)
             losses[:k] = self._losses[:k]
-            self._plane_rows, self._losses = rows, losses
+            idle = np.empty(capacity, dtype=np.intp)
+            idle[:k] = self._idle[:k]
+            self._plane_rows, self._losses, self._idle = rows, losses, idle
         if self._needs_gram:
             gram = np.empty((k + 1, k + 1))
             gram[:k, :k] = self._gram
@@ -137,7 +166,33 @@ class WorkingSetQP:
             self._gram = gram
         self._plane_rows[k] = plane
         self._losses[k] = float(loss)
+        self._idle[k] = 0
         self._k = k + 1
+
+    def _record_multipliers(self, alpha: np.ndarray) -> None:
+        """Count optima at which each plane was inactive; drop the long-idle ones."""
+        if self.prune_after is None:
+            return
+        k = self._k
+        inactive = alpha <= _INACTIVE_FRACTION * float(alpha.sum())
+        idle = self._idle[:k]
+        idle[inactive] += 1
+        idle[~inactive] = 0
+        drop = idle >= self.prune_after
+        if not drop.any():
+            return
+        keep = np.flatnonzero(~drop)
+        n_keep = keep.size
+        self._plane_rows[:n_keep] = self._plane_rows[keep]
+        self._losses[:n_keep] = self._losses[keep]
+        self._idle[:n_keep] = self._idle[keep]
+        if self._needs_gram:
+            self._gram = self._gram[np.ix_(keep, keep)]
+        if self._alpha.size == k:
+            self._alpha = self._alpha[keep]
+        self._k = n_keep
+        self.n_pruned += k - n_keep
+        logger.debug("dropped %d planes inactive at %d consecutive optima", k - n_keep, self.prune_after)
 
     def slack(self, w: np.ndarray) -> float:
         """ξ(w) over the working set: max(0, max_k Δ_k − w·g_k)."""
@@ -163,22 +218,43 @@ class WorkingSetQP:
     # -------------------------------------------------------------- dual forms
 
     def _simplex_qp(self, hessian: np.ndarray, linear: np.ndarray) -> np.ndarray:
-        """argmax_α linear·α − ½ αᵀ hessian α  s.t.  α ≥ 0, Σα ≤ C."""
+        """argmax_α linear·α − ½ αᵀ hessian α  s.t.  α ≥ 0, Σα ≤ C.
+
+        Solved for β = α / C ∈ {β ≥ 0, Σβ ≤ 1} with the objective divided by
+        its natural size κ = min(C‖linear‖∞, ‖linear‖∞² / max diag(hessian))
+        (the optimum of one plane, with or without Σα ≤ C binding), so that
+        the solver sees O(1) data whatever C and the planes' scale: HOAP-SVM's
+        C ~ 10⁷ against planes ~ 10⁻³ made the unscaled problem look dual
+        infeasible to the interior-point solver, and a larger κ would loosen
+        its absolute gap tolerance.
+        """
         k = linear.size
-        # α ≥ 0 (−α + s = 0, s ≥ 0) and Σα ≤ C.
+        if k == 0:
+            return np.zeros(0)
+        C = self.C
+        top = float(np.max(np.abs(linear)))
+        curvature = float(np.max(np.diag(hessian)))
+        kappa = C * top if curvature <= 0.0 else min(C * top, top * top / curvature)
+        if not kappa > 1e-200:  # a zero objective (or one below any meaning): α = 0 is optimal
+            return np.zeros(k)
+        P = sp.triu(sp.csc_matrix(hessian * (C * C / kappa))).tocsc()
+        q = linear * (-C / kappa)
+        # β ≥ 0 (−β + s = 0, s ≥ 0) and Σβ ≤ 1.
         A = sp.vstack([-sp.identity(k), sp.csr_matrix(np.ones((1, k)))]).tocsc()
-        b = np.concatenate([np.zeros(k), [self.C]])
-        alpha = np.maximum(self._clarabel(sp.triu(sp.csc_matrix(hessian)).tocsc(), -linear, A, b), 0.0)
-        total = alpha.sum()
-        if total > self.C:  # the solver's feasibility tolerance
-            alpha *= self.C / total
-        return alpha
+        b = np.concatenate([np.zeros(k), [1.0]])
+        beta = np.maximum(self._clarabel(P, q, A, b)[0], 0.0)
+        total = beta.sum()
+        if total > 1.0:  # the solver's feasibility tolerance
+            beta /= total
+        return _polish(hessian, linear, C * beta, C)
 
     def _solve_dual(self):
         losses = self.losses
         alpha = self._simplex_qp(self._gram, losses)
         w = self.planes.T @ alpha
-        return w, float(alpha @ losses) - 0.5 * float(w @ w)
+        value = float(alpha @ losses) - 0.5 * float(w @ w)
+        self._record_multipliers(alpha)
+        return w, value
 
     def _bounded_dual_value(self, alpha, u):
         """D(α) and w = clip(u) for u = Gα (see the module docstring)."""
@@ -225,6 +301,7 @@ class WorkingSetQP:
             self._alpha = np.zeros(0)
             return self._solve_primal()
         self._alpha = alpha
+        self._record_multipliers(alpha)
         return w, value
 
     # ------------------------------------------------------------- primal form
@@ -242,12 +319,14 @@ class WorkingSetQP:
         b = np.concatenate([-self.losses, [0.0], constraints.b])
         P = sp.diags(np.concatenate([np.ones(d), [0.0]])).tocsc()
         q = np.concatenate([np.zeros(d), [self.C]])
-        x = self._clarabel(P, q, A, b)
+        x, multipliers = self._clarabel(P, q, A, b)
         w, xi = x[:d], max(0.0, float(x[d]))
-        return w, 0.5 * float(w @ w) + self.C * xi
+        value = 0.5 * float(w @ w) + self.C * xi
+        self._record_multipliers(np.maximum(multipliers[:k], 0.0))
+        return w, value
 
-    def _clarabel(self, P, q, A, b) -> np.ndarray:
-        """min ½xᵀPx + qᵀx s.t. Ax ≤ b, with one retry at default tolerances."""
+    def _clarabel(self, P, q, A, b) -> tuple[np.ndarray, np.ndarray]:
+        """min ½xᵀPx + qᵀx s.t. Ax ≤ b, with one retry at default tolerances: (x, row multipliers)."""
         for tolerances in (_TIGHT, {}):
             settings = clarabel.DefaultSettings()
             settings.verbose = False
@@ -258,11 +337,48 @@ class WorkingSetQP:
             if "Infeasible" in status:
                 raise QPSolveError(f"the linear constraints on w admit no solution (QP status {status})")
             if "Solved" in status:  # Solved or AlmostSolved
-                return np.asarray(solution.x)
+                return np.asarray(solution.x), np.asarray(solution.z)
             if not any(s in status for s in _STALLED):
                 break
             logger.debug("working-set QP stalled (%s) at tight tolerances; retrying", status)
         raise QPSolveError(f"working-set QP with {self._k} planes ended with status {status}")
+
+
+def _polish(hessian: np.ndarray, linear: np.ndarray, alpha: np.ndarray, C: float) -> np.ndarray:
+    """The exact optimum on the face an interior-point ``alpha`` points at, if it is better.
+
+    An interior-point solution is ε-optimal in objective, which leaves α (and
+    w) accurate to only ~√ε.  On the face it identifies (the planes with
+    α_k > 0, and Σα = C or not) the optimality conditions are linear:
+    H_AA α_A + λ 1 = linear_A with Σ α_A = C, or H_AA α_A = linear_A.  Their
+    solution replaces α when it is feasible and no worse in objective, so a
+    wrong face guess can only leave α as it was.
+    """
+    total = float(alpha.sum())
+    if total <= 0.0:
+        return alpha
+    active = np.flatnonzero(alpha > _INACTIVE_FRACTION * total)
+    H = hessian[np.ix_(active, active)]
+    c = linear[active]
+    on_sum = total >= C * (1.0 - 1e-7)
+    if on_sum:
+        n = active.size
+        system = np.zeros((n + 1, n + 1))
+        system[:n, :n] = H
+        system[:n, n] = system[n, :n] = 1.0
+        solution = np.linalg.lstsq(system, np.append(c, C), rcond=None)[0][:n]
+    else:
+        solution = np.linalg.lstsq(H, c, rcond=None)[0]
+    if not np.all(np.isfinite(solution)) or np.any(solution < 0.0) or solution.sum() > C * (1.0 + 1e-12):
+        return alpha
+    polished = np.zeros_like(alpha)
+    polished[active] = solution
+
+    def objective(a):
+        return float(linear @ a) - 0.5 * float(a @ hessian @ a)
+
+    before = objective(alpha)
+    return polished if objective(polished) >= before - 4 * np.finfo(float).eps * max(1.0, abs(before)) else alpha
 
 
 def _line_search(slope_at_zero_part: float, u, v, lo, hi) -> float:

@@ -345,3 +345,50 @@ def test_line_search_maximises_the_dual_along_the_step(seed):
     best = max(phi(s) for s in grid)
     assert 0.0 <= t <= 1.0
     assert phi(t) >= best - 1e-9
+
+
+# ------------------------------------------------------------------ pruning
+
+@pytest.mark.parametrize("bounded", [False, True])
+def test_pruning_drops_idle_planes_and_keeps_the_dual_non_decreasing(rng, bounded):
+    """Dropping a plane idle at the current optimum leaves that optimum; later optima
+    are over fewer planes (never above the full set's), and still never decrease."""
+    d, C, prune_after = 5, 3.0, 4
+    constraints = LinearConstraints.nonpositive(d, [1, 3]) if bounded else None
+    pruned = WorkingSetQP(C, d, constraints, prune_after=prune_after)
+    kept = WorkingSetQP(C, d, constraints, prune_after=None)
+    # A plane any w meeting the others satisfies by far: inactive from the start.
+    for qp in (pruned, kept):
+        qp.add(np.zeros(d), -5.0)
+    duals = []
+    for step in range(12):
+        plane, loss = rng.normal(size=d), rng.uniform(0.2, 1.0)
+        before = pruned.n_pruned
+        for qp in (pruned, kept):
+            qp.add(plane, loss)
+        w, dual = pruned.solve()
+        w_all, dual_all = kept.solve()
+        if before == 0:  # the same planes so far: the same optimum
+            assert dual == pytest.approx(dual_all, abs=objective_tol(dual_all), rel=0)
+            np.testing.assert_allclose(w, w_all, atol=w_tol(dual_all), rtol=0)
+        assert dual <= dual_all + objective_tol(dual_all)
+        duals.append(dual)
+        if step + 1 < prune_after:
+            assert pruned.n_pruned == 0
+    assert np.all(np.diff(duals) >= -1e-9 * max(1.0, max(duals)))
+    assert pruned.n_pruned >= 1
+    assert not np.any(np.all(pruned.planes == 0.0, axis=1)), "the idle zero plane was dropped"
+    assert pruned.n_planes == kept.n_planes - pruned.n_pruned
+    assert kept.n_pruned == 0
+
+
+def test_primal_form_prunes_from_its_row_multipliers(rng):
+    """APPX-shaped general rows take the primal; its multipliers drive pruning the same way."""
+    d = 4
+    constraints = LinearConstraints(rng.normal(size=(2, d)), np.full(2, 0.5))
+    qp = WorkingSetQP(2.0, d, constraints, prune_after=2)
+    qp.add(np.zeros(d), -5.0)
+    for _ in range(3):
+        qp.add(rng.normal(size=d), 1.0)
+        qp.solve()
+    assert qp.n_pruned == 1
