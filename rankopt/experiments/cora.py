@@ -62,8 +62,8 @@ METHODS = ("SVM", "AP-SVM", "HOB-SVM", "HOAP-SVM")
 #: inner-CV fits stop at ``inner_tol``, outer fits at the ``tol`` of :func:`run_cora_experiment`.
 FULL = dict(
     n_folds=5, inner_folds=2, C_grid=(0.1, 1.0, 10.0, 100.0, 1000.0),
-    hob_C_grid=(10.0, 100.0), eta_grid=(0.01, 1.0), hoap_C_grid=(1.0, 10.0),
-    hoap_cccp_max_iter=3, hoap_max_iter=30, inner_hoap_cccp_max_iter=2, inner_hoap_max_iter=20,
+    hob_C_grid=(1.0, 10.0, 100.0, 1000.0), eta_grid=(1e-4, 1e-2, 1.0, 100.0), hoap_C_grid=(1.0, 10.0),
+    hoap_cccp_max_iter=5, hoap_max_iter=300, inner_hoap_cccp_max_iter=2, inner_hoap_max_iter=100,
     inner_tol=1e-2, subsample=None,
 )
 QUICK = dict(
