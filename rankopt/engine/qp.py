@@ -30,13 +30,16 @@ It is solved in one of three forms, chosen by the shape of A w ≤ b:
   variable per row, so the primal in (w, ξ) is solved: d + 1 variables, a
   diagonal Hessian and sparse constraint rows.
 
-All QPs go to Clarabel, an interior-point solver.
+The duals are small dense QPs over {α ≥ 0, Σα ≤ C} and go to DAQP, a dual
+active-set solver; the primal goes to Clarabel, an interior-point solver that
+takes sparse constraint rows.
 """
 from __future__ import annotations
 
 import logging
 
 import clarabel
+import daqp
 import numpy as np
 import scipy.sparse as sp
 
@@ -54,8 +57,9 @@ _MAX_NEWTON_STEPS = 50
 #: A Newton step raising D by less than this (relative) ends the search:
 #: the interior-point solves are themselves accurate to ~1e-10.
 _NEWTON_RTOL = 1e-13
-#: A multiplier below this fraction of Σα counts as zero: an interior-point
-#: solve leaves inactive planes at ~1e-12 of it, active ones stay above ~1e-5.
+#: A multiplier below this fraction of Σα counts as zero (the active-set dual
+#: sets inactive planes to exactly 0; the interior-point primal's row
+#: multipliers leave them at ~1e-12 of it, active ones stay above ~1e-5).
 _INACTIVE_FRACTION = 1e-8
 
 
@@ -220,33 +224,33 @@ class WorkingSetQP:
     def _simplex_qp(self, hessian: np.ndarray, linear: np.ndarray) -> np.ndarray:
         """argmax_α linear·α − ½ αᵀ hessian α  s.t.  α ≥ 0, Σα ≤ C.
 
-        Solved for β = α / C ∈ {β ≥ 0, Σβ ≤ 1} with the objective divided by
-        its natural size κ = min(C‖linear‖∞, ‖linear‖∞² / max diag(hessian))
-        (the optimum of one plane, with or without Σα ≤ C binding), so that
-        the solver sees O(1) data whatever C and the planes' scale: HOAP-SVM's
-        C ~ 10⁷ against planes ~ 10⁻³ made the unscaled problem look dual
-        infeasible to the interior-point solver, and a larger κ would loosen
-        its absolute gap tolerance.
+        Solved for γ_k = α_k / σ_k with σ_k = min(C, |linear_k| / hessian_kk), the
+        size of plane k's optimal α on its own, and the objective divided by
+        κ = max_k σ_k |linear_k| (a diagonal, Jacobi scaling): the solver then
+        sees hessian and linear terms ≤ 1 whatever C and the planes' norms
+        (HOAP-SVM's C ~ 10⁷ against planes ~ 10⁻³; HOB-SVM's planes at η = 100
+        differ in norm by 10⁵), and its absolute tolerances mean the same
+        thing for every problem.
         """
         k = linear.size
         if k == 0:
             return np.zeros(0)
         C = self.C
-        top = float(np.max(np.abs(linear)))
-        curvature = float(np.max(np.diag(hessian)))
-        kappa = C * top if curvature <= 0.0 else min(C * top, top * top / curvature)
-        if not kappa > 1e-200:  # a zero objective (or one below any meaning): α = 0 is optimal
+        diagonal = np.diag(hessian)
+        size = np.maximum(np.abs(linear), 1e-12 * float(np.max(np.abs(linear))))
+        with np.errstate(divide="ignore"):
+            sigma = np.where(diagonal > 0.0, np.minimum(C, size / np.where(diagonal > 0.0, diagonal, 1.0)), C)
+        kappa = float(np.max(sigma * np.abs(linear)))
+        if not kappa > 1e-200:  # no linear term: α = 0 is optimal
             return np.zeros(k)
-        P = sp.triu(sp.csc_matrix(hessian * (C * C / kappa))).tocsc()
-        q = linear * (-C / kappa)
-        # β ≥ 0 (−β + s = 0, s ≥ 0) and Σβ ≤ 1.
-        A = sp.vstack([-sp.identity(k), sp.csr_matrix(np.ones((1, k)))]).tocsc()
-        b = np.concatenate([np.zeros(k), [1.0]])
-        beta = np.maximum(self._clarabel(P, q, A, b)[0], 0.0)
-        total = beta.sum()
-        if total > 1.0:  # the solver's feasibility tolerance
-            beta /= total
-        return _polish(hessian, linear, C * beta, C)
+        H = hessian * np.outer(sigma, sigma / kappa)
+        f = linear * (-sigma / kappa)
+        gamma = _dense_simplex_qp(H, f, sigma / C)
+        alpha = sigma * gamma
+        total = alpha.sum()
+        if total > C:  # the solver's feasibility tolerance
+            alpha *= C / total
+        return _polish(hessian, linear, alpha, C)
 
     def _solve_dual(self):
         losses = self.losses
@@ -344,11 +348,38 @@ class WorkingSetQP:
         raise QPSolveError(f"working-set QP with {self._k} planes ended with status {status}")
 
 
-def _polish(hessian: np.ndarray, linear: np.ndarray, alpha: np.ndarray, C: float) -> np.ndarray:
-    """The exact optimum on the face an interior-point ``alpha`` points at, if it is better.
+#: DAQP's stand-in for an absent bound.
+_NO_BOUND = 1e30
 
-    An interior-point solution is ε-optimal in objective, which leaves α (and
-    w) accurate to only ~√ε.  On the face it identifies (the planes with
+
+def _dense_simplex_qp(H: np.ndarray, f: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """argmin_γ ½ γᵀHγ + fᵀγ  s.t.  γ ≥ 0, weights·γ ≤ 1, for a small dense PSD H.
+
+    DAQP, a dual active-set solver, ends on an exact vertex of the active
+    set where an interior-point solver stalls on near-degenerate Gram
+    matrices (nearly parallel planes of very different norms, as HOB-SVM's
+    at η = 100 are).  Its proximal iterations handle a singular H.
+    """
+    k = f.size
+    bupper = np.concatenate([np.full(k, _NO_BOUND), [1.0]])
+    blower = np.concatenate([np.zeros(k), [-_NO_BOUND]])
+    sense = np.zeros(k + 1, dtype=np.intc)
+    gamma, _, exitflag, _ = daqp.solve(
+        np.ascontiguousarray(H), np.ascontiguousarray(f), np.ascontiguousarray(weights[None, :]),
+        bupper, blower, sense, eps_prox=-1.0,
+    )
+    if exitflag != 1:
+        raise QPSolveError(f"the working-set dual (DAQP) ended with exit flag {exitflag}")
+    return np.maximum(np.asarray(gamma), 0.0)
+
+
+def _polish(hessian: np.ndarray, linear: np.ndarray, alpha: np.ndarray, C: float) -> np.ndarray:
+    """The exact optimum on the face ``alpha`` points at, if it is better.
+
+    The active-set solver is exact on its active set, but with a singular
+    Gram matrix (more planes than dimensions, repeated planes) it runs
+    proximal iterations, whose result is only ε-optimal in objective: α (and
+    w) accurate to ~√ε.  On the face it identifies (the planes with
     α_k > 0, and Σα = C or not) the optimality conditions are linear:
     H_AA α_A + λ 1 = linear_A with Σ α_A = C, or H_AA α_A = linear_A.  Their
     solution replaces α when it is feasible and no worse in objective, so a

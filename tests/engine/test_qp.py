@@ -392,3 +392,42 @@ def test_primal_form_prunes_from_its_row_multipliers(rng):
         qp.add(rng.normal(size=d), 1.0)
         qp.solve()
     assert qp.n_pruned == 1
+
+
+# ---------------------------------------------------- near-degenerate Gram matrices
+
+# Model QPs of HOB-SVM's bounded dual on Cora at η = 100 (two nearly opposite
+# planes whose norms differ by 10²–10³): Clarabel, the interior-point solver
+# used before, ran out of iterations on the first and called the second dual
+# infeasible.  The dual QP always has an optimum (its feasible set is compact).
+DEGENERATE_DUALS = {
+    "C=1": (
+        [[1.8270056916436321, -0.02166364837080107, -0.08412365027709319],
+         [-0.02166364837080107, 122016.52126281941, -5772.567338652647],
+         [-0.08412365027709319, -5772.567338652647, 273.94539649994977]],
+        [1.0, 0.5618908382066277, 0.5029239766081872], 1.0,
+    ),
+    "C=1000": (
+        [[1.2481744641486412, -0.12057564816898733, -0.1477543748251054],
+         [-0.12057564816898733, 263884.32133061567, -106579.41105172796],
+         [-0.1477543748251054, -106579.41105172796, 43090.5972116847]],
+        [1.0, 0.5475929978118161, 0.5060175054704594], 1000.0,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEGENERATE_DUALS))
+def test_near_degenerate_dual_is_solved_to_its_kkt_conditions(case):
+    hessian, linear, C = (np.asarray(v, dtype=float) if i < 2 else v for i, v in enumerate(DEGENERATE_DUALS[case]))
+    alpha = WorkingSetQP(C, 1)._simplex_qp(hessian, linear)
+    gradient = linear - hessian @ alpha  # of the maximised objective
+    assert np.all(alpha >= 0.0) and alpha.sum() <= C * (1 + 1e-12)
+    # KKT: one multiplier λ ≥ 0 for Σα ≤ C (0 unless it binds); gradient = λ on
+    # the support, ≤ λ off it.
+    lam = max(0.0, float(np.max(gradient)))
+    support = alpha > 1e-12 * alpha.sum()
+    scale = np.abs(linear).max()
+    np.testing.assert_allclose(gradient[support], lam, atol=1e-9 * scale)
+    assert np.all(gradient[~support] <= lam + 1e-9 * scale)
+    if lam > 1e-9 * scale:
+        assert alpha.sum() == pytest.approx(C, rel=1e-12)
