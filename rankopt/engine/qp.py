@@ -323,29 +323,34 @@ class WorkingSetQP:
         b = np.concatenate([-self.losses, [0.0], constraints.b])
         P = sp.diags(np.concatenate([np.ones(d), [0.0]])).tocsc()
         q = np.concatenate([np.zeros(d), [self.C]])
-        x, multipliers = self._clarabel(P, q, A, b)
+        x, multipliers = _clarabel(P, q, A, b, f"working-set QP with {k} planes")
         w, xi = x[:d], max(0.0, float(x[d]))
         value = 0.5 * float(w @ w) + self.C * xi
         self._record_multipliers(np.maximum(multipliers[:k], 0.0))
         return w, value
 
-    def _clarabel(self, P, q, A, b) -> tuple[np.ndarray, np.ndarray]:
-        """min ½xᵀPx + qᵀx s.t. Ax ≤ b, with one retry at default tolerances: (x, row multipliers)."""
-        for tolerances in (_TIGHT, {}):
-            settings = clarabel.DefaultSettings()
-            settings.verbose = False
-            for name, value in tolerances.items():
-                setattr(settings, name, value)
-            solution = clarabel.DefaultSolver(P, q, A, b, [clarabel.NonnegativeConeT(b.size)], settings).solve()
-            status = str(solution.status)
-            if "Infeasible" in status:
-                raise QPSolveError(f"the linear constraints on w admit no solution (QP status {status})")
-            if "Solved" in status:  # Solved or AlmostSolved
-                return np.asarray(solution.x), np.asarray(solution.z)
-            if not any(s in status for s in _STALLED):
-                break
-            logger.debug("working-set QP stalled (%s) at tight tolerances; retrying", status)
-        raise QPSolveError(f"working-set QP with {self._k} planes ended with status {status}")
+
+def _clarabel(P, q, A, b, what: str, can_be_infeasible: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """min ½xᵀPx + qᵀx s.t. Ax ≤ b, with one retry at default tolerances: (x, row multipliers).
+
+    ``can_be_infeasible=False`` for a problem that always has an optimum: an
+    infeasibility status is then the solver's numerical failure, not a fact.
+    """
+    for tolerances in (_TIGHT, {}):
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        for name, value in tolerances.items():
+            setattr(settings, name, value)
+        solution = clarabel.DefaultSolver(P, q, A, b, [clarabel.NonnegativeConeT(b.size)], settings).solve()
+        status = str(solution.status)
+        if "Infeasible" in status and can_be_infeasible:
+            raise QPSolveError(f"the linear constraints on w admit no solution (QP status {status})")
+        if "Solved" in status:  # Solved or AlmostSolved
+            return np.asarray(solution.x), np.asarray(solution.z)
+        if not any(s in status for s in _STALLED) and "Infeasible" not in status:
+            break
+        logger.debug("%s stalled (%s) at tight tolerances; retrying", what, status)
+    raise QPSolveError(f"{what} ended with status {status}")
 
 
 #: DAQP's stand-in for an absent bound.
@@ -358,7 +363,10 @@ def _dense_simplex_qp(H: np.ndarray, f: np.ndarray, weights: np.ndarray) -> np.n
     DAQP, a dual active-set solver, ends on an exact vertex of the active
     set where an interior-point solver stalls on near-degenerate Gram
     matrices (nearly parallel planes of very different norms, as HOB-SVM's
-    at η = 100 are).  Its proximal iterations handle a singular H.
+    at η = 100 are); its proximal iterations handle a singular H.  When it
+    stops short (iteration limit, cycling) Clarabel solves the same problem;
+    the problem always has an optimum (a compact feasible set), so only both
+    failing is an error.
     """
     k = f.size
     bupper = np.concatenate([np.full(k, _NO_BOUND), [1.0]])
@@ -368,9 +376,18 @@ def _dense_simplex_qp(H: np.ndarray, f: np.ndarray, weights: np.ndarray) -> np.n
         np.ascontiguousarray(H), np.ascontiguousarray(f), np.ascontiguousarray(weights[None, :]),
         bupper, blower, sense, eps_prox=-1.0,
     )
-    if exitflag != 1:
-        raise QPSolveError(f"the working-set dual (DAQP) ended with exit flag {exitflag}")
-    return np.maximum(np.asarray(gamma), 0.0)
+    if exitflag == 1:
+        return np.maximum(np.asarray(gamma), 0.0)
+    logger.info("working-set dual with %d planes: DAQP exit flag %d; solving it with Clarabel", k, exitflag)
+    A = sp.vstack([-sp.identity(k), sp.csr_matrix(weights[None, :])]).tocsc()
+    b = np.concatenate([np.zeros(k), [1.0]])
+    try:
+        gamma = _clarabel(
+            sp.triu(sp.csc_matrix(H)).tocsc(), f, A, b, f"working-set dual with {k} planes", can_be_infeasible=False
+        )[0]
+    except QPSolveError as exc:
+        raise QPSolveError(f"{exc} (and DAQP ended with exit flag {exitflag})") from None
+    return np.maximum(gamma, 0.0)
 
 
 def _polish(hessian: np.ndarray, linear: np.ndarray, alpha: np.ndarray, C: float) -> np.ndarray:

@@ -431,3 +431,20 @@ def test_near_degenerate_dual_is_solved_to_its_kkt_conditions(case):
     assert np.all(gradient[~support] <= lam + 1e-9 * scale)
     if lam > 1e-9 * scale:
         assert alpha.sum() == pytest.approx(C, rel=1e-12)
+
+
+@pytest.mark.parametrize("bounded", [False, True])
+def test_dual_falls_back_to_clarabel_when_daqp_stops_short(rng, monkeypatch, caplog, bounded):
+    """DAQP's iteration limit or cycling (exit flags < 1) is logged, and the same QP goes to Clarabel."""
+    d, C = 4, 2.0
+    constraints = LinearConstraints.nonpositive(d, [1, 2]) if bounded else None
+    planes, losses = random_instance(rng, d, 5)
+
+    def daqp_stops_short(*args, **kwargs):
+        return np.zeros(args[1].size), 0.0, -4, {}
+
+    monkeypatch.setattr(qp_module.daqp, "solve", daqp_stops_short)
+    with caplog.at_level("INFO", logger="rankopt.engine.qp"):
+        _, w, dual = solve_engine(C, d, planes, losses, constraints)
+    assert "DAQP exit flag -4; solving it with Clarabel" in caplog.text
+    assert_matches_reference(w, dual, planes, losses, C, constraints)
