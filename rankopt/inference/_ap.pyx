@@ -48,10 +48,13 @@ sign pattern of the computed e_j is then monotone is in the docstring of
 from cython cimport floating
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.float cimport DBL_EPSILON
-from libc.math cimport fabs
+from libc.limits cimport INT_MAX
+from libc.math cimport INFINITY, fabs
+from libc.stdlib cimport calloc, free, malloc
 from libcpp.algorithm cimport nth_element, sort
 from libcpp.utility cimport pair
 
+from rankopt.inference._buckets cimport BucketMap, bucket_of, sampled_bucket_map, upper_edge
 from rankopt.inference._loss cimport LOSS_AP, delta_diff
 
 # A negative as (−score, input index): the lexicographic order of these pairs
@@ -243,31 +246,133 @@ cdef Py_ssize_t _select_explicit(const floating* pos_desc, Py_ssize_t n_pos, Can
     return lo - 1
 
 
-def select_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int[::1] ranks):
+cdef enum:
+    # Inputs with fewer negatives select by nth_element (_select_explicit).
+    SELECT_BY_VALUE_MIN = 1 << 12
+    SELECT_NEGATIVES_PER_BUCKET = 16
+    SELECT_MAX_BUCKETS = 1 << 16
+
+
+cdef inline bint _surely_last_below(const floating* pos_desc, double s_edge, Py_ssize_t j_first,
+                                    Py_ssize_t n_pos, Py_ssize_t n_neg, double scale) noexcept nogil:
+    """Whether every negative at a position j ≥ j_first > |P| scoring ≤ s_edge passes _surely_last.
+
+    The point (s_edge, j_first) need not be a negative.  Exact e_j(|P|) grows as the
+    score falls (by the score term's change) and with j (h(|P|) = |P|/((|P|+j−1)(|P|+j))
+    falls); its rounding bound ε = NOISE·(|loss term| + |score term|) grows by at most
+    NOISE times the score term's change.  So a computed e > 3ε at the point gives exact
+    e > 2ε there, exact e − 2ε no smaller at every such negative, and its computed
+    e > ε: the test of _surely_last.
+    """
+    cdef double slack
+    if j_first <= n_pos:
+        return False
+    return _step(pos_desc, s_edge, j_first, n_pos, n_pos, n_neg, scale, &slack) > 3.0 * slack
+
+
+cdef Py_ssize_t _candidates_by_value(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg,
+                                     Py_ssize_t n_neg, double scale, BucketMap bm,
+                                     Candidate** out) except -1 nogil:
+    """The negatives that may rank above some positive, found without selection; returns m.
+
+    One pass counts the negatives per bucket of a monotone value map (the
+    map of qs's level 0, ``_buckets.pxd``); bucket b then holds sorted
+    positions above(b) + 1 … and scores ≤ upper_edge(b).  The first bucket
+    whose bound (upper edge, first position) passes
+    :func:`_surely_last_below` — a binary search, the bound being monotone in
+    b — is where rank |P|+1 is certain for good, so the m negatives of the
+    buckets above it are all that need an explicit rank.  They are copied to
+    ``out[0][0:m]`` (unordered) by a second pass.  m ≥ min(|P|, |N|).
+    """
+    cdef Py_ssize_t nb = bm.size, k, b, lo, hi, mid, m, t
+    cdef double s, s_max = -INFINITY, edge
+    cdef Py_ssize_t* below = <Py_ssize_t*>calloc(nb + 1, sizeof(Py_ssize_t))
+    cdef Candidate* items = NULL
+    if below == NULL:
+        with gil:
+            raise MemoryError(f"cannot allocate the bucket table for {nb} buckets")
+    try:
+        # below[b + 1] counts bucket b, then becomes the number of negatives in buckets < b + 1.
+        for k in range(n_neg):
+            s = neg[k]
+            below[bucket_of(s, bm) + 1] += 1
+            s_max = s if s > s_max else s_max
+        for b in range(nb):
+            below[b + 1] += below[b]
+        # Smallest b in 1 … nb whose bound holds (nb: none; bucket 0's edge is s_max, and its
+        # first position 1 ≤ |P| never passes).
+        lo, hi = 1, nb
+        while lo < hi:
+            mid = lo + (hi - lo) // 2
+            edge = upper_edge(mid, bm)
+            if _surely_last_below(pos_desc, edge if edge < s_max else s_max, below[mid] + 1, n_pos, n_neg,
+                                  scale):
+                hi = mid
+            else:
+                lo = mid + 1
+        m = below[lo]
+        items = <Candidate*>malloc(max(m, 1) * sizeof(Candidate))
+        if items == NULL:
+            with gil:
+                raise MemoryError(f"cannot allocate the work array for {m} negatives")
+        t = 0
+        for k in range(n_neg):
+            if bucket_of(neg[k], bm) < lo:
+                items[t].first = -(<double>neg[k])
+                items[t].second = k
+                t += 1
+    finally:
+        free(below)
+    out[0] = items
+    return m
+
+
+def select_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int[::1] ranks,
+                 Py_ssize_t n_buckets=-1):
     """Fill ``ranks`` (input order) with the negatives' optimal interleaving ranks, sorting few.
 
     Algorithm 3 of ``efficient-ap-svm`` with NOTES.md's correction: the
-    negatives that need an explicit rank are the m highest; they are found
-    by :func:`_select_explicit`, sorted, and ranked by the search kernel; the
-    other |N| − m get |P|+1.  Expected cost after sorting the positives:
-    O(|N| + m log m + |P|·min(|P|, m) + m log |P|).
+    negatives that need an explicit rank are the m highest; they are found,
+    sorted, and ranked by the search kernel; the other |N| − m get |P|+1.
 
-    The caller validates: ``pos_desc`` sorted descending, both arrays
-    non-empty and finite, ``ranks`` of length |N|.
+    From 2¹² negatives up they are found by value
+    (:func:`_candidates_by_value`: two streaming passes, no selection),
+    below that by the paper's selection (:func:`_select_explicit`: a binary
+    search with one ``nth_element`` per probe).  The first may keep a few
+    negatives more than needed (its bounds are per bucket); those come out
+    of the search with rank |P|+1 like the rest.  Expected cost after
+    sorting the positives: O(|N| + m log m + |P|·min(|P|, m) + m log |P|).
+
+    ``n_buckets`` chooses the strategy (the tests compare them): −1
+    automatic, 0 selection, any other value (3 … INT_MAX) the number of
+    buckets.  The caller validates: ``pos_desc`` sorted descending, both
+    arrays non-empty and finite, ``ranks`` of length |N|.
     """
     cdef Py_ssize_t n_pos = pos_desc.shape[0], n_neg = neg_scores.shape[0], k, m
     cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
-    cdef Candidate* items = <Candidate*>PyMem_Malloc(n_neg * sizeof(Candidate))
+    cdef Candidate* items = NULL
     cdef double* top = NULL
     cdef int* top_ranks = NULL
-    if items == NULL:
-        raise MemoryError()
+    cdef BucketMap bm
+    if n_buckets == -1:
+        n_buckets = 0
+        if n_neg >= SELECT_BY_VALUE_MIN:
+            n_buckets = min(<Py_ssize_t>SELECT_MAX_BUCKETS, n_neg // SELECT_NEGATIVES_PER_BUCKET)
+    elif n_buckets != 0 and not 3 <= n_buckets <= INT_MAX:
+        raise ValueError(f"expected n_buckets -1, 0 or in 3…{INT_MAX}, got {n_buckets} instead")
     try:
-        with nogil:
-            for k in range(n_neg):
-                items[k].first = -(<double>neg_scores[k])
-                items[k].second = k
-            m = _select_explicit(&pos_desc[0], n_pos, items, n_neg, scale)
+        if n_buckets > 0 and n_neg > n_pos and sampled_bucket_map(&neg_scores[0], n_neg, n_buckets, &bm):
+            with nogil:
+                m = _candidates_by_value(&pos_desc[0], n_pos, &neg_scores[0], n_neg, scale, bm, &items)
+        else:
+            items = <Candidate*>malloc(n_neg * sizeof(Candidate))
+            if items == NULL:
+                raise MemoryError(f"cannot allocate the work array for {n_neg} negatives")
+            with nogil:
+                for k in range(n_neg):
+                    items[k].first = -(<double>neg_scores[k])
+                    items[k].second = k
+                m = _select_explicit(&pos_desc[0], n_pos, items, n_neg, scale)
         top = <double*>PyMem_Malloc(max(m, 1) * sizeof(double))
         top_ranks = <int*>PyMem_Malloc(max(m, 1) * sizeof(int))
         if top == NULL or top_ranks == NULL:
@@ -282,6 +387,6 @@ def select_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, i
             for k in range(m):
                 ranks[items[k].second] = top_ranks[k]
     finally:
-        PyMem_Free(items)
+        free(items)
         PyMem_Free(top)
         PyMem_Free(top_ranks)

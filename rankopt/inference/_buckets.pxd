@@ -5,7 +5,10 @@
 # only decide how evenly the scores spread.
 
 from cython cimport floating
+from libc.float cimport DBL_MAX
 from libc.math cimport isfinite
+from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
+from libc.string cimport memcpy
 
 
 cdef struct BucketMap:
@@ -47,3 +50,60 @@ cdef inline bint sampled_bucket_map(const floating* scores, Py_ssize_t n, Py_ssi
     bm.scale = (n_buckets - 2) / (hi - lo) if hi > lo else 0.0
     # No span, or one so small that the scale overflows, cannot spread them.
     return isfinite(bm.scale) and bm.scale > 0.0 and isfinite(hi - lo) and n_buckets >= 3
+
+
+cdef inline int64_t _order_key(double s) noexcept nogil:
+    """An integer increasing with s over the finite doubles (±0 both map to 0)."""
+    cdef int64_t bits
+    memcpy(&bits, &s, sizeof(double))
+    return bits if bits >= 0 else -(bits & INT64_MAX)
+
+
+cdef inline double _from_order_key(int64_t key) noexcept nogil:
+    cdef int64_t bits = key if key >= 0 else ((-key) | INT64_MIN)
+    cdef double s
+    memcpy(&s, &bits, sizeof(double))
+    return s
+
+
+cdef inline double upper_edge(Py_ssize_t b, BucketMap bm) noexcept nogil:
+    """The largest finite double s with bucket_of(s) ≥ b (1 ≤ b < size): every score of bucket b is ≤ it.
+
+    Searched over the doubles in order, from the affine estimate: galloping
+    brackets the answer, bisection pins it, so the cost is logarithmic in the
+    estimate's error counted in doubles (a few when the edge is not near 0).
+    """
+    cdef int64_t lowest = _order_key(-DBL_MAX), highest = _order_key(DBL_MAX)
+    cdef int64_t good, bad, step = 1, mid
+    cdef int64_t guess = _order_key(bm.top - (<double>(b - 1)) / bm.scale)
+    # Invariant: bucket_of(good) ≥ b > bucket_of(bad), good < bad.  Key distances
+    # can exceed the int64 range; they are taken in uint64, where they fit.
+    if bucket_of(_from_order_key(guess), bm) >= b:
+        good = guess
+        while True:
+            if <uint64_t>step >= <uint64_t>highest - <uint64_t>good:
+                if bucket_of(DBL_MAX, bm) >= b:
+                    return DBL_MAX
+                bad = highest
+                break
+            bad = good + step
+            if bucket_of(_from_order_key(bad), bm) < b:
+                break
+            good = bad
+            step = step * 2 if step < INT64_MAX // 2 else step
+    else:
+        bad = guess
+        while True:
+            # bucket_of(−DBL_MAX) is the last bucket, ≥ b: the search stops there at the latest.
+            good = bad - step if <uint64_t>step < <uint64_t>bad - <uint64_t>lowest else lowest
+            if bucket_of(_from_order_key(good), bm) >= b:
+                break
+            bad = good
+            step = step * 2 if step < INT64_MAX // 2 else step
+    while <uint64_t>bad - <uint64_t>good > 1:
+        mid = good + <int64_t>((<uint64_t>bad - <uint64_t>good) // 2)
+        if bucket_of(_from_order_key(mid), bm) >= b:
+            good = mid
+        else:
+            bad = mid
+    return _from_order_key(good)

@@ -33,15 +33,12 @@ search on the sign of the derivative finds the highest maximiser there; the
 remaining ranks are scanned linearly and the two candidates compared.
 """
 from cython cimport floating
-from libc.float cimport DBL_MAX
 from libc.math cimport INFINITY, isfinite, nextafter
-from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
-from libc.string cimport memcpy
 from libc.stdlib cimport calloc, free, malloc
 from libcpp.algorithm cimport nth_element
 from libcpp.utility cimport pair
 
-from rankopt.inference._buckets cimport BucketMap, bucket_of, sampled_bucket_map
+from rankopt.inference._buckets cimport BucketMap, bucket_of, sampled_bucket_map, upper_edge
 from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT, delta_diff
 
 import numpy as np
@@ -263,63 +260,6 @@ cdef enum:
     MAX_BUCKETS = 1 << 16
 
 
-cdef inline int64_t _order_key(double s) noexcept nogil:
-    """An integer increasing with s over the finite doubles (±0 both map to 0)."""
-    cdef int64_t bits
-    memcpy(&bits, &s, sizeof(double))
-    return bits if bits >= 0 else -(bits & INT64_MAX)
-
-
-cdef inline double _from_order_key(int64_t key) noexcept nogil:
-    cdef int64_t bits = key if key >= 0 else ((-key) | INT64_MIN)
-    cdef double s
-    memcpy(&s, &bits, sizeof(double))
-    return s
-
-
-cdef double _upper_edge(Py_ssize_t b, BucketMap bm) noexcept nogil:
-    """The largest finite double s with bucket_of(s) ≥ b (1 ≤ b < size): every score of bucket b is ≤ it.
-
-    Searched over the doubles in order, from the affine estimate: galloping
-    brackets the answer, bisection pins it, so the cost is logarithmic in the
-    estimate's error counted in doubles (a few when the edge is not near 0).
-    """
-    cdef int64_t lowest = _order_key(-DBL_MAX), highest = _order_key(DBL_MAX)
-    cdef int64_t good, bad, step = 1, mid
-    cdef int64_t guess = _order_key(bm.top - (<double>(b - 1)) / bm.scale)
-    # Invariant: bucket_of(good) ≥ b > bucket_of(bad), good < bad.  Key distances
-    # can exceed the int64 range; they are taken in uint64, where they fit.
-    if bucket_of(_from_order_key(guess), bm) >= b:
-        good = guess
-        while True:
-            if <uint64_t>step >= <uint64_t>highest - <uint64_t>good:
-                if bucket_of(DBL_MAX, bm) >= b:
-                    return DBL_MAX
-                bad = highest
-                break
-            bad = good + step
-            if bucket_of(_from_order_key(bad), bm) < b:
-                break
-            good = bad
-            step = step * 2 if step < INT64_MAX // 2 else step
-    else:
-        bad = guess
-        while True:
-            # bucket_of(−DBL_MAX) is the last bucket, ≥ b: the search stops there at the latest.
-            good = bad - step if <uint64_t>step < <uint64_t>bad - <uint64_t>lowest else lowest
-            if bucket_of(_from_order_key(good), bm) >= b:
-                break
-            bad = good
-            step = step * 2 if step < INT64_MAX // 2 else step
-    while <uint64_t>bad - <uint64_t>good > 1:
-        mid = good + <int64_t>((<uint64_t>bad - <uint64_t>good) // 2)
-        if bucket_of(_from_order_key(mid), bm) >= b:
-            good = mid
-        else:
-            bad = mid
-    return _from_order_key(good)
-
-
 cdef inline double _chain_score(Py_ssize_t point, const Py_ssize_t* nonempty, BucketMap bm,
                                 double s_max, double s_min) noexcept nogil:
     """The score of chain point ``point``: 2t is bucket nonempty[t]'s first negative, 2t + 1 its last.
@@ -330,8 +270,8 @@ cdef inline double _chain_score(Py_ssize_t point, const Py_ssize_t* nonempty, Bu
     """
     cdef Py_ssize_t b = nonempty[point // 2]
     if point % 2 == 0:
-        return s_max if b == 0 else min(_upper_edge(b, bm), s_max)
-    return s_min if b == bm.size - 1 else max(_upper_edge(b + 1, bm), s_min)
+        return s_max if b == 0 else min(upper_edge(b, bm), s_max)
+    return s_min if b == bm.size - 1 else max(upper_edge(b + 1, bm), s_min)
 
 
 cdef int _chain_ranks(const floating* pos_desc, const Py_ssize_t* chain_j, const Py_ssize_t* nonempty,
@@ -534,7 +474,7 @@ def compiled_delta_diff(int code, j, i, Py_ssize_t n_pos, Py_ssize_t n_neg, tabl
 
 
 def bucket_upper_edge(double top, double scale, Py_ssize_t size, Py_ssize_t b):
-    """``_upper_edge`` of the bucket map (top, scale, size), for the tests.
+    """``upper_edge`` of the bucket map (top, scale, size), for the tests.
 
     Returns (edge, its bucket, the bucket of the next double up).
     """
@@ -542,5 +482,5 @@ def bucket_upper_edge(double top, double scale, Py_ssize_t size, Py_ssize_t b):
         raise ValueError(f"expected size >= 3, 1 <= b < size, finite top and scale > 0, got "
                          f"top={top}, scale={scale}, size={size}, b={b} instead")
     cdef BucketMap bm = BucketMap(top, scale, size)
-    cdef double edge = _upper_edge(b, bm)
+    cdef double edge = upper_edge(b, bm)
     return edge, bucket_of(edge, bm), bucket_of(nextafter(edge, INFINITY), bm)

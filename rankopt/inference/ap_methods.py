@@ -9,12 +9,14 @@ of the greedy method; the kernels and the exactness argument are in
   search on the sign of f_j's discrete derivative (Algorithm 2).
   O(|N| log |N| + |P| log |P| + |P|·min(|P|, |N|) + |N| log |P|), against the
   greedy's O(|P||N|) second stage.
-* ``select`` — do not sort the negatives: quickselect finds how many of the
-  highest negatives can rank above some positive (Algorithm 3, with the
-  correction of ``papers/NOTES.md``); only those m are sorted and searched,
-  the rest get rank |P|+1.  Expected O(|N| + |P| log |P| + m log m +
-  |P|·min(|P|, m) + m log |P|): the method of choice late in training, when
-  most negatives score below every positive.
+* ``select`` — do not sort the negatives: find how many of the highest
+  negatives can rank above some positive (Algorithm 3, with the correction
+  of ``papers/NOTES.md``); only those m are sorted and searched, the rest get
+  rank |P|+1.  From 2¹² negatives up they are found by value, in two
+  streaming passes over a bucket histogram (the bucket map of qs's level 0);
+  below that by the paper's quickselect.  Expected O(|N| + |P| log |P| +
+  m log m + |P|·min(|P|, m) + m log |P|): the method of choice late in
+  training, when most negatives score below every positive.
 """
 from __future__ import annotations
 

@@ -196,6 +196,39 @@ def test_select_kernel_takes_unsorted_negatives_and_returns_input_order():
     np.testing.assert_array_equal(ranks, greedy)
 
 
+def _select_cases():
+    rng = np.random.default_rng(321)
+    for kind in KINDS:
+        for n_pos, n_neg in ((1, 3000), (40, 4000), (300, 200), (7, 1)):
+            pos, neg = _random_instance(rng, kind, n_pos, n_neg)
+            yield f"{kind}-P{n_pos}-N{n_neg}", pos, neg
+    yield "all equal", np.zeros(20), np.zeros(3000)
+    yield "outliers", 2.0 + rng.normal(size=50), np.concatenate([rng.normal(size=3000), [1e300, -1e300, 7e10]])
+    yield "tiny span", 1.0 + rng.integers(0, 4, 10) * 1e-15, 1.0 + rng.integers(0, 5, 3000) * 1e-15
+    yield "near zero", rng.normal(0, 1e-300, 20), rng.normal(0, 1e-300, 2000)
+    yield "late", rng.normal(3, 0.5, 100), rng.normal(0, 0.5, 20_000)
+    yield "float32", (3 + rng.normal(size=40)).astype(np.float32), rng.normal(size=3000).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", list(_select_cases()), ids=lambda c: c[0])
+def test_select_by_value_equals_greedy_for_any_bucket_count(case):
+    # The candidates found by value (bucket bounds at points that need not be
+    # scores: bucket edges) and by selection must both give greedy's ranks.
+    _, pos, neg = case
+    greedy = rankopt.most_violated_ranking("ap", pos, neg, method="greedy").neg_ranks
+    pos_desc = np.ascontiguousarray(pos[np.argsort(-pos, kind="stable")])
+    for n_buckets in (0, 3, 4, 17, 256, 5000, -1):
+        ranks = np.empty(neg.size, dtype=np.intc)
+        _ap.select_ranks(pos_desc, np.ascontiguousarray(neg), ranks, n_buckets)
+        np.testing.assert_array_equal(ranks, greedy, err_msg=f"{n_buckets} buckets")
+
+
+def test_select_bucket_count_is_validated():
+    ranks = np.empty(3, dtype=np.intc)
+    with pytest.raises(ValueError, match="n_buckets"):
+        _ap.select_ranks(np.ones(2), np.zeros(3), ranks, 2)
+
+
 def test_search_kernel_ranks_are_non_decreasing_in_score_order():
     rng = np.random.default_rng(4)
     pos, neg = rng.normal(size=40), rng.normal(size=3000)
