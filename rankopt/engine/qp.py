@@ -210,14 +210,27 @@ class WorkingSetQP:
         if self.constraints is None:
             if k == 0:
                 return np.zeros(self.n_features), 0.0
-            return self._solve_dual()
+            return self._dual_or_primal(self._solve_dual)
         if self._bounds is not None:
             if np.any(self._bounds[0] > self._bounds[1]):
                 raise QPSolveError("the linear constraints on w admit no solution (bounds with lo > hi)")
-            return self._solve_bounded_dual()
+            return self._dual_or_primal(self._solve_bounded_dual)
         if k == 0 and np.all(self.constraints.b >= 0):
             return np.zeros(self.n_features), 0.0  # w = 0 is feasible, hence optimal
         return self._solve_primal()
+
+    def _dual_or_primal(self, solve_dual):
+        """The dual form, or the primal when both dual solvers fail on it (logged).
+
+        The primal is strongly convex in w and needs no Gram matrix, so it
+        is the robust last resort; it is slower with many dense planes.
+        """
+        try:
+            return solve_dual()
+        except QPSolveError as exc:
+            logger.info("%s; solving the primal instead", exc)
+            self._alpha = np.zeros(0)
+            return self._solve_primal()
 
     # -------------------------------------------------------------- dual forms
 
@@ -318,9 +331,12 @@ class WorkingSetQP:
         if k:
             blocks.append(sp.hstack([sp.csr_matrix(-self.planes), sp.csr_matrix(-np.ones((k, 1)))]))
         blocks.append(sp.csr_matrix(([-1.0], ([0], [d])), shape=(1, d + 1)))
-        blocks.append(sp.hstack([sp.csr_matrix(constraints.A), sp.csr_matrix((constraints.n_constraints, 1))]))
+        bounds = [-self.losses, [0.0]]
+        if constraints is not None:
+            blocks.append(sp.hstack([sp.csr_matrix(constraints.A), sp.csr_matrix((constraints.n_constraints, 1))]))
+            bounds.append(constraints.b)
         A = sp.vstack(blocks).tocsc()
-        b = np.concatenate([-self.losses, [0.0], constraints.b])
+        b = np.concatenate(bounds)
         P = sp.diags(np.concatenate([np.ones(d), [0.0]])).tocsc()
         q = np.concatenate([np.zeros(d), [self.C]])
         x, multipliers = _clarabel(P, q, A, b, f"working-set QP with {k} planes")
@@ -330,12 +346,8 @@ class WorkingSetQP:
         return w, value
 
 
-def _clarabel(P, q, A, b, what: str, can_be_infeasible: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """min ½xᵀPx + qᵀx s.t. Ax ≤ b, with one retry at default tolerances: (x, row multipliers).
-
-    ``can_be_infeasible=False`` for a problem that always has an optimum: an
-    infeasibility status is then the solver's numerical failure, not a fact.
-    """
+def _clarabel(P, q, A, b, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """min ½xᵀPx + qᵀx s.t. Ax ≤ b, with one retry at default tolerances: (x, row multipliers)."""
     for tolerances in (_TIGHT, {}):
         settings = clarabel.DefaultSettings()
         settings.verbose = False
@@ -343,11 +355,11 @@ def _clarabel(P, q, A, b, what: str, can_be_infeasible: bool = True) -> tuple[np
             setattr(settings, name, value)
         solution = clarabel.DefaultSolver(P, q, A, b, [clarabel.NonnegativeConeT(b.size)], settings).solve()
         status = str(solution.status)
-        if "Infeasible" in status and can_be_infeasible:
+        if "Infeasible" in status:
             raise QPSolveError(f"the linear constraints on w admit no solution (QP status {status})")
         if "Solved" in status:  # Solved or AlmostSolved
             return np.asarray(solution.x), np.asarray(solution.z)
-        if not any(s in status for s in _STALLED) and "Infeasible" not in status:
+        if not any(s in status for s in _STALLED):
             break
         logger.debug("%s stalled (%s) at tight tolerances; retrying", what, status)
     raise QPSolveError(f"{what} ended with status {status}")
@@ -363,31 +375,25 @@ def _dense_simplex_qp(H: np.ndarray, f: np.ndarray, weights: np.ndarray) -> np.n
     DAQP, a dual active-set solver, ends on an exact vertex of the active
     set where an interior-point solver stalls on near-degenerate Gram
     matrices (nearly parallel planes of very different norms, as HOB-SVM's
-    at η = 100 are); its proximal iterations handle a singular H.  When it
-    stops short (iteration limit, cycling) Clarabel solves the same problem;
-    the problem always has an optimum (a compact feasible set), so only both
-    failing is an error.
+    at η = 100 are).  A singular H needs its proximal iterations: chosen
+    automatically first, forced (ε = 10⁻⁶) when the automatic choice runs
+    out of iterations — as on HOAP-SVM's rank-deficient Gram matrices at
+    η = 100 on Cora.  Both failing raises :class:`QPSolveError`, and
+    :meth:`WorkingSetQP.solve` then solves the primal.
     """
     k = f.size
     bupper = np.concatenate([np.full(k, _NO_BOUND), [1.0]])
     blower = np.concatenate([np.zeros(k), [-_NO_BOUND]])
-    sense = np.zeros(k + 1, dtype=np.intc)
-    gamma, _, exitflag, _ = daqp.solve(
-        np.ascontiguousarray(H), np.ascontiguousarray(f), np.ascontiguousarray(weights[None, :]),
-        bupper, blower, sense, eps_prox=-1.0,
-    )
-    if exitflag == 1:
-        return np.maximum(np.asarray(gamma), 0.0)
-    logger.info("working-set dual with %d planes: DAQP exit flag %d; solving it with Clarabel", k, exitflag)
-    A = sp.vstack([-sp.identity(k), sp.csr_matrix(weights[None, :])]).tocsc()
-    b = np.concatenate([np.zeros(k), [1.0]])
-    try:
-        gamma = _clarabel(
-            sp.triu(sp.csc_matrix(H)).tocsc(), f, A, b, f"working-set dual with {k} planes", can_be_infeasible=False
-        )[0]
-    except QPSolveError as exc:
-        raise QPSolveError(f"{exc} (and DAQP ended with exit flag {exitflag})") from None
-    return np.maximum(gamma, 0.0)
+    flags = []
+    for eps_prox in (-1.0, 1e-6):
+        gamma, _, exitflag, _ = daqp.solve(
+            np.ascontiguousarray(H), np.ascontiguousarray(f), np.ascontiguousarray(weights[None, :]),
+            bupper, blower, np.zeros(k + 1, dtype=np.intc), eps_prox=eps_prox,
+        )
+        if exitflag == 1:
+            return np.maximum(np.asarray(gamma), 0.0)
+        flags.append(exitflag)
+    raise QPSolveError(f"working-set dual with {k} planes: DAQP ended with exit flags {flags}")
 
 
 def _polish(hessian: np.ndarray, linear: np.ndarray, alpha: np.ndarray, C: float) -> np.ndarray:

@@ -11,6 +11,8 @@ objective Clarabel reports must equal the primal optimum (strong duality).
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import scipy.sparse as sp
 import pytest
@@ -25,6 +27,7 @@ from rankopt.engine.qp import QPSolveError
 # ½‖w − w*‖² ≤ P(w) − P(w*), so an objective accuracy ε bounds ‖w − w*‖ by
 # sqrt(2ε) — an interior-point dual cannot pin w down more tightly than that.
 OBJ_RTOL = 1e-7
+DATA = Path(__file__).parent / "data"
 
 
 def objective_tol(opt):
@@ -433,11 +436,27 @@ def test_near_degenerate_dual_is_solved_to_its_kkt_conditions(case):
         assert alpha.sum() == pytest.approx(C, rel=1e-12)
 
 
+def test_rank_deficient_dual_needs_forced_proximal_iterations():
+    """A HOAP-SVM model QP from Cora (η = 100, 61 planes, Gram eigenvalues down to 1e-12) on
+    which DAQP's automatic proximal choice runs out of iterations; the forced one solves it."""
+    data = np.load(DATA / "rank_deficient_dual.npz")
+    H, f, weights = data["H"], data["f"], data["weights"]
+    gamma = qp_module._dense_simplex_qp(H, f, weights)
+    assert np.all(gamma >= 0.0) and weights @ gamma <= 1.0 + 1e-9
+    # KKT of min ½γᵀHγ + fᵀγ: gradient + λ·weights ≥ 0, = 0 on the support.
+    gradient = H @ gamma + f
+    support = gamma > 1e-9 * gamma.max()
+    lam = float(np.median(-gradient[support] / weights[support]))
+    assert lam >= -1e-9
+    scale = np.abs(f).max()
+    np.testing.assert_allclose(gradient[support] + lam * weights[support], 0.0, atol=1e-6 * scale)
+    assert np.all(gradient[~support] + lam * weights[~support] >= -1e-6 * scale)
+
+
 @pytest.mark.parametrize("bounded", [False, True])
-def test_dual_falls_back_to_clarabel_when_daqp_stops_short(rng, monkeypatch, caplog, bounded):
-    """DAQP's iteration limit or cycling (exit flags < 1) is logged, and the same QP goes to Clarabel."""
+def test_primal_is_the_last_resort_when_both_dual_solvers_fail(rng, monkeypatch, caplog, bounded):
     d, C = 4, 2.0
-    constraints = LinearConstraints.nonpositive(d, [1, 2]) if bounded else None
+    constraints = LinearConstraints.nonpositive(d, [0, 3]) if bounded else None
     planes, losses = random_instance(rng, d, 5)
 
     def daqp_stops_short(*args, **kwargs):
@@ -446,5 +465,5 @@ def test_dual_falls_back_to_clarabel_when_daqp_stops_short(rng, monkeypatch, cap
     monkeypatch.setattr(qp_module.daqp, "solve", daqp_stops_short)
     with caplog.at_level("INFO", logger="rankopt.engine.qp"):
         _, w, dual = solve_engine(C, d, planes, losses, constraints)
-    assert "DAQP exit flag -4; solving it with Clarabel" in caplog.text
+    assert "DAQP ended with exit flags [-4, -4]; solving the primal instead" in caplog.text
     assert_matches_reference(w, dual, planes, losses, C, constraints)
