@@ -388,7 +388,7 @@ def _dense_simplex_qp(H: np.ndarray, f: np.ndarray, weights: np.ndarray) -> np.n
     for eps_prox in (-1.0, 1e-6):
         gamma, _, exitflag, _ = daqp.solve(
             np.ascontiguousarray(H), np.ascontiguousarray(f), np.ascontiguousarray(weights[None, :]),
-            bupper, blower, np.zeros(k + 1, dtype=np.intc), eps_prox=eps_prox,
+            bupper, blower, np.zeros(k + 1, dtype=np.intc), eps_prox=eps_prox, eta_prox=1e-12, primal_tol=1e-10,
         )
         if exitflag == 1:
             return np.maximum(np.asarray(gamma), 0.0)
@@ -432,7 +432,9 @@ def _polish(hessian: np.ndarray, linear: np.ndarray, alpha: np.ndarray, C: float
         return float(linear @ a) - 0.5 * float(a @ hessian @ a)
 
     before = objective(alpha)
-    return polished if objective(polished) >= before - 4 * np.finfo(float).eps * max(1.0, abs(before)) else alpha
+    # A wrong face is far worse or infeasible; within 1e-9 the exact face solution is
+    # preferred, so that the choice does not flip with rounding-level changes of the input.
+    return polished if objective(polished) >= before - 1e-9 * max(1.0, abs(before)) else alpha
 
 
 def _line_search(slope_at_zero_part: float, u, v, lo, hi) -> float:
