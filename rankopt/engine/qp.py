@@ -52,10 +52,10 @@ logger = logging.getLogger(__name__)
 #: stalls numerically the solve is repeated at the defaults.
 _TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10, "tol_ktratio": 1e-8}
 _STALLED = ("InsufficientProgress", "NumericalError", "MaxIterations")
-#: Newton steps of the bounded dual before it hands over to the primal.
+#: Newton steps of the bounded dual before it gives up (and the primal is solved).
 _MAX_NEWTON_STEPS = 50
 #: A Newton step raising D by less than this (relative) ends the search:
-#: the interior-point solves are themselves accurate to ~1e-10.
+#: the model QPs are themselves solved to ~1e-10.
 _NEWTON_RTOL = 1e-13
 #: A multiplier below this fraction of Σα counts as zero (the active-set dual
 #: sets inactive planes to exactly 0; the interior-point primal's row
@@ -314,9 +314,7 @@ class WorkingSetQP:
             if stayed or gain <= _NEWTON_RTOL * max(1.0, abs(value)):
                 break
         else:
-            logger.info("bounded dual: no convergence in %d Newton steps; solving the primal", _MAX_NEWTON_STEPS)
-            self._alpha = np.zeros(0)
-            return self._solve_primal()
+            raise QPSolveError(f"bounded dual: no convergence in {_MAX_NEWTON_STEPS} Newton steps")
         self._alpha = alpha
         self._record_multipliers(alpha)
         return w, value
