@@ -54,7 +54,14 @@ from libc.stdlib cimport calloc, free, malloc
 from libcpp.algorithm cimport nth_element, sort
 from libcpp.utility cimport pair
 
-from rankopt.inference._buckets cimport BucketMap, bucket_of, sampled_bucket_map, upper_edge
+from rankopt.inference._buckets cimport (
+    MAX_RANK_BUCKETS,
+    NEGATIVES_PER_BUCKET,
+    BucketMap,
+    bucket_of,
+    sampled_bucket_map,
+    upper_edge,
+)
 from rankopt.inference._loss cimport LOSS_AP, delta_diff
 
 # A negative as (−score, input index): the lexicographic order of these pairs
@@ -249,8 +256,6 @@ cdef Py_ssize_t _select_explicit(const floating* pos_desc, Py_ssize_t n_pos, Can
 cdef enum:
     # Inputs with fewer negatives select by nth_element (_select_explicit).
     SELECT_BY_VALUE_MIN = 1 << 12
-    SELECT_NEGATIVES_PER_BUCKET = 16
-    SELECT_MAX_BUCKETS = 1 << 16
 
 
 cdef inline bint _surely_last_below(const floating* pos_desc, double s_edge, Py_ssize_t j_first,
@@ -357,7 +362,7 @@ def select_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, i
     if n_buckets == -1:
         n_buckets = 0
         if n_neg >= SELECT_BY_VALUE_MIN:
-            n_buckets = min(<Py_ssize_t>SELECT_MAX_BUCKETS, n_neg // SELECT_NEGATIVES_PER_BUCKET)
+            n_buckets = min(<Py_ssize_t>MAX_RANK_BUCKETS, n_neg // NEGATIVES_PER_BUCKET)
     elif n_buckets != 0 and not 3 <= n_buckets <= INT_MAX:
         raise ValueError(f"expected n_buckets -1, 0 or in 3…{INT_MAX}, got {n_buckets} instead")
     try:

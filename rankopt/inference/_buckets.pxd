@@ -21,6 +21,11 @@ cdef enum:
     # The affine map spans the range of this many evenly spaced scores; scores
     # outside it fall into the two end buckets.
     RANGE_SAMPLE = 1024
+    # Bucket counts of the kernels that bound ranks per bucket (qs's level 0,
+    # select's candidates): more buckets pin more of them to one rank, until
+    # the count table stops fitting in cache (measured best at 2¹⁶ for 10⁶).
+    NEGATIVES_PER_BUCKET = 16
+    MAX_RANK_BUCKETS = 1 << 16
 
 
 cdef inline double _clamp(double x, double lo, double hi) noexcept nogil:

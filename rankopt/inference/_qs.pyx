@@ -38,7 +38,14 @@ from libc.stdlib cimport calloc, free, malloc
 from libcpp.algorithm cimport nth_element
 from libcpp.utility cimport pair
 
-from rankopt.inference._buckets cimport BucketMap, bucket_of, sampled_bucket_map, upper_edge
+from rankopt.inference._buckets cimport (
+    MAX_RANK_BUCKETS,
+    NEGATIVES_PER_BUCKET,
+    BucketMap,
+    bucket_of,
+    sampled_bucket_map,
+    upper_edge,
+)
 from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT, delta_diff
 
 import numpy as np
@@ -256,8 +263,6 @@ cdef int _opt_ranks(const floating* pos_desc, pair[floating, Py_ssize_t]* items,
 cdef enum:
     # Inputs with fewer negatives go straight to Algorithm 2.
     DISTRIBUTE_MIN = 1 << 14
-    NEGATIVES_PER_BUCKET = 16
-    MAX_BUCKETS = 1 << 16
 
 
 cdef inline double _chain_score(Py_ssize_t point, const Py_ssize_t* nonempty, BucketMap bm,
@@ -424,7 +429,7 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
     if n_buckets == -1:
         n_buckets = 0
         if n_neg >= DISTRIBUTE_MIN and not exact_median:
-            n_buckets = min(<Py_ssize_t>MAX_BUCKETS, n_neg // NEGATIVES_PER_BUCKET)
+            n_buckets = min(<Py_ssize_t>MAX_RANK_BUCKETS, n_neg // NEGATIVES_PER_BUCKET)
     elif n_buckets != 0 and n_buckets < 3:
         raise ValueError(f"expected n_buckets -1, 0 or at least 3, got {n_buckets} instead")
     if n_buckets > 0 and sampled_bucket_map(&neg_scores[0], n_neg, n_buckets, &bm):
