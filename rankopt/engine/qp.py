@@ -289,7 +289,7 @@ class WorkingSetQP:
         alpha[: self._alpha.size] = self._alpha
         u = G.T @ alpha
         value, w = self._bounded_dual_value(alpha, u)
-        for step in range(_MAX_NEWTON_STEPS):
+        for _ in range(_MAX_NEWTON_STEPS):
             above, below = u > hi, u < lo
             clipped = above | below
             # On this piece D(α) = αᵀ(Δ − G_c w_c) − ½ αᵀ G_f G_fᵀ α + const,
@@ -435,7 +435,7 @@ def _polish(hessian: np.ndarray, linear: np.ndarray, alpha: np.ndarray, C: float
     return polished if objective(polished) >= before - 1e-9 * max(1.0, abs(before)) else alpha
 
 
-def _line_search(slope_at_zero_part: float, u, v, lo, hi) -> float:
+def _line_search(p_delta: float, u, v, lo, hi) -> float:
     """argmax over t ∈ [0, 1] of D(α + t p), given p·Δ, u = Gα and v = Gp.
 
     D's derivative along p is φ'(t) = p·Δ − v·clip(u + t v), non-increasing
@@ -444,7 +444,7 @@ def _line_search(slope_at_zero_part: float, u, v, lo, hi) -> float:
     its linear piece.
     """
     def derivative(t):
-        return slope_at_zero_part - float(v @ np.clip(u + t * v, lo, hi))
+        return p_delta - float(v @ np.clip(u + t * v, lo, hi))
 
     if derivative(0.0) <= 0.0:
         return 0.0
