@@ -34,15 +34,18 @@ remaining ranks are scanned linearly and the two candidates compared.
 """
 from cython cimport floating
 from libc.math cimport INFINITY, isfinite, nextafter
+from libc.stdint cimport INT32_MAX, int32_t
 from libc.stdlib cimport calloc, free, malloc
 from libcpp.algorithm cimport nth_element
 from libcpp.utility cimport pair
 
 from rankopt.inference._buckets cimport (
+    BUCKET_BLOCK,
     MAX_RANK_BUCKETS,
     NEGATIVES_PER_BUCKET,
     BucketMap,
     bucket_of,
+    buckets_of_block,
     sampled_bucket_map,
     upper_edge,
 )
@@ -270,13 +273,16 @@ cdef inline double _chain_score(Py_ssize_t point, const Py_ssize_t* nonempty, Bu
     """The score of chain point ``point``: 2t is bucket nonempty[t]'s first negative, 2t + 1 its last.
 
     The first scores at most the bucket's upper edge, the last more than the
-    next bucket's upper edge; computed only for the points the recursion
-    evaluates, since finding an edge costs a few bucket evaluations.
+    next bucket's upper edge; the end buckets, unbounded on one side, use
+    their extreme score there (``s_max``: the highest score of bucket 0,
+    ``s_min``: the lowest of the last bucket).  Computed only for the points
+    the recursion evaluates, since finding an edge costs a few bucket
+    evaluations.
     """
     cdef Py_ssize_t b = nonempty[point // 2]
     if point % 2 == 0:
-        return s_max if b == 0 else min(upper_edge(b, bm), s_max)
-    return s_min if b == bm.size - 1 else max(upper_edge(b + 1, bm), s_min)
+        return s_max if b == 0 else upper_edge(b, bm)
+    return s_min if b == bm.size - 1 else upper_edge(b + 1, bm)
 
 
 cdef int _chain_ranks(const floating* pos_desc, const Py_ssize_t* chain_j, const Py_ssize_t* nonempty,
@@ -314,12 +320,15 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
     open ones), not by the number of buckets: freshly mapped memory costs
     page faults on every call.
     """
-    cdef Py_ssize_t nb = bm.size, k, b, t, n_points, n_nonempty = 0, n_open = 0, d, first
+    cdef Py_ssize_t nb = bm.size, k, k0, n_block, b, t, n_points, n_nonempty = 0, n_open = 0, d, first
+    # The extreme scores of the two end buckets, which have no edge on their open side.
     cdef double s, s_max = -INFINITY, s_min = INFINITY
+    cdef int32_t ids[BUCKET_BLOCK]
     # count[b] during the first pass; then dest[b]: −(rank) for a bucket whose
-    # ranks collapsed, else its next slot in items.
-    cdef Py_ssize_t* count = <Py_ssize_t*>calloc(nb, sizeof(Py_ssize_t))
-    cdef Py_ssize_t* dest = count
+    # ranks collapsed, else its next slot in items.  32-bit (the caller
+    # ensures |N| < 2³¹): half the cache footprint of the table.
+    cdef int32_t* count = <int32_t*>calloc(nb, sizeof(int32_t))
+    cdef int32_t* dest = count
     cdef Py_ssize_t* chain_j = NULL
     cdef Py_ssize_t* nonempty = NULL
     cdef Py_ssize_t* chain_rank = NULL
@@ -331,11 +340,20 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
         if count == NULL:
             with gil:
                 raise MemoryError(f"cannot allocate the bucket table for {nb} buckets")
-        for k in range(n_neg):
-            s = neg[k]
-            count[bucket_of(s, bm)] += 1
-            s_max = s if s > s_max else s_max
-            s_min = s if s < s_min else s_min
+        k0 = 0
+        while k0 < n_neg:
+            n_block = min(<Py_ssize_t>BUCKET_BLOCK, n_neg - k0)
+            buckets_of_block(neg + k0, n_block, bm, ids)
+            for k in range(n_block):
+                b = ids[k]
+                count[b] += 1
+                if <size_t>(b - 1) >= <size_t>(nb - 2):  # an end bucket: rare, and predicted so
+                    s = neg[k0 + k]
+                    if b == 0:
+                        s_max = s if s > s_max else s_max
+                    else:
+                        s_min = s if s < s_min else s_min
+            k0 += n_block
         for b in range(nb):
             n_nonempty += count[b] > 0
         n_points = 2 * n_nonempty
@@ -364,11 +382,11 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
         for t in range(n_nonempty):
             b = nonempty[t]
             if chain_rank[2 * t] == chain_rank[2 * t + 1]:
-                dest[b] = -chain_rank[2 * t]
+                dest[b] = <int32_t>(-chain_rank[2 * t])
             else:
                 first = chain_j[2 * t] - 1
                 k = chain_j[2 * t + 1] - first  # the bucket's count
-                dest[b] = d
+                dest[b] = <int32_t>d
                 open_blocks[n_open] = Frame(d, d + k, chain_rank[2 * t], chain_rank[2 * t + 1])
                 open_shift[n_open] = first - d
                 n_open += 1
@@ -378,16 +396,21 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
             if items == NULL:
                 with gil:
                     raise MemoryError(f"cannot allocate the work array for {d} negatives")
-        for k in range(n_neg):
-            b = bucket_of(neg[k], bm)
-            t = dest[b]
-            if t < 0:
-                ranks[k] = <int>(-t)
-            else:
-                item.first = -neg[k]
-                item.second = k
-                items[t] = item
-                dest[b] = t + 1
+        k0 = 0
+        while k0 < n_neg:
+            n_block = min(<Py_ssize_t>BUCKET_BLOCK, n_neg - k0)
+            buckets_of_block(neg + k0, n_block, bm, ids)
+            for k in range(n_block):
+                b = ids[k]
+                t = dest[b]
+                if t < 0:
+                    ranks[k0 + k] = -t
+                else:
+                    item.first = -neg[k0 + k]
+                    item.second = k0 + k
+                    items[t] = item
+                    dest[b] = t + 1
+            k0 += n_block
         for t in range(n_open):
             _opt_ranks(pos_desc, items, open_blocks[t], open_shift[t], n_pos, n_neg, code, table,
                        unimodal, ranks, sample, False)
@@ -418,7 +441,8 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
     them): ``exact_median`` splits every block at its exact median with
     ``nth_element`` (slower); ``n_buckets`` is the number of buckets of the
     distribution level — −1 chooses (none below 2¹⁴ negatives), 0 skips the
-    level, any other value must be at least 3.
+    level, any other value must be at least 3 (the level is skipped from 2³¹
+    negatives on, whatever the value).
     """
     cdef Py_ssize_t n_pos = pos_desc.shape[0]
     cdef Py_ssize_t n_neg = neg_scores.shape[0]
@@ -432,7 +456,8 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
             n_buckets = min(<Py_ssize_t>MAX_RANK_BUCKETS, n_neg // NEGATIVES_PER_BUCKET)
     elif n_buckets != 0 and n_buckets < 3:
         raise ValueError(f"expected n_buckets -1, 0 or at least 3, got {n_buckets} instead")
-    if n_buckets > 0 and sampled_bucket_map(&neg_scores[0], n_neg, n_buckets, &bm):
+    # The level's tables count negatives in 32 bits.
+    if n_buckets > 0 and n_neg <= INT32_MAX and sampled_bucket_map(&neg_scores[0], n_neg, n_buckets, &bm):
         with nogil:
             _distributed_ranks(&pos_desc[0], &neg_scores[0], n_pos, n_neg, code, &table[0], unimodal,
                                bm, &ranks[0], sample)
