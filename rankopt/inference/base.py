@@ -109,8 +109,8 @@ def kernel_arguments(loss: RankLoss, form: CompiledForm, n_pos: int, n_neg: int)
         ) from None
     if code is not KernelCode.POSITION_DISCOUNT:
         return code, _NO_TABLE
-    table = None if form.table is None else np.ascontiguousarray(form.table, dtype=np.float64)
-    if table is None or table.shape != (n_pos + n_neg,) or not np.all(np.isfinite(table)):
+    table = form.table  # float64, C-contiguous and read-only: CompiledForm made it so
+    if table is None or table.shape != (n_pos + n_neg,) or not form.table_is_finite:
         raise RuntimeError(
             f"loss {loss.name!r} broke its contract: its position-discount compiled form needs a "
             f"finite table of shape ({n_pos + n_neg},), got "

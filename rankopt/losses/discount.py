@@ -69,10 +69,8 @@ class PositionDiscountLoss(RankLoss):
         if cached is not None and cached[0] == key:
             return cached[1]
         discounts = self.discount_table(n_pos + n_neg)
-        # A new array: discount_table may return the plugin's own (np.asarray does not copy).
-        table = discounts / discounts[:n_pos].sum()
-        table.flags.writeable = False
-        form = CompiledForm(KernelCode.POSITION_DISCOUNT, table)
+        # CompiledForm keeps its own read-only copy, checked finite.
+        form = CompiledForm(KernelCode.POSITION_DISCOUNT, discounts / discounts[:n_pos].sum())
         self.__dict__["_compiled_form_cache"] = (key, form)
         return form
 

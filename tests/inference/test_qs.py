@@ -420,6 +420,21 @@ def test_kernel_arguments_validate_the_compiled_form():
         kernel_arguments(loss, CompiledForm(KernelCode.POSITION_DISCOUNT), 3, 4)
     with pytest.raises(RuntimeError, match="code"):
         kernel_arguments(loss, CompiledForm(7), 3, 4)
+    for bad in (np.nan, np.inf):
+        with pytest.raises(RuntimeError, match="finite table"):
+            kernel_arguments(loss, CompiledForm(KernelCode.POSITION_DISCOUNT, [1.0, 0.5, bad, 0.2, 0.1, 0.1, 0.1]), 3, 4)
+
+
+def test_compiled_form_checks_its_own_read_only_copy_of_the_table():
+    # Checked once, on construction: the kernels trust form.table_is_finite at every call.
+    source = np.linspace(1.0, 0.1, 7)
+    form = CompiledForm(KernelCode.POSITION_DISCOUNT, source)
+    assert form.table_is_finite and form.table.dtype == np.float64 and not form.table.flags.writeable
+    source[2] = np.nan  # the caller's array is not the one the kernels read
+    assert np.all(np.isfinite(form.table))
+    assert kernel_arguments(NDCGLoss(), form, 3, 4)[1] is form.table
+    assert not CompiledForm(KernelCode.AP).table_is_finite  # no table at all
+    assert CompiledForm(KernelCode.POSITION_DISCOUNT, np.arange(3, dtype=np.int64)).table.dtype == np.float64
 
 
 # --------------------------------------------------------------------------
