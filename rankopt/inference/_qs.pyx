@@ -268,7 +268,7 @@ cdef enum:
     DISTRIBUTE_MIN = 1 << 14
 
 
-cdef inline double _chain_score(Py_ssize_t point, const Py_ssize_t* nonempty, BucketMap bm,
+cdef inline double _chain_score(Py_ssize_t point, const int32_t* nonempty, BucketMap bm,
                                 double s_max, double s_min) noexcept nogil:
     """The score of chain point ``point``: 2t is bucket nonempty[t]'s first negative, 2t + 1 its last.
 
@@ -285,10 +285,10 @@ cdef inline double _chain_score(Py_ssize_t point, const Py_ssize_t* nonempty, Bu
     return s_min if b == bm.size - 1 else upper_edge(b + 1, bm)
 
 
-cdef int _chain_ranks(const floating* pos_desc, const Py_ssize_t* chain_j, const Py_ssize_t* nonempty,
+cdef int _chain_ranks(const floating* pos_desc, const int32_t* chain_j, const int32_t* nonempty,
                       BucketMap bm, double s_max, double s_min, Py_ssize_t n_points, Py_ssize_t n_pos,
                       Py_ssize_t n_neg, int code, const double* table, bint unimodal,
-                      Py_ssize_t* chain_rank) except -1 nogil:
+                      int32_t* chain_rank) except -1 nogil:
     """Best ranks of the chain's points (j non-decreasing, s non-increasing along it)."""
     cdef Frame stack[STACK_SIZE]
     cdef Frame fr
@@ -300,12 +300,12 @@ cdef int _chain_ranks(const floating* pos_desc, const Py_ssize_t* chain_j, const
         fr = stack[top]
         if fr.lp == fr.rp:
             for k in range(fr.lo, fr.hi):
-                chain_rank[k] = fr.lp
+                chain_rank[k] = <int32_t>fr.lp
             continue
         m = fr.lo + (fr.hi - fr.lo) // 2
         opt = _best_rank(pos_desc, _chain_score(m, nonempty, bm, s_max, s_min), chain_j[m], fr.lp,
                          fr.rp, code, n_pos, n_neg, table, scale, unimodal)
-        chain_rank[m] = opt
+        chain_rank[m] = <int32_t>opt
         top = _push_split(stack, top, fr, m, opt)
     return 0
 
@@ -326,12 +326,14 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
     cdef int32_t ids[BUCKET_BLOCK]
     # count[b] during the first pass; then dest[b]: −(rank) for a bucket whose
     # ranks collapsed, else its next slot in items.  32-bit (the caller
-    # ensures |N| < 2³¹): half the cache footprint of the table.
+    # ensures |N|, |P| < 2³¹ − 1): half the cache footprint of the table.
     cdef int32_t* count = <int32_t*>calloc(nb, sizeof(int32_t))
     cdef int32_t* dest = count
-    cdef Py_ssize_t* chain_j = NULL
-    cdef Py_ssize_t* nonempty = NULL
-    cdef Py_ssize_t* chain_rank = NULL
+    # The chain's tables, 32-bit like the counts: a third of the memory
+    # (about 1 MB at 2¹⁶ buckets) that each call would otherwise pull through the cache.
+    cdef int32_t* chain_j = NULL
+    cdef int32_t* nonempty = NULL
+    cdef int32_t* chain_rank = NULL
     cdef Frame* open_blocks = NULL
     cdef Py_ssize_t* open_shift = NULL
     cdef pair[floating, Py_ssize_t]* items = NULL
@@ -357,9 +359,9 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
         for b in range(nb):
             n_nonempty += count[b] > 0
         n_points = 2 * n_nonempty
-        chain_j = <Py_ssize_t*>malloc(n_points * sizeof(Py_ssize_t))
-        chain_rank = <Py_ssize_t*>malloc(n_points * sizeof(Py_ssize_t))
-        nonempty = <Py_ssize_t*>malloc(n_nonempty * sizeof(Py_ssize_t))
+        chain_j = <int32_t*>malloc(n_points * sizeof(int32_t))
+        chain_rank = <int32_t*>malloc(n_points * sizeof(int32_t))
+        nonempty = <int32_t*>malloc(n_nonempty * sizeof(int32_t))
         # Ranks along the chain never decrease, and an open bucket is a rise: at most |P| of them.
         open_blocks = <Frame*>malloc(min(n_nonempty, n_pos) * sizeof(Frame))
         open_shift = <Py_ssize_t*>malloc(min(n_nonempty, n_pos) * sizeof(Py_ssize_t))
@@ -371,9 +373,9 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
         t = 0
         for b in range(nb):
             if count[b] > 0:
-                nonempty[t] = b
-                chain_j[2 * t] = first + 1
-                chain_j[2 * t + 1] = first + count[b]
+                nonempty[t] = <int32_t>b
+                chain_j[2 * t] = <int32_t>(first + 1)
+                chain_j[2 * t + 1] = <int32_t>(first + count[b])
                 first += count[b]
                 t += 1
         _chain_ranks(pos_desc, chain_j, nonempty, bm, s_max, s_min, n_points, n_pos, n_neg, code, table,
@@ -382,7 +384,7 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
         for t in range(n_nonempty):
             b = nonempty[t]
             if chain_rank[2 * t] == chain_rank[2 * t + 1]:
-                dest[b] = <int32_t>(-chain_rank[2 * t])
+                dest[b] = -chain_rank[2 * t]
             else:
                 first = chain_j[2 * t] - 1
                 k = chain_j[2 * t + 1] - first  # the bucket's count
@@ -441,8 +443,8 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
     them): ``exact_median`` splits every block at its exact median with
     ``nth_element`` (slower); ``n_buckets`` is the number of buckets of the
     distribution level — −1 chooses (none below 2¹⁴ negatives), 0 skips the
-    level, any other value must be at least 3 (the level is skipped from 2³¹
-    negatives on, whatever the value).
+    level, any other value must be at least 3 (the level is skipped from 2³¹ − 1
+    positives or negatives on, whatever the value).
     """
     cdef Py_ssize_t n_pos = pos_desc.shape[0]
     cdef Py_ssize_t n_neg = neg_scores.shape[0]
@@ -456,8 +458,8 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
             n_buckets = min(<Py_ssize_t>MAX_RANK_BUCKETS, n_neg // NEGATIVES_PER_BUCKET)
     elif n_buckets != 0 and n_buckets < 3:
         raise ValueError(f"expected n_buckets -1, 0 or at least 3, got {n_buckets} instead")
-    # The level's tables count negatives in 32 bits.
-    if n_buckets > 0 and n_neg <= INT32_MAX and sampled_bucket_map(&neg_scores[0], n_neg, n_buckets, &bm):
+    # The level's tables hold positions and ranks in 32 bits.
+    if n_buckets > 0 and n_neg < INT32_MAX and n_pos < INT32_MAX and sampled_bucket_map(&neg_scores[0], n_neg, n_buckets, &bm):
         with nogil:
             _distributed_ranks(&pos_desc[0], &neg_scores[0], n_pos, n_neg, code, &table[0], unimodal,
                                bm, &ranks[0], sample)
