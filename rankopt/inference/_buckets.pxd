@@ -7,14 +7,14 @@
 from cython cimport floating
 from libc.float cimport DBL_MAX
 from libc.math cimport isfinite
-from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, int64_t, uint64_t
+from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int32_t, int64_t, uint64_t
 from libc.string cimport memcpy
 
 
 cdef struct BucketMap:
     double top       # a score mapped to the upper end of bucket 1
     double scale     # buckets per unit of score
-    Py_ssize_t size  # number of buckets (at least 3)
+    Py_ssize_t size  # number of buckets (3 … INT32_MAX: bucket ids are 32-bit)
 
 
 cdef enum:
@@ -30,32 +30,65 @@ cdef enum:
     BUCKET_BLOCK = 256
 
 
-cdef inline double _clamp(double x, double lo, double hi) noexcept nogil:
-    # Ternaries compile to minsd/maxsd; libm's fmin/fmax are calls.  Written
-    # so that a NaN maps to lo, a valid bucket, should one ever get through.
-    x = x if x >= lo else lo
-    return hi if x > hi else x
+# The map's arithmetic lives in C, once, for the scalar bucket_of and the
+# block version: a block is mapped by a loop the compiler vectorises, and on
+# x86-64 with glibc it is compiled twice, for AVX2 and for the baseline
+# (SSE2), the loader picking one (GCC's target_clones).  Measured on 10⁶
+# scores and 2¹⁶ buckets, a counting pass takes 1.25 ms mapping and counting
+# score by score, 1.0 ms by blocks (SSE2) and 0.8 ms by blocks with AVX2.
+# Every version performs the same IEEE operations, so they agree exactly with
+# each other and with upper_edge's search — the kernels rely on that.
+cdef extern from *:
+    """
+    #include <stddef.h>
+    #include <stdint.h>
+
+    /* Non-increasing in s (IEEE arithmetic is monotone).  Clamped in floating
+       point before the conversion, since (top - s) * scale may be far beyond
+       any integer; a NaN maps to -1, i.e. bucket 0, should one get through. */
+    static inline int32_t rankopt_bucket_id(double s, double top, double scale, double last) {
+        double x = (top - s) * scale;
+        x = x >= -1.0 ? x : -1.0;
+        x = x > last ? last : x;
+        return (int32_t)(x + 1.0);
+    }
+
+    #if defined(__x86_64__) && defined(__GLIBC__) && \
+        ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 6) || \
+         (defined(__clang__) && __clang_major__ >= 14))
+    #  define RANKOPT_BUCKET_CLONES __attribute__((target_clones("avx2", "default")))
+    #else
+    #  define RANKOPT_BUCKET_CLONES
+    #endif
+
+    RANKOPT_BUCKET_CLONES static void rankopt_bucket_ids_f64(
+            const double* scores, ptrdiff_t n, double top, double scale, double last, int32_t* ids) {
+        for (ptrdiff_t k = 0; k < n; ++k) ids[k] = rankopt_bucket_id(scores[k], top, scale, last);
+    }
+
+    RANKOPT_BUCKET_CLONES static void rankopt_bucket_ids_f32(
+            const float* scores, ptrdiff_t n, double top, double scale, double last, int32_t* ids) {
+        for (ptrdiff_t k = 0; k < n; ++k) ids[k] = rankopt_bucket_id(scores[k], top, scale, last);
+    }
+    """
+    int32_t rankopt_bucket_id(double s, double top, double scale, double last) noexcept nogil
+    void rankopt_bucket_ids_f64(const double* scores, Py_ssize_t n, double top, double scale,
+                                double last, int32_t* ids) noexcept nogil
+    void rankopt_bucket_ids_f32(const float* scores, Py_ssize_t n, double top, double scale,
+                                double last, int32_t* ids) noexcept nogil
 
 
 cdef inline Py_ssize_t bucket_of(double s, BucketMap bm) noexcept nogil:
-    # Non-increasing in s (IEEE arithmetic is monotone); clamped in floating
-    # point first, since (top − s)·scale may be far beyond any integer.
-    return <Py_ssize_t>(_clamp((bm.top - s) * bm.scale, -1.0, <double>(bm.size - 2)) + 1.0)
+    return rankopt_bucket_id(s, bm.top, bm.scale, <double>(bm.size - 2))
 
 
 cdef inline void buckets_of_block(const floating* scores, Py_ssize_t n, BucketMap bm,
                                   int32_t* ids) noexcept nogil:
-    """``ids[k] = bucket_of(scores[k], bm)`` for k < n ≤ BUCKET_BLOCK (bm.size < 2³¹).
-
-    The same arithmetic as bucket_of, in a loop with nothing else in it so
-    that the compiler vectorises it: a pass that maps a block and then
-    scatters by the ids takes about a third less time than one that maps and
-    scatters each score in turn (measured on 10⁶ scores, 2¹⁶ buckets).
-    """
-    cdef double top = bm.top, scale = bm.scale, last = <double>(bm.size - 2)
-    cdef Py_ssize_t k
-    for k in range(n):
-        ids[k] = <int32_t>(_clamp((top - scores[k]) * scale, -1.0, last) + 1.0)
+    """``ids[k] = bucket_of(scores[k], bm)`` for k < n (n ≤ BUCKET_BLOCK keeps ids in L1)."""
+    if floating is double:
+        rankopt_bucket_ids_f64(scores, n, bm.top, bm.scale, <double>(bm.size - 2), ids)
+    else:
+        rankopt_bucket_ids_f32(scores, n, bm.top, bm.scale, <double>(bm.size - 2), ids)
 
 
 cdef inline bint sampled_bucket_map(const floating* scores, Py_ssize_t n, Py_ssize_t n_buckets,
@@ -71,7 +104,8 @@ cdef inline bint sampled_bucket_map(const floating* scores, Py_ssize_t n, Py_ssi
     bm.size = n_buckets
     bm.scale = (n_buckets - 2) / (hi - lo) if hi > lo else 0.0
     # No span, or one so small that the scale overflows, cannot spread them.
-    return isfinite(bm.scale) and bm.scale > 0.0 and isfinite(hi - lo) and n_buckets >= 3
+    return (isfinite(bm.scale) and bm.scale > 0.0 and isfinite(hi - lo)
+            and 3 <= n_buckets <= INT32_MAX)
 
 
 cdef inline int64_t _order_key(double s) noexcept nogil:

@@ -443,8 +443,8 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
     them): ``exact_median`` splits every block at its exact median with
     ``nth_element`` (slower); ``n_buckets`` is the number of buckets of the
     distribution level — −1 chooses (none below 2¹⁴ negatives), 0 skips the
-    level, any other value must be at least 3 (the level is skipped from 2³¹ − 1
-    positives or negatives on, whatever the value).
+    level, any other value must lie in 3 … 2³¹ − 1 (the level is skipped from
+    2³¹ − 1 positives or negatives on, whatever the value).
     """
     cdef Py_ssize_t n_pos = pos_desc.shape[0]
     cdef Py_ssize_t n_neg = neg_scores.shape[0]
@@ -456,8 +456,8 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
         n_buckets = 0
         if n_neg >= DISTRIBUTE_MIN and not exact_median:
             n_buckets = min(<Py_ssize_t>MAX_RANK_BUCKETS, n_neg // NEGATIVES_PER_BUCKET)
-    elif n_buckets != 0 and n_buckets < 3:
-        raise ValueError(f"expected n_buckets -1, 0 or at least 3, got {n_buckets} instead")
+    elif n_buckets != 0 and not 3 <= n_buckets <= INT32_MAX:
+        raise ValueError(f"expected n_buckets -1, 0 or in 3…{INT32_MAX}, got {n_buckets} instead")
     # The level's tables hold positions and ranks in 32 bits.
     if n_buckets > 0 and n_neg < INT32_MAX and n_pos < INT32_MAX and sampled_bucket_map(&neg_scores[0], n_neg, n_buckets, &bm):
         with nogil:
@@ -510,8 +510,8 @@ def bucket_upper_edge(double top, double scale, Py_ssize_t size, Py_ssize_t b):
 
     Returns (edge, its bucket, the bucket of the next double up).
     """
-    if not (size >= 3 and 1 <= b < size and scale > 0.0 and isfinite(scale) and isfinite(top)):
-        raise ValueError(f"expected size >= 3, 1 <= b < size, finite top and scale > 0, got "
+    if not (3 <= size <= INT32_MAX and 1 <= b < size and scale > 0.0 and isfinite(scale) and isfinite(top)):
+        raise ValueError(f"expected 3 <= size <= {INT32_MAX}, 1 <= b < size, finite top and scale > 0, got "
                          f"top={top}, scale={scale}, size={size}, b={b} instead")
     cdef BucketMap bm = BucketMap(top, scale, size)
     cdef double edge = upper_edge(b, bm)

@@ -323,8 +323,11 @@ def test_distribution_level_used_by_default_on_large_inputs():
 
 def test_bucket_count_is_validated():
     ranks = np.empty(3, dtype=np.intc)
-    with pytest.raises(ValueError, match="n_buckets"):
-        _qs.qs_ranks(np.ones(2), np.zeros(3), int(KernelCode.AUC), np.zeros(1), False, ranks, False, 2)
+    for bad in (2, -2, 2**31):  # bucket ids are 32-bit
+        with pytest.raises(ValueError, match="n_buckets"):
+            _qs.qs_ranks(np.ones(2), np.zeros(3), int(KernelCode.AUC), np.zeros(1), False, ranks, False, bad)
+    with pytest.raises(ValueError, match="size"):
+        _qs.bucket_upper_edge(0.0, 1.0, 2**31, 1)
 
 
 @given(
