@@ -34,7 +34,7 @@ remaining ranks are scanned linearly and the two candidates compared.
 """
 from cython cimport floating
 from libc.math cimport INFINITY, isfinite, nextafter
-from libc.stdint cimport INT32_MAX, int32_t
+from libc.stdint cimport INT32_MAX, int32_t, int64_t
 from libc.stdlib cimport calloc, free, malloc
 from libcpp.algorithm cimport nth_element
 from libcpp.utility cimport pair
@@ -516,3 +516,27 @@ def bucket_upper_edge(double top, double scale, Py_ssize_t size, Py_ssize_t b):
     cdef BucketMap bm = BucketMap(top, scale, size)
     cdef double edge = upper_edge(b, bm)
     return edge, bucket_of(edge, bm), bucket_of(nextafter(edge, INFINITY), bm)
+
+
+def bucket_ids(const floating[::1] scores, double top, double scale, Py_ssize_t size):
+    """Bucket ids of ``scores`` under the map (top, scale, size), for the tests.
+
+    Returns (ids from buckets_of_block, ids from bucket_of one score at a
+    time): the kernels rely on the two agreeing exactly.
+    """
+    if not (3 <= size <= INT32_MAX and scale > 0.0 and isfinite(scale) and isfinite(top)):
+        raise ValueError(f"expected 3 <= size <= {INT32_MAX}, finite top and scale > 0, got "
+                         f"top={top}, scale={scale}, size={size} instead")
+    cdef BucketMap bm = BucketMap(top, scale, size)
+    cdef Py_ssize_t n = scores.shape[0], k, k0 = 0
+    block = np.empty(n, dtype=np.int32)
+    single = np.empty(n, dtype=np.int64)
+    cdef int32_t[::1] block_view = block
+    cdef int64_t[::1] single_view = single
+    while k0 < n:  # in blocks of at most BUCKET_BLOCK, as the kernels call it
+        buckets_of_block(&scores[k0], min(<Py_ssize_t>BUCKET_BLOCK, n - k0), bm, &block_view[k0])
+        k0 += BUCKET_BLOCK
+    for k in range(n):
+        single_view[k] = bucket_of(scores[k], bm)
+    return block, single
+

@@ -344,6 +344,28 @@ def test_bucket_upper_edge_is_the_largest_double_in_reach(top, scale, size, data
     assert bucket_above < b or edge == np.finfo(np.float64).max
 
 
+@given(
+    top=st.floats(-1e6, 1e6, allow_nan=False),
+    scale=st.floats(1e-3, 1e12),
+    size=st.integers(3, 1 << 16),
+    data=st.data(),
+)
+@settings(max_examples=200, deadline=None)
+def test_block_and_single_bucket_ids_agree_with_the_edges(top, scale, size, data):
+    # The vectorised block map (AVX2 or baseline clone) must equal the scalar
+    # one exactly: pass 1 counts with one, upper_edge bounds with the other.
+    near = st.floats(top - 4 * size / scale, top + 4 / scale, allow_nan=False, allow_infinity=False)
+    scores = np.array(data.draw(st.lists(near | st.floats(allow_nan=False), min_size=1, max_size=600)))
+    for dtype in (np.float64, np.float32):
+        s = np.clip(scores, np.finfo(dtype).min, np.finfo(dtype).max).astype(dtype)
+        block, single = _qs.bucket_ids(s, top, scale, size)
+        np.testing.assert_array_equal(block, single)
+        assert block.min() >= 0 and block.max() <= size - 1
+        for b in np.unique(block[block >= 1]):
+            edge = _qs.bucket_upper_edge(top, scale, size, int(b))[0]
+            assert np.all(s[block == b].astype(np.float64) <= edge)
+
+
 def test_python_path_calls_delta_diff_once_per_open_median():
     calls = []
 
