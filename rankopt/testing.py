@@ -70,6 +70,7 @@ def check_loss(loss: Loss, *, n_instances: int = 40, random_state: int = 0, regi
         # C1 and C2 are every rank loss's contract; C3/C4 only decide which
         # methods are exact, and unsupported_reason below already applies them.
         raise AssertionError(f"loss {loss.name!r} breaks its contract: {report.message}")
+    _check_value_at_positions(loss, np.random.default_rng(random_state))
     methods = [info.cls() for info in registry.list(PluginKind.INFERENCE_METHOD)]
     exact = [m for m in methods if m.unsupported_reason(loss) is None]
     if not exact:
@@ -89,6 +90,22 @@ def check_loss(loss: Loss, *, n_instances: int = 40, random_state: int = 0, regi
                 raise AssertionError(
                     f"method {method.name!r} on loss {loss.name!r}: objective {got.value!r} but "
                     f"enumeration finds {expected!r} for pos={pos.tolist()}, neg={neg.tolist()}"
+                )
+
+
+def _check_value_at_positions(loss: RankLoss, rng: np.random.Generator) -> None:
+    """value_at_positions (what inference calls) must equal value of the same pattern."""
+    for n_pos, n_neg in ((1, 1), (1, 6), (6, 1), (3, 4), (5, 9)):
+        for _ in range(4):
+            pattern = np.zeros(n_pos + n_neg, dtype=bool)
+            pattern[rng.choice(n_pos + n_neg, size=n_pos, replace=False)] = True
+            positions = np.flatnonzero(pattern) + 1
+            from_pattern = float(loss.value(pattern))
+            from_positions = float(loss.value_at_positions(positions, n_neg))
+            if not np.isclose(from_positions, from_pattern, rtol=1e-12, atol=1e-12):
+                raise AssertionError(
+                    f"loss {loss.name!r} breaks its contract: value_at_positions({positions.tolist()}, "
+                    f"{n_neg}) = {from_positions!r} but value of that ±-pattern = {from_pattern!r}"
                 )
 
 

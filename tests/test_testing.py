@@ -46,6 +46,24 @@ def test_compiled_form_disagreeing_with_the_maths_is_reported():
         check_loss(_WrongCompiledLoss())
 
 
+class _PositionsDisagreeingWithPattern(APLoss):
+    """Inference reads value_at_positions; an override that disagrees with value is a broken contract."""
+
+    name = "positions_disagree"
+
+    def value(self, pattern):  # 1 − AP straight from the pattern, as C1 states it
+        positions = np.flatnonzero(pattern) + 1
+        return float(1.0 - np.mean(np.arange(1, positions.size + 1) / positions))
+
+    def value_at_positions(self, positions, n_neg):
+        return APLoss.value_at_positions(self, positions, n_neg) + 0.01
+
+
+def test_value_at_positions_disagreeing_with_value_is_reported():
+    with pytest.raises(AssertionError, match="value_at_positions"):
+        check_loss(_PositionsDisagreeingWithPattern())
+
+
 def test_brute_force_matches_a_hand_computed_case():
     # One positive above one negative: R = +1, w·Ψ = s⁺ − s⁻, Δ = 0; swapped: −(s⁺ − s⁻) + 1.
     assert brute_force_most_violated(APLoss(), [1.0], [0.0]) == pytest.approx(1.0)

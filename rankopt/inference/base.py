@@ -157,9 +157,7 @@ def ranking_from_ranks(
     pos_ranks[pos_order] = pos_ranks_sorted
     pos_coef = (n_neg + 2.0 - 2.0 * pos_ranks) * scale
 
-    pattern = np.zeros(n_pos + n_neg, dtype=bool)
-    pattern[np.arange(n_pos) + negatives_above] = True
-    loss_value = float(loss.value(pattern))
+    loss_value = float(loss.value_at_positions(np.arange(1, n_pos + 1) + negatives_above, n_neg))
     value = float(np.einsum("i,i->", pos_coef, pos_scores.astype(np.float64, copy=False))) + neg_dot + loss_value
     return RankingInference(loss_value, pos_coef, neg_coef, neg_ranks, pos_ranks, value)
 

@@ -24,7 +24,9 @@ class APLoss(RankLoss):
     name = "ap"
 
     def value(self, pattern):
-        positions, _ = pattern_counts(pattern)
+        return self.value_at_positions(*pattern_counts(pattern))
+
+    def value_at_positions(self, positions, n_neg):
         k = np.arange(1, positions.size + 1)
         return float(1.0 - np.mean(k / positions))
 

@@ -20,7 +20,9 @@ class AUCLoss(RankLoss):
     name = "auc"
 
     def value(self, pattern):
-        positions, n_neg = pattern_counts(pattern)
+        return self.value_at_positions(*pattern_counts(pattern))
+
+    def value_at_positions(self, positions, n_neg):
         negatives_above = positions - np.arange(1, positions.size + 1)
         return float(np.sum(negatives_above) / (positions.size * n_neg))
 

@@ -45,8 +45,10 @@ class PositionDiscountLoss(RankLoss):
         return cache[n_pos]
 
     def value(self, pattern):
-        positions, _ = pattern_counts(pattern)
-        gain = np.sum(self.discount(positions.astype(np.float64)))
+        return self.value_at_positions(*pattern_counts(pattern))
+
+    def value_at_positions(self, positions, n_neg):
+        gain = np.sum(self.discount(np.asarray(positions, dtype=np.float64)))
         return float(1.0 - gain / self._normaliser(positions.size))
 
     def delta(self, j, i, n_pos, n_neg):

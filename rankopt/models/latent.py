@@ -131,9 +131,7 @@ def ssvm_pattern_value(loss, neg_ranks, pos_max, pos_min, neg_max, neg_min):
     neg_c = (n_pos + 2 - 2 * neg_ranks).astype(np.float64)
     pos_total, pos_slot = _assign_to_slots(pos_max, pos_min, pos_c)
     neg_total, neg_slot = _assign_to_slots(neg_max, neg_min, neg_c)
-    pattern = np.zeros(n_pos + n_neg, dtype=bool)
-    pattern[np.arange(n_pos) + above] = True
-    loss_value = float(loss.value(pattern))
+    loss_value = float(loss.value_at_positions(np.arange(1, n_pos + 1) + above, n_neg))
     return loss_value + (pos_total + neg_total) / (n_pos * n_neg), loss_value, pos_c, pos_slot, neg_c, neg_slot
 
 

@@ -292,3 +292,31 @@ def test_compiled_form_leaves_the_plugins_discount_array_alone():
     CachedDiscount().compiled_form(3, 5)
     np.testing.assert_array_equal(shared, before)
     assert shared.flags.writeable
+
+
+@pytest.mark.parametrize("loss", [APLoss(), NDCGLoss(), AUCLoss()], ids=repr)
+def test_value_at_positions_equals_value_of_the_pattern(loss):
+    # Inference calls value_at_positions (no |P| + |N| pattern); value is the C1 definition.
+    rng = np.random.default_rng(3)
+    for n_pos, n_neg in ((1, 1), (1, 7), (7, 1), (4, 4), (30, 200)):
+        pattern = np.zeros(n_pos + n_neg, dtype=bool)
+        pattern[rng.choice(n_pos + n_neg, size=n_pos, replace=False)] = True
+        positions = np.flatnonzero(pattern) + 1
+        assert loss.value_at_positions(positions, n_neg) == pytest.approx(loss.value(pattern), rel=1e-12, abs=1e-15)
+
+
+def test_value_at_positions_defaults_to_value_of_the_pattern():
+    seen = []
+
+    class PatternOnly(RankLoss):  # implements value only, as a minimal plugin does
+        name = "pattern_only"
+
+        def value(self, pattern):
+            seen.append(np.asarray(pattern).copy())
+            return float(np.flatnonzero(pattern)[0])
+
+        def delta(self, j, i, n_pos, n_neg):
+            return np.zeros(np.broadcast(j, i).shape)
+
+    assert PatternOnly().value_at_positions(np.array([2, 3]), 2) == 1.0
+    np.testing.assert_array_equal(seen[0], [False, True, True, False])
