@@ -53,6 +53,17 @@ from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT, 
 
 import numpy as np
 
+cdef extern from *:
+    """
+    /* A hint only: a no-op where the compiler has no prefetch builtin. */
+    #if defined(__GNUC__) || defined(__clang__)
+    #define RANKOPT_PREFETCH_WRITE(p) __builtin_prefetch((p), 1)
+    #else
+    #define RANKOPT_PREFETCH_WRITE(p) ((void)0)
+    #endif
+    """
+    void RANKOPT_PREFETCH_WRITE(const void* p) noexcept nogil
+
 KERNEL_CODES = {"AP": LOSS_AP, "AUC": LOSS_AUC, "POSITION_DISCOUNT": LOSS_POSITION_DISCOUNT}
 
 # Of two sibling blocks the smaller is handled first (the larger is pushed
@@ -413,7 +424,16 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
                     items[t] = item
                     dest[b] = t + 1
             k0 += n_block
+        # Each open negative's rank lands at a random place of ranks, long
+        # evicted from the cache: the lines of the next block are fetched
+        # while this one is solved (a few per cent of the call at 10⁶).
+        if n_open > 0:
+            for k in range(open_blocks[0].lo, open_blocks[0].hi):
+                RANKOPT_PREFETCH_WRITE(&ranks[items[k].second])
         for t in range(n_open):
+            if t + 1 < n_open:
+                for k in range(open_blocks[t + 1].lo, open_blocks[t + 1].hi):
+                    RANKOPT_PREFETCH_WRITE(&ranks[items[k].second])
             _opt_ranks(pos_desc, items, open_blocks[t], open_shift[t], n_pos, n_neg, code, table,
                        unimodal, ranks, sample, False)
     finally:
