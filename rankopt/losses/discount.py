@@ -71,8 +71,11 @@ class PositionDiscountLoss(RankLoss):
         if cached is not None and cached[0] == key:
             return cached[1]
         discounts = self.discount_table(n_pos + n_neg)
-        # CompiledForm keeps its own read-only copy, checked finite.
-        form = CompiledForm(KernelCode.POSITION_DISCOUNT, discounts / discounts[:n_pos].sum())
+        # Not in place: discount_table may return the plugin's own array.  The
+        # name is rebound so that only two tables exist at once (this one and
+        # CompiledForm's read-only copy, checked finite).
+        discounts = discounts / discounts[:n_pos].sum()
+        form = CompiledForm(KernelCode.POSITION_DISCOUNT, discounts)
         self.__dict__["_compiled_form_cache"] = (key, form)
         return form
 
