@@ -6,7 +6,8 @@ Renders the inference sweeps (``bench_inference.py``) as log-log plots of
 the median time of one call against the problem size — one panel per sweep
 and loss, one line per method, with ``numpy.sort`` / ``numpy.argsort`` of
 the negative scores as references — and prints Markdown tables of the
-medians, the speed targets as ratios, and the training runs
+medians, the speed targets as ratios (also from ``test_paired_ratio``, whose
+two calls were timed in alternation), and the training runs
 (``bench_training.py``) when the report holds them.
 
 Only the JSON is read; nothing is re-run.  Sizes a report does not hold
@@ -28,8 +29,8 @@ SWEEPS = {  # sweep -> (x axis quantity, label, title)
 LOSSES = ("ap", "ndcg")
 
 
-def load(path: Path, stat: str = "median") -> tuple[list[dict], list[dict]]:
-    """The inference and the training records: extra_info plus one time statistic in seconds.
+def load(path: Path, stat: str = "median") -> tuple[list[dict], list[dict], list[dict]]:
+    """The inference, training and paired-ratio records: extra_info plus one time statistic in seconds.
 
     The statistic (pytest-benchmark's ``median`` by default, or ``min``) is
     stored under the key "median" whichever it is, so the rest of the script
@@ -37,7 +38,7 @@ def load(path: Path, stat: str = "median") -> tuple[list[dict], list[dict]]:
     """
     with open(path) as handle:
         report = json.load(handle)
-    inference, training = [], []
+    inference, training, paired = [], [], []
     for bench in report.get("benchmarks", []):
         info = dict(bench.get("extra_info", {}))
         stats = bench.get("stats") or {}
@@ -50,7 +51,9 @@ def load(path: Path, stat: str = "median") -> tuple[list[dict], list[dict]]:
             inference.append(info)
         elif info.get("bench") == "training":
             training.append(info)
-    return inference, training
+        elif info.get("bench") == "paired":  # its medians are in extra_info
+            paired.append(info)
+    return inference, training, paired
 
 
 def median_of(records, *, dist, n_pos, n_neg, method, loss=None) -> float | None:
@@ -189,6 +192,26 @@ def targets_table(records) -> str:
     return "\n".join(lines)
 
 
+#: Targets of the ratios test_paired_ratio measures: (numerator, denominator) -> target.
+PAIRED_TARGETS = {("greedy", "qs"): "≥ 50", ("auto", "qs"): "≤ 1.1"}
+
+
+def paired_table(records) -> str:
+    """The targets at |P| = 10³, |N| = 10⁶ from calls timed in alternation (medians of each side)."""
+    lines = ["| ratio, calls alternated | measured | target | met |", "|---|---|---|---|"]
+    at_target_size = [r for r in records if (r["n_pos"], r["n_neg"]) == (1000, 1_000_000)]
+    if not at_target_size:
+        return "\n".join(lines + ["| (P=10³ N=10⁶ not measured: run with --bench-scale full) | – | – | – |"])
+    for r in sorted(at_target_size, key=lambda r: (r["numerator"] != "greedy", r["loss"])):
+        target = PAIRED_TARGETS.get((r["numerator"], r["denominator"]))
+        if target is None:
+            continue
+        label = (f"{r['numerator']}({r['loss']}) / {r['denominator']}({r['loss']}), P={_size(r['n_pos'])} "
+                 f"N={_size(r['n_neg'])}, {r['numerator_calls']} + {r['denominator_calls']} calls")
+        lines.append(_ratio_line(label, r["numerator_median"], r["denominator_median"], target))
+    return "\n".join(lines)
+
+
 def training_table(records) -> str:
     lines = [
         "| query | P / N | run | fit (ms) | iterations | inference (ms) | inference ms/iter | train AP |",
@@ -219,8 +242,8 @@ def main(argv=None) -> int:
         print(f"plot_results: expected a pytest-benchmark JSON report at {args.json}, found none; run "
               f"`pytest benchmarks/ --benchmark-json={args.json}` first", file=sys.stderr)
         return 2
-    inference, training = load(args.json, args.stat)
-    if not inference and not training:
+    inference, training, paired = load(args.json, args.stat)
+    if not inference and not training and not paired:
         print(f"plot_results: {args.json} holds no timings (was it a --benchmark-disable run?)", file=sys.stderr)
         return 2
     if inference:
@@ -230,6 +253,9 @@ def main(argv=None) -> int:
         print(median_table(inference))
         print(f"\n### Speed targets (ratios of {args.stat}s)\n")
         print(targets_table(inference))
+    if paired:
+        print("\n### Speed targets, the two calls timed in alternation (ratios of medians)\n")
+        print(paired_table(paired))
     if training:
         print("\n### Training on digits (one-vs-rest), C = %g\n" % training[0]["C"])
         print(training_table(training))
