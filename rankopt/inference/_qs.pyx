@@ -479,7 +479,8 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
     elif n_buckets != 0 and not 3 <= n_buckets <= INT32_MAX:
         raise ValueError(f"expected n_buckets -1, 0 or in 3…{INT32_MAX}, got {n_buckets} instead")
     # The level's tables hold positions and ranks in 32 bits.
-    if n_buckets > 0 and n_neg < INT32_MAX and n_pos < INT32_MAX and sampled_bucket_map(&neg_scores[0], n_neg, n_buckets, &bm):
+    if (n_buckets > 0 and n_neg < INT32_MAX and n_pos < INT32_MAX
+            and sampled_bucket_map(&neg_scores[0], n_neg, n_buckets, &bm)):
         with nogil:
             _distributed_ranks(&pos_desc[0], &neg_scores[0], n_pos, n_neg, code, &table[0], unimodal,
                                bm, &ranks[0], sample)
@@ -559,4 +560,3 @@ def bucket_ids(const floating[::1] scores, double top, double scale, Py_ssize_t 
     for k in range(n):
         single_view[k] = bucket_of(scores[k], bm)
     return block, single
-
