@@ -82,13 +82,25 @@ cdef inline Py_ssize_t bucket_of(double s, BucketMap bm) noexcept nogil:
     return rankopt_bucket_id(s, bm.top, bm.scale, <double>(bm.size - 2))
 
 
-cdef inline void buckets_of_block(const floating* scores, Py_ssize_t n, BucketMap bm,
-                                  int32_t* ids) noexcept nogil:
-    """``ids[k] = bucket_of(scores[k], bm)`` for k < n (n ≤ BUCKET_BLOCK keeps ids in L1)."""
+cdef inline Py_ssize_t buckets_of_block(const floating* scores, Py_ssize_t n_left, BucketMap bm,
+                                        int32_t* ids) noexcept nogil:
+    """Map the next block: ``ids[k] = bucket_of(scores[k], bm)`` for k < min(n_left, BUCKET_BLOCK).
+
+    ``ids`` holds BUCKET_BLOCK entries (small enough to stay in L1); returns
+    how many were mapped, so that a pass over n scores reads
+
+        k0 = 0
+        while k0 < n:
+            n_block = buckets_of_block(scores + k0, n - k0, bm, ids)
+            ...  # use ids[0 … n_block − 1]
+            k0 += n_block
+    """
+    cdef Py_ssize_t n = n_left if n_left < BUCKET_BLOCK else BUCKET_BLOCK
     if floating is double:
         rankopt_bucket_ids_f64(scores, n, bm.top, bm.scale, <double>(bm.size - 2), ids)
     else:
         rankopt_bucket_ids_f32(scores, n, bm.top, bm.scale, <double>(bm.size - 2), ids)
+    return n
 
 
 cdef inline bint sampled_bucket_map(const floating* scores, Py_ssize_t n, Py_ssize_t n_buckets,

@@ -355,8 +355,7 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
                 raise MemoryError(f"cannot allocate the bucket table for {nb} buckets")
         k0 = 0
         while k0 < n_neg:
-            n_block = min(<Py_ssize_t>BUCKET_BLOCK, n_neg - k0)
-            buckets_of_block(neg + k0, n_block, bm, ids)
+            n_block = buckets_of_block(neg + k0, n_neg - k0, bm, ids)
             for k in range(n_block):
                 b = ids[k]
                 count[b] += 1
@@ -411,8 +410,7 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
                     raise MemoryError(f"cannot allocate the work array for {d} negatives")
         k0 = 0
         while k0 < n_neg:
-            n_block = min(<Py_ssize_t>BUCKET_BLOCK, n_neg - k0)
-            buckets_of_block(neg + k0, n_block, bm, ids)
+            n_block = buckets_of_block(neg + k0, n_neg - k0, bm, ids)
             for k in range(n_block):
                 b = ids[k]
                 t = dest[b]
@@ -554,9 +552,8 @@ def bucket_ids(const floating[::1] scores, double top, double scale, Py_ssize_t 
     single = np.empty(n, dtype=np.int64)
     cdef int32_t[::1] block_view = block
     cdef int64_t[::1] single_view = single
-    while k0 < n:  # in blocks of at most BUCKET_BLOCK, as the kernels call it
-        buckets_of_block(&scores[k0], min(<Py_ssize_t>BUCKET_BLOCK, n - k0), bm, &block_view[k0])
-        k0 += BUCKET_BLOCK
+    while k0 < n:  # block by block, as the kernels call it
+        k0 += buckets_of_block(&scores[k0], n - k0, bm, &block_view[k0])
     for k in range(n):
         single_view[k] = bucket_of(scores[k], bm)
     return block, single
