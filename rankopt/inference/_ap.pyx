@@ -54,11 +54,14 @@ from libc.stdlib cimport calloc, free, malloc
 from libcpp.algorithm cimport nth_element, sort
 from libcpp.utility cimport pair
 
+from libc.stdint cimport int32_t
+
 from rankopt.inference._buckets cimport (
+    BUCKET_BLOCK,
     MAX_RANK_BUCKETS,
     NEGATIVES_PER_BUCKET,
     BucketMap,
-    bucket_of,
+    buckets_of_block,
     sampled_bucket_map,
     upper_edge,
 )
@@ -289,8 +292,9 @@ cdef Py_ssize_t _candidates_by_value(const floating* pos_desc, Py_ssize_t n_pos,
     buckets above it are all that need an explicit rank.  They are copied to
     ``out[0][0:m]`` (unordered) by a second pass.  m ≥ min(|P|, |N|).
     """
-    cdef Py_ssize_t nb = bm.size, k, b, lo, hi, mid, m, t
+    cdef Py_ssize_t nb = bm.size, k, k0, n_block, b, lo, hi, mid, m, t
     cdef double s, s_max = -INFINITY, edge
+    cdef int32_t ids[BUCKET_BLOCK]
     cdef Py_ssize_t* below = <Py_ssize_t*>calloc(nb + 1, sizeof(Py_ssize_t))
     cdef Candidate* items = NULL
     if below == NULL:
@@ -298,10 +302,14 @@ cdef Py_ssize_t _candidates_by_value(const floating* pos_desc, Py_ssize_t n_pos,
             raise MemoryError(f"cannot allocate the bucket table for {nb} buckets")
     try:
         # below[b + 1] counts bucket b, then becomes the number of negatives in buckets < b + 1.
-        for k in range(n_neg):
-            s = neg[k]
-            below[bucket_of(s, bm) + 1] += 1
-            s_max = s if s > s_max else s_max
+        k0 = 0
+        while k0 < n_neg:
+            n_block = buckets_of_block(neg + k0, n_neg - k0, bm, ids)
+            for k in range(n_block):
+                below[ids[k] + 1] += 1
+                s = neg[k0 + k]
+                s_max = s if s > s_max else s_max
+            k0 += n_block
         for b in range(nb):
             below[b + 1] += below[b]
         # Smallest b in 1 … nb whose bound holds (nb: none; bucket 0's edge is s_max, and its
@@ -321,11 +329,15 @@ cdef Py_ssize_t _candidates_by_value(const floating* pos_desc, Py_ssize_t n_pos,
             with gil:
                 raise MemoryError(f"cannot allocate the work array for {m} negatives")
         t = 0
-        for k in range(n_neg):
-            if bucket_of(neg[k], bm) < lo:
-                items[t].first = -(<double>neg[k])
-                items[t].second = k
-                t += 1
+        k0 = 0
+        while k0 < n_neg:
+            n_block = buckets_of_block(neg + k0, n_neg - k0, bm, ids)
+            for k in range(n_block):
+                if ids[k] < lo:
+                    items[t].first = -(<double>neg[k0 + k])
+                    items[t].second = k0 + k
+                    t += 1
+            k0 += n_block
     finally:
         free(below)
     out[0] = items
