@@ -14,7 +14,9 @@ from libc.stdlib cimport calloc, free, malloc
 from libcpp.algorithm cimport sort
 from libcpp.utility cimport pair
 
-from rankopt.inference._buckets cimport BucketMap, bucket_of, sampled_bucket_map
+from libc.stdint cimport int32_t
+
+from rankopt.inference._buckets cimport BUCKET_BLOCK, BucketMap, buckets_of_block, sampled_bucket_map
 
 cdef enum:
     # Below this many scores one std::sort of the pairs is as fast.
@@ -38,20 +40,27 @@ cdef int _sort_pairs(const floating* scores, Py_ssize_t n, pair[double, Py_ssize
 cdef int _distribution_sort(const floating* scores, Py_ssize_t n, BucketMap bm,
                             pair[double, Py_ssize_t]* items, Py_ssize_t* start,
                             Py_ssize_t* order) noexcept nogil:
-    cdef Py_ssize_t k, b, t, nb = bm.size
-    cdef double s
-    for k in range(n):
-        start[bucket_of(scores[k], bm) + 1] += 1
+    cdef Py_ssize_t k, k0, n_block, b, t, nb = bm.size
+    cdef int32_t ids[BUCKET_BLOCK]
+    k0 = 0
+    while k0 < n:
+        n_block = buckets_of_block(scores + k0, n - k0, bm, ids)
+        for k in range(n_block):
+            start[ids[k] + 1] += 1
+        k0 += n_block
     for b in range(nb):
         start[b + 1] += start[b]
     # start[b] is now where bucket b begins; it advances as the bucket fills.
-    for k in range(n):
-        s = scores[k]
-        b = bucket_of(s, bm)
-        t = start[b]
-        items[t].first = -s
-        items[t].second = k
-        start[b] = t + 1
+    k0 = 0
+    while k0 < n:
+        n_block = buckets_of_block(scores + k0, n - k0, bm, ids)
+        for k in range(n_block):
+            b = ids[k]
+            t = start[b]
+            items[t].first = -(<double>scores[k0 + k])
+            items[t].second = k0 + k
+            start[b] = t + 1
+        k0 += n_block
     # After the scatter start[b] is where bucket b ends.
     t = 0
     for b in range(nb):
