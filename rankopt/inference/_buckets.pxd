@@ -1,5 +1,5 @@
 # A monotone map of scores to buckets, shared by the kernels that split by value
-# (``_qs.pyx``'s level 0, ``_order.pyx``'s sort).  Bucket 0 holds the highest
+# (``_qs.pyx``'s level 0, ``_ap.pyx``'s select, ``_order.pyx``'s sort).  Bucket 0 holds the highest
 # scores; the map is non-increasing in the score, so each bucket is a
 # contiguous run of the descending order whatever the map's parameters — they
 # only decide how evenly the scores spread.
