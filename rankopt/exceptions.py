@@ -5,4 +5,13 @@ except ImportError:  # pragma: no cover - scikit-learn is a dependency
     class ConvergenceWarning(UserWarning):
         """An iterative solver stopped before reaching its tolerance."""
 
-__all__ = ["ConvergenceWarning"]
+__all__ = ["ConvergenceWarning", "PluginLoadWarning", "brief"]
+
+
+class PluginLoadWarning(UserWarning):
+    """An installed entry-point plugin failed to load or register and was skipped."""
+
+
+def brief(text: str, limit: int = 300) -> str:
+    """``text`` cut to ``limit`` characters: an error message must not carry whole arrays."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

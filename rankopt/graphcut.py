@@ -16,10 +16,22 @@ cut value is then Σ_i max(unary1, unary0) − score(Y).
 
 Max-marginals (eqs. 9–10) use dynamic graph cuts (Kohli & Torr 2005/2006):
 after one full max-flow, each node is clamped in turn to the label opposite
-to its optimal one by an infinite terminal edge, the flow is re-optimised from
-the previous residual graph (``maxflow(reuse_trees=True)`` with the node
-marked), and the clamp is removed again.  The label the node already has in
-the optimum needs no cut: its max-marginal is the optimum itself.
+to its optimal one by a terminal edge no cut can afford, the flow is
+re-optimised from the previous residual graph (``maxflow(reuse_trees=True)``
+with the node marked), and the clamp is removed again.  The label the node
+already has in the optimum needs no cut: its max-marginal is the optimum
+itself.
+
+The clamp's capacity is 2·Σ_i |unary1[i] − unary0[i]|, whatever the edge
+penalties: under any clamp, the constant labeling with the clamped label cuts
+no edge and costs at most Σ_i |unary1[i] − unary0[i]|, so no minimum cut can
+pay the clamp.  A clamp built from the penalties instead (1e16 on one edge)
+would be added to and subtracted from residual capacities of the size of the
+unaries, rounding them away; this one moves them by rounding at the scale of
+the unaries only, so the max-marginals are exact to that rounding for any
+finite penalties, however large (an edge heavier than all unaries together is
+never cut by an optimal labeling, and its own residual's rounding never
+binds).  Unaries whose sums overflow float64 are refused with a ValueError.
 
 PyMaxflow terminates the whole process if ``maxflow(reuse_trees=True)`` runs
 on a graph that has not had a plain ``maxflow()`` yet (also on a ``copy()``).
@@ -99,6 +111,14 @@ def _check_problem(unary1, unary0, edges, edge_penalty):
             f"expected edge_penalty >= 0 (a submodular energy, w2 <= 0), got {penalty[e]!r} for edge "
             f"{tuple(edges[e].tolist())} instead"
         )
+    with np.errstate(over="ignore", invalid="ignore"):
+        # Every score and every clamped cut lies within these sums (module docstring).
+        scale = 4.0 * (np.abs(u1).sum() + np.abs(u0).sum())
+    if not np.isfinite(scale):
+        raise ValueError(
+            "expected unaries whose absolute values sum to less than 4.4e307 (the cut's arithmetic "
+            "must stay within float64), got larger unary1/unary0 instead; rescale them"
+        )
     return u1, u0, edges, penalty
 
 
@@ -119,9 +139,10 @@ class _DynamicCut:
         if edges.shape[0]:
             graph.add_edges(edges[:, 0], edges[:, 1], penalty, penalty)
         self.offset = float(np.maximum(u1, u0).sum())
-        # A clamp larger than any finite cut forces the label; finite so that
-        # adding and removing it keeps the flow arithmetic exact enough.
-        self.big = 1.0 + float(np.abs(diff).sum()) + 2.0 * float(penalty.sum())
+        # Larger than every cut that keeps a clamp (see the module docstring),
+        # and no larger: it is added to and subtracted from residuals.
+        imbalance = float(np.abs(diff).sum())
+        self.big = 2.0 * imbalance if imbalance > 0 else 1.0
         self.graph = graph
         self._nodes = np.arange(n, dtype=np.intp)
         self.flow = graph.maxflow()
@@ -315,6 +336,8 @@ def max_marginals(unary1, unary0, edges, edge_penalty, *, return_labelings: bool
         cut.release()
     m_plus = np.where(optimum, best, opposite)
     m_minus = np.where(optimum, opposite, best)
+    if not (np.all(np.isfinite(m_plus)) and np.all(np.isfinite(m_minus))):  # pragma: no cover - bounded above
+        raise ValueError("the max-marginals overflowed float64; rescale the unaries and penalties")
     if not return_labelings:
         return m_plus, m_minus
     counts = np.fromiter((r.size for r in flip_rows), dtype=np.intp, count=n)

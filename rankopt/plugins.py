@@ -17,17 +17,22 @@ import enum
 import functools
 import importlib
 import importlib.metadata
+import logging
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pluggy
 
 from rankopt import hookspecs
+from rankopt.exceptions import PluginLoadWarning, brief
 from rankopt.features.base import FeatureMap
 from rankopt.inference.base import InferenceMethod
 from rankopt.losses.base import LabelingLoss, Loss, RankLoss
 from rankopt.models.base import Model
+
+logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "rankopt"
 AUTOLOAD_ENV = "RANKOPT_DISABLE_PLUGIN_AUTOLOAD"
@@ -105,6 +110,8 @@ class RankoptPluginManager(pluggy.PluginManager):
         super().__init__(hookspecs.PROJECT_NAME)
         self.add_hookspecs(hookspecs)
         self._catalogue: dict[PluginKind, dict[str, PluginInfo]] | None = None
+        #: Entry-point plugins that failed to load or register, by name, with the reason.
+        self.skipped_plugins: dict[str, str] = {}
 
     def register(self, plugin, name=None):
         plugin_name = super().register(plugin, name)
@@ -183,17 +190,25 @@ def _smoke_test_loss(loss: Loss, where: str) -> None:
     """The cheap part of a loss's contract, checked at registration."""
     label = f"{where}: loss {loss.name!r}"
     try:
+        params = loss.get_params(deep=False)
+        if not isinstance(params, dict):
+            raise TypeError(f"it returned {type(params).__name__}")
+        if sorted(params) != sorted(type(loss)._param_names()):
+            raise TypeError(f"it names {sorted(params)} but __init__ takes {sorted(type(loss)._param_names())}")
+    except Exception as exc:
+        raise PluginContractError(
+            f"{label}: expected get_params(deep=False) to return the constructor parameters as a dict "
+            f"(scikit-learn's convention; rankopt derives it from __init__, so do not override it), "
+            f"got {type(exc).__name__}: {brief(str(exc))} instead"
+        ) from exc
+    try:
         if isinstance(loss, RankLoss):
             perfect = float(loss.value(np.array([True, True, False, False, False])))
             worst = float(loss.value(np.array([False, False, False, True, True])))
-            diff = np.asarray(loss.delta_diff(np.array([1, 3]), np.array([1, 2]), 2, 3), dtype=float)
-            ok = np.isfinite([perfect, worst]).all() and abs(perfect) < 1e-12 and worst >= 0
-            ok = ok and diff.shape == (2,) and np.all(np.isfinite(diff))
-            detail = f"Δ(perfect)={perfect!r}, Δ(worst)={worst!r}, delta_diff={diff!r}"
+            j, i = np.array([1, 3]), np.array([1, 2])
+            diff = np.asarray(loss.delta_diff(j, i, 2, 3), dtype=float)
         elif isinstance(loss, LabelingLoss):
             weights = np.asarray(loss.sample_weights(np.array([True, False, False])), dtype=float)
-            ok = weights.shape == (3,) and np.all(np.isfinite(weights)) and np.all(weights >= 0)
-            detail = f"sample_weights={weights!r}"
         else:
             raise PluginContractError(
                 f"{label}: expected a RankLoss or LabelingLoss subclass, got {type(loss).__mro__[1].__name__}"
@@ -201,12 +216,32 @@ def _smoke_test_loss(loss: Loss, where: str) -> None:
     except PluginContractError:
         raise
     except Exception as exc:
-        raise PluginContractError(f"{label} raised on a 5-sample smoke test: {exc!r}") from exc
-    if not ok:
         raise PluginContractError(
-            f"{label} broke its contract on a 5-sample smoke test (expected Δ = 0 for the "
-            f"ground-truth pattern, finite non-negative values): {detail}"
-        )
+            f"{label} raised on a 5-sample smoke test: {type(exc).__name__}: {brief(str(exc))}"
+        ) from exc
+    if isinstance(loss, RankLoss):
+        if diff.shape != j.shape:
+            problem = (
+                f"expected delta_diff(j, i, n_pos, n_neg) to return the broadcast shape {j.shape} of "
+                f"j and i, got shape {diff.shape} instead (a constant derivative too: "
+                f"np.full(np.broadcast_shapes(np.shape(j), np.shape(i)), value))"
+            )
+        elif not np.all(np.isfinite(diff)):
+            problem = f"expected finite delta_diff values, got {diff.tolist()} instead"
+        elif not (np.isfinite(perfect) and abs(perfect) < 1e-12):
+            problem = f"expected Δ = 0 for the ground-truth pattern ++---, got {perfect!r} instead"
+        elif not (np.isfinite(worst) and worst >= 0):
+            problem = f"expected a finite Δ ≥ 0 for the pattern ---++, got {worst!r} instead"
+        else:
+            return
+    else:
+        if weights.shape != (3,):
+            problem = f"expected sample_weights to return shape (3,) for 3 samples, got shape {weights.shape} instead"
+        elif not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
+            problem = f"expected finite non-negative sample_weights, got {weights.tolist()} instead"
+        else:
+            return
+    raise PluginContractError(f"{label} broke its contract on a 5-sample smoke test: {problem}")
 
 
 def create_plugin_manager(autoload: bool | None = None) -> RankoptPluginManager:
@@ -229,19 +264,37 @@ def create_plugin_manager(autoload: bool | None = None) -> RankoptPluginManager:
 
 
 def _load_entry_points(pm: RankoptPluginManager) -> None:
-    """Register every plugin of the ``rankopt`` entry-point group, naming any that fails."""
+    """Register every plugin of the ``rankopt`` entry-point group.
+
+    A plugin that fails to import or to register is skipped with a
+    :class:`~rankopt.exceptions.PluginLoadWarning` naming it: one broken
+    installed package must not take the built-ins and the other plugins down
+    with it.
+    """
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         if pm.get_plugin(entry_point.name) is not None or pm.is_blocked(entry_point.name):
             continue
         distribution = entry_point.dist.name if entry_point.dist is not None else "unknown distribution"
+        where = f"plugin {entry_point.name!r} (entry point {entry_point.value!r} of {distribution})"
         try:
             plugin = entry_point.load()
         except Exception as exc:
-            raise PluginContractError(
-                f"plugin {entry_point.name!r} (entry point {entry_point.value!r} of {distribution}) "
-                f"failed to import: {exc!r}; uninstall or fix it, or set {AUTOLOAD_ENV}=1"
-            ) from exc
-        pm.register(plugin, name=entry_point.name)
+            _skip_plugin(pm, entry_point.name, f"{where} failed to import: {type(exc).__name__}: {brief(str(exc))}")
+            continue
+        try:
+            pm.register(plugin, name=entry_point.name)
+        except Exception as exc:
+            _skip_plugin(pm, entry_point.name, f"{where} was refused: {brief(str(exc), 600)}")
+
+
+def _skip_plugin(pm: RankoptPluginManager, name: str, reason: str) -> None:
+    pm.skipped_plugins[name] = reason
+    warnings.warn(
+        f"{reason}; it was skipped (rankopt and its other plugins work without it). Fix or uninstall "
+        f"it, or set {AUTOLOAD_ENV}=1 to load no entry-point plugins",
+        PluginLoadWarning,
+        stacklevel=3,
+    )
 
 
 class PluginRegistry:
@@ -280,16 +333,32 @@ class PluginRegistry:
     def get_feature_map(self, name: str) -> FeatureMap:
         return self._lookup(PluginKind.FEATURE_MAP, name).cls()
 
-    def resolve_method(self, method: str, loss: RankLoss) -> InferenceMethod:
-        """The inference method named ``method`` (or the best for ``loss`` when "auto")."""
+    def resolve_method(
+        self, method: str, loss: RankLoss, n_pos: int | None = None, n_neg: int | None = None
+    ) -> InferenceMethod:
+        """The inference method named ``method`` (or the best for ``loss`` when "auto").
+
+        With ``n_pos`` and ``n_neg``, the method must also be exact on a
+        problem of that size (:meth:`InferenceMethod.unsupported_reason_at`).
+        """
+
+        def reason_against(solver: InferenceMethod) -> str | None:
+            if n_pos is None or n_neg is None:
+                return solver.unsupported_reason(loss)
+            return solver.unsupported_reason_at(loss, n_pos, n_neg)
+
         if method == "auto":
-            candidates = [
-                info.cls() for info in self.list(PluginKind.INFERENCE_METHOD)
-            ]
-            exact = [m for m in candidates if m.unsupported_reason(loss) is None]
-            if not exact:
-                raise ValueError(f"no registered inference method is exact for loss {loss.name!r}")
-            return min(exact, key=lambda m: (m.auto_priority, m.name))
+            candidates = sorted(
+                (info.cls() for info in self.list(PluginKind.INFERENCE_METHOD)),
+                key=lambda m: (m.auto_priority, m.name),
+            )
+            reasons = {}
+            for candidate in candidates:  # fastest first; the first exact one wins
+                reasons[candidate.name] = reason_against(candidate)
+                if reasons[candidate.name] is None:
+                    return candidate
+            details = "; ".join(f"{name}: {brief(reason, 200)}" for name, reason in reasons.items())
+            raise ValueError(f"no registered inference method is exact for loss {loss.name!r} ({details})")
         try:
             solver = self._lookup(PluginKind.INFERENCE_METHOD, method).cls()
         except ValueError:
@@ -297,7 +366,7 @@ class PluginRegistry:
                 f"unknown inference method {method!r}: expected 'auto' or one of "
                 f"{sorted(self.plugin_manager.catalogue()[PluginKind.INFERENCE_METHOD])}"
             ) from None
-        reason = solver.unsupported_reason(loss)
+        reason = reason_against(solver)
         if reason is not None:
             raise ValueError(f"inference method {method!r} cannot be used with loss {loss.name!r}: {reason}")
         return solver

@@ -25,24 +25,43 @@ import numpy as np
 from rankopt.hookspecs import hookimpl
 from rankopt.inference import _ap
 from rankopt.inference.base import InferenceMethod, descending_order
-from rankopt.losses.ap import APLoss
-from rankopt.losses.base import RankLoss
+from rankopt.losses.base import KernelCode, RankLoss
+
+
+def _has_ap_form(loss: RankLoss, n_pos: int, n_neg: int) -> bool:
+    form = loss.compiled_form(n_pos, n_neg)
+    return form is not None and form.code == KernelCode.AP
 
 
 class _APOnlyMethod(InferenceMethod):
-    """An inference method whose exactness rests on the closed form of Δ_AP."""
+    """An inference method whose exactness rests on the closed form of Δ_AP.
+
+    These kernels hard-code AP's δ_j and its unimodality (Prop. 5), which the
+    generic loss contract (C1–C4) does not imply.  So they run only for a
+    loss whose compiled form is AP's — :class:`~rankopt.losses.APLoss`
+    itself (not its subclasses: a subclass that changes the maths runs on a
+    general method), or a loss that declares itself equal to it by returning
+    that form, a claim :func:`rankopt.check_qs_suitable` verifies against
+    the loss's own ``delta_diff`` (C2) before these methods accept it.
+    """
+
+    requires = "C3"
 
     def unsupported_reason(self, loss: RankLoss) -> str | None:
-        # Checked by class on purpose: these kernels hard-code AP's δ_j and its
-        # unimodality (Prop. 5), which the generic loss contract (C1–C4) does
-        # not imply, so no capability of another loss can stand in for it.
-        if isinstance(loss, APLoss):
-            return None
-        return (
-            f"it is exact only for the average-precision loss 'ap' "
-            f"(rankopt.losses.APLoss), got {type(loss).__name__} {loss.name!r} instead; "
-            f"use method='greedy' or 'auto'"
-        )
+        if not _has_ap_form(loss, 1, 1):
+            return (
+                f"it is exact only for the average-precision loss 'ap' (a loss whose compiled form "
+                f"is KernelCode.AP), got {type(loss).__name__} {loss.name!r} instead; use "
+                f"method='qs' or 'auto'"
+            )
+        return super().unsupported_reason(loss)
+
+    def _check_form(self, loss: RankLoss, n_pos: int, n_neg: int) -> None:
+        if not _has_ap_form(loss, n_pos, n_neg):
+            raise RuntimeError(
+                f"loss {loss.name!r} broke its contract: its compiled form is AP's at one size but "
+                f"not at n_pos={n_pos}, n_neg={n_neg}, so method {self.name!r} cannot run"
+            )
 
     @staticmethod
     def _sorted_positives(pos_scores: np.ndarray) -> np.ndarray:
@@ -56,6 +75,7 @@ class SearchMethod(_APOnlyMethod):
     auto_priority = 50
 
     def interleaving_ranks(self, loss: RankLoss, pos_scores, neg_scores):
+        self._check_form(loss, pos_scores.size, neg_scores.size)
         pos_desc = self._sorted_positives(pos_scores)
         neg_order = descending_order(neg_scores)
         neg_desc = np.ascontiguousarray(neg_scores[neg_order], dtype=np.float64)
@@ -73,6 +93,7 @@ class SelectMethod(_APOnlyMethod):
     auto_priority = 40
 
     def interleaving_ranks(self, loss: RankLoss, pos_scores, neg_scores):
+        self._check_form(loss, pos_scores.size, neg_scores.size)
         pos_desc = self._sorted_positives(pos_scores)
         ranks = np.empty(neg_scores.size, dtype=np.intc)
         _ap.select_ranks(pos_desc, np.ascontiguousarray(neg_scores), ranks)

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from rankopt._validation import check_scores
+from rankopt.exceptions import brief
 from rankopt.inference import _observation, _order
 from rankopt.losses.base import CompiledForm, KernelCode, RankLoss
+from rankopt.losses.qs_check import size_unsupported_reason, unsupported_reason
 
 if TYPE_CHECKING:  # pragma: no cover
     from rankopt.plugins import PluginRegistry
@@ -26,16 +28,42 @@ class InferenceMethod(abc.ABC):
     """A loss-augmented inference algorithm for rank losses.
 
     Subclasses set ``name`` and ``auto_priority`` (lower is preferred by
-    ``method="auto"`` among the methods that are exact for a loss) and
-    implement :meth:`interleaving_ranks`.
+    ``method="auto"`` among the methods that are exact for a loss), declare
+    in ``requires`` the conditions their exactness rests on, and implement
+    :meth:`interleaving_ranks`.  Methods are chosen by what a loss can be
+    shown to satisfy, never by its class.
     """
 
     name: ClassVar[str] = ""
     auto_priority: ClassVar[int] = 100
+    #: The last of the conditions C1–C4 (``qs-rank-losses`` §4.1) this method
+    #: relies on — C2 for exactness on any decomposable loss, C3 for the
+    #: greedy order, C4 for O(1) derivatives — or None if it judges losses in
+    #: :meth:`unsupported_reason` alone.  rankopt checks them on the loss once
+    #: (:func:`rankopt.check_qs_suitable`, cached on the loss's parameters) and
+    #: on each call's size where the loss's compiled form shows more (a
+    #: discount table's convexity is C3 on exactly the positions used).
+    requires: ClassVar[str | None] = None
 
     def unsupported_reason(self, loss: RankLoss) -> str | None:
-        """Why this method is not exact for ``loss``, or None when it is."""
-        return None
+        """Why this method is not exact for ``loss``, or None when it is.
+
+        The default checks the conditions up to :attr:`requires`.
+        """
+        if self.requires is None:
+            return None
+        return unsupported_reason(loss, up_to=self.requires)
+
+    def unsupported_reason_at(self, loss: RankLoss, n_pos: int, n_neg: int) -> str | None:
+        """Why this method is not exact for ``loss`` on a problem of this size, or None.
+
+        :meth:`unsupported_reason`, then the conditions up to :attr:`requires`
+        on the positions 1…|P|+|N| of this call.
+        """
+        reason = self.unsupported_reason(loss)
+        if reason is None and self.requires is not None:
+            reason = size_unsupported_reason(loss, self.requires, n_pos, n_neg)
+        return reason
 
     @abc.abstractmethod
     def interleaving_ranks(
@@ -194,7 +222,12 @@ def most_violated_ranking(
             f"{loss.name!r} instead"
         )
     pos, neg = check_scores(pos_scores, neg_scores)
-    solver = registry.resolve_method(method, loss)
+    # Builds (once per size, shared by equal losses) and checks the loss's
+    # compiled form on the positions this call uses, whichever method runs:
+    # a discount that breaks its contract beyond the sizes the C1–C4 check
+    # tried is refused here.
+    loss.compiled_form(pos.size, neg.size)
+    solver = registry.resolve_method(method, loss, pos.size, neg.size)
     neg_ranks = np.asarray(solver.interleaving_ranks(loss, pos, neg))
     if neg_ranks.shape != neg.shape or not np.issubdtype(neg_ranks.dtype, np.integer):
         raise RuntimeError(
@@ -219,17 +252,22 @@ def checked_delta_diff(loss: RankLoss, j, i, n_pos: int, n_neg: int) -> np.ndarr
     except Exception as exc:
         raise RuntimeError(
             f"loss {loss.name!r} ({type(loss).__module__}.{type(loss).__qualname__}) raised in "
-            f"delta_diff(j={j}, i=..., n_pos={n_pos}, n_neg={n_neg}): {exc}"
+            f"delta_diff(j of shape {np.shape(j)}, i of shape {np.shape(i)}, n_pos={n_pos}, "
+            f"n_neg={n_neg}): {type(exc).__name__}: {brief(str(exc))}"
         ) from exc
-    i = np.asarray(i)
-    if out.shape != np.broadcast_shapes(np.shape(j), i.shape):
+    expected = np.broadcast_shapes(np.shape(j), np.shape(i))
+    if out.shape != expected:
         raise RuntimeError(
-            f"loss {loss.name!r} broke its contract: delta_diff returned shape {out.shape}, "
-            f"expected {np.broadcast_shapes(np.shape(j), i.shape)}"
+            f"loss {loss.name!r} broke its contract: expected delta_diff to return the broadcast "
+            f"shape {expected} of j and i, got shape {out.shape} instead"
         )
-    if not np.all(np.isfinite(out)):
+    finite = np.isfinite(out)
+    if not finite.all():
+        k = np.unravel_index(np.argmin(finite), out.shape)
+        jj, ii = np.broadcast_to(j, expected)[k], np.broadcast_to(i, expected)[k]
         raise RuntimeError(
-            f"loss {loss.name!r} broke its contract: delta_diff returned non-finite values "
-            f"for n_pos={n_pos}, n_neg={n_neg}"
+            f"loss {loss.name!r} broke its contract: expected finite delta_diff values, got the "
+            f"non-finite {float(out[k])!r} at j={jj}, i={ii} for n_pos={n_pos}, n_neg={n_neg} instead"
         )
     return out
+

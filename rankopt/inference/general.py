@@ -29,7 +29,6 @@ import numpy as np
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import InferenceMethod, checked_delta_diff, descending_order
 from rankopt.losses.base import RankLoss
-from rankopt.losses.qs_check import unsupported_reason
 
 #: Largest dynamic-programming table (in float64 entries) held at once.
 DEFAULT_MEMORY_BUDGET = 1 << 20
@@ -41,9 +40,8 @@ class DPMethod(InferenceMethod):
     name = "dp"
     auto_priority = 1000
     memory_budget = DEFAULT_MEMORY_BUDGET
-
-    def unsupported_reason(self, loss: RankLoss) -> str | None:
-        return unsupported_reason(loss, up_to="C2")
+    #: Exact under C1 and C2 alone (Observations 1–3).
+    requires = "C2"
 
     def interleaving_ranks(self, loss: RankLoss, pos_scores, neg_scores):
         pos_desc = pos_scores[descending_order(pos_scores)].astype(np.float64)

@@ -7,7 +7,6 @@ from rankopt.hookspecs import hookimpl
 from rankopt.inference import _greedy
 from rankopt.inference.base import InferenceMethod, checked_delta_diff, descending_order, kernel_arguments
 from rankopt.losses.base import RankLoss
-from rankopt.losses.qs_check import unsupported_reason
 
 
 class GreedyMethod(InferenceMethod):
@@ -20,10 +19,8 @@ class GreedyMethod(InferenceMethod):
 
     name = "greedy"
     auto_priority = 100
-
-    def unsupported_reason(self, loss: RankLoss) -> str | None:
-        # Greedy is exact only under C1–C3 (Observation 4); C4 only affects speed.
-        return unsupported_reason(loss, up_to="C3")
+    #: Greedy is exact only under C1–C3 (Observation 4); C4 only affects speed.
+    requires = "C3"
 
     def interleaving_ranks(self, loss: RankLoss, pos_scores, neg_scores):
         pos_desc = np.ascontiguousarray(pos_scores[descending_order(pos_scores)])

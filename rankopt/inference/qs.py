@@ -22,8 +22,6 @@ from rankopt.hookspecs import hookimpl
 from rankopt.inference import _qs
 from rankopt.inference.base import InferenceMethod, checked_delta_diff, descending_order, kernel_arguments
 from rankopt.losses.base import KernelCode, RankLoss
-from rankopt.losses.qs_check import unsupported_reason
-
 
 
 class QSMethod(InferenceMethod):
@@ -36,11 +34,10 @@ class QSMethod(InferenceMethod):
 
     name = "qs"
     auto_priority = 10
+    #: C3 for exactness (Observation 4), C4 for the O(|N| log |P|) bound.
+    requires = "C4"
     #: Use §5's unimodal search for AP's median ranks (False: the linear scan).
     ap_unimodal_search = True
-
-    def unsupported_reason(self, loss: RankLoss) -> str | None:
-        return unsupported_reason(loss, up_to="C4")
 
     def interleaving_ranks(self, loss: RankLoss, pos_scores, neg_scores):
         pos_desc = np.ascontiguousarray(pos_scores[descending_order(pos_scores)])

@@ -47,7 +47,11 @@ class APLoss(RankLoss):
         return -i / (n_pos * (i + j - 1.0) * (i + j))
 
     def compiled_form(self, n_pos, n_neg):
-        return CompiledForm(KernelCode.AP)
+        # The AP kernels evaluate this class's δ and nothing else: a subclass that
+        # changes the maths must not inherit them, so it runs on the general path
+        # with its own delta_diff — unless it returns this form itself, a claim
+        # check_qs_suitable verifies against its delta_diff (C2).
+        return CompiledForm(KernelCode.AP) if type(self) is APLoss else None
 
 
 @hookimpl

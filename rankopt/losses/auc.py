@@ -35,7 +35,11 @@ class AUCLoss(RankLoss):
         return np.full(i.shape, -1.0 / (n_pos * n_neg))
 
     def compiled_form(self, n_pos, n_neg):
-        return CompiledForm(KernelCode.AUC)
+        # The AUC kernels evaluate this class's δ and nothing else: a subclass that
+        # changes the maths must not inherit them, so it runs on the general path
+        # with its own delta_diff — unless it returns this form itself, a claim
+        # check_qs_suitable verifies against its delta_diff (C2).
+        return CompiledForm(KernelCode.AUC) if type(self) is AUCLoss else None
 
 
 @hookimpl

@@ -25,9 +25,14 @@ above the negative).  All methods accept NumPy integer arrays for ``j`` and
 from __future__ import annotations
 
 import abc
+import collections
 import enum
+import functools
+import inspect
+import threading
+import types
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, Callable, ClassVar, Hashable
 
 import numpy as np
 
@@ -55,51 +60,294 @@ class KernelCode(enum.IntEnum):
 class CompiledForm:
     """How a compiled kernel evaluates δ_j(i+1) − δ_j(i) for one problem size.
 
-    ``table`` is used by :attr:`KernelCode.POSITION_DISCOUNT` only: the
-    discount D(1…|P|+|N|), already divided by the normaliser Σ_{i≤|P|} D(i).
+    ``table`` is used by :attr:`KernelCode.POSITION_DISCOUNT` only: a table T
+    of |P| + |N| values with δ_j(i+1) − δ_j(i) = T(i+j) − T(i+j−1) (1-based),
+    for a position-discount loss the discount D(1…|P|+|N|) already divided by
+    the normaliser Σ_{i≤|P|} D(i).
 
     The table is copied on construction into a read-only float64 array and
-    checked for NaN and infinity there, once (``table_is_finite``): a loss
-    hands the same form to every inference call of a training run, and
-    reading all |P| + |N| entries again at each call evicts the scores from
-    the cache (about 6 % of a qs call at 10⁶ negatives).
+    inspected there, once: whether every entry is finite
+    (``table_is_finite``) and the first position at which it is not convex
+    (``first_concave_position``; condition C3 at this size holds exactly when
+    there is none).  A training run hands the same form to every inference
+    call, and reading all |P| + |N| entries again at each call evicts the
+    scores from the cache (about 6 % of a qs call at 10⁶ negatives).
     """
 
     code: KernelCode
     table: np.ndarray | None = None
     #: Whether ``table`` is present and every entry of it finite.
     table_is_finite: bool = field(init=False, repr=False, compare=False)
+    #: The first 1-based position k with T(k−1) − 2T(k) + T(k+1) < 0 beyond
+    #: rounding, or None: the greedy and qs methods are exact only without one.
+    first_concave_position: int | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         table = self.table
+        concave_at = None
         if table is not None:
             table = np.array(table, dtype=np.float64, order="C")  # our copy: nobody else can write it
             table.flags.writeable = False
             object.__setattr__(self, "table", table)
-        object.__setattr__(self, "table_is_finite", table is not None and bool(np.isfinite(table).all()))
+        finite = table is not None and bool(np.isfinite(table).all())
+        if finite and table.ndim == 1 and table.size >= 3:
+            concave_at = first_concave_position(table)
+        object.__setattr__(self, "table_is_finite", finite)
+        object.__setattr__(self, "first_concave_position", concave_at)
+
+
+#: Rounding allowed in the shape checks of a discount table, relative to its values.
+_TABLE_RTOL = 64 * np.finfo(np.float64).eps
+
+
+def first_concave_position(table: np.ndarray) -> int | None:
+    """The first 1-based position k where ``table`` bends down (T(k−1) − 2T(k) + T(k+1) < 0), or None.
+
+    Differences below rounding (64 ulp of the values involved) do not count.
+    """
+    second = table[:-2] - 2.0 * table[1:-1] + table[2:]
+    bad = second < -_TABLE_RTOL * np.abs(table[:-2])
+    if not bad.any():
+        return None
+    return int(np.argmax(bad)) + 2
+
+
+class KeyedCache:
+    """A small thread-safe LRU map for values derived from a loss's parameters.
+
+    Keys come from :meth:`Loss.cache_key`, so two equal losses share an
+    entry and a loss whose parameters change is looked up afresh.  ``weight``
+    measures an entry (e.g. the bytes of its table); the least recently used
+    entries are evicted while the total exceeds ``max_weight`` or there are
+    more than ``max_entries`` (the newest entry always stays).
+    """
+
+    def __init__(self, max_entries: int, max_weight: float = float("inf"),
+                 weight: Callable[[Any], float] = lambda value: 0.0):
+        self.max_entries, self.max_weight, self._weight = max_entries, max_weight, weight
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._total = 0.0
+        self._lock = threading.Lock()
+
+    def get_or_build(self, key: Hashable | None, build: Callable[[], Any]):
+        """The cached value of ``key``, built by ``build()`` on a miss; ``key=None`` is never cached."""
+        if key is None:
+            return build()
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+        value = build()  # outside the lock: building may take long and may raise
+        with self._lock:
+            if key not in self._entries:
+                self._entries[key] = value
+                self._total += self._weight(value)
+                while len(self._entries) > 1 and (
+                    len(self._entries) > self.max_entries or self._total > self.max_weight
+                ):
+                    _, evicted = self._entries.popitem(last=False)
+                    self._total -= self._weight(evicted)
+            return self._entries[key]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._total = 0.0
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class Loss(abc.ABC):
-    """Common base of every loss: a registered ``name`` and an output kind."""
+    """Common base of every loss: a registered ``name``, an output kind, parameters.
+
+    Parameters follow scikit-learn's convention: they are the arguments of
+    ``__init__``, each stored unchanged under its own name.  From them — and
+    only from them — come :meth:`get_params` / :meth:`set_params` (so
+    ``sklearn.base.clone`` and grid searches work on losses and on the
+    estimators holding them), equality, hashing and :meth:`cache_key`, which
+    keys everything rankopt derives from a loss (compiled tables, the C1–C4
+    verdict).  A loss whose maths depends on anything else would be cached
+    wrongly: keep such state out of losses, or pass it to ``__init__``.
+    """
 
     #: The name the loss is registered and looked up under.
     name: ClassVar[str] = ""
     #: The structured output the loss is defined on.
     output_kind: ClassVar[OutputKind]
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("get_params")
+        if own is not None and "deep" not in inspect.signature(own).parameters:
+            # A get_params() override written before losses followed scikit-learn
+            # keeps working; registration checks that it names the __init__ parameters.
+            @functools.wraps(own)
+            def get_params(self, deep=True):
+                return own(self)
+
+            cls.get_params = get_params
+
+    @classmethod
+    def _param_names(cls) -> tuple[str, ...]:
+        return _init_param_names(cls)
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor parameters of this loss, by name (scikit-learn's ``get_params``).
+
+        With ``deep``, a parameter that is itself a loss also contributes its
+        own parameters as ``<name>__<parameter>``.
+        """
+        params = {}
+        for key in self._param_names():
+            try:
+                value = getattr(self, key)
+            except AttributeError:
+                raise AttributeError(
+                    f"expected {type(self).__qualname__} to store its constructor parameter {key!r} "
+                    f"as the attribute {key!r} (scikit-learn's convention, from which rankopt derives "
+                    f"get_params, equality and cache keys), got no such attribute instead"
+                ) from None
+            if deep and isinstance(value, Loss):
+                params.update((f"{key}__{k}", v) for k, v in value.get_params(deep=True).items())
+            params[key] = value
+        return params
+
+    def set_params(self, **params) -> "Loss":
+        """Set constructor parameters (``<name>__<parameter>`` for a nested loss); returns self.
+
+        Everything derived from the loss is keyed on its parameters' values,
+        so nothing cached for the old values is used afterwards.
+        """
+        valid = self._param_names()
+        nested: dict[str, dict] = {}
+        for key, value in params.items():
+            head, sep, rest = key.partition("__")
+            if head not in valid:
+                raise ValueError(
+                    f"expected a parameter of {type(self).__qualname__} (one of {list(valid)}), "
+                    f"got {head!r} instead"
+                )
+            if sep:
+                nested.setdefault(head, {})[rest] = value
+            else:
+                setattr(self, head, value)
+        for head, sub in nested.items():
+            inner = getattr(self, head)
+            if not isinstance(inner, Loss):
+                raise ValueError(
+                    f"expected parameter {head!r} of {type(self).__qualname__} to be a loss for "
+                    f"nested parameters {sorted(sub)}, got {type(inner).__name__} instead"
+                )
+            inner.set_params(**sub)
+        return self
+
+    def cache_key(self) -> Hashable | None:
+        """A hashable snapshot of (type, parameters' values), or None when one cannot be made.
+
+        None — a parameter that is not a plain value (numbers, strings,
+        arrays, tuples/lists/dicts of them, losses, functions), or an
+        ``__init__`` taking ``*args``/``**kwargs`` — means "do not cache":
+        rankopt then rebuilds what it derives from the loss at every use,
+        which is slower but never stale.
+        """
+        if not _init_is_keyable(type(self)):
+            return None
+        try:
+            params = self.get_params(deep=False)
+        except (AttributeError, TypeError):
+            return None
+        frozen = []
+        for key in sorted(params):
+            value = _freeze(params[key])
+            if value is _UNKEYABLE:
+                return None
+            frozen.append((key, value))
+        return (type(self), tuple(frozen))
+
     def __repr__(self) -> str:
-        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        try:
+            params = ", ".join(f"{k}={v!r}" for k, v in self.get_params(deep=False).items())
+        except (AttributeError, TypeError):
+            params = "?"
         return f"{type(self).__name__}({params})"
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.get_params() == other.get_params()
+        if self is other:
+            return True
+        if type(self) is not type(other):
+            return False
+        key = self.cache_key()
+        return key is not None and key == other.cache_key()
 
     def __hash__(self) -> int:
-        return hash((type(self), tuple(sorted(self.get_params().items()))))
+        key = self.cache_key()
+        return object.__hash__(self) if key is None else hash(key)
 
-    def get_params(self) -> dict:
-        """The constructor parameters of this loss (none by default)."""
-        return {}
+
+@functools.lru_cache(maxsize=None)
+def _init_signature(cls) -> inspect.Signature | None:
+    init = cls.__init__
+    if init is object.__init__:
+        return None
+    return inspect.signature(init)
+
+
+def _init_param_names(cls) -> tuple[str, ...]:
+    signature = _init_signature(cls)
+    if signature is None:
+        return ()
+    names = []
+    for parameter in list(signature.parameters.values())[1:]:  # skip self
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            raise TypeError(
+                f"expected {cls.__qualname__}.__init__ to take named parameters only (scikit-learn's "
+                f"convention), got *{parameter.name} instead"
+            )
+        if parameter.kind is not inspect.Parameter.VAR_KEYWORD:
+            names.append(parameter.name)
+    return tuple(sorted(names))
+
+
+def _init_is_keyable(cls) -> bool:
+    """Whether every parameter of ``cls.__init__`` is named (``*args``/``**kwargs`` could hold anything)."""
+    signature = _init_signature(cls)
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return signature is None or all(p.kind not in variadic for p in signature.parameters.values())
+
+
+_UNKEYABLE = object()
+_SCALARS = (type(None), bool, int, float, complex, str, bytes, np.generic, enum.Enum)
+_BY_IDENTITY = (types.FunctionType, types.BuiltinFunctionType, np.ufunc, type)
+
+
+def _freeze(value):
+    """A hashable value-snapshot of a parameter, or ``_UNKEYABLE``."""
+    if isinstance(value, _SCALARS):
+        return (type(value), value)
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            return _UNKEYABLE
+        return (np.ndarray, value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, Loss):
+        key = value.cache_key()
+        return _UNKEYABLE if key is None else key
+    if isinstance(value, (tuple, list)):
+        items = tuple(_freeze(v) for v in value)
+        return _UNKEYABLE if any(v is _UNKEYABLE for v in items) else (type(value), items)
+    if isinstance(value, dict):
+        try:
+            keys = sorted(value)
+        except TypeError:
+            return _UNKEYABLE
+        items = tuple((_freeze(k), _freeze(value[k])) for k in keys)
+        if any(a is _UNKEYABLE or b is _UNKEYABLE for a, b in items):
+            return _UNKEYABLE
+        return (dict, items)
+    if isinstance(value, _BY_IDENTITY):
+        # Functions and classes are values by identity: their code cannot change under a key.
+        return (type(value), value)
+    return _UNKEYABLE
 
 
 class RankLoss(Loss):

@@ -17,32 +17,55 @@ import abc
 import numpy as np
 
 from rankopt.hookspecs import hookimpl
-from rankopt.losses.base import CompiledForm, KernelCode, RankLoss, pattern_counts
+from rankopt.losses.base import _TABLE_RTOL, CompiledForm, KernelCode, KeyedCache, RankLoss, pattern_counts
+
+#: Compiled forms of position-discount losses, keyed by (loss parameters, |P|, |N|) and shared by
+#: equal losses: a training run — or a caller passing the loss by name, which builds a new
+#: instance each call — asks for the same sizes at every iteration, and the table of |P| + |N|
+#: discounts (10⁶ logarithms for NDCG) costs more than the inference itself.  Bounded to a few
+#: tables' worth of memory.
+_COMPILED_FORMS = KeyedCache(max_entries=32, max_weight=64e6, weight=lambda form: form.table.nbytes)
+#: Normalisers Σ_{i≤|P|} D(i), keyed by (loss parameters, |P|): delta_diff stays O(1) (C4).
+_NORMALISERS = KeyedCache(max_entries=4096)
 
 
 class PositionDiscountLoss(RankLoss):
-    """Base class of losses given by a positive, decreasing, convex discount D."""
+    """Base class of losses given by a positive, decreasing, convex discount D.
+
+    The contract — D finite, non-negative and non-increasing, D(1) > 0 — is
+    checked on every table rankopt builds, that is on exactly the positions
+    1…|P|+|N| a call uses (values that underflow to 0.0 far down are
+    fine).  Convexity is condition C3: where D bends down, the greedy and
+    quicksort-flavoured methods refuse the call and ``method="auto"`` runs an
+    exact general method instead (precision@k is such a loss).
+    """
 
     @abc.abstractmethod
     def discount(self, positions: np.ndarray) -> np.ndarray:
         """D(positions), positions being 1-based ranks (float array)."""
 
     def discount_table(self, n: int) -> np.ndarray:
-        """D(1), …, D(n) as float64, checked to be finite."""
+        """D(1), …, D(n) as float64, checked to be finite, non-negative and non-increasing."""
         table = np.asarray(self.discount(np.arange(1, n + 1, dtype=np.float64)), dtype=np.float64)
-        if table.shape != (n,) or not np.all(np.isfinite(table)):
+        problem = _discount_table_problem(table, n)
+        if problem is not None:
             raise ValueError(
-                f"{type(self).__name__}.discount must return {n} finite values for positions "
-                f"1..{n}, got {table!r} instead"
+                f"expected {type(self).__qualname__}.discount (loss {self.name!r}) to return finite, "
+                f"non-negative, non-increasing values for positions 1..{n}, got {problem} instead"
             )
         return table
 
     def _normaliser(self, n_pos):
-        # Cached per |P| so that delta_diff stays O(1) (condition C4).
-        cache = self.__dict__.setdefault("_normaliser_cache", {})
-        if n_pos not in cache:
-            cache[n_pos] = float(np.sum(self.discount_table(n_pos)))
-        return cache[n_pos]
+        return _NORMALISERS.get_or_build(_sized_key(self, n_pos), lambda: self._build_normaliser(n_pos))
+
+    def _build_normaliser(self, n_pos) -> float:
+        total = float(np.sum(self.discount_table(n_pos)))
+        if not total > 0:
+            raise ValueError(
+                f"expected {type(self).__qualname__}.discount (loss {self.name!r}) to be positive at "
+                f"position 1, got D(1) + … + D({n_pos}) = {total!r} instead"
+            )
+        return total
 
     def value(self, pattern):
         return self.value_at_positions(*pattern_counts(pattern))
@@ -62,26 +85,48 @@ class PositionDiscountLoss(RankLoss):
         return (self.discount(i + j) - self.discount(i + j - 1.0)) / self._normaliser(n_pos)
 
     def compiled_form(self, n_pos, n_neg):
-        # The table has |P| + |N| entries (10⁶ logarithms for NDCG cost more
-        # than the inference itself), and a training run asks for the same
-        # sizes at every cutting-plane iteration: the last one is kept,
-        # read-only.
-        key = (n_pos, n_neg, tuple(sorted(self.get_params().items())))
-        cached = self.__dict__.get("_compiled_form_cache")
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        # Shared by every loss with equal parameters, built (and checked) once per size.
+        return _COMPILED_FORMS.get_or_build(
+            _sized_key(self, n_pos, n_neg), lambda: self._build_compiled_form(n_pos, n_neg)
+        )
+
+    def _build_compiled_form(self, n_pos, n_neg) -> CompiledForm:
         discounts = self.discount_table(n_pos + n_neg)
+        normaliser = float(discounts[:n_pos].sum())
+        if not normaliser > 0:
+            raise ValueError(
+                f"expected {type(self).__qualname__}.discount (loss {self.name!r}) to be positive at "
+                f"position 1, got D(1) + … + D({n_pos}) = {normaliser!r} instead"
+            )
         # Not in place: discount_table may return the plugin's own array.  The
         # name is rebound so that only two tables exist at once (this one and
-        # CompiledForm's read-only copy, checked finite).
-        discounts = discounts / discounts[:n_pos].sum()
-        form = CompiledForm(KernelCode.POSITION_DISCOUNT, discounts)
-        self.__dict__["_compiled_form_cache"] = (key, form)
-        return form
+        # CompiledForm's read-only copy).
+        discounts = discounts / normaliser
+        return CompiledForm(KernelCode.POSITION_DISCOUNT, discounts)
 
-    def __getstate__(self):
-        # Caches are rebuilt on demand; a pickled loss should not carry a table of |P| + |N| values.
-        return {k: v for k, v in self.__dict__.items() if not k.endswith("_cache")}
+
+def _sized_key(loss, *sizes):
+    key = loss.cache_key()
+    return None if key is None else (key, *sizes)
+
+
+def _discount_table_problem(table: np.ndarray, n: int) -> str | None:
+    """What breaks the discount contract in ``table`` = D(1…n), briefly, or None."""
+    if table.shape != (n,):
+        return f"an array of shape {table.shape} (expected ({n},))"
+    finite = np.isfinite(table)
+    if not finite.all():
+        k = int(np.argmin(finite))
+        return f"D({k + 1}) = {float(table[k])!r}"
+    negative = table < 0
+    if negative.any():
+        k = int(np.argmax(negative))
+        return f"D({k + 1}) = {float(table[k])!r}"
+    rises = table[1:] - table[:-1] > _TABLE_RTOL * table[:-1]
+    if rises.any():
+        k = int(np.argmax(rises))
+        return f"D({k + 1}) = {float(table[k])!r} < D({k + 2}) = {float(table[k + 1])!r}"
+    return None
 
 
 class NDCGLoss(PositionDiscountLoss):

@@ -16,7 +16,6 @@ when a condition the method needs fails.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import numbers
 import time
@@ -25,7 +24,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from rankopt.losses.base import KernelCode, RankLoss
+from rankopt.exceptions import brief
+from rankopt.losses.base import KernelCode, KeyedCache, RankLoss
 
 __all__ = [
     "CONDITIONS",
@@ -33,6 +33,7 @@ __all__ = [
     "QSSuitabilityError",
     "QSViolation",
     "check_qs_suitable",
+    "size_unsupported_reason",
     "unsupported_reason",
 ]
 
@@ -200,9 +201,9 @@ def check_qs_suitable(
         except Exception as exc:  # the loss itself raised: that is its failure
             message = (
                 f"{condition} cannot be checked for loss {loss.name!r}: "
-                f"{type(exc).__name__}: {exc}"
+                f"{type(exc).__name__}: {brief(str(exc))}"
             )
-            return QSReport(loss, tuple(passed), QSViolation(condition, message, {"error": repr(exc)}), tuple(notes))
+            return QSReport(loss, tuple(passed), QSViolation(condition, message, {"error": brief(repr(exc))}), tuple(notes))
         passed.append(condition)
         if note:
             notes.append(note)
@@ -214,25 +215,51 @@ def unsupported_reason(loss, up_to: str) -> str | None:
 
     For inference methods' ``unsupported_reason``: the full check runs once
     per loss (default grids, fixed seed) and is cached on the loss's
-    equality, so calling this every cutting-plane iteration is cheap.
+    parameters (:meth:`~rankopt.losses.Loss.cache_key`), so calling this
+    every cutting-plane iteration is cheap, an equal loss reuses the verdict
+    and a loss whose parameters change is checked again.  A loss that cannot
+    be keyed is checked at every call.
     """
-    if up_to not in CONDITIONS:
-        raise ValueError(f"expected up_to in {CONDITIONS}, got {up_to!r} instead")
+    _check_condition(up_to)
     if not isinstance(loss, RankLoss):
         return f"expected a rank loss, got {loss!r} instead"
-    try:
-        report = _cached_report(loss)
-    except TypeError:  # unhashable parameters: the loss cannot be a cache key
-        report = check_qs_suitable(loss, random_state=0)
+    report = _REPORTS.get_or_build(loss.cache_key(), lambda: check_qs_suitable(loss, random_state=0))
     failed = report.failed_condition
     if failed is not None and CONDITIONS.index(failed) <= CONDITIONS.index(up_to):
         return report.message
     return None
 
 
-@functools.lru_cache(maxsize=256)
-def _cached_report(loss: RankLoss) -> QSReport:
-    return check_qs_suitable(loss, random_state=0)
+def size_unsupported_reason(loss: RankLoss, up_to: str, n_pos: int, n_neg: int) -> str | None:
+    """Why ``loss`` fails one of C1 … ``up_to`` on a problem with ``n_pos`` and ``n_neg`` samples, or None.
+
+    What :func:`check_qs_suitable` cannot see beyond its grids, read from the
+    loss's compiled form for this size (built once and cached): a table that
+    is not convex breaks C3 on exactly these positions.
+    """
+    _check_condition(up_to)
+    if CONDITIONS.index(up_to) < CONDITIONS.index("C3"):
+        return None
+    form = loss.compiled_form(n_pos, n_neg)
+    k = None if form is None else form.first_concave_position
+    if k is None:
+        return None
+    t = form.table
+    bend = float(t[k - 2] - 2.0 * t[k - 1] + t[k])
+    return (
+        f"C3 fails for loss {loss.name!r} at n_pos={n_pos}, n_neg={n_neg}: its discount table is not "
+        f"convex at position {k} (T({k - 1}) − 2T({k}) + T({k + 1}) = {bend:.3g} < 0); the greedy and "
+        f"quicksort-flavoured methods are not exact for it (use method='dp' or 'auto')"
+    )
+
+
+def _check_condition(up_to: str) -> None:
+    if up_to not in CONDITIONS:
+        raise ValueError(f"expected up_to in {CONDITIONS}, got {up_to!r} instead")
+
+
+#: check_qs_suitable's verdicts, keyed by the losses' parameters.
+_REPORTS = KeyedCache(max_entries=256)
 
 
 # --------------------------------------------------------------------------
@@ -360,7 +387,8 @@ def _check_c2(loss: RankLoss, sizes, rng) -> str | None:
                 raise _Failed(QSViolation(
                     "C2",
                     f"C2 fails for loss {loss.name!r}: delta(j, rank_j) for pattern "
-                    f"{_pattern_str(pattern)} returned {deltas!r}, expected {n_neg} finite values",
+                    f"{_pattern_str(pattern)} returned {brief(repr(deltas), 120)}, expected {n_neg} "
+                    f"finite values (shape {j.shape})",
                     {"n_pos": n_pos, "n_neg": n_neg, "pattern": _pattern_str(pattern)},
                 ))
             total, value = float(np.sum(deltas)), _value(loss, pattern)

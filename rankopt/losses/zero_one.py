@@ -27,9 +27,6 @@ class ZeroOneLoss(LabelingLoss):
             raise ValueError(f"expected J to be a positive finite number or None, got {J!r} instead")
         self.J = J
 
-    def get_params(self):
-        return {"J": self.J}
-
     def sample_weights(self, y_true):
         y_true = np.asarray(y_true, dtype=bool)
         n_pos = int(np.count_nonzero(y_true))

@@ -242,14 +242,14 @@ def test_unsupported_reason_runs_the_check_once_per_loss(monkeypatch):
         return real(loss, *args, **kwargs)
 
     monkeypatch.setattr(qs_check, "check_qs_suitable", counting)
-    qs_check._cached_report.cache_clear()
+    qs_check._REPORTS.clear()
     for _ in range(3):
         assert unsupported_reason(PrecisionAtKLoss(4), "C4") is not None
         assert unsupported_reason(PrecisionAtKLoss(4), "C2") is None  # equal loss: cached
     assert len(calls) == 1
     unsupported_reason(PrecisionAtKLoss(5), "C4")  # different parameters: checked again
     assert len(calls) == 2
-    qs_check._cached_report.cache_clear()
+    qs_check._REPORTS.clear()
 
 
 # --------------------------------------------------------------------------
