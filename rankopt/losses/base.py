@@ -293,6 +293,7 @@ def _init_signature(cls) -> inspect.Signature | None:
     return inspect.signature(init)
 
 
+@functools.lru_cache(maxsize=None)
 def _init_param_names(cls) -> tuple[str, ...]:
     signature = _init_signature(cls)
     if signature is None:
@@ -309,6 +310,7 @@ def _init_param_names(cls) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+@functools.lru_cache(maxsize=None)
 def _init_is_keyable(cls) -> bool:
     """Whether every parameter of ``cls.__init__`` is named (``*args``/``**kwargs`` could hold anything)."""
     signature = _init_signature(cls)

@@ -24,7 +24,7 @@ from rankopt.losses.base import _TABLE_RTOL, CompiledForm, KernelCode, KeyedCach
 #: instance each call — asks for the same sizes at every iteration, and the table of |P| + |N|
 #: discounts (10⁶ logarithms for NDCG) costs more than the inference itself.  Bounded to a few
 #: tables' worth of memory.
-_COMPILED_FORMS = KeyedCache(max_entries=32, max_weight=64e6, weight=lambda form: form.table.nbytes)
+_COMPILED_FORMS = KeyedCache(max_entries=256, max_weight=64e6, weight=lambda form: form.table.nbytes)
 #: Normalisers Σ_{i≤|P|} D(i), keyed by (loss parameters, |P|): delta_diff stays O(1) (C4).
 _NORMALISERS = KeyedCache(max_entries=4096)
 
