@@ -214,3 +214,68 @@ def test_dynamic_cuts_never_reuse_trees_before_a_plain_maxflow():
 def test_labelings_is_public():
     lab = Labelings(np.array([True, False]), __import__("scipy.sparse").sparse.csr_matrix((1, 2)))
     assert lab.shape == (1, 2)
+
+
+# --------------------------------------------------------------------------
+# Issue 14, cases 6 and 7: precision and finiteness for penalties up to the float range
+
+
+def exact_max_marginals(u1, u0, edges, penalty):
+    """m⁺ and m⁻ in exact rational arithmetic over all 2ⁿ labelings."""
+    from fractions import Fraction
+
+    n = len(u1)
+    U1, U0 = [Fraction(float(v)) for v in u1], [Fraction(float(v)) for v in u0]
+    P = [Fraction(float(v)) for v in penalty]
+    plus, minus = [None] * n, [None] * n
+    for Y in itertools.product([False, True], repeat=n):
+        score = sum(U1[i] if Y[i] else U0[i] for i in range(n))
+        score -= sum(P[e] for e, (a, b) in enumerate(edges) if Y[a] != Y[b])
+        for i in range(n):
+            best = plus if Y[i] else minus
+            if best[i] is None or score > best[i]:
+                best[i] = score
+    return plus, minus
+
+
+@pytest.mark.parametrize("penalty", [1e12, 1e14, 1e16, 1e100, 1e300, 1.7976931348623157e308])
+def test_case6_one_huge_penalty_leaves_the_small_max_marginals_exact(penalty):
+    m_plus, m_minus = max_marginals([0, 1, 0], [0.5, 0, 0.3], [(0, 1), (1, 2)], [penalty, 0.2])
+    np.testing.assert_allclose(m_plus, [1.1, 1.1, 1.0], rtol=1e-15)  # m_plus[2] was 0.7 at 1e16
+    np.testing.assert_allclose(m_minus, [0.8, 0.8, 1.1], rtol=1e-15)
+
+
+def test_case7_duplicate_edges_near_the_float_limit_give_finite_exact_values():
+    m_plus, m_minus = max_marginals([1, 2], [0, 0], [(0, 1), (0, 1)], [1e308, 1e308])
+    np.testing.assert_array_equal(m_plus, [3.0, 3.0])
+    np.testing.assert_array_equal(m_minus, [0.0, 0.0])  # was [0, nan]
+
+
+def test_max_marginals_exact_to_rounding_for_penalties_across_the_float_range(rng):
+    eps = np.finfo(float).eps
+    for trial in range(40):
+        n = int(rng.integers(2, 8))
+        u1, u0, edges, penalty = random_problem(rng, n, density=0.6)
+        scale = 10.0 ** rng.uniform(-6, 6)
+        u1, u0 = u1 * scale, u0 * scale
+        huge = rng.uniform(size=len(edges)) < 0.4
+        penalty = np.where(huge, 10.0 ** rng.uniform(-3, 308, size=len(edges)), penalty * scale)
+        if len(edges) and trial % 3 == 0:  # repeated pairs, each with its own penalty
+            edges = np.vstack([edges, edges[:1]])
+            penalty = np.append(penalty, 10.0 ** rng.uniform(100, 308))
+        plus, minus = exact_max_marginals(u1, u0, edges, penalty)
+        m_plus, m_minus, lab_plus, lab_minus = max_marginals(u1, u0, edges, penalty, return_labelings=True)
+        assert np.all(np.isfinite(m_plus)) and np.all(np.isfinite(m_minus))
+        # Every score is a sum of inputs, so rounding at the scale of the unaries is all there is.
+        tol = 64 * eps * (np.abs(u1).sum() + np.abs(u0).sum())
+        np.testing.assert_allclose(m_plus, [float(v) for v in plus], rtol=0, atol=tol)
+        np.testing.assert_allclose(m_minus, [float(v) for v in minus], rtol=0, atol=tol)
+        Yp, Ym = lab_plus.toarray(), lab_minus.toarray()
+        assert Yp[np.arange(n), np.arange(n)].all() and not Ym[np.arange(n), np.arange(n)].any()
+
+
+def test_unaries_beyond_the_cuts_arithmetic_are_refused():
+    with pytest.raises(ValueError, match="rescale"):
+        max_marginals([1e308, 1e308], [-1e308, 0], [(0, 1)], [1.0])
+    with pytest.raises(ValueError, match="rescale"):
+        maximize([1e308, 1e308], [-1e308, 0], [(0, 1)], [1.0])
