@@ -9,15 +9,22 @@ a rank loss the way rankopt's own losses are verified:
   (Σ_j δ_j(rank_j) = Δ, with delta_diff and any compiled form agreeing),
   through :func:`rankopt.check_qs_suitable`; C3/C4 failures are allowed and
   only restrict the exact methods (e.g. precision@k runs with "dp");
+* the loss's identity: ``get_params`` names the ``__init__`` parameters,
+  and a loss rebuilt from them (what ``sklearn.base.clone`` does) is equal
+  to it and hashes alike — rankopt caches compiled tables and the C1–C4
+  verdict under that identity; a loss whose parameters cannot be keyed is
+  reported with a warning (it works, but nothing is cached for it);
 * every registered inference method that declares itself exact for the
   loss returns the optimum found by enumerating all rankings of small
-  instances, tied scores included.
+  instances, tied scores included — including the AP-specific kernels for
+  a loss that declares AP's compiled form.
 
 Both raise :class:`AssertionError` describing the first failure.
 """
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 
@@ -58,6 +65,7 @@ def check_loss(loss: Loss, *, n_instances: int = 40, random_state: int = 0, regi
     from rankopt.plugins import PluginKind, default_registry
 
     registry = default_registry() if registry is None else registry
+    _check_identity(loss)
     if isinstance(loss, LabelingLoss):
         _check_labeling_loss(loss)
         return
@@ -91,6 +99,31 @@ def check_loss(loss: Loss, *, n_instances: int = 40, random_state: int = 0, regi
                     f"method {method.name!r} on loss {loss.name!r}: objective {got.value!r} but "
                     f"enumeration finds {expected!r} for pos={pos.tolist()}, neg={neg.tolist()}"
                 )
+
+
+def _check_identity(loss: Loss) -> None:
+    """get_params names __init__'s parameters; a loss rebuilt from them equals it."""
+    params = loss.get_params(deep=False)
+    expected = sorted(type(loss)._param_names())
+    if sorted(params) != expected:
+        raise AssertionError(
+            f"loss {loss.name!r}: get_params(deep=False) names {sorted(params)} but __init__ takes {expected}"
+        )
+    if loss.cache_key() is None:
+        warnings.warn(
+            f"loss {loss.name!r} cannot be keyed by its parameters {sorted(params)} (a parameter is not a "
+            f"plain value, or __init__ takes *args/**kwargs): rankopt rebuilds its tables and reruns the "
+            f"C1–C4 check at every inference call",
+            UserWarning,
+            stacklevel=3,
+        )
+        return
+    rebuilt = type(loss)(**params)
+    if rebuilt != loss or hash(rebuilt) != hash(loss):
+        raise AssertionError(
+            f"loss {loss.name!r}: {type(loss).__qualname__}(**get_params()) is not equal to the loss; store "
+            f"every __init__ parameter unchanged under its own name (scikit-learn's convention)"
+        )
 
 
 def _check_value_at_positions(loss: RankLoss, rng: np.random.Generator) -> None:

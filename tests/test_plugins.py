@@ -30,6 +30,7 @@ from rankopt import hookimpl
 from rankopt.engine import solve_cutting_plane
 from rankopt.inference import most_violated_ranking
 from rankopt.losses import APLoss, NDCGLoss, PositionDiscountLoss, RankLoss
+from rankopt.exceptions import PluginLoadWarning
 from rankopt.plugins import (
     AUTOLOAD_ENV,
     BUILTIN_PLUGINS,
@@ -37,6 +38,7 @@ from rankopt.plugins import (
     PluginContractError,
     PluginKind,
     PluginRegistry,
+    default_registry,
 )
 
 THROWAWAY_SOURCE = Path(__file__).parent / "data" / "throwaway_plugin"
@@ -339,7 +341,30 @@ class _RaisingValue(HalfAUCLoss):
         raise ZeroDivisionError("no")
 
 
+class _ScalarDiff(HalfAUCLoss):
+    """Issue 14, case 5: a constant derivative returned as a scalar."""
+
+    name = "test_scalar_diff"
+
+    def delta_diff(self, j, i, n_pos, n_neg):
+        return np.float64(-0.5 / (n_pos * n_neg))
+
+
+class _WrongParams(HalfAUCLoss):
+    name = "test_wrong_params"
+
+    def __init__(self, p=0.5):
+        self.p = p
+
+    def get_params(self, deep=True):
+        return {}
+
+
 BROKEN_PLUGINS = {
+    "scalar-delta-diff": (lambda: LossPlugin(_ScalarDiff), r"broadcast shape \(2,\) of j and i, got shape \(\)"),
+    "get-params-not-the-init-parameters": (
+        lambda: LossPlugin(_WrongParams), r"get_params\(deep=False\).*names \[\] but __init__ takes \['p'\]"
+    ),
     "not-a-subclass": (lambda: LossPlugin(int), r"subclasses of rankopt\.losses\.base\.Loss"),
     "an-instance-not-a-class": (lambda: LossPlugin(HalfAUCLoss()), r"subclasses of rankopt\.losses\.base\.Loss"),
     "wrong-kind": (lambda: FeatureMapPlugin(HalfAUCLoss), r"subclasses of rankopt\.features\.base\.FeatureMap"),
@@ -479,3 +504,75 @@ def test_create_plugin_manager_without_autoload_skips_entry_points():
     pm = rankopt.create_plugin_manager(autoload=False)
     providers = {info.provider for info in PluginRegistry(pm).list()}
     assert providers <= set(BUILTIN_PLUGINS)
+
+
+def test_case5_scalar_delta_diff_error_names_the_shape_only():
+    pm = rankopt.create_plugin_manager(autoload=False)
+    with pytest.raises(PluginContractError) as excinfo:
+        pm.register(LossPlugin(_ScalarDiff), name="scalar")
+    message = str(excinfo.value)
+    assert "shape" in message and "Δ(perfect)" not in message and "expected Δ = 0" not in message
+
+
+# ------------------------------------------------- broken entry-point plugins (issue 14, case 8)
+
+class _BrokenContractModule:
+    @hookimpl
+    def rankopt_losses(self):
+        return [_NonzeroPerfect]
+
+
+class _GoodModule:
+    @hookimpl
+    def rankopt_losses(self):
+        return [HalfAUCLoss]
+
+
+@pytest.fixture
+def broken_entry_points(monkeypatch):
+    """Three installed entry points: one failing to import, one breaking the contract, one fine."""
+    import importlib.metadata
+    import types
+
+    modules = {"rankopt_test_broken_contract": _BrokenContractModule(), "rankopt_test_good": _GoodModule()}
+    for module_name, plugin in modules.items():
+        module = types.ModuleType(module_name)
+        module.rankopt_losses = plugin.rankopt_losses
+        monkeypatch.setitem(sys.modules, module_name, module)
+    points = [
+        importlib.metadata.EntryPoint("broken-import", "rankopt_test_no_such_module", "rankopt"),
+        importlib.metadata.EntryPoint("broken-contract", "rankopt_test_broken_contract", "rankopt"),
+        importlib.metadata.EntryPoint("good", "rankopt_test_good", "rankopt"),
+    ]
+    real = importlib.metadata.entry_points
+    monkeypatch.setattr(
+        importlib.metadata, "entry_points",
+        lambda **kw: points if kw.get("group") == "rankopt" else real(**kw),
+    )
+    default_registry.cache_clear()
+    yield
+    default_registry.cache_clear()
+
+
+def test_broken_entry_point_plugins_are_skipped_with_a_warning(broken_entry_points):
+    with pytest.warns(PluginLoadWarning) as record:
+        pm = rankopt.create_plugin_manager(autoload=True)
+    messages = [str(w.message) for w in record]
+    assert len(messages) == 2
+    assert any("'broken-import'" in m and "failed to import" in m for m in messages)
+    assert any("'broken-contract'" in m and "expected Δ = 0" in m for m in messages)
+    assert all(AUTOLOAD_ENV in m and len(m) < 1200 for m in messages)
+    assert set(pm.skipped_plugins) == {"broken-import", "broken-contract"}
+    names = {info.name for info in PluginRegistry(pm).list(PluginKind.LOSS)}
+    assert {"ap", "ndcg", "auc", "zero_one", HalfAUCLoss.name} <= names
+    assert _NonzeroPerfect.name not in names
+
+
+def test_builtins_and_the_plugins_command_survive_a_broken_entry_point(broken_entry_points, capsys):
+    from rankopt.cli import main
+
+    with pytest.warns(PluginLoadWarning):
+        assert most_violated_ranking("ap", [1.0, 0.0], [0.5]).value >= 0
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "ap" in out and HalfAUCLoss.name in out and _NonzeroPerfect.name not in out

@@ -91,3 +91,78 @@ def test_check_plugin_refuses_a_duplicate_name():
     plugin = types.SimpleNamespace(rankopt_losses=hookimpl(lambda: [Clash]))
     with pytest.raises(DuplicatePluginError, match="rankopt.losses.ap"):
         check_plugin(plugin, name="clash")
+
+
+# --------------------------------------------------------------------------
+# Identity (issue 14): parameters, clone, keys; a loss declaring AP's form
+
+
+class _Geometric(PositionDiscountLoss):
+    name = "geometric_testing"
+
+    def __init__(self, p=0.5):
+        self.p = p
+
+    def discount(self, positions):
+        return self.p ** (np.asarray(positions, dtype=float) - 1.0)
+
+
+def test_parameterised_loss_passes():
+    check_loss(_Geometric(0.3), n_instances=10)
+
+
+def test_parameter_stored_changed_is_reported():
+    class Rounding(_Geometric):
+        name = "rounding_testing"
+
+        def __init__(self, p=0.5):
+            self.p = [p]  # not the value passed: clone cannot rebuild an equal loss
+
+        def discount(self, positions):
+            return self.p[0] ** (np.asarray(positions, dtype=float) - 1.0)
+
+    with pytest.raises(AssertionError, match=r"\(\*\*get_params\(\)\) is not equal"):
+        check_loss(Rounding(0.5), n_instances=2)
+
+
+def test_unkeyable_loss_is_reported_with_a_warning():
+    class Box:
+        p = 0.5
+
+    class Boxed(_Geometric):
+        name = "boxed_testing"
+
+        def __init__(self, box=None):
+            self.box = box
+
+        def discount(self, positions):
+            return self.box.p ** (np.asarray(positions, dtype=float) - 1.0)
+
+    with pytest.warns(UserWarning, match="cannot be keyed"):
+        check_loss(Boxed(Box()), n_instances=2)
+
+
+def test_a_loss_declaring_aps_form_is_checked_on_the_ap_kernels_too():
+    from rankopt.losses import CompiledForm, KernelCode, RankLoss
+
+    class APByValue(RankLoss):
+        name = "ap_by_value_testing"
+
+        def value(self, pattern):
+            return APLoss().value(pattern)
+
+        def delta(self, j, i, n_pos, n_neg):
+            return APLoss().delta(j, i, n_pos, n_neg)
+
+        def delta_diff(self, j, i, n_pos, n_neg):
+            return APLoss().delta_diff(j, i, n_pos, n_neg)
+
+        def compiled_form(self, n_pos, n_neg):
+            return CompiledForm(KernelCode.AP)
+
+    from rankopt.plugins import PluginKind, default_registry
+
+    exact = [info.name for info in default_registry().list(PluginKind.INFERENCE_METHOD)
+             if info.cls().unsupported_reason(APByValue()) is None]
+    assert {"select", "search", "qs"} <= set(exact)
+    check_loss(APByValue(), n_instances=10)

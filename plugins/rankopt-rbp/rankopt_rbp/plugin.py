@@ -52,15 +52,15 @@ class RBPLoss(PositionDiscountLoss):
                 f"expected persistence to be a number strictly between 0 and 1, "
                 f"got {persistence!r} instead"
             )
-        self.persistence = float(persistence)
-
-    def get_params(self) -> dict:
-        return {"persistence": self.persistence}
+        # Stored unchanged under the parameter's own name (scikit-learn's
+        # convention): rankopt derives get_params, equality and the keys of its
+        # cached tables from it, and sklearn.base.clone rebuilds the loss from it.
+        self.persistence = persistence
 
     def discount(self, positions):
         # Far down a long ranking p^(i−1) underflows to 0.0: still finite, and
         # still convex and non-increasing, which is all the kernels rely on.
-        return self.persistence ** (np.asarray(positions, dtype=np.float64) - 1.0)
+        return float(self.persistence) ** (np.asarray(positions, dtype=np.float64) - 1.0)
 
 
 @hookimpl
