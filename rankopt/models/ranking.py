@@ -24,10 +24,11 @@ class RankingProblem(StructuredProblem):
         self.X, self.is_positive = X, y
         self.loss, self.feature_map = loss, feature_map
         self.registry = registry
-        self.inference = registry.resolve_method(inference, loss).name
-        self.n_features = feature_map.n_features(X)
         n_pos = int(np.count_nonzero(y))
         n_neg = y.size - n_pos
+        # Resolved for this problem's size: a loss's conditions may hold on some sizes only.
+        self.inference = registry.resolve_method(inference, loss, n_pos, n_neg).name
+        self.n_features = feature_map.n_features(X)
         self._psi_star = feature_map.combine(X, np.where(y, 1.0 / n_pos, -1.0 / n_neg))
 
     def ground_truth_feature(self):

@@ -304,3 +304,13 @@ def test_random_parameterised_discounts_match_brute_force_under_auto(kind, a, k,
     expected = brute_force_max(lambda pattern: ndcg_loss(pattern, discount), pos, neg)
     got = most_violated_ranking(loss, pos, neg)
     assert got.value == pytest.approx(expected, abs=1e-12)
+
+
+def test_rank_svm_resolves_auto_for_its_problem_size():
+    import rankopt
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = (X[:, 0] > 0.5).astype(int)
+    model = rankopt.RankSVM(loss=LateBend(), tol=1e-2).fit(X, y)  # 80 positions: C3 fails from 31 on
+    assert model.inference_ == "dp"
