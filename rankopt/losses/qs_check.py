@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import numbers
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -223,7 +224,16 @@ def unsupported_reason(loss, up_to: str) -> str | None:
     _check_condition(up_to)
     if not isinstance(loss, RankLoss):
         return f"expected a rank loss, got {loss!r} instead"
-    report = _REPORTS.get_or_build(loss.cache_key(), lambda: check_qs_suitable(loss, random_state=0))
+    key = loss.cache_key()
+    if key is None:
+        warnings.warn(
+            f"loss {loss.name!r} ({type(loss).__qualname__}) cannot be keyed by its parameters (one is "
+            f"not a plain value, or __init__ takes *args/**kwargs), so its C1–C4 check runs at every "
+            f"call; see docs/plugins.md on parameters",
+            UserWarning,
+            stacklevel=3,
+        )
+    report = _REPORTS.get_or_build(key, lambda: check_qs_suitable(loss, random_state=0))
     failed = report.failed_condition
     if failed is not None and CONDITIONS.index(failed) <= CONDITIONS.index(up_to):
         return report.message
