@@ -17,7 +17,6 @@ import enum
 import functools
 import importlib
 import importlib.metadata
-import logging
 import os
 import warnings
 from dataclasses import dataclass
@@ -31,8 +30,6 @@ from rankopt.features.base import FeatureMap
 from rankopt.inference.base import InferenceMethod
 from rankopt.losses.base import LabelingLoss, Loss, RankLoss
 from rankopt.models.base import Model
-
-logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "rankopt"
 AUTOLOAD_ENV = "RANKOPT_DISABLE_PLUGIN_AUTOLOAD"

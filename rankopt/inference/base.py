@@ -270,4 +270,3 @@ def checked_delta_diff(loss: RankLoss, j, i, n_pos: int, n_neg: int) -> np.ndarr
             f"non-finite {float(out[k])!r} at j={jj}, i={ii} for n_pos={n_pos}, n_neg={n_neg} instead"
         )
     return out
-

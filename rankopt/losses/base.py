@@ -361,7 +361,9 @@ class RankLoss(Loss):
     :meth:`delta_diff` with an O(1) formula (C4); the default differences two
     calls of :meth:`delta`.  Losses whose derivative a compiled kernel knows
     return it from :meth:`compiled_form`; the others run on a slower path
-    that calls :meth:`delta_diff` from Python.
+    that calls :meth:`delta_diff` from Python.  The built-in losses return
+    their kernels' forms for their own class only: a subclass that changes
+    the maths runs on the general path (``docs/plugins.md``).
 
     Contract (checked by :func:`rankopt.testing.check_loss`): Δ of the
     ground-truth pattern (all positives first) is 0, Δ ≥ 0, and

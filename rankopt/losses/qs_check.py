@@ -11,8 +11,10 @@ The inference methods rely on these conditions:
 :func:`check_qs_suitable` tests the conditions numerically on small problem
 sizes, stops at the first one that fails and reports a counterexample.  The
 inference methods call :func:`unsupported_reason`, which runs the check once
-per loss (cached on the loss's equality) and returns the failure message
-when a condition the method needs fails.
+per loss (cached on the loss's parameters) and returns the failure message
+when a condition the method needs fails, and :func:`size_unsupported_reason`,
+which reads what the grid cannot show from the loss's compiled form for the
+size of a call (a discount table that bends down beyond position 26).
 """
 from __future__ import annotations
 
