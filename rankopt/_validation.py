@@ -243,10 +243,10 @@ def check_qid(qid, n_samples: int, name: str = "qid") -> QueryIndex:
         fractional = arr != np.round(arr)
         if fractional.any():
             raise ValueError(
-                f"expected {name} to hold integer query ids, got {arr[np.argmax(fractional)]!r} instead"
+                f"expected {name} to hold integer query ids, got {arr[np.argmax(fractional)].item()!r} instead"
             )
         if np.abs(arr).max(initial=0) >= 2.0**63:
-            raise ValueError(f"expected {name} to hold query ids that fit in 64 bits, got {arr.max()!r} instead")
+            raise ValueError(f"expected {name} to hold query ids that fit in 64 bits, got {arr.max().item()!r} instead")
     arr = arr.astype(np.int64, copy=False)
     if arr.size and np.all(arr[1:] >= arr[:-1]):
         order = np.arange(arr.size, dtype=np.intp)
@@ -284,7 +284,7 @@ def check_grades(y, n_samples: int | None = None, name: str = "y") -> np.ndarray
         fractional = y != np.round(y)
         if fractional.any():
             raise ValueError(
-                f"expected {name} to hold integer relevance grades >= 0, got {y[np.argmax(fractional)]!r} instead"
+                f"expected {name} to hold integer relevance grades >= 0, got {y[np.argmax(fractional)].item()!r} instead"
             )
     grades = y.astype(np.int64)
     if grades.min() < 0:

@@ -20,7 +20,7 @@ from rankopt._validation import (
 )
 from rankopt.data.backends import backend_for
 from rankopt.engine.cutting_plane import solve_cutting_plane
-from rankopt.losses.base import Loss, OutputKind
+from rankopt.losses.base import Loss, OutputKind, RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
 from rankopt.models.approx import check_approx, fit_approx
 from rankopt.models.ranking import queries_to_order
@@ -268,7 +268,7 @@ class RankSVM(BaseEstimator):
 
 def is_graded(loss: Loss) -> bool:
     """Whether ``loss`` trains on relevance grades rather than binary relevance."""
-    return bool(getattr(loss, "graded", False))
+    return isinstance(loss, RankLoss) and loss.graded
 
 
 def _raise_no_query_orders(queries, graded, relevant_at) -> None:

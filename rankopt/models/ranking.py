@@ -9,7 +9,7 @@ from rankopt._validation import QueryIndex
 from rankopt.engine.problem import Constraint, StructuredProblem
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import most_violated_ranking
-from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings
+from rankopt.inference.batched import PAIRWISE_METHOD, ground_truth_coefficients, most_violated_rankings
 from rankopt.losses.base import OutputKind
 from rankopt.models.base import Model
 
@@ -85,7 +85,15 @@ class QueryRankingProblem(StructuredProblem):
         self.X = X
         self.loss, self.feature_map = loss, feature_map
         self.registry = registry
-        self.inference = registry.resolve_method(inference, loss).name
+        if loss.graded:
+            if inference not in ("auto", PAIRWISE_METHOD):
+                raise ValueError(
+                    f"expected inference 'auto' or {PAIRWISE_METHOD!r} for the graded loss {loss.name!r}, "
+                    f"got {inference!r} instead"
+                )
+            self.inference = PAIRWISE_METHOD
+        else:
+            self.inference = registry.resolve_method(inference, loss).name
         self.n_features = feature_map.n_features(X)
         relevance = np.asarray(relevance)
         usable = queries_to_order(relevance, queries)
