@@ -10,6 +10,7 @@
     rankopt demo [--output-dir DIR] [--quick] [--C 100]
     rankopt cora [--quick] [--subjects ...] [--n-jobs 1] [--output FILE]
     rankopt latent [--quick] [--datasets ...] [--methods ...] [--output FILE]
+    rankopt letor [--quick] [--methods ...] [--relevant-at 1] [--output FILE]
 
 Data files are SVM-light or LETOR: feature indices one- or zero-based
 (``--zero-based auto`` guesses as scikit-learn does: zero-based exactly when
@@ -122,9 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     # The papers' experiments own their options; they import their data lazily.
     from rankopt.experiments.cora import add_cli_subcommand as add_cora
     from rankopt.experiments.latent import add_cli_subcommand as add_latent
+    from rankopt.experiments.letor import add_cli_subcommand as add_letor
 
     add_cora(sub, parents=[verbose])
     add_latent(sub, parents=[verbose])
+    add_letor(sub, parents=[verbose])
     return parser
 
 
