@@ -39,8 +39,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rankopt.inference.base import most_violated_ranking
-from rankopt.losses.base import RankLoss
+from rankopt.inference import _batched
+from rankopt.inference.ap_methods import SearchMethod, SelectMethod
+from rankopt.inference.base import kernel_arguments, most_violated_ranking
+from rankopt.inference.greedy import GreedyMethod
+from rankopt.inference.qs import QSMethod
+from rankopt.losses.base import KernelCode, RankLoss
 
 if TYPE_CHECKING:  # pragma: no cover
     from rankopt.plugins import PluginRegistry
@@ -110,11 +114,25 @@ def most_violated_rankings(
     """
     loss, scores, relevance, offsets = _check_batch(loss, scores, relevance, offsets, registry)
     _check_n_threads(n_threads)
+    n_threads = _batched.default_threads() if n_threads is None else int(n_threads)
+    n_queries = offsets.size - 1
+    coef = np.zeros(scores.size, dtype=np.float64)
+    losses = np.zeros(n_queries, dtype=np.float64)
+    values = np.zeros(n_queries, dtype=np.float64)
+    usable = np.zeros(n_queries, dtype=np.uint8)
     if loss.graded:
         _check_graded_method(loss, method)
-    else:
-        _resolve_binary_method(loss, method, registry)
-    return _per_query(loss, scores, relevance, offsets, method, registry)
+        _batched.pairwise_batch(scores, relevance, offsets, coef, losses, values, usable, n_threads)
+        return BatchedRankingInference(coef, losses, values, usable.view(bool))
+    solver = _resolve_binary_method(loss, method, registry)
+    kernel = _compiled_kernel(loss, solver, offsets)
+    if kernel is None:
+        return _per_query(loss, scores, relevance, offsets, method, registry)
+    method_code, code, table, unimodal = kernel
+    _batched.binary_batch(
+        scores, relevance, offsets, method_code, code, table, unimodal, coef, losses, values, usable, n_threads
+    )
+    return BatchedRankingInference(coef, losses, values, usable.view(bool))
 
 
 def most_violated_rankings_per_query(
@@ -158,6 +176,49 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: "PluginRegi
                 # The expressions of the single-query ranking model.
                 coef[lo:hi] = np.where(rel != 0, 1.0 / n_pos, -1.0 / n_neg)
     return coef
+
+
+# ---------------------------------------------------------------- the compiled path
+
+#: The single-query methods with a compiled per-query form in ``_batched.pyx``,
+#: by class: a subclass may change what the method computes.
+_COMPILED_METHODS = {QSMethod: "qs", SelectMethod: "select", SearchMethod: "search", GreedyMethod: "greedy"}
+
+#: (loss type, method name) pairs already logged as running per query in Python.
+_LOGGED_FALLBACKS: set = set()
+
+
+def _log_fallback(loss: RankLoss, method_name: str, reason: str) -> None:
+    key = (type(loss), method_name)
+    if key not in _LOGGED_FALLBACKS:
+        _LOGGED_FALLBACKS.add(key)
+        logger.warning(
+            "most_violated_rankings: loss %r with method %r runs one Python call per query (%s)",
+            loss.name, method_name, reason,
+        )
+
+
+def _compiled_kernel(loss: RankLoss, solver, offsets: np.ndarray):
+    """(method code, kernel code, discount table, unimodal) for ``_batched.binary_batch``, or None.
+
+    None — the per-query Python path, logged once per loss type and method —
+    when the method has no compiled per-query form or the loss no compiled form.
+    """
+    method_name = _COMPILED_METHODS.get(type(solver))
+    if method_name is None:
+        _log_fallback(loss, solver.name, f"method {solver.name!r} has no compiled batched form")
+        return None
+    longest = int(np.max(np.diff(offsets), initial=0))
+    # One form for every query: the kernel code does not depend on the sizes,
+    # and a position-discount table T(1…longest) asked with |P| = 1 is D / D(1);
+    # each query divides it by its own Σ_{i≤|P|} T(i).
+    form = loss.compiled_form(1, max(longest - 1, 1))
+    if form is None:
+        _log_fallback(loss, solver.name, f"loss {loss.name!r} has no compiled form")
+        return None
+    code, table = kernel_arguments(loss, form, 1, max(longest - 1, 1))
+    unimodal = method_name == "qs" and code is KernelCode.AP and solver.ap_unimodal_search
+    return _batched.METHOD_CODES[method_name], int(code), table, bool(unimodal)
 
 
 # ---------------------------------------------------------------- the per-query path
