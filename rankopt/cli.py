@@ -70,9 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="log progress at INFO level on stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    train = sub.add_parser("train", parents=[verbose], help="fit a RankSVM on one query in an SVM-light file",
-                           description="Fit a RankSVM on one query (an SVM-light file) and save it.")
-    train.add_argument("data", metavar="DATA.svmlight", help="training samples with labels in {0,1} or {-1,+1}")
+    train = sub.add_parser("train", parents=[verbose], help="fit a RankSVM on an SVM-light/LETOR file",
+                           description="Fit a RankSVM on an SVM-light/LETOR file (one query, or every qid: "
+                                       "in it) and save it.")
+    train.add_argument("data", metavar="DATA.svmlight",
+                       help="training samples: labels in {0,1} or {-1,+1}, or grades >= 0; optional qid:")
     train.add_argument("model", metavar="MODEL_FILE", help="where to write the model (.npz format)")
     train.add_argument("--loss", default="ap",
                        help='"ap", "ndcg", "auc", "zero_one" or a plugin\'s loss (default: ap)')

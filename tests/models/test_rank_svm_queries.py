@@ -241,3 +241,21 @@ def test_bad_query_input_raises_value_error_naming_it(case):
     with pytest.raises(ValueError, match=pattern):
         model.fit(X, y, qid=qid)
     assert not hasattr(model, "coef_")
+
+
+def test_float32_and_sparse_x_over_queries(rng):
+    import scipy.sparse as sp
+
+    X, grades, qid = _letor_like(rng)
+    dense = RankSVM(C=2.0, tol=1e-6).fit(X, grades, qid=qid)
+    sparse = RankSVM(C=2.0, tol=1e-6).fit(sp.csr_matrix(X), grades, qid=qid)
+    single = RankSVM(C=2.0, tol=1e-6).fit(X.astype(np.float32), grades, qid=qid)
+    np.testing.assert_allclose(sparse.coef_, dense.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(single.coef_, dense.coef_, rtol=1e-3, atol=1e-4)
+
+
+def test_float_qid_and_float_grades_from_a_parser_are_accepted(rng):
+    X, grades, qid = _letor_like(rng)
+    ints = RankSVM().fit(X, grades, qid=qid)
+    floats = RankSVM().fit(X, grades.astype(float), qid=qid.astype(float))
+    np.testing.assert_array_equal(floats.coef_, ints.coef_)
