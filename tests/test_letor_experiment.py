@@ -61,3 +61,13 @@ def test_missing_lightgbm_gives_an_install_hint(monkeypatch, data):
 def test_unknown_method_is_refused(data):
     with pytest.raises(ValueError, match="expected methods among"):
         letor.run_letor_experiment(data=data, methods=("svmrank",))
+
+
+def test_cli_subcommand_prints_the_table(monkeypatch, capsys, data):
+    from rankopt.cli import main
+
+    run = letor.run_letor_experiment
+    monkeypatch.setattr(letor, "run_letor_experiment", lambda **kwargs: run(data=data, **kwargs))
+    assert main(["letor", "--quick", "--methods", "ap", "pairwise", "--relevant-at", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "relevant = grade >= 2" in out and out.count("| RankSVM") == 2

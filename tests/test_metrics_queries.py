@@ -151,3 +151,25 @@ def test_queries_without_relevant_documents_are_left_out():
 def test_bad_input_names_the_parameter(call, pattern):
     with pytest.raises(ValueError, match=pattern):
         call()
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-3, 3), st.integers(0, 2)), min_size=1, max_size=30),
+       st.randoms(use_true_random=False))
+def test_metrics_do_not_depend_on_row_order_or_qid_values(rows, random):
+    """Ties included: permuting rows and renaming queries changes nothing."""
+    grades, scores, qid = (np.array(c) for c in zip(*rows))
+    scores = scores.astype(float)
+    if not grades.any():
+        return
+    perm = np.array(random.sample(range(grades.size), grades.size))
+    renamed = 1000 - 7 * qid  # a decreasing renaming reverses the query order
+    for metric in (lambda g, s, q: mean_average_precision(g, s, q, average=False),
+                   lambda g, s, q: ndcg_at_k(g, s, q, k=3, average=False),
+                   lambda g, s, q: precision_at_k(g, s, 2, qid=q, average=False)):
+        base = metric(grades, scores, qid)
+        np.testing.assert_allclose(metric(grades[perm], scores[perm], qid[perm]), base, rtol=1e-12)
+        np.testing.assert_allclose(metric(grades, scores, renamed)[::-1], base, rtol=1e-12)
