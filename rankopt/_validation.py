@@ -284,7 +284,8 @@ def check_grades(y, n_samples: int | None = None, name: str = "y") -> np.ndarray
         fractional = y != np.round(y)
         if fractional.any():
             raise ValueError(
-                f"expected {name} to hold integer relevance grades >= 0, got {y[np.argmax(fractional)].item()!r} instead"
+                f"expected {name} to hold integer relevance grades >= 0, "
+                f"got {y[np.argmax(fractional)].item()!r} instead"
             )
     grades = y.astype(np.int64)
     if grades.min() < 0:

@@ -79,11 +79,12 @@ def test_metrics_equal_ir_measures_without_ties(rng):
     from ir_measures import AP, P, nDCG
 
     grades, scores, qid = _queries(rng, n_queries=40)
+    ap_at_2 = mean_average_precision(grades, scores, qid, 2, average=False)
     has_relevant = np.array([grades[qid == q].any() for q in np.unique(qid)])
     long_enough = np.array([np.count_nonzero(qid == q) >= 10 for q in np.unique(qid)])
     for ours, measure, keep in [
         (mean_average_precision(grades, scores, qid, average=False), AP, has_relevant),
-        (mean_average_precision(grades, scores, qid, 2, average=False), AP(rel=2), ~np.isnan(mean_average_precision(grades, scores, qid, 2, average=False))),
+        (ap_at_2, AP(rel=2), ~np.isnan(ap_at_2)),
         (ndcg_at_k(grades, scores, qid, k=10, gains="linear", average=False), nDCG @ 10, has_relevant),
         (ndcg_at_k(grades, scores, qid, k=5, gains="exponential", average=False),
          nDCG(gains={g: 2**g - 1 for g in range(5)}) @ 5, has_relevant),
@@ -138,10 +139,13 @@ def test_queries_without_relevant_documents_are_left_out():
         (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1]), r"expected qid to have 2 entries"),
         (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1.0, np.nan]), r"expected qid.*NaN"),
         (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1.5, 1]), r"expected qid to hold integer query ids"),
-        (lambda: mean_average_precision([0, -1], [0.1, 0.2], [1, 1]), r"expected y_true to hold integer relevance grades >= 0"),
-        (lambda: mean_average_precision([0, 0.5], [0.1, 0.2], [1, 1]), r"expected y_true to hold integer relevance grades"),
+        (lambda: mean_average_precision([0, -1], [0.1, 0.2], [1, 1]),
+         r"expected y_true to hold integer relevance grades >= 0"),
+        (lambda: mean_average_precision([0, 0.5], [0.1, 0.2], [1, 1]),
+         r"expected y_true to hold integer relevance grades"),
         (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1, 1], relevant_at=2), r"relevant_at=2"),
-        (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1, 1], relevant_at=0), r"expected relevant_at to be a positive"),
+        (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1, 1], relevant_at=0),
+         r"expected relevant_at to be a positive"),
         (lambda: ndcg_at_k([0, 0], [0.1, 0.2], [1, 2]), r"some query \(qid\) to hold a document of grade > 0"),
         (lambda: ndcg_at_k([0, 1], [0.1, 0.2], [1, 2], k=0), r"expected k to be a positive integer"),
         (lambda: ndcg_at_k([0, 1], [0.1, 0.2], [1, 2], gains="log"), r"expected gains to be one of"),

@@ -79,7 +79,8 @@ def test_without_download_a_missing_file_is_an_error(tmp_path, fake_pypi):
         mslr.fetch_mslr_sample("validation", data_home=tmp_path)
 
 
-@pytest.mark.skipif(not os.environ.get("RANKOPT_NETWORK_TESTS"), reason="set RANKOPT_NETWORK_TESTS=1 to fetch from PyPI")
+@pytest.mark.skipif(not os.environ.get("RANKOPT_NETWORK_TESTS"),
+                    reason="set RANKOPT_NETWORK_TESTS=1 to fetch from PyPI")
 def test_the_real_sample(tmp_path):
     for subset in ("train", "test"):
         data = mslr.fetch_mslr_sample(subset, data_home=tmp_path)

@@ -66,7 +66,8 @@ def _brute_force_optimum(per_query_constraints, ground_truths, C):
 
     res = minimize(
         lambda v: 0.5 * v[:d] @ v[:d] + C * v[d], np.zeros(d + 1), method="SLSQP",
-        constraints=[{"type": "ineq", "fun": lambda v: v[d] - b - A @ v[:d], "jac": lambda v: np.hstack([-A, np.ones((b.size, 1))])},
+        constraints=[{"type": "ineq", "fun": lambda v: v[d] - b - A @ v[:d],
+                      "jac": lambda v: np.hstack([-A, np.ones((b.size, 1))])},
                      {"type": "ineq", "fun": lambda v: v[d:]}],
         options={"ftol": 1e-12, "maxiter": 500},
     )
@@ -140,7 +141,8 @@ def test_row_order_does_not_change_the_fit(rng):
     perm = rng.permutation(X.shape[0])
     shuffled = RankSVM(C=2.0, tol=1e-6).fit(X[perm], grades[perm], qid=qid[perm])
     np.testing.assert_allclose(shuffled.coef_, base.coef_, rtol=1e-6, atol=1e-9)
-    np.testing.assert_allclose(shuffled.decision_function(X[perm]), base.decision_function(X)[perm], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(shuffled.decision_function(X[perm]), base.decision_function(X)[perm],
+                               rtol=1e-6, atol=1e-9)
 
 
 def test_queries_with_one_level_are_left_out_counted_and_logged(rng, caplog):
@@ -218,18 +220,28 @@ BAD_QUERY_INPUT = {
     "qid-fraction": (lambda X, y, q: (X, y, q + 0.5), {}, r"expected qid to hold integer query ids, got 1.5"),
     "qid-strings": (lambda X, y, q: (X, y, np.array(["a"] * 12)), {}, r"expected qid to hold integer"),
     "qid-2d": (lambda X, y, q: (X, y, q[:, None]), {}, r"expected qid to be 1-D"),
-    "grades-negative": (lambda X, y, q: (X, np.where(y == 3, -2, y), q), {}, r"expected y to hold integer relevance grades >= 0.*-2"),
+    "grades-negative": (
+        lambda X, y, q: (X, np.where(y == 3, -2, y), q),
+        {}, r"expected y to hold integer relevance grades >= 0.*-2"),
     "grades-fraction": (lambda X, y, q: (X, y + 0.25, q), {}, r"expected y to hold integer relevance grades.*0.25"),
     "grades-nan": (lambda X, y, q: (X, np.where(y == 3, np.nan, y), q), {}, r"expected y.*NaN"),
     "grades-wrong-length": (lambda X, y, q: (X, y[:5], q), {}, r"expected y to have 12 entries"),
     "threshold-unreached": (lambda X, y, q: (X, y, q), {"relevant_at": 5}, r"relevant_at=5 to be reached.*at most 3"),
-    "every-query-one-class": (lambda X, y, q: (X, np.repeat([0, 2, 0], 4), q), {}, r"some query \(qid\).*relevant_at=1.*none of the 3"),
-    "every-query-one-grade-pairwise": (lambda X, y, q: (X, np.repeat([0, 2, 0], 4), q), {"loss": "pairwise"}, r"some query \(qid\).*two different grades"),
+    "every-query-one-class": (
+        lambda X, y, q: (X, np.repeat([0, 2, 0], 4), q),
+        {}, r"some query \(qid\).*relevant_at=1.*none of the 3"),
+    "every-query-one-grade-pairwise": (
+        lambda X, y, q: (X, np.repeat([0, 2, 0], 4), q),
+        {"loss": "pairwise"}, r"some query \(qid\).*two different grades"),
     "relevant_at-zero": (lambda X, y, q: (X, y, q), {"relevant_at": 0}, r"expected relevant_at to be a positive"),
     "relevant_at-string": (lambda X, y, q: (X, y, q), {"relevant_at": "2"}, r"expected relevant_at to be a positive"),
-    "relevant_at-without-qid": (lambda X, y, q: (X, (y > 0).astype(int), None), {"relevant_at": 2}, r"expected relevant_at=1 without qid"),
+    "relevant_at-without-qid": (
+        lambda X, y, q: (X, (y > 0).astype(int), None),
+        {"relevant_at": 2}, r"expected relevant_at=1 without qid"),
     "approx-with-qid": (lambda X, y, q: (X, y, q), {"approx": 50}, r"expected approx=None with qid"),
-    "pairwise-with-greedy": (lambda X, y, q: (X, y, q), {"loss": "pairwise", "inference": "greedy"}, r"expected inference 'auto' or 'pairwise'"),
+    "pairwise-with-greedy": (
+        lambda X, y, q: (X, y, q),
+        {"loss": "pairwise", "inference": "greedy"}, r"expected inference 'auto' or 'pairwise'"),
 }
 
 
