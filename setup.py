@@ -32,22 +32,28 @@ KERNELS = [
     "rankopt.inference._ap",
     "rankopt.inference._observation",
     "rankopt.inference._order",
+    "rankopt.inference._pairwise",
     "rankopt.models._latent_ssvm",
 ]
 
+#: Kernels that spread work over threads with OpenMP (Cython's prange).
+OPENMP_KERNELS = {"rankopt.inference._batched"}
+
 
 def _extension(module):
+    openmp = ["-fopenmp"] if module in OPENMP_KERNELS else []
     return Extension(
         module,
         sources=[module.replace(".", "/") + ".pyx"],
         language="c++",
-        extra_compile_args=COMPILE_ARGS + ["-std=c++17"],
+        extra_compile_args=COMPILE_ARGS + ["-std=c++17"] + openmp,
+        extra_link_args=openmp,
     )
 
 
 setup(
     ext_modules=cythonize(
-        [_extension(m) for m in KERNELS],
+        [_extension(m) for m in KERNELS + sorted(OPENMP_KERNELS)],
         compiler_directives=CYTHON_DIRECTIVES,
         # Generated C++ goes into the build tree, never next to the sources; one
         # tree per mode, since cythonize regenerates by timestamp, not directives.

@@ -6,6 +6,7 @@ them passes through here first.  Errors read "expected …, got … instead".
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -174,3 +175,140 @@ def check_positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise ValueError(f"expected {name} to be a positive integer, got {value!r} instead")
     return int(value)
+
+
+# ------------------------------------------------------------------ queries and graded labels
+
+
+@dataclass(frozen=True)
+class QueryIndex:
+    """Which rows belong to which query.
+
+    Rows of one query need not be contiguous: ``order`` lists the rows
+    grouped by query — queries by increasing qid, rows within a query in
+    their input order (a stable sort) — and ``offsets[q]:offsets[q + 1]``
+    is the q-th query's slice of ``order``.
+
+    Attributes
+    ----------
+    order : ndarray of intp, shape (n_samples,)
+        Row indices grouped by query.
+    offsets : ndarray of intp, shape (n_queries + 1,)
+    qid : ndarray of int64, shape (n_queries,)
+        The query id of each group, increasing.
+    """
+
+    order: np.ndarray
+    offsets: np.ndarray
+    qid: np.ndarray
+
+    @property
+    def n_queries(self) -> int:
+        return self.qid.size
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @classmethod
+    def single(cls, n_samples: int) -> "QueryIndex":
+        """All rows as one query (qid 0)."""
+        return cls(np.arange(n_samples, dtype=np.intp), np.array([0, n_samples], dtype=np.intp),
+                   np.zeros(1, dtype=np.int64))
+
+
+def check_qid(qid, n_samples: int, name: str = "qid") -> QueryIndex:
+    """Integer query ids, one per sample, as a :class:`QueryIndex`.
+
+    Integer dtypes, and floats holding whole numbers (as a parser may give),
+    are accepted; NaN, infinity and fractions are refused, as is anything
+    but one id per row of X.
+    """
+    if qid is None:
+        raise ValueError(f"expected {name} to hold one integer query id per sample, got None instead")
+    arr = np.asarray(qid)
+    if arr.dtype == object:
+        arr = _numbers_from_objects(arr, name)
+    if arr.ndim != 1:
+        raise ValueError(f"expected {name} to be 1-D, got an array of shape {arr.shape} instead")
+    if arr.shape[0] != n_samples:
+        raise ValueError(
+            f"expected {name} to have {n_samples} entries (one per row of X), got {arr.shape[0]} instead"
+        )
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
+        raise ValueError(f"expected {name} to hold integer query ids, got dtype {arr.dtype} instead")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"expected {name} to hold integer query ids, got NaN or infinity instead")
+        fractional = arr != np.round(arr)
+        if fractional.any():
+            raise ValueError(
+                f"expected {name} to hold integer query ids, got {arr[np.argmax(fractional)].item()!r} instead"
+            )
+        if np.abs(arr).max(initial=0) >= 2.0**63:
+            raise ValueError(f"expected {name} to hold query ids that fit in 64 bits, got {arr.max().item()!r} instead")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size and np.all(arr[1:] >= arr[:-1]):
+        order = np.arange(arr.size, dtype=np.intp)
+        grouped = arr
+    else:
+        order = np.argsort(arr, kind="stable").astype(np.intp, copy=False)
+        grouped = arr[order]
+    starts = np.flatnonzero(np.concatenate(([True], grouped[1:] != grouped[:-1]))) if arr.size else np.empty(0, int)
+    offsets = np.append(starts, arr.size).astype(np.intp)
+    return QueryIndex(order, offsets, grouped[starts])
+
+
+def check_grades(y, n_samples: int | None = None, name: str = "y") -> np.ndarray:
+    """Graded relevance labels: integers ≥ 0 (LETOR's 0–4, say), as int64.
+
+    Binary labels in {−1, 1} are read as grades {0, 1}; any other negative
+    label, a fraction, NaN or infinity is refused.
+    """
+    if y is None:
+        raise ValueError(f"expected {name} to hold integer relevance grades >= 0, got None instead")
+    y = np.asarray(y)
+    if y.dtype == object:
+        y = _numbers_from_objects(y, name)
+    if y.ndim != 1:
+        raise ValueError(f"expected {name} to be 1-D, got an array of shape {y.shape} instead")
+    if n_samples is not None and y.shape[0] != n_samples:
+        raise ValueError(f"expected {name} to have {n_samples} entries (one per row of X), got {y.shape[0]} instead")
+    if y.size == 0:
+        raise ValueError(f"expected a non-empty {name}, got an empty array instead")
+    if not (np.issubdtype(y.dtype, np.number) or y.dtype == np.bool_) or np.iscomplexobj(y):
+        raise ValueError(f"expected {name} to hold integer relevance grades >= 0, got dtype {y.dtype} instead")
+    if np.issubdtype(y.dtype, np.floating):
+        if not np.all(np.isfinite(y)):
+            raise ValueError(f"expected {name} to hold integer relevance grades >= 0, got NaN or infinity instead")
+        fractional = y != np.round(y)
+        if fractional.any():
+            raise ValueError(
+                f"expected {name} to hold integer relevance grades >= 0, "
+                f"got {y[np.argmax(fractional)].item()!r} instead"
+            )
+    grades = y.astype(np.int64)
+    if grades.min() < 0:
+        if set(np.unique(grades).tolist()) == {-1, 1}:
+            return (grades > 0).astype(np.int64)
+        raise ValueError(
+            f"expected {name} to hold integer relevance grades >= 0 (or binary labels in {{-1, 1}}), "
+            f"got {grades.min()} instead"
+        )
+    return grades
+
+
+def check_relevant_at(value, name: str = "relevant_at") -> float:
+    """The grade from which a document counts as relevant: a positive finite number."""
+    return check_positive_float(value, name)
+
+
+def relevant_from_grades(grades: np.ndarray, relevant_at: float, name: str = "y") -> np.ndarray:
+    """``grades >= relevant_at`` as bool, refusing a threshold no label reaches."""
+    relevant = grades >= relevant_at
+    if not relevant.any():
+        raise ValueError(
+            f"expected relevant_at={relevant_at:g} to be reached by some label of {name}, "
+            f"got labels of at most {grades.max()} instead"
+        )
+    return relevant

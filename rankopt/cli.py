@@ -3,19 +3,23 @@
 ::
 
     rankopt train DATA.svmlight MODEL_FILE [--loss ap] [--C 1.0] [--tol 1e-3]
-                  [--max-iter 1000] [--inference auto]
-    rankopt predict MODEL_FILE DATA.svmlight [--output FILE]
-    rankopt evaluate MODEL_FILE DATA.svmlight
+                  [--max-iter 1000] [--inference auto] [--relevant-at 1] [--zero-based auto]
+    rankopt predict MODEL_FILE DATA.svmlight [--output FILE] [--zero-based auto]
+    rankopt evaluate MODEL_FILE DATA.svmlight [--per-query FILE] [--relevant-at R] [--zero-based auto]
     rankopt plugins
     rankopt demo [--output-dir DIR] [--quick] [--C 100]
     rankopt cora [--quick] [--subjects ...] [--n-jobs 1] [--output FILE]
     rankopt latent [--quick] [--datasets ...] [--methods ...] [--output FILE]
+    rankopt letor [--quick] [--methods ...] [--relevant-at 1] [--output FILE]
 
-Data files are SVM-light with one-based feature indices and labels in
-{0, 1} or {−1, +1}.  Each file is **one query**: a file whose ``qid:``
-column holds more than one value is refused by ``train`` and ``evaluate``
-(pooling several queries into one ranking would optimise, and measure, a
-ranking nobody asked for; split the file by qid instead).  ``predict``
+Data files are SVM-light or LETOR: feature indices one- or zero-based
+(``--zero-based auto`` guesses as scikit-learn does: zero-based exactly when
+index 0 occurs), labels in {0, 1} or {−1, +1}, or relevance grades (integers
+≥ 0).  A file with a ``qid:`` column holds many queries: ``train`` fits one
+model over them (``RankSVM.fit(X, y, qid=...)``, a document relevant for a
+binary loss when its grade reaches ``--relevant-at``) and ``evaluate``
+prints MAP, NDCG@1/5/10 and P@10 averaged over queries (``--per-query FILE``
+writes each query's).  A file without ``qid:`` is one query.  ``predict``
 scores each line independently and accepts any file.
 
 Models are saved in rankopt's versioned ``.npz`` format
@@ -66,9 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="log progress at INFO level on stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    train = sub.add_parser("train", parents=[verbose], help="fit a RankSVM on one query in an SVM-light file",
-                           description="Fit a RankSVM on one query (an SVM-light file) and save it.")
-    train.add_argument("data", metavar="DATA.svmlight", help="training samples with labels in {0,1} or {-1,+1}")
+    train = sub.add_parser("train", parents=[verbose], help="fit a RankSVM on an SVM-light/LETOR file",
+                           description="Fit a RankSVM on an SVM-light/LETOR file (one query, or every qid: "
+                                       "in it) and save it.")
+    train.add_argument("data", metavar="DATA.svmlight",
+                       help="training samples: labels in {0,1} or {-1,+1}, or grades >= 0; optional qid:")
     train.add_argument("model", metavar="MODEL_FILE", help="where to write the model (.npz format)")
     train.add_argument("--loss", default="ap",
                        help='"ap", "ndcg", "auc", "zero_one" or a plugin\'s loss (default: ap)')
@@ -77,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--max-iter", type=int, default=1000, help="cutting-plane iterations (default: 1000)")
     train.add_argument("--inference", default="auto",
                        help='loss-augmented inference method, or "auto" (default: auto)')
+    train.add_argument("--relevant-at", type=float, default=1.0, metavar="GRADE",
+                       help="grades from this one on count as relevant for a binary loss (default: 1, "
+                            "LETOR's convention for MAP)")
+    train.add_argument("--zero-based", **_ZERO_BASED_OPTION)
     train.set_defaults(handler=_train)
 
     predict = sub.add_parser("predict", parents=[verbose], help="write one ranking score per sample",
@@ -84,12 +94,20 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("model", metavar="MODEL_FILE")
     predict.add_argument("data", metavar="DATA.svmlight")
     predict.add_argument("--output", "-o", metavar="FILE", help="write the scores here (default: stdout)")
+    predict.add_argument("--zero-based", **_ZERO_BASED_OPTION)
     predict.set_defaults(handler=_predict)
 
-    evaluate = sub.add_parser("evaluate", parents=[verbose], help="print AP, NDCG, ROC AUC and P@10",
-                              description="Rank one query with a model and print AP, NDCG, ROC AUC, P@10.")
+    evaluate = sub.add_parser(
+        "evaluate", parents=[verbose], help="print MAP, NDCG@k and P@10 (AP, NDCG, ROC AUC, P@10 for one query)",
+        description="Rank a file's queries with a model and print MAP, NDCG@1/5/10 and P@10 averaged over "
+                    "queries; a file without qid: is one query, scored by AP, NDCG, ROC AUC and P@10.")
     evaluate.add_argument("model", metavar="MODEL_FILE")
     evaluate.add_argument("data", metavar="DATA.svmlight")
+    evaluate.add_argument("--per-query", metavar="FILE",
+                          help="also write each query's metrics here (tab-separated, one line per qid)")
+    evaluate.add_argument("--relevant-at", type=float, default=None, metavar="GRADE",
+                          help="grades from this one on count as relevant for MAP and P@10 (default: the model's)")
+    evaluate.add_argument("--zero-based", **_ZERO_BASED_OPTION)
     evaluate.set_defaults(handler=_evaluate)
 
     plugins = sub.add_parser("plugins", parents=[verbose], help="list the registered plugins",
@@ -107,10 +125,20 @@ def build_parser() -> argparse.ArgumentParser:
     # The papers' experiments own their options; they import their data lazily.
     from rankopt.experiments.cora import add_cli_subcommand as add_cora
     from rankopt.experiments.latent import add_cli_subcommand as add_latent
+    from rankopt.experiments.letor import add_cli_subcommand as add_letor
 
     add_cora(sub, parents=[verbose])
     add_latent(sub, parents=[verbose])
+    add_letor(sub, parents=[verbose])
     return parser
+
+
+#: The --zero-based option of the commands that read data files.
+_ZERO_BASED_OPTION = dict(
+    choices=("auto", "yes", "no"), default="auto",
+    help="whether feature indices start at 0; auto: when index 0 occurs in the file (default: auto)",
+)
+_ZERO_BASED = {"auto": "auto", "yes": True, "no": False}
 
 
 def main(argv=None) -> int:
@@ -141,56 +169,77 @@ def _describe_os_error(exc: OSError) -> str:
     return str(exc)
 
 
-def _read_query(path, *, n_features=None):
-    """An SVM-light file holding one query, with validated binary labels."""
+def _read_data(path, args, *, n_features=None):
+    """An SVM-light/LETOR file, and its binary labels when it is one query of binary labels (else None).
+
+    A file without ``qid:`` whose labels are {0, 1} or {-1, +1} is one query
+    as it always was (and ``relevant_at`` must be 1); any other file is read
+    as queries of graded labels.
+    """
+    import numpy as np
+
     from rankopt.data.loaders import read_svmlight
 
-    data = read_svmlight(path, n_features=n_features)
-    if data.n_queries > 1:
-        raise CommandError(
-            f"expected one query in {data.path!r}, got {data.n_queries} distinct qid values instead; "
-            "rankopt fits and evaluates one query per file: split the file by qid"
-        )
-    return data, check_binary_labels(data.y, name=f"the labels of {data.path!r}")
+    data = read_svmlight(path, n_features=n_features, zero_based=_ZERO_BASED[args.zero_based])
+    if data.zero_based:
+        logger.info("%s: feature index 0 occurs, read as zero-based", data.path)
+    values = set(np.unique(data.y).tolist())
+    if data.qid is None and (values <= {0, 1} or values <= {-1, 1}) and args.relevant_at in (1, None):
+        return data, check_binary_labels(data.y, name=f"the labels of {data.path!r}")
+    return data, None
+
+
+def _query_ids(data):
+    import numpy as np
+
+    return data.qid if data.qid is not None else np.zeros(data.y.size, dtype=np.int64)
 
 
 def _train(args) -> None:
     from rankopt.data.model_file import save_model
     from rankopt.models.rank_svm import RankSVM
 
-    data, relevant = _read_query(args.data)
+    data, relevant = _read_data(args.data, args)
     model = RankSVM(loss=args.loss, C=args.C, tol=args.tol, max_iter=args.max_iter,
-                    inference=args.inference, verbose=args.verbose)
+                    inference=args.inference, verbose=args.verbose, relevant_at=args.relevant_at)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
-        model.fit(data.X, relevant)
+        if relevant is not None:
+            model.fit(data.X, relevant)
+        else:
+            model.fit(data.X, data.y, qid=_query_ids(data))
     for warning in caught:
         print(f"rankopt: warning: {warning.message}", file=sys.stderr)
     save_model(model, args.model)
     status = "converged" if model.converged_ else "NOT converged"
+    if relevant is not None:
+        samples = f"{data.X.shape[0]} samples ({int(relevant.sum())} relevant)"
+    else:
+        samples = (f"{data.X.shape[0]} samples in {model.n_queries_} queries "
+                   f"({model.n_queries_used_} with documents to order)")
     print(
-        f"trained RankSVM(loss={model.loss_.name!r}, C={model.C:g}) on {data.X.shape[0]} samples "
-        f"({int(relevant.sum())} relevant) x {data.X.shape[1]} features: {model.n_iter_} iterations, "
-        f"{status}; wrote {args.model}"
+        f"trained RankSVM(loss={model.loss_.name!r}, C={model.C:g}) on {samples} x {data.X.shape[1]} features: "
+        f"{model.n_iter_} iterations, {status}; wrote {args.model}"
     )
 
 
-def _load_model_and_data(args, *, one_query: bool):
+def _load_model_and_data(args, *, labels: bool):
     from rankopt.data.loaders import read_svmlight
     from rankopt.data.model_file import load_model
 
     # These commands score flat samples, which only a RankSVM ranks (a latent
     # model ranks bags): another model type is refused by name.
     model = load_model(args.model, model_type="RankSVM")
-    if one_query:
-        data, relevant = _read_query(args.data, n_features=model.n_features_in_)
+    if labels:
+        data, relevant = _read_data(args.data, args, n_features=model.n_features_in_)
     else:
-        data, relevant = read_svmlight(args.data, n_features=model.n_features_in_), None
+        data = read_svmlight(args.data, n_features=model.n_features_in_, zero_based=_ZERO_BASED[args.zero_based])
+        relevant = None
     return model, data, relevant
 
 
 def _predict(args) -> None:
-    model, data, _ = _load_model_and_data(args, one_query=False)
+    model, data, _ = _load_model_and_data(args, labels=False)
     text = "".join(f"{score:.12g}\n" for score in model.decision_function(data.X))
     if args.output is None:
         sys.stdout.write(text)
@@ -201,14 +250,46 @@ def _predict(args) -> None:
 
 
 def _evaluate(args) -> None:
-    from rankopt.metrics import average_precision, ndcg, precision_at_k, roc_auc
+    import numpy as np
 
-    model, data, relevant = _load_model_and_data(args, one_query=True)
+    from rankopt.metrics import average_precision, mean_average_precision, ndcg, ndcg_at_k, precision_at_k, roc_auc
+
+    model, data, relevant = _load_model_and_data(args, labels=True)
     scores = model.decision_function(data.X)
-    print(f"{'samples':<9}{data.X.shape[0]} ({int(relevant.sum())} relevant)")
-    for label, metric in (("AP", average_precision), ("NDCG", ndcg), ("ROC AUC", roc_auc),
-                          ("P@10", precision_at_k)):
-        print(f"{label:<9}{metric(relevant, scores):.4f}")
+    relevant_at = model.relevant_at if args.relevant_at is None else args.relevant_at
+    qid = _query_ids(data)
+    grades = data.y if relevant is None else relevant.astype(np.int64)
+    per_query = {
+        "AP": mean_average_precision(grades, scores, qid, relevant_at, average=False),
+        **{f"NDCG@{k}": ndcg_at_k(grades, scores, qid, k=k, average=False) for k in (1, 5, 10)},
+        "P@10": precision_at_k(grades, scores, 10, qid=qid, relevant_at=relevant_at, average=False),
+    }
+    if relevant is not None:  # one query of binary labels
+        print(f"{'samples':<9}{data.X.shape[0]} ({int(relevant.sum())} relevant)")
+        for label, metric in (("AP", average_precision), ("NDCG", ndcg), ("ROC AUC", roc_auc),
+                              ("P@10", precision_at_k)):
+            print(f"{label:<9}{metric(relevant, scores):.4f}")
+    else:
+        defined = ~np.isnan(per_query["AP"])
+        if not defined.any():
+            raise CommandError(
+                f"expected some query of {data.path!r} to hold a relevant document (grade >= {relevant_at:g}), "
+                "got none instead"
+            )
+        print(f"{'queries':<9}{defined.size} ({int(defined.sum())} with a relevant document, averaged over), "
+              f"{data.X.shape[0]} documents")
+        for label, values in per_query.items():
+            name = "MAP" if label == "AP" else label
+            print(f"{name:<9}{np.nanmean(values[defined]):.4f}")
+    if args.per_query is not None:
+        ids = np.unique(qid)
+        sizes = np.unique(qid, return_counts=True)[1]
+        with open(args.per_query, "w", encoding="utf-8") as handle:
+            handle.write("\t".join(["qid", "documents", *per_query]) + "\n")
+            for row, (q, size) in enumerate(zip(ids, sizes)):
+                cells = [f"{values[row]:.6f}" for values in per_query.values()]
+                handle.write("\t".join([str(q), str(size), *cells]) + "\n")
+        logger.info("wrote %d queries' metrics to %s", ids.size, args.per_query)
 
 
 def _plugins(args) -> None:

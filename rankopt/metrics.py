@@ -1,20 +1,39 @@
-"""Ranking metrics for one query with binary relevance.
+"""Ranking metrics for one query with binary relevance, and over many queries with graded relevance.
 
-Each takes ``(y_true, scores)``: labels in {0, 1} or {−1, 1} and real
-scores, higher meaning more relevant.  Tied scores are treated the way
-scikit-learn treats them, so that every metric equals its scikit-learn
-counterpart on all inputs, not only tie-free ones: AP steps at distinct
-thresholds, NDCG averages the discount over a tie group, ROC area counts a
-tied pair as half ordered, precision@k takes the expectation over the
-orders of the tie group straddling k.
+The single-query metrics take ``(y_true, scores)``: labels in {0, 1} or
+{−1, 1} and real scores, higher meaning more relevant.  Tied scores are
+treated the way scikit-learn treats them, so that every metric equals its
+scikit-learn counterpart on all inputs, not only tie-free ones: AP steps at
+distinct thresholds, NDCG averages the discount over a tie group, ROC area
+counts a tied pair as half ordered, precision@k takes the expectation over
+the orders of the tie group straddling k.
+
+Over queries — :func:`mean_average_precision`, :func:`ndcg_at_k` and
+:func:`precision_at_k` with ``qid`` — labels are relevance grades (integers
+≥ 0, LETOR's 0–4 say; {−1, 1} reads as {0, 1}), each query is scored on its
+own with the same tie rules, and the mean is taken over queries.  AP and
+P@k count a document relevant when its grade reaches ``relevant_at`` (1 by
+default, LETOR's convention for MAP); NDCG uses the grades as gains.
+A query without a relevant document (no grade ≥ ``relevant_at``; for NDCG
+no grade > 0) has no AP or NDCG (0/0) and is left out of every mean —
+trec_eval would count it as 0, LightGBM as 1 — and ``average=False``
+returns NaN for it.  Precision@k divides by min(k, query size), as the
+single-query one does (trec_eval divides by k).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from rankopt._validation import as_float_vector, check_binary_labels, check_positive_int
+from rankopt._validation import (
+    as_float_vector,
+    check_binary_labels,
+    check_grades,
+    check_positive_int,
+    check_qid,
+    check_relevant_at,
+)
 
-__all__ = ["average_precision", "ndcg", "precision_at_k", "roc_auc"]
+__all__ = ["average_precision", "mean_average_precision", "ndcg", "ndcg_at_k", "precision_at_k", "roc_auc"]
 
 
 def _prepare(y_true, scores):
@@ -31,7 +50,10 @@ def _group_ends(sorted_scores):
 
 def average_precision(y_true, scores) -> float:
     """AP = Σ_k (R_k − R_{k−1}) P_k over the distinct score thresholds."""
-    positive, sorted_scores = _prepare(y_true, scores)
+    return _average_precision_sorted(*_prepare(y_true, scores))
+
+
+def _average_precision_sorted(positive, sorted_scores) -> float:
     ends = _group_ends(sorted_scores)
     tp = np.cumsum(positive)[ends - 1]
     precision = tp / ends
@@ -65,13 +87,144 @@ def roc_auc(y_true, scores) -> float:
     return float(1.0 - misordered / (n_pos * n_neg))
 
 
-def precision_at_k(y_true, scores, k: int = 10) -> float:
-    """Fraction of positives among the k highest scores (k capped at the list length)."""
+def precision_at_k(y_true, scores, k: int = 10, *, qid=None, relevant_at=1, average: bool = True):
+    """Fraction of positives among the k highest scores (k capped at the list length).
+
+    With ``qid``: graded ``y_true``, relevant from ``relevant_at`` on, and
+    the mean over queries (see the module docstring).
+    """
     k = check_positive_int(k, "k")
-    positive, sorted_scores = _prepare(y_true, scores)
+    if qid is not None:
+        return _over_queries(_precision_at_k_sorted, y_true, scores, qid, average,
+                             relevant_at=relevant_at, k=k)
+    return _precision_at_k_sorted(*_prepare(y_true, scores), k)
+
+
+def _precision_at_k_sorted(positive, sorted_scores, k) -> float:
     k = min(k, positive.size)
     ends = _group_ends(sorted_scores)
     starts = np.concatenate(([0], ends[:-1]))
     pos_in_group = np.add.reduceat(positive.astype(np.float64), starts)
     taken = np.clip(k - starts, 0, ends - starts)  # how many of each group fall in the top k
     return float(np.sum(pos_in_group * taken / (ends - starts)) / k)
+
+
+# ------------------------------------------------------------------ over queries
+
+
+def _grouped(y_true, scores, qid):
+    """Validated grades and scores, and per query the slice of an order that sorts each query's scores."""
+    scores = as_float_vector(scores, "scores").astype(np.float64)
+    grades = check_grades(y_true, scores.size, name="y_true")
+    queries = check_qid(qid, scores.size)
+    query_of_row = np.empty(scores.size, dtype=np.intp)
+    query_of_row[queries.order] = np.repeat(np.arange(queries.n_queries), queries.sizes)
+    # Queries by increasing qid; within a query scores high to low, ties in input order (lexsort is stable).
+    order = np.lexsort((-scores, query_of_row))
+    return grades[order], scores[order], queries
+
+
+def _over_queries(metric, y_true, scores, qid, average, *, relevant_at=None, **kwargs):
+    """``metric(sorted_relevance, sorted_scores, **kwargs)`` per query; their mean or the raw values.
+
+    With ``relevant_at`` the metric sees bool relevance (grade ≥ relevant_at)
+    and a query without a relevant document is undefined; without it, it
+    sees the grades and a query without a positive grade is undefined.
+    """
+    grades, sorted_scores, queries = _grouped(y_true, scores, qid)
+    if relevant_at is not None:
+        relevance = grades >= check_relevant_at(relevant_at)
+        what = f"a relevant document (y_true >= relevant_at={relevant_at:g})"
+    else:
+        relevance = grades
+        what = "a document of grade > 0 in y_true"
+    values = np.full(queries.n_queries, np.nan)
+    offsets = queries.offsets
+    for q in range(queries.n_queries):
+        part = slice(offsets[q], offsets[q + 1])
+        if relevance[part].any():
+            values[q] = metric(relevance[part], sorted_scores[part], **kwargs)
+    if not average:
+        return values
+    defined = ~np.isnan(values)
+    if not defined.any():
+        raise ValueError(f"expected some query (qid) to hold {what}, got none of the {queries.n_queries} queries")
+    return float(np.mean(values[defined]))
+
+
+def mean_average_precision(y_true, scores, qid=None, relevant_at=1, *, average: bool = True):
+    """Mean over queries of each query's average precision (MAP).
+
+    Parameters
+    ----------
+    y_true : array-like of int, shape (n_samples,)
+        Relevance grades ≥ 0; a document is relevant when its grade is at
+        least ``relevant_at``.
+    scores : array-like of float, shape (n_samples,)
+    qid : array-like of int, shape (n_samples,), optional
+        The query of each sample (rows of a query need not be contiguous);
+        None for one query.
+    relevant_at : float, default 1
+    average : bool, default True
+        False returns each query's AP instead, queries by increasing qid,
+        NaN for a query without a relevant document.
+
+    Ties are scikit-learn's: AP steps at distinct score thresholds.
+    """
+    if qid is None:
+        qid = np.zeros(np.shape(scores)[0] if np.ndim(scores) == 1 else 0, dtype=np.int64)
+    return _over_queries(_average_precision_sorted, y_true, scores, qid, average, relevant_at=relevant_at)
+
+
+#: Gain functions of graded relevance for :func:`ndcg_at_k`.
+GAINS = {"exponential": lambda grades: np.exp2(grades) - 1.0, "linear": lambda grades: grades.astype(np.float64)}
+
+
+def _ndcg_at_k_sorted(grades, sorted_scores, k, gain) -> float:
+    """NDCG@k of one query (scores sorted high to low), the discount averaged over each tie group."""
+    gains = gain(grades)
+    n = grades.size
+    discount = np.zeros(n)
+    cut = min(k, n)
+    discount[:cut] = 1.0 / np.log2(np.arange(2, cut + 2))
+    cumulative = np.concatenate(([0.0], np.cumsum(discount)))
+    ends = _group_ends(sorted_scores)
+    starts = np.concatenate(([0], ends[:-1]))
+    mean_gain = np.add.reduceat(gains, starts) / (ends - starts)
+    dcg = np.dot(mean_gain, cumulative[ends] - cumulative[starts])
+    ideal = np.dot(np.sort(gains)[::-1][:cut], discount[:cut])
+    return float(dcg / ideal)
+
+
+def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential", *, average: bool = True):
+    """Mean over queries of NDCG@k with graded gains.
+
+    DCG@k = Σ_{i ≤ k} gain(rel_i) / log2(i + 1), divided by the DCG@k of
+    the ideal order.
+
+    Parameters
+    ----------
+    y_true : array-like of int, shape (n_samples,)
+        Relevance grades ≥ 0.
+    scores : array-like of float, shape (n_samples,)
+    qid : array-like of int, shape (n_samples,), optional
+        The query of each sample; None for one query.
+    k : int, default 10
+        The cutoff (a query shorter than k is scored over its full list).
+    gains : {"exponential", "linear"}, default "exponential"
+        2^rel − 1 (Burges et al., the LETOR and LightGBM convention) or rel
+        (trec_eval's, and scikit-learn's ``ndcg_score`` given the grades).
+    average : bool, default True
+        False returns each query's NDCG@k, queries by increasing qid, NaN
+        for a query whose grades are all 0.
+
+    Ties are scikit-learn's (``ndcg_score`` with ``ignore_ties=False``): the
+    documents of a tie group share the group's mean gain, so the value does
+    not depend on the order among equal scores.
+    """
+    k = check_positive_int(k, "k")
+    if gains not in GAINS:
+        raise ValueError(f"expected gains to be one of {sorted(GAINS)}, got {gains!r} instead")
+    if qid is None:
+        qid = np.zeros(np.shape(scores)[0] if np.ndim(scores) == 1 else 0, dtype=np.int64)
+    return _over_queries(_ndcg_at_k_sorted, y_true, scores, qid, average, k=k, gain=GAINS[gains])

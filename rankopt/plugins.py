@@ -39,6 +39,7 @@ BUILTIN_PLUGINS = (
     "rankopt.losses.ap",
     "rankopt.losses.discount",
     "rankopt.losses.auc",
+    "rankopt.losses.pairwise",
     "rankopt.losses.zero_one",
     "rankopt.inference.greedy",
     "rankopt.inference.ap_methods",

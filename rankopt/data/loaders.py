@@ -1,7 +1,8 @@
-"""Dataset loaders: scikit-learn's bundled digits and SVM-light files.
+"""Dataset loaders: scikit-learn's bundled digits and SVM-light/LETOR files.
 
 Nothing here downloads: the digits ship inside scikit-learn, and SVM-light
-files are read with scikit-learn's parser.
+files are read with scikit-learn's parser.  (The MSLR sample, which is
+fetched once, is :mod:`rankopt.data.mslr`.)
 """
 from __future__ import annotations
 
@@ -56,24 +57,23 @@ class SvmLightData:
     qid : ndarray of shape (n_samples,) or None
         The ``qid:`` of each line, or None when the file has no qid column.
     path : str
+    zero_based : bool
+        Whether the file's feature indices were read as zero-based.
     """
 
     X: sp.csr_matrix
     y: np.ndarray
     qid: np.ndarray | None
     path: str
+    zero_based: bool = False
 
     @property
     def n_queries(self) -> int:
         return 1 if self.qid is None else int(np.unique(self.qid).size)
 
 
-def read_svmlight(path, *, n_features: int | None = None) -> SvmLightData:
-    """Read an SVM-light file (one-based feature indices, optional ``qid:``).
-
-    Feature indices are read as one-based, as the SVM-light format defines
-    them, rather than guessed per file: a guess could shift the features of
-    a test file against those of the training file.
+def read_svmlight(path, *, n_features: int | None = None, zero_based=False) -> SvmLightData:
+    """Read an SVM-light or LETOR file (optional ``qid:``, graded labels kept as written).
 
     Parameters
     ----------
@@ -81,6 +81,13 @@ def read_svmlight(path, *, n_features: int | None = None) -> SvmLightData:
     n_features : int, optional
         Width of X (e.g. a model's).  The file may use fewer features; using
         more is an error.
+    zero_based : bool or "auto", default False
+        Whether feature indices start at 0.  SVM-light defines them
+        one-based; some writers (scikit-learn's ``zero_based=True``, some
+        LETOR exports) start at 0.  ``"auto"`` guesses as scikit-learn
+        does: zero-based exactly when index 0 occurs in the file.  A guess
+        can shift a test file that happens not to use feature 0 against its
+        zero-based training file, so say which when you know it.
 
     Raises
     ------
@@ -93,24 +100,33 @@ def read_svmlight(path, *, n_features: int | None = None) -> SvmLightData:
     from sklearn.datasets import load_svmlight_file
 
     path = os.fspath(path)
+    if zero_based not in (True, False, "auto"):
+        raise ValueError(f"expected zero_based to be True, False or 'auto', got {zero_based!r} instead")
     try:
-        X, y, qid = load_svmlight_file(path, zero_based=False, query_id=True)
+        X, y, qid = load_svmlight_file(path, zero_based=zero_based is not False, query_id=True)
     except ValueError as exc:
         raise ValueError(f"cannot read {path!r} as SVM-light: {exc}") from None
     if X.shape[0] == 0:
         raise ValueError(f"expected at least one sample in {path!r}, got an empty file instead")
+    if zero_based == "auto":
+        zero_based = bool(X.nnz) and int(X.indices.min()) == 0
+        if not zero_based:  # column 0 is empty: the indices are one-based
+            X = X[:, 1:] if X.shape[1] > 1 else sp.csr_matrix((X.shape[0], 0), dtype=X.dtype)
     if n_features is not None:
         if X.shape[1] > n_features:
+            base = "zero" if zero_based else "one"
             raise ValueError(
                 f"expected {path!r} to use at most {n_features} features, got feature index "
-                f"{X.shape[1]} instead"
+                f"{X.shape[1] - (1 if zero_based else 0)} instead (read as {base}-based; if the "
+                "training file counted from the other base, say which with zero_based / --zero-based)"
             )
         X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
     try:
         X = check_matrix(X, name=f"the features of {path!r}")
     except ValueError as exc:
         raise ValueError(str(exc)) from None
-    return SvmLightData(X=X, y=np.asarray(y, dtype=np.float64), qid=qid if qid.size else None, path=path)
+    return SvmLightData(X=X, y=np.asarray(y, dtype=np.float64), qid=qid if qid.size else None, path=path,
+                        zero_based=bool(zero_based))
 
 
 def write_svmlight(path, X, y, *, qid=None, comment: str | None = None) -> None:

@@ -46,7 +46,6 @@ sign pattern of the computed e_j is then monotone is in the docstring of
 :func:`_search_rank`.
 """
 from cython cimport floating
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.float cimport DBL_EPSILON
 from libc.limits cimport INT_MAX
 from libc.math cimport INFINITY, fabs
@@ -344,6 +343,71 @@ cdef Py_ssize_t _candidates_by_value(const floating* pos_desc, Py_ssize_t n_pos,
     return m
 
 
+cdef int _select_into(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg_scores,
+                      Py_ssize_t n_neg, int* ranks, Py_ssize_t n_buckets) except -1 nogil:
+    """:func:`select_ranks` on raw pointers, ``n_buckets`` already validated (−1, 0 or 3 … INT_MAX)."""
+    cdef Py_ssize_t k, m
+    cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
+    cdef Candidate* items = NULL
+    cdef double* top = NULL
+    cdef int* top_ranks = NULL
+    cdef BucketMap bm
+    if n_buckets == -1:
+        n_buckets = 0
+        if n_neg >= SELECT_BY_VALUE_MIN:
+            n_buckets = min(<Py_ssize_t>MAX_RANK_BUCKETS, n_neg // NEGATIVES_PER_BUCKET)
+    try:
+        if n_buckets > 0 and n_neg > n_pos and sampled_bucket_map(neg_scores, n_neg, n_buckets, &bm):
+            m = _candidates_by_value(pos_desc, n_pos, neg_scores, n_neg, scale, bm, &items)
+        else:
+            items = <Candidate*>malloc(n_neg * sizeof(Candidate))
+            if items == NULL:
+                with gil:
+                    raise MemoryError(f"cannot allocate the work array for {n_neg} negatives")
+            for k in range(n_neg):
+                items[k].first = -(<double>neg_scores[k])
+                items[k].second = k
+            m = _select_explicit(pos_desc, n_pos, items, n_neg, scale)
+        top = <double*>malloc(max(m, 1) * sizeof(double))
+        top_ranks = <int*>malloc(max(m, 1) * sizeof(int))
+        if top == NULL or top_ranks == NULL:
+            with gil:
+                raise MemoryError(f"cannot allocate the work arrays for {m} negatives")
+        sort(items, items + m)
+        for k in range(m):
+            top[k] = -items[k].first
+        _search_sorted(pos_desc, n_pos, top, m, n_neg, top_ranks)
+        for k in range(n_neg):
+            ranks[k] = <int>(n_pos + 1)
+        for k in range(m):
+            ranks[items[k].second] = top_ranks[k]
+    finally:
+        free(items)
+        free(top)
+        free(top_ranks)
+    return 0
+
+
+cdef int select_ranks_f64(const double* pos_desc, Py_ssize_t n_pos, const double* neg_scores,
+                          Py_ssize_t n_neg, int* ranks) except -1 nogil:
+    return _select_into(pos_desc, n_pos, neg_scores, n_neg, ranks, -1)
+
+
+cdef int select_ranks_f32(const float* pos_desc, Py_ssize_t n_pos, const float* neg_scores,
+                          Py_ssize_t n_neg, int* ranks) except -1 nogil:
+    return _select_into(pos_desc, n_pos, neg_scores, n_neg, ranks, -1)
+
+
+cdef void search_sorted_f64(const double* pos_desc, Py_ssize_t n_pos, const double* neg_desc,
+                            Py_ssize_t n_neg, int* ranks) noexcept nogil:
+    _search_sorted(pos_desc, n_pos, neg_desc, n_neg, n_neg, ranks)
+
+
+cdef void search_sorted_f32(const float* pos_desc, Py_ssize_t n_pos, const double* neg_desc,
+                            Py_ssize_t n_neg, int* ranks) noexcept nogil:
+    _search_sorted(pos_desc, n_pos, neg_desc, n_neg, n_neg, ranks)
+
+
 def select_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int[::1] ranks,
                  Py_ssize_t n_buckets=-1):
     """Fill ``ranks`` (input order) with the negatives' optimal interleaving ranks, sorting few.
@@ -363,47 +427,10 @@ def select_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, i
     ``n_buckets`` chooses the strategy (the tests compare them): −1
     automatic, 0 selection, any other value (3 … INT_MAX) the number of
     buckets.  The caller validates: ``pos_desc`` sorted descending, both
-    arrays non-empty and finite, ``ranks`` of length |N|.
+    arrays non-empty and finite, ``ranks`` of length |N|.  The batched
+    kernels call the same code per query (``_ap.pxd``).
     """
-    cdef Py_ssize_t n_pos = pos_desc.shape[0], n_neg = neg_scores.shape[0], k, m
-    cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
-    cdef Candidate* items = NULL
-    cdef double* top = NULL
-    cdef int* top_ranks = NULL
-    cdef BucketMap bm
-    if n_buckets == -1:
-        n_buckets = 0
-        if n_neg >= SELECT_BY_VALUE_MIN:
-            n_buckets = min(<Py_ssize_t>MAX_RANK_BUCKETS, n_neg // NEGATIVES_PER_BUCKET)
-    elif n_buckets != 0 and not 3 <= n_buckets <= INT_MAX:
+    if n_buckets != -1 and n_buckets != 0 and not 3 <= n_buckets <= INT_MAX:
         raise ValueError(f"expected n_buckets -1, 0 or in 3…{INT_MAX}, got {n_buckets} instead")
-    try:
-        if n_buckets > 0 and n_neg > n_pos and sampled_bucket_map(&neg_scores[0], n_neg, n_buckets, &bm):
-            with nogil:
-                m = _candidates_by_value(&pos_desc[0], n_pos, &neg_scores[0], n_neg, scale, bm, &items)
-        else:
-            items = <Candidate*>malloc(n_neg * sizeof(Candidate))
-            if items == NULL:
-                raise MemoryError(f"cannot allocate the work array for {n_neg} negatives")
-            with nogil:
-                for k in range(n_neg):
-                    items[k].first = -(<double>neg_scores[k])
-                    items[k].second = k
-                m = _select_explicit(&pos_desc[0], n_pos, items, n_neg, scale)
-        top = <double*>PyMem_Malloc(max(m, 1) * sizeof(double))
-        top_ranks = <int*>PyMem_Malloc(max(m, 1) * sizeof(int))
-        if top == NULL or top_ranks == NULL:
-            raise MemoryError()
-        with nogil:
-            sort(items, items + m)
-            for k in range(m):
-                top[k] = -items[k].first
-            _search_sorted(&pos_desc[0], n_pos, top, m, n_neg, top_ranks)
-            for k in range(n_neg):
-                ranks[k] = <int>(n_pos + 1)
-            for k in range(m):
-                ranks[items[k].second] = top_ranks[k]
-    finally:
-        free(items)
-        PyMem_Free(top)
-        PyMem_Free(top_ranks)
+    with nogil:
+        _select_into(&pos_desc[0], pos_desc.shape[0], &neg_scores[0], neg_scores.shape[0], &ranks[0], n_buckets)

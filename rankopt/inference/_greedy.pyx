@@ -17,10 +17,8 @@ from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT, 
 KERNEL_CODES = {"AP": LOSS_AP, "AUC": LOSS_AUC, "POSITION_DISCOUNT": LOSS_POSITION_DISCOUNT}
 
 
-cdef void _greedy_ranks(const floating[::1] pos_desc, const floating[::1] neg_desc,
-                        int code, const double* table, int[::1] ranks) noexcept nogil:
-    cdef Py_ssize_t n_pos = pos_desc.shape[0]
-    cdef Py_ssize_t n_neg = neg_desc.shape[0]
+cdef void _greedy_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg_desc,
+                        Py_ssize_t n_neg, int code, const double* table, int* ranks) noexcept nogil:
     cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
     cdef Py_ssize_t j, i, start = 1, best_rank
     cdef double f, best, s_neg
@@ -38,6 +36,16 @@ cdef void _greedy_ranks(const floating[::1] pos_desc, const floating[::1] neg_de
         start = best_rank
 
 
+cdef void greedy_ranks_f64(const double* pos_desc, Py_ssize_t n_pos, const double* neg_desc,
+                           Py_ssize_t n_neg, int code, const double* table, int* ranks) noexcept nogil:
+    _greedy_ranks(pos_desc, n_pos, neg_desc, n_neg, code, table, ranks)
+
+
+cdef void greedy_ranks_f32(const float* pos_desc, Py_ssize_t n_pos, const float* neg_desc,
+                           Py_ssize_t n_neg, int code, const double* table, int* ranks) noexcept nogil:
+    _greedy_ranks(pos_desc, n_pos, neg_desc, n_neg, code, table, ranks)
+
+
 def greedy_ranks(const floating[::1] pos_desc, const floating[::1] neg_desc,
                  int code, const double[::1] table, int[::1] ranks):
     """Fill ``ranks[j]`` with the optimal interleaving rank of the j-th highest negative.
@@ -45,7 +53,9 @@ def greedy_ranks(const floating[::1] pos_desc, const floating[::1] neg_desc,
     The caller (``rankopt.inference.greedy``) validates everything: both
     score arrays sorted descending, non-empty and finite; ``table`` holding
     D(1…|P|+|N|)/Z for the position-discount code (any array otherwise);
-    ``ranks`` of length |N|.
+    ``ranks`` of length |N|.  The batched kernels call the same code per
+    query (``_greedy.pxd``).
     """
     with nogil:
-        _greedy_ranks(pos_desc, neg_desc, code, &table[0], ranks)
+        _greedy_ranks(&pos_desc[0], pos_desc.shape[0], &neg_desc[0], neg_desc.shape[0], code, &table[0],
+                      &ranks[0])

@@ -445,6 +445,47 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
     return 0
 
 
+cdef int _qs_into(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg_scores, Py_ssize_t n_neg,
+                  int code, const double* table, bint unimodal, int* ranks, bint exact_median,
+                  Py_ssize_t n_buckets) except -1 nogil:
+    """:func:`qs_ranks` on raw pointers, ``n_buckets`` already validated (−1, 0 or 3 … 2³¹ − 1)."""
+    cdef Py_ssize_t k
+    cdef BucketMap bm
+    cdef pair[floating, Py_ssize_t] sample[SAMPLE_SIZE]
+    cdef pair[floating, Py_ssize_t]* items
+    if n_buckets == -1:
+        n_buckets = 0
+        if n_neg >= DISTRIBUTE_MIN and not exact_median:
+            n_buckets = min(<Py_ssize_t>MAX_RANK_BUCKETS, n_neg // NEGATIVES_PER_BUCKET)
+    # The level's tables hold positions and ranks in 32 bits.
+    if (n_buckets > 0 and n_neg < INT32_MAX and n_pos < INT32_MAX
+            and sampled_bucket_map(neg_scores, n_neg, n_buckets, &bm)):
+        return _distributed_ranks(pos_desc, neg_scores, n_pos, n_neg, code, table, unimodal, bm, ranks, sample)
+    items = <pair[floating, Py_ssize_t]*>malloc(n_neg * sizeof(pair[floating, Py_ssize_t]))
+    if items == NULL:
+        with gil:
+            raise MemoryError(f"cannot allocate the work array for {n_neg} negatives")
+    try:
+        for k in range(n_neg):
+            items[k].first = -neg_scores[k]
+            items[k].second = k
+        _opt_ranks(pos_desc, items, Frame(0, n_neg, 1, n_pos + 1), 0, n_pos, n_neg, code,
+                   table, unimodal, ranks, sample, exact_median)
+    finally:
+        free(items)
+    return 0
+
+
+cdef int qs_ranks_f64(const double* pos_desc, Py_ssize_t n_pos, const double* neg_scores, Py_ssize_t n_neg,
+                      int code, const double* table, bint unimodal, int* ranks) except -1 nogil:
+    return _qs_into(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks, False, -1)
+
+
+cdef int qs_ranks_f32(const float* pos_desc, Py_ssize_t n_pos, const float* neg_scores, Py_ssize_t n_neg,
+                      int code, const double* table, bint unimodal, int* ranks) except -1 nogil:
+    return _qs_into(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks, False, -1)
+
+
 def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int code,
              const double[::1] table, bint unimodal, int[::1] ranks, bint exact_median=False,
              Py_ssize_t n_buckets=-1):
@@ -463,38 +504,15 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
     distribution level — −1 chooses (none below 2¹⁴ negatives), 0 skips the
     level, any other value must lie in 3 … 2³¹ − 1 (the level is skipped from
     2³¹ − 1 positives or negatives on, whatever the value).
+
+    The batched kernels (``_batched.pyx``) call the same code per query
+    through :func:`qs_ranks_f64` / :func:`qs_ranks_f32` (``_qs.pxd``).
     """
-    cdef Py_ssize_t n_pos = pos_desc.shape[0]
-    cdef Py_ssize_t n_neg = neg_scores.shape[0]
-    cdef Py_ssize_t k
-    cdef BucketMap bm
-    cdef pair[floating, Py_ssize_t] sample[SAMPLE_SIZE]
-    cdef pair[floating, Py_ssize_t]* items
-    if n_buckets == -1:
-        n_buckets = 0
-        if n_neg >= DISTRIBUTE_MIN and not exact_median:
-            n_buckets = min(<Py_ssize_t>MAX_RANK_BUCKETS, n_neg // NEGATIVES_PER_BUCKET)
-    elif n_buckets != 0 and not 3 <= n_buckets <= INT32_MAX:
+    if n_buckets != -1 and n_buckets != 0 and not 3 <= n_buckets <= INT32_MAX:
         raise ValueError(f"expected n_buckets -1, 0 or in 3…{INT32_MAX}, got {n_buckets} instead")
-    # The level's tables hold positions and ranks in 32 bits.
-    if (n_buckets > 0 and n_neg < INT32_MAX and n_pos < INT32_MAX
-            and sampled_bucket_map(&neg_scores[0], n_neg, n_buckets, &bm)):
-        with nogil:
-            _distributed_ranks(&pos_desc[0], &neg_scores[0], n_pos, n_neg, code, &table[0], unimodal,
-                               bm, &ranks[0], sample)
-        return
-    items = <pair[floating, Py_ssize_t]*>malloc(n_neg * sizeof(pair[floating, Py_ssize_t]))
-    if items == NULL:
-        raise MemoryError(f"cannot allocate the work array for {n_neg} negatives")
-    try:
-        with nogil:
-            for k in range(n_neg):
-                items[k].first = -neg_scores[k]
-                items[k].second = k
-            _opt_ranks(&pos_desc[0], items, Frame(0, n_neg, 1, n_pos + 1), 0, n_pos, n_neg, code,
-                       &table[0], unimodal, &ranks[0], sample, exact_median)
-    finally:
-        free(items)
+    with nogil:
+        _qs_into(&pos_desc[0], pos_desc.shape[0], &neg_scores[0], neg_scores.shape[0], code, &table[0],
+                 unimodal, &ranks[0], exact_median, n_buckets)
 
 
 def compiled_delta_diff(int code, j, i, Py_ssize_t n_pos, Py_ssize_t n_neg, table):

@@ -10,6 +10,7 @@ from rankopt.losses.base import (
     RankLoss,
 )
 from rankopt.losses.discount import NDCGLoss, PositionDiscountLoss
+from rankopt.losses.pairwise import PairwiseLoss
 from rankopt.losses.zero_one import ZeroOneLoss
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "Loss",
     "NDCGLoss",
     "OutputKind",
+    "PairwiseLoss",
     "PositionDiscountLoss",
     "RankLoss",
     "ZeroOneLoss",

@@ -371,6 +371,9 @@ class RankLoss(Loss):
     """
 
     output_kind = OutputKind.RANKING
+    #: True for a loss defined on integer grades (``rankopt.losses.PairwiseLoss``):
+    #: multi-query inference hands it the grades instead of 0/1 relevance.
+    graded: ClassVar[bool] = False
 
     @abc.abstractmethod
     def value(self, pattern: np.ndarray) -> float:

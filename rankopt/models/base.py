@@ -19,6 +19,9 @@ class Model(abc.ABC):
     name: ClassVar[str] = ""
     #: The loss kind this model accepts.
     output_kind: ClassVar[OutputKind]
+    #: Whether :meth:`build_problem` takes ``queries=`` (a :class:`rankopt._validation.QueryIndex`):
+    #: one problem over many queries, ``y`` then per-row relevance (grades for a graded loss).
+    supports_queries: ClassVar[bool] = False
 
     @abc.abstractmethod
     def build_problem(

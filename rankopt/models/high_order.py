@@ -274,6 +274,11 @@ class _HighOrderRanker(BaseEstimator):
 class HOBSVM(_HighOrderRanker):
     """High-order binary SVM: convex training, ranking by max-marginal differences.
 
+    One query: the samples and their similarity graph form one ranking, and
+    ``fit`` takes no ``qid``.  The graph cut couples samples across the whole
+    graph, so several queries would have to be disjoint components with a
+    loss per component; that is not implemented.
+
     Solves problem (8) of ``high-order-ranking``: min ½‖w‖² + C ξ over all
     labelings with the weighted 0-1 loss of eq. (7) (J = |N|/|P|) and w₂ ≤ 0,
     by the 1-slack cutting plane with one graph cut per iteration.
@@ -336,6 +341,11 @@ class HOBSVM(_HighOrderRanker):
 
 class HOAPSVM(_HighOrderRanker):
     """High-order AP-SVM: the AP loss over max-marginal rankings, trained by CCCP.
+
+    One query: the samples and their similarity graph form one ranking, and
+    ``fit`` takes no ``qid``.  The graph cut couples samples across the whole
+    graph, so several queries would have to be disjoint components with a
+    loss per component; that is not implemented.
 
     Algorithm 1 of ``high-order-ranking``: each CCCP step fixes the
     max-marginal labelings of the current w (Prop. 4) and solves the convex

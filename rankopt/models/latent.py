@@ -423,6 +423,12 @@ def _split(data: Bags, labels: np.ndarray) -> tuple[Bags, Bags]:
 class LatentAPSVM(_LatentEstimator):
     """Latent AP-SVM (``latent-ap-svm`` problem 9, Algorithm 3).
 
+    One query: the bags of ``X`` are ranked together and ``fit`` takes no
+    ``qid``.  Training over many queries of bags (one w, the per-query
+    problems averaged, as ``RankSVM.fit(X, y, qid=...)`` does) is not
+    implemented for the latent models: their CCCP steps and candidate
+    assignments are written for one ranking.
+
     Parameters
     ----------
     C : float, default 1.0
@@ -486,6 +492,12 @@ class LatentAPSVM(_LatentEstimator):
 class LatentSSVM(_LatentEstimator):
     """Latent structural SVM with a rank loss (problem 6), trained as in Appendix C.
 
+    One query: the bags of ``X`` are ranked together and ``fit`` takes no
+    ``qid``.  Training over many queries of bags (one w, the per-query
+    problems averaged, as ``RankSVM.fit(X, y, qid=...)`` does) is not
+    implemented for the latent models: their CCCP steps and candidate
+    assignments are written for one ranking.
+
     Its loss-augmented inference is approximate (greedy over the ranking
     patterns, exact assignment of samples and candidates per pattern), so the
     reported objective is a lower estimate of the true one.  Parameters and
@@ -512,6 +524,12 @@ class LatentSSVM(_LatentEstimator):
 
 class LatentSVM(_LatentEstimator):
     """Latent binary SVM with positive weight J and robustness c (``latent-ap-svm`` §5.1).
+
+    One query: the bags of ``X`` are ranked together and ``fit`` takes no
+    ``qid``.  Training over many queries of bags (one w, the per-query
+    problems averaged, as ``RankSVM.fit(X, y, qid=...)`` does) is not
+    implemented for the latent models: their CCCP steps and candidate
+    assignments are written for one ranking.
 
     Parameters
     ----------

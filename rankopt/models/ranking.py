@@ -1,13 +1,19 @@
-"""The plain ranking model: Ψ(X, R) of ``qs-rank-losses`` eq. (1) with any rank loss."""
+"""The plain ranking model: Ψ(X, R) of ``qs-rank-losses`` eq. (1) with any rank loss, over one query or many."""
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 
+from rankopt._validation import QueryIndex
 from rankopt.engine.problem import Constraint, StructuredProblem
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import most_violated_ranking
+from rankopt.inference.batched import PAIRWISE_METHOD, ground_truth_coefficients, most_violated_rankings
 from rankopt.losses.base import OutputKind
 from rankopt.models.base import Model
+
+logger = logging.getLogger(__name__)
 
 
 class RankingProblem(StructuredProblem):
@@ -46,14 +52,121 @@ class RankingProblem(StructuredProblem):
         return Constraint(self.feature_map.combine(self.X, coef), result.loss)
 
 
+def queries_to_order(relevance: np.ndarray, queries: QueryIndex) -> np.ndarray:
+    """Which queries have something to order: two documents of different relevance.
+
+    For binary relevance that is a relevant and a non-relevant document; for
+    grades, two different grades.  ``relevance`` is in the caller's row order.
+    """
+    grouped = np.asarray(relevance)[queries.order]
+    starts = queries.offsets[:-1]
+    if grouped.size == 0:
+        return np.zeros(queries.n_queries, dtype=bool)
+    return np.maximum.reduceat(grouped, starts) > np.minimum.reduceat(grouped, starts)
+
+
+class QueryRankingProblem(StructuredProblem):
+    """Q queries, one w, one slack: SVM^map's and SVM^rank's formulation.
+
+    Ψ(X, R) = (1/Q) Σ_q Ψ_q(X_q, R_q) and Δ = (1/Q) Σ_q Δ_q(R*_q, R_q), each
+    Ψ_q and Δ_q the single-query ones (Yue, Finley, Radlinski & Joachims,
+    "A support vector method for optimizing average precision", SIGIR 2007;
+    Joachims, "Training linear SVMs in linear time", KDD 2006).  The most
+    violated tuple of rankings is each query's most violated ranking, found
+    for all queries in one batched inference call; the data is touched by one
+    score product and one combination per oracle call, as for one query.
+
+    Queries with nothing to order (one relevance level) contribute nothing
+    and are left out; Q counts the others (``n_queries_used``).  Rows are
+    never copied: the queries' rows are gathered from the scores and the
+    coefficients scattered back.
+    """
+
+    def __init__(self, X, relevance, queries: QueryIndex, loss, feature_map, inference, registry):
+        self.X = X
+        self.loss, self.feature_map = loss, feature_map
+        self.registry = registry
+        if loss.graded:
+            if inference not in ("auto", PAIRWISE_METHOD):
+                raise ValueError(
+                    f"expected inference 'auto' or {PAIRWISE_METHOD!r} for the graded loss {loss.name!r}, "
+                    f"got {inference!r} instead"
+                )
+            self.inference = PAIRWISE_METHOD
+        else:
+            self.inference = registry.resolve_method(inference, loss).name
+        self.n_features = feature_map.n_features(X)
+        relevance = np.asarray(relevance)
+        usable = queries_to_order(relevance, queries)
+        self.n_queries = queries.n_queries
+        self.n_queries_used = int(np.count_nonzero(usable))
+        if self.n_queries_used == 0:
+            raise ValueError(
+                f"expected some query to hold documents of two relevance levels, got none of the "
+                f"{self.n_queries} queries instead"
+            )
+        if self.n_queries_used < self.n_queries:
+            logger.info(
+                "%d of %d queries have documents of one relevance level only and are left out",
+                self.n_queries - self.n_queries_used, self.n_queries,
+            )
+        sizes = queries.sizes[usable]
+        self.offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.intp)
+        rows = queries.order[np.repeat(usable, queries.sizes)]
+        n_rows = relevance.size
+        # The gather and scatter are skipped when the queries are the rows in order.
+        self.rows = None if rows.size == n_rows and np.array_equal(rows, np.arange(n_rows)) else rows
+        self._n_rows = n_rows
+        self.relevance = np.ascontiguousarray(relevance if self.rows is None else relevance[self.rows])
+        self._psi_star = feature_map.combine(
+            X, self._scatter(ground_truth_coefficients(loss, self.relevance, self.offsets))
+        )
+
+    def _scatter(self, grouped_coef: np.ndarray) -> np.ndarray:
+        """Per-row coefficients in X's row order, divided by Q."""
+        scaled = np.asarray(grouped_coef, dtype=np.float64) / self.n_queries_used
+        if self.rows is None:
+            return scaled
+        coef = np.zeros(self._n_rows)
+        coef[self.rows] = scaled
+        return coef
+
+    def ground_truth_feature(self):
+        return self._psi_star
+
+    def most_violated(self, w):
+        scores = self.feature_map.scores(self.X, w)
+        if self.rows is not None:
+            scores = scores[self.rows]
+        result = most_violated_rankings(
+            self.loss, scores, self.relevance, self.offsets, self.inference, registry=self.registry,
+        )
+        if not result.usable.all():
+            raise RuntimeError(
+                f"batched inference for loss {self.loss.name!r} found nothing to order in "
+                f"{int(np.count_nonzero(~result.usable))} queries that have two relevance levels"
+            )
+        return Constraint(self.feature_map.combine(self.X, self._scatter(result.coef)),
+                          float(np.mean(result.losses)))
+
+
 class RankingModel(Model):
-    """Rank SVM over a single query (AP-SVM, NDCG-SVM, ROC-area SVM, …)."""
+    """Rank SVM (AP-SVM, NDCG-SVM, ROC-area SVM, …) over one query or over many.
+
+    Without ``queries`` the rows of X are one query and ``y`` is bool
+    relevance (:class:`RankingProblem`).  With a :class:`QueryIndex`, ``y``
+    is per-row relevance — bool for a binary loss, integer grades for a
+    graded one — and the problem is :class:`QueryRankingProblem`.
+    """
 
     name = "ranking"
     output_kind = OutputKind.RANKING
+    supports_queries = True
 
-    def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry):
-        return RankingProblem(X, y, loss, feature_map, inference, registry)
+    def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry, queries=None):
+        if queries is None:
+            return RankingProblem(X, y, loss, feature_map, inference, registry)
+        return QueryRankingProblem(X, y, queries, loss, feature_map, inference, registry)
 
 
 @hookimpl

@@ -1,0 +1,290 @@
+# cython: language_level=3
+"""Loss-augmented inference for every query of a batch in one nogil loop, queries over OpenMP threads.
+
+Each query runs exactly the single-query path of its method — the same
+compiled kernels (``_qs.pxd``, ``_ap.pxd``, ``_greedy.pxd``,
+``_pairwise.pxd``), on the same inputs, so the same ranks bit for bit:
+
+* split into positives and negatives in input order (``rel != 0``);
+* positives sorted descending, ties by index — the permutation of
+  ``descending_order`` (a std::sort of (−score, index) pairs gives it);
+* the method's ranks; "search" and "greedy" sort the negatives the same way;
+* Observation 2 with the expressions of ``base.ranking_from_ranks``, and the
+  loss with NumPy's summation order (``_sums.pxd``), so coefficients and the
+  AUC / AP / NDCG losses are the Python path's to the bit.
+
+A position-discount loss gives its discount table T once, for the longest
+query; query q then uses T / Σ_{i≤|P_q|} T(i), the single-query path's
+normalised table (equal to the bit when T(1) = 1, as for NDCG).
+
+Each thread owns one set of work arrays sized for the longest query; the
+queries are handed out dynamically (their costs differ).  Results do not
+depend on the number of threads.
+"""
+from cython cimport floating
+from cython.parallel cimport prange
+from libc.stdint cimport int64_t, uint8_t
+from libc.stdlib cimport free, malloc
+from libcpp.algorithm cimport sort
+from libcpp.utility cimport pair
+
+cimport openmp
+
+from rankopt.inference._ap cimport search_sorted_f32, search_sorted_f64, select_ranks_f32, select_ranks_f64
+from rankopt.inference._greedy cimport greedy_ranks_f32, greedy_ranks_f64
+from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT
+from rankopt.inference._pairwise cimport (
+    PairwiseWork,
+    pairwise_query_f32,
+    pairwise_query_f64,
+    pairwise_work_free,
+    pairwise_work_init,
+)
+from rankopt.inference._qs cimport qs_ranks_f32, qs_ranks_f64
+from rankopt.inference._sums cimport numpy_sum
+
+cdef enum:
+    METHOD_QS = 1
+    METHOD_SELECT = 2
+    METHOD_SEARCH = 3
+    METHOD_GREEDY = 4
+
+METHOD_CODES = {"qs": METHOD_QS, "select": METHOD_SELECT, "search": METHOD_SEARCH, "greedy": METHOD_GREEDY}
+
+
+def default_threads():
+    """OpenMP's default team size (``OMP_NUM_THREADS``, else the cores)."""
+    return openmp.omp_get_max_threads()
+
+
+cdef struct BinaryWork:
+    # Work arrays for queries of up to ``size`` documents (scores as float64:
+    # wide enough for either score type).
+    double* pos
+    double* neg
+    double* pos_desc
+    double* neg_desc
+    double* neg_desc64
+    double* table
+    Py_ssize_t* pos_idx
+    Py_ssize_t* neg_idx
+    Py_ssize_t* pos_order
+    pair[double, Py_ssize_t]* items
+    int* ranks
+    int* ranks_sorted
+    int64_t* counts
+
+
+cdef void _binary_work_free(BinaryWork* w) noexcept nogil:
+    free(w.pos); free(w.neg); free(w.pos_desc); free(w.neg_desc); free(w.neg_desc64); free(w.table)
+    free(w.pos_idx); free(w.neg_idx); free(w.pos_order); free(w.items); free(w.ranks); free(w.ranks_sorted)
+    free(w.counts)
+
+
+cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size) noexcept nogil:
+    cdef Py_ssize_t n = size if size > 0 else 1
+    w.pos = <double*>malloc(n * sizeof(double))
+    w.neg = <double*>malloc(n * sizeof(double))
+    w.pos_desc = <double*>malloc(n * sizeof(double))
+    w.neg_desc = <double*>malloc(n * sizeof(double))
+    w.neg_desc64 = <double*>malloc(n * sizeof(double))
+    w.table = <double*>malloc(n * sizeof(double))
+    w.pos_idx = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
+    w.neg_idx = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
+    w.pos_order = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
+    w.items = <pair[double, Py_ssize_t]*>malloc(n * sizeof(pair[double, Py_ssize_t]))
+    w.ranks = <int*>malloc(n * sizeof(int))
+    w.ranks_sorted = <int*>malloc(n * sizeof(int))
+    w.counts = <int64_t*>malloc((n + 2) * sizeof(int64_t))
+    if (w.pos == NULL or w.neg == NULL or w.pos_desc == NULL or w.neg_desc == NULL or w.neg_desc64 == NULL
+            or w.table == NULL or w.pos_idx == NULL or w.neg_idx == NULL or w.pos_order == NULL
+            or w.items == NULL or w.ranks == NULL or w.ranks_sorted == NULL or w.counts == NULL):
+        _binary_work_free(w)
+        return -1
+    return 0
+
+
+cdef inline void _sort_descending(const floating* scores, Py_ssize_t n, pair[double, Py_ssize_t]* items,
+                                  floating* desc, Py_ssize_t* order) noexcept nogil:
+    """rankopt's order (descending, ties by index): ``desc`` the sorted scores, ``order`` their indices."""
+    cdef Py_ssize_t k
+    for k in range(n):
+        items[k].first = -(<double>scores[k])
+        items[k].second = k
+    sort(items, items + n)
+    for k in range(n):
+        order[k] = items[k].second
+        desc[k] = scores[items[k].second]
+
+
+cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int method, int code,
+                       const double* discount, bint unimodal, BinaryWork* w, double* coef, double* loss,
+                       double* value) except -1 nogil:
+    """One query of a binary rank loss; returns 1 when usable, 0 when one class only."""
+    cdef floating* pos = <floating*>w.pos
+    cdef floating* neg = <floating*>w.neg
+    cdef floating* pos_desc = <floating*>w.pos_desc
+    cdef floating* neg_desc = <floating*>w.neg_desc
+    cdef const double* table = discount
+    cdef Py_ssize_t k, n_pos = 0, n_neg = 0, r
+    cdef int64_t above = 0, above_sum = 0
+    cdef double scale, c, dot = 0.0, z = 1.0
+    for k in range(n):
+        if rel[k] != 0:
+            pos[n_pos] = s[k]
+            w.pos_idx[n_pos] = k
+            n_pos += 1
+        else:
+            neg[n_neg] = s[k]
+            w.neg_idx[n_neg] = k
+            n_neg += 1
+    if n_pos == 0 or n_neg == 0:
+        for k in range(n):
+            coef[k] = 0.0
+        loss[0] = 0.0
+        value[0] = 0.0
+        return 0
+    _sort_descending(pos, n_pos, w.items, pos_desc, w.pos_order)
+    if code == LOSS_POSITION_DISCOUNT:
+        # The single-query table D / Σ_{i≤|P|} D(i), divided as NumPy divides it.
+        z = numpy_sum(discount, n_pos)
+        for k in range(n):
+            w.table[k] = discount[k] / z
+        table = w.table
+
+    if method == METHOD_QS:
+        if floating is double:
+            qs_ranks_f64(pos_desc, n_pos, neg, n_neg, code, table, unimodal, w.ranks)
+        else:
+            qs_ranks_f32(pos_desc, n_pos, neg, n_neg, code, table, unimodal, w.ranks)
+    elif method == METHOD_SELECT:
+        if floating is double:
+            select_ranks_f64(pos_desc, n_pos, neg, n_neg, w.ranks)
+        else:
+            select_ranks_f32(pos_desc, n_pos, neg, n_neg, w.ranks)
+    else:  # search and greedy take the negatives sorted
+        _sort_descending(neg, n_neg, w.items, neg_desc, w.pos_order + n_pos)
+        if method == METHOD_SEARCH:
+            for k in range(n_neg):
+                w.neg_desc64[k] = <double>neg_desc[k]
+            if floating is double:
+                search_sorted_f64(pos_desc, n_pos, w.neg_desc64, n_neg, w.ranks_sorted)
+            else:
+                search_sorted_f32(pos_desc, n_pos, w.neg_desc64, n_neg, w.ranks_sorted)
+        else:
+            if floating is double:
+                greedy_ranks_f64(pos_desc, n_pos, neg_desc, n_neg, code, table, w.ranks_sorted)
+            else:
+                greedy_ranks_f32(pos_desc, n_pos, neg_desc, n_neg, code, table, w.ranks_sorted)
+        for k in range(n_neg):
+            w.ranks[w.pos_order[n_pos + k]] = w.ranks_sorted[k]
+
+    # Observation 2, with base.ranking_from_ranks's expressions.
+    scale = 1.0 / ((<double>n_pos) * (<double>n_neg))
+    for k in range(n_pos + 2):
+        w.counts[k] = 0
+    for k in range(n_neg):
+        r = w.ranks[k]
+        w.counts[r] += 1
+        c = ((<double>n_pos) + 2.0 - 2.0 * r) * scale
+        coef[w.neg_idx[k]] = c
+        dot += c * neg[k]
+    # The k-th highest positive has every negative of rank ≤ k above it; w.table
+    # (free again) collects the loss's terms for NumPy's summation order.
+    for k in range(n_pos):
+        above += w.counts[k + 1]
+        c = ((<double>n_neg) + 2.0 - 2.0 * (above + 1)) * scale
+        coef[w.pos_idx[w.pos_order[k]]] = c
+        dot += c * pos_desc[k]
+        if code == LOSS_AP:
+            w.neg_desc64[k] = (<double>(k + 1)) / (<double>(k + 1 + above))
+        elif code == LOSS_AUC:
+            above_sum += above
+        else:
+            w.neg_desc64[k] = discount[k + above]  # D at the positive's position k + 1 + above
+    if code == LOSS_AP:
+        loss[0] = 1.0 - numpy_sum(w.neg_desc64, n_pos) / (<double>n_pos)
+    elif code == LOSS_AUC:
+        loss[0] = (<double>above_sum) / ((<double>n_pos) * (<double>n_neg))
+    else:
+        loss[0] = 1.0 - numpy_sum(w.neg_desc64, n_pos) / z
+    value[0] = dot + loss[0]
+    return 1
+
+
+def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64_t[::1] offsets, int method,
+                 int code, const double[::1] discount, bint unimodal, double[::1] coef, double[::1] losses,
+                 double[::1] values, uint8_t[::1] usable, int n_threads):
+    """Every query of a binary rank loss; outputs written in place.
+
+    The caller (``rankopt.inference.batched``) validates everything: offsets
+    from 0 to n non-decreasing, ``rel`` 0/1, scores finite, ``method`` one of
+    :data:`METHOD_CODES` exact for the loss, ``code`` its kernel code,
+    ``discount`` the position-discount table T(1 … longest query) for that
+    code (any non-empty array otherwise), outputs sized n and Q, n_threads ≥ 1.
+    """
+    cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
+    cdef BinaryWork* works
+    for q in range(n_queries):
+        size = max(size, offsets[q + 1] - offsets[q])
+    if size == 0:
+        return
+    n_threads = <int>min(<Py_ssize_t>n_threads, n_queries)
+    works = <BinaryWork*>malloc(n_threads * sizeof(BinaryWork))
+    if works == NULL:
+        raise MemoryError()
+    try:
+        for t in range(n_threads):
+            if _binary_work_init(&works[t], size) != 0:
+                raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
+            n_ready += 1
+        for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic"):
+            lo = offsets[q]
+            hi = offsets[q + 1]
+            usable[q] = <uint8_t>_binary_query(&scores[lo], &rel[lo], hi - lo, method, code, &discount[0],
+                                               unimodal, &works[openmp.omp_get_thread_num()], &coef[lo],
+                                               &losses[q], &values[q])
+    finally:
+        for t in range(n_ready):
+            _binary_work_free(&works[t])
+        free(works)
+
+
+def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const int64_t[::1] offsets,
+                   double[::1] coef, double[::1] losses, double[::1] values, uint8_t[::1] usable, int n_threads):
+    """Every query of the pairwise loss over graded relevance; outputs written in place.
+
+    The caller validates: offsets from 0 to n non-decreasing, grades ≥ 0,
+    scores finite, outputs sized n and Q, n_threads ≥ 1.
+    """
+    cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
+    cdef PairwiseWork* works
+    for q in range(n_queries):
+        size = max(size, offsets[q + 1] - offsets[q])
+    if size == 0:
+        return
+    n_threads = <int>min(<Py_ssize_t>n_threads, n_queries)
+    works = <PairwiseWork*>malloc(n_threads * sizeof(PairwiseWork))
+    if works == NULL:
+        raise MemoryError()
+    try:
+        for t in range(n_threads):
+            if pairwise_work_init(&works[t], size) != 0:
+                raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
+            n_ready += 1
+        for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic"):
+            lo = offsets[q]
+            hi = offsets[q + 1]
+            if hi > lo:
+                if floating is double:
+                    usable[q] = pairwise_query_f64(&scores[lo], &grades[lo], hi - lo,
+                                                   &works[openmp.omp_get_thread_num()], &coef[lo], &losses[q],
+                                                   &values[q])
+                else:
+                    usable[q] = pairwise_query_f32(&scores[lo], &grades[lo], hi - lo,
+                                                   &works[openmp.omp_get_thread_num()], &coef[lo], &losses[q],
+                                                   &values[q])
+    finally:
+        for t in range(n_ready):
+            pairwise_work_free(&works[t])
+        free(works)

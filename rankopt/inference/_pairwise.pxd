@@ -1,0 +1,24 @@
+# The pairwise (graded ROC-area) loss's inference for one query, for the
+# batched kernels (``_batched.pyx``); see ``_pairwise.pyx``.
+from libc.stdint cimport int64_t
+from libcpp.utility cimport pair
+
+
+cdef struct PairwiseWork:
+    # Work arrays for queries of up to ``size`` documents.
+    Py_ssize_t size
+    pair[double, Py_ssize_t]* by_score
+    pair[int64_t, Py_ssize_t]* by_grade
+    Py_ssize_t* level      # each document's grade level 0 … K − 1
+    int64_t* level_size    # documents per level
+    int64_t* level_below   # documents of lower levels
+    int64_t* tree          # Fenwick tree over the levels, size + 1 entries
+    int64_t* kept_lower    # per document: pairs with a lower grade it stays above
+
+
+cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size) noexcept nogil
+cdef void pairwise_work_free(PairwiseWork* work) noexcept nogil
+cdef bint pairwise_query_f64(const double* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* work,
+                             double* coef, double* loss, double* value) noexcept nogil
+cdef bint pairwise_query_f32(const float* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* work,
+                             double* coef, double* loss, double* value) noexcept nogil

@@ -1,0 +1,8 @@
+# C-level entry points of _qs.pyx, for the batched kernels (``_batched.pyx``):
+# qs_ranks with its default strategy, on raw pointers, without the GIL.  The
+# caller validates exactly what :func:`rankopt.inference._qs.qs_ranks` needs.
+
+cdef int qs_ranks_f64(const double* pos_desc, Py_ssize_t n_pos, const double* neg_scores, Py_ssize_t n_neg,
+                      int code, const double* table, bint unimodal, int* ranks) except -1 nogil
+cdef int qs_ranks_f32(const float* pos_desc, Py_ssize_t n_pos, const float* neg_scores, Py_ssize_t n_neg,
+                      int code, const double* table, bint unimodal, int* ranks) except -1 nogil

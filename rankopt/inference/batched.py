@@ -1,0 +1,405 @@
+"""Loss-augmented inference over many queries in one call.
+
+A set of queries is given as concatenated arrays: the documents of query q
+are ``scores[offsets[q]:offsets[q + 1]]`` (and the same slice of
+``relevance``), ``offsets`` being int64, ``offsets[0] = 0``, non-decreasing,
+``offsets[-1] = n``.  :func:`most_violated_rankings` solves every query's
+loss-augmented inference and returns the concatenated coefficients of the
+joint feature map, so that a multi-query model forms
+
+    Ψ_q(R̂_q) = Σ_{i∈q} coef[i] ψ(x_i),     Δ_q = losses[q],
+
+with each query's own single-query normalisation (1/(|P||N|) for the binary
+rank losses, 1/#pairs for the pairwise loss); averaging over queries is the
+caller's business.
+
+Relevance.  A binary rank loss (``loss.graded`` False: AP, NDCG, AUC, the
+plugins) takes 0/1 relevance — bool or integers; the caller thresholds
+graded labels.  A graded loss (``loss.graded`` True: "pairwise") takes the
+integer grades themselves (≥ 0).
+
+Usable queries.  A binary query needs a relevant and a non-relevant
+document, a graded one two distinct grades; any other query has nothing to
+order: coefficients 0, loss 0, value 0, ``usable[q]`` False.
+
+Methods.  ``method`` names the single-query method every query runs ("auto",
+"qs", "select", "search", "greedy", "dp", a plugin's), resolved once; a
+graded loss takes "auto" or "pairwise".  The result equals calling the
+single-query method per query (:func:`most_violated_rankings_per_query`,
+kept as the reference): the same ranks bit for bit, hence the same
+coefficients, and the losses and values up to the order of their
+floating-point sums.
+"""
+from __future__ import annotations
+
+import logging
+import numbers
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rankopt.inference import _batched
+from rankopt.inference.ap_methods import SearchMethod, SelectMethod
+from rankopt.inference.base import kernel_arguments, most_violated_ranking
+from rankopt.inference.greedy import GreedyMethod
+from rankopt.inference.qs import QSMethod
+from rankopt.losses.base import KernelCode, RankLoss
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rankopt.plugins import PluginRegistry
+
+logger = logging.getLogger(__name__)
+
+#: The method name of graded losses (besides "auto").
+PAIRWISE_METHOD = "pairwise"
+
+
+@dataclass(frozen=True)
+class BatchedRankingInference:
+    """The most violated output of every query, concatenated.
+
+    Attributes
+    ----------
+    coef : ndarray of float64, shape (n_docs,)
+        In input order: Ψ_q(R̂_q) = Σ_{i∈q} coef[i] ψ(x_i), with the
+        single-query normalisation; 0 for the documents of unusable queries.
+    losses : ndarray of float64, shape (n_queries,)
+        Δ_q(R*_q, R̂_q); 0 for an unusable query.
+    values : ndarray of float64, shape (n_queries,)
+        Σ_{i∈q} coef[i] s_i + Δ_q, the maximised objective; 0 when unusable.
+    usable : ndarray of bool, shape (n_queries,)
+        Whether the query has something to order.
+    """
+
+    coef: np.ndarray
+    losses: np.ndarray
+    values: np.ndarray
+    usable: np.ndarray
+
+
+def most_violated_rankings(
+    loss,
+    scores,
+    relevance,
+    offsets,
+    method: str = "auto",
+    *,
+    n_threads: int | None = None,
+    registry: "PluginRegistry | None" = None,
+) -> BatchedRankingInference:
+    """Loss-augmented inference for every query: argmax_R w·Ψ_q(R) + Δ_q(R*_q, R).
+
+    Parameters
+    ----------
+    loss : str or RankLoss
+        A registered rank-loss name or instance.
+    scores : array-like of float, shape (n_docs,)
+        w·ψ(x) of every document, queries concatenated (float32 is kept).
+    relevance : array-like of int or bool, shape (n_docs,)
+        0/1 relevance for a binary loss, integer grades ≥ 0 for a graded one.
+    offsets : array-like of int, shape (n_queries + 1,)
+        Query q holds documents offsets[q] … offsets[q + 1] − 1.
+    method : str, default "auto"
+        The single-query inference method every query runs.
+    n_threads : int, optional
+        Most threads the queries are spread over; default: OpenMP's default
+        (``OMP_NUM_THREADS``, else every core).  A batch uses one thread per
+        :data:`DOCS_PER_THREAD` documents at most.
+    registry : PluginRegistry, optional
+        Where names are looked up; the default registry otherwise.
+
+    Returns
+    -------
+    BatchedRankingInference
+    """
+    loss, scores, relevance, offsets = _check_batch(loss, scores, relevance, offsets, registry)
+    _check_n_threads(n_threads)
+    n_threads = _threads_for(scores.size, _batched.default_threads() if n_threads is None else int(n_threads))
+    n_queries = offsets.size - 1
+    coef = np.zeros(scores.size, dtype=np.float64)
+    losses = np.zeros(n_queries, dtype=np.float64)
+    values = np.zeros(n_queries, dtype=np.float64)
+    usable = np.zeros(n_queries, dtype=np.uint8)
+    if loss.graded:
+        _check_graded_method(loss, method)
+        _batched.pairwise_batch(scores, relevance, offsets, coef, losses, values, usable, n_threads)
+        return BatchedRankingInference(coef, losses, values, usable.view(bool))
+    solver = _resolve_binary_method(loss, method, registry)
+    kernel = _compiled_kernel(loss, solver, offsets)
+    if kernel is None:
+        return _per_query(loss, scores, relevance, offsets, method, registry)
+    method_code, code, table, unimodal = kernel
+    _batched.binary_batch(
+        scores, relevance, offsets, method_code, code, table, unimodal, coef, losses, values, usable, n_threads
+    )
+    return BatchedRankingInference(coef, losses, values, usable.view(bool))
+
+
+#: Documents per thread below which a batch does not start more threads:
+#: waking an OpenMP team costs from tens of microseconds to milliseconds on a
+#: busy machine, about the time of inference over this many documents.
+DOCS_PER_THREAD = 1 << 14
+
+
+def _threads_for(n_docs: int, n_threads: int) -> int:
+    return max(1, min(n_threads, n_docs // DOCS_PER_THREAD))
+
+
+def most_violated_rankings_per_query(
+    loss, scores, relevance, offsets, method: str = "auto", *, registry: "PluginRegistry | None" = None
+) -> BatchedRankingInference:
+    """:func:`most_violated_rankings` by one single-query call per query, in Python.
+
+    The reference the compiled batch is tested against, and the path of
+    losses without a compiled form.
+    """
+    loss, scores, relevance, offsets = _check_batch(loss, scores, relevance, offsets, registry)
+    if loss.graded:
+        _check_graded_method(loss, method)
+    else:
+        _resolve_binary_method(loss, method, registry)
+    return _per_query(loss, scores, relevance, offsets, method, registry)
+
+
+def ground_truth_coefficients(loss, relevance, offsets, *, registry: "PluginRegistry | None" = None) -> np.ndarray:
+    """Coefficients of Ψ_q(R*_q) for every document, in input order.
+
+    The ground truth puts the higher grades first: 1/|P| for a relevant and
+    −1/|N| for a non-relevant document of a binary loss; for a graded loss
+    (#lower − #higher grades)/#pairs.  0 for the documents of unusable queries.
+    """
+    loss = _resolve_rank_loss(loss, registry)
+    relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
+    coef = np.zeros(relevance.size, dtype=np.float64)
+    for q in range(offsets.size - 1):
+        lo, hi = offsets[q], offsets[q + 1]
+        rel = relevance[lo:hi]
+        if loss.graded:
+            lower, higher = _grade_counts(rel)
+            n_pairs = int(lower.sum())
+            if n_pairs > 0:
+                # Divided, not scaled: with two grades this is exactly 1/|P| and −1/|N|.
+                coef[lo:hi] = (lower - higher) / n_pairs
+        else:
+            n_pos = int(np.count_nonzero(rel))
+            n_neg = rel.size - n_pos
+            if n_pos and n_neg:
+                # The expressions of the single-query ranking model.
+                coef[lo:hi] = np.where(rel != 0, 1.0 / n_pos, -1.0 / n_neg)
+    return coef
+
+
+# ---------------------------------------------------------------- the compiled path
+
+#: The single-query methods with a compiled per-query form in ``_batched.pyx``,
+#: by class: a subclass may change what the method computes.
+_COMPILED_METHODS = {QSMethod: "qs", SelectMethod: "select", SearchMethod: "search", GreedyMethod: "greedy"}
+
+#: (loss type, method name) pairs already logged as running per query in Python.
+_LOGGED_FALLBACKS: set = set()
+
+
+def _log_fallback(loss: RankLoss, method_name: str, reason: str) -> None:
+    key = (type(loss), method_name)
+    if key not in _LOGGED_FALLBACKS:
+        _LOGGED_FALLBACKS.add(key)
+        logger.warning(
+            "most_violated_rankings: loss %r with method %r runs one Python call per query (%s)",
+            loss.name, method_name, reason,
+        )
+
+
+def _compiled_kernel(loss: RankLoss, solver, offsets: np.ndarray):
+    """(method code, kernel code, discount table, unimodal) for ``_batched.binary_batch``, or None.
+
+    None — the per-query Python path, logged once per loss type and method —
+    when the method has no compiled per-query form or the loss no compiled form.
+    """
+    method_name = _COMPILED_METHODS.get(type(solver))
+    if method_name is None:
+        _log_fallback(loss, solver.name, f"method {solver.name!r} has no compiled batched form")
+        return None
+    longest = int(np.max(np.diff(offsets), initial=0))
+    # One form for every query: the kernel code does not depend on the sizes,
+    # and a position-discount table T(1…longest) asked with |P| = 1 is D / D(1);
+    # each query divides it by its own Σ_{i≤|P|} T(i).
+    form = loss.compiled_form(1, max(longest - 1, 1))
+    if form is None:
+        _log_fallback(loss, solver.name, f"loss {loss.name!r} has no compiled form")
+        return None
+    code, table = kernel_arguments(loss, form, 1, max(longest - 1, 1))
+    unimodal = method_name == "qs" and code is KernelCode.AP and solver.ap_unimodal_search
+    return _batched.METHOD_CODES[method_name], int(code), table, bool(unimodal)
+
+
+# ---------------------------------------------------------------- the per-query path
+
+
+def _per_query(loss, scores, relevance, offsets, method, registry) -> BatchedRankingInference:
+    n_queries = offsets.size - 1
+    coef = np.zeros(scores.size, dtype=np.float64)
+    losses = np.zeros(n_queries, dtype=np.float64)
+    values = np.zeros(n_queries, dtype=np.float64)
+    usable = np.zeros(n_queries, dtype=bool)
+    for q in range(n_queries):
+        lo, hi = offsets[q], offsets[q + 1]
+        s, rel = scores[lo:hi], relevance[lo:hi]
+        if loss.graded:
+            result = _pairwise_query(s, rel)
+            if result is None:
+                continue
+            coef[lo:hi], losses[q], values[q] = result
+        else:
+            is_pos = rel != 0
+            if is_pos.all() or not is_pos.any():
+                continue
+            res = most_violated_ranking(loss, s[is_pos], s[~is_pos], method, registry=registry)
+            q_coef = coef[lo:hi]
+            q_coef[is_pos] = res.pos_coef
+            q_coef[~is_pos] = res.neg_coef
+            losses[q], values[q] = res.loss, res.value
+        usable[q] = True
+    return BatchedRankingInference(coef, losses, values, usable)
+
+
+def _grade_counts(grades: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each document, how many of its query's documents have a lower and a higher grade."""
+    levels, inverse, counts = np.unique(grades, return_inverse=True, return_counts=True)
+    below = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    lower = below[inverse]
+    higher = grades.size - lower - counts[inverse]
+    return lower.astype(np.int64), higher.astype(np.int64)
+
+
+def _pairwise_query(scores: np.ndarray, grades: np.ndarray):
+    """The pairwise loss's inference on one query by its definition, over the pair matrix.
+
+    O(n²): the reference of the compiled O(n log n) kernel.  Returns
+    (coef, loss, value), or None when the query has a single grade.
+    """
+    s = scores.astype(np.float64)
+    higher = grades[:, None] > grades[None, :]  # (i, j) is a pair: i has the higher grade
+    n_pairs = int(np.count_nonzero(higher))
+    if n_pairs == 0:
+        return None
+    kept = higher & (s[:, None] - s[None, :] >= 0.5)  # y_ij = +1
+    swapped = higher & ~kept
+    # coef_i·|P| = Σ_j y_ij − Σ_j y_ji over the pairs i belongs to.
+    signed = kept.astype(np.int64) - swapped
+    counts = signed.sum(axis=1) - signed.sum(axis=0)
+    scale = 1.0 / n_pairs
+    coef = counts * scale
+    loss = np.count_nonzero(swapped) / n_pairs
+    return coef, loss, float(coef @ s) + loss
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _resolve_rank_loss(loss, registry) -> RankLoss:
+    from rankopt.plugins import default_registry
+
+    registry = default_registry() if registry is None else registry
+    loss = registry.resolve_loss(loss)
+    if not isinstance(loss, RankLoss):
+        raise ValueError(
+            f"expected loss to be a rank loss, got the {loss.output_kind.value} loss {loss.name!r} instead"
+        )
+    return loss
+
+
+def _resolve_binary_method(loss, method, registry):
+    from rankopt.plugins import default_registry
+
+    registry = default_registry() if registry is None else registry
+    return registry.resolve_method(method, loss)
+
+
+def _check_graded_method(loss, method) -> None:
+    if method not in ("auto", PAIRWISE_METHOD):
+        raise ValueError(
+            f"expected method 'auto' or {PAIRWISE_METHOD!r} for the graded loss {loss.name!r}, "
+            f"got {method!r} instead"
+        )
+
+
+def _check_n_threads(n_threads) -> None:
+    if n_threads is not None and (
+        isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) or n_threads < 1
+    ):
+        raise ValueError(f"expected n_threads to be a positive integer or None, got {n_threads!r} instead")
+
+
+def _check_batch(loss, scores, relevance, offsets, registry):
+    loss = _resolve_rank_loss(loss, registry)
+    try:
+        scores = np.asarray(scores)
+    except Exception as exc:
+        raise ValueError(f"expected scores to be a 1-D array of numbers, got {type(scores).__name__}: {exc}") from exc
+    if scores.ndim != 1:
+        raise ValueError(f"expected scores to be 1-D, got an array of shape {scores.shape} instead")
+    if scores.dtype == np.bool_ or not np.issubdtype(scores.dtype, np.number) or np.iscomplexobj(scores):
+        raise ValueError(f"expected scores to hold real numbers, got dtype {scores.dtype} instead")
+    scores = np.ascontiguousarray(scores, dtype=np.float32 if scores.dtype == np.float32 else np.float64)
+    if not np.all(np.isfinite(scores)):
+        raise ValueError("expected finite scores, got NaN or infinity instead")
+    relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
+    if relevance.size != scores.size:
+        raise ValueError(
+            f"expected relevance of the same length as scores ({scores.size}), got {relevance.size} instead"
+        )
+    return loss, scores, relevance, offsets
+
+
+def _check_relevance_offsets(loss, relevance, offsets) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        offsets_arr = np.asarray(offsets)
+    except Exception as exc:
+        raise ValueError(f"expected offsets to be a 1-D integer array, got {type(offsets).__name__}: {exc}") from exc
+    if offsets_arr.ndim != 1 or offsets_arr.size == 0:
+        raise ValueError(f"expected offsets to be a non-empty 1-D array, got shape {offsets_arr.shape} instead")
+    if offsets_arr.dtype == np.bool_ or not np.issubdtype(offsets_arr.dtype, np.integer):
+        raise ValueError(f"expected integer offsets, got dtype {offsets_arr.dtype} instead")
+    offsets_arr = np.ascontiguousarray(offsets_arr, dtype=np.int64)
+    if offsets_arr[0] != 0:
+        raise ValueError(f"expected offsets to start at 0, got {offsets_arr[0]} instead")
+    steps = np.diff(offsets_arr)
+    if steps.size and steps.min() < 0:
+        q = int(np.argmax(steps < 0))
+        raise ValueError(
+            f"expected non-decreasing offsets, got offsets[{q + 1}] = {offsets_arr[q + 1]} < "
+            f"offsets[{q}] = {offsets_arr[q]} instead"
+        )
+    try:
+        rel = np.asarray(relevance)
+    except Exception as exc:
+        raise ValueError(f"expected relevance to be a 1-D array, got {type(relevance).__name__}: {exc}") from exc
+    if rel.ndim != 1:
+        raise ValueError(f"expected relevance to be 1-D, got an array of shape {rel.shape} instead")
+    if rel.size != offsets_arr[-1]:
+        raise ValueError(
+            f"expected relevance to hold the offsets' {offsets_arr[-1]} documents, got {rel.size} instead"
+        )
+    if rel.dtype == np.bool_:
+        rel = rel.astype(np.int64)
+    elif np.issubdtype(rel.dtype, np.integer):
+        rel = rel.astype(np.int64, copy=False)
+    elif np.issubdtype(rel.dtype, np.floating):
+        # Grades read from SVM-light files come as floats; integral values are accepted.
+        if not np.all(np.isfinite(rel)) or not np.all(rel == np.round(rel)):
+            raise ValueError("expected integer relevance, got non-integer or non-finite values instead")
+        rel = rel.astype(np.int64)
+    else:
+        raise ValueError(f"expected integer or bool relevance, got dtype {rel.dtype} instead")
+    rel = np.ascontiguousarray(rel)
+    if rel.size:
+        if loss.graded and rel.min() < 0:
+            raise ValueError(f"expected grades >= 0 for the graded loss {loss.name!r}, got {rel.min()} instead")
+        if not loss.graded and (rel.min() < 0 or rel.max() > 1):
+            bad = rel[(rel < 0) | (rel > 1)][0]
+            raise ValueError(
+                f"expected 0/1 relevance for the binary loss {loss.name!r} (threshold graded labels "
+                f"first), got {bad} instead"
+            )
+    return rel, offsets_arr

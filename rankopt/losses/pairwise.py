@@ -1,0 +1,41 @@
+"""Pairwise ROC-area loss over graded relevance: SVM^rank's objective.
+
+For one query with integer grades g, the pairs are P = {(i, j) : g_i > g_j}.
+The output is a labelling y ∈ {−1, +1}^P of those pairs (y_ij = +1: i is put
+above j), and
+
+    Ψ(y) = (1/|P|) Σ_{(i,j)∈P} y_ij (ψ(x_i) − ψ(x_j)),
+    Δ(y) = (1/|P|) #{(i, j) ∈ P : y_ij = −1},
+
+the structural form of Joachims, "Training linear SVMs in linear time"
+(KDD 2006), whose 1-slack constraints range over every labelling of the
+pairs.  Loss-augmented inference decouples over pairs — y_ij = +1 exactly
+when s_i − s_j ≥ 1/2 — and is solved in O(n log n) per query by sorting and
+counting per grade (``rankopt/inference/_pairwise.pxd``); docs/maths.md has
+the derivation and why the labellings, not only the rankings, are the output
+space.
+
+With two grades the pairs are the positive–negative pairs, every maximiser
+is the labelling of a ranking (Joachims 2005), and the loss is exactly
+:class:`~rankopt.losses.AUCLoss`: the same Ψ and the same Δ.  So as a
+binary :class:`~rankopt.losses.RankLoss` — the single-query API, whose
+relevance is 0/1 — it *is* the ROC-area loss and inherits it, kernels
+included; with ``graded = True`` the multi-query inference
+(:func:`rankopt.inference.batched.most_violated_rankings`) hands it the grades.
+"""
+from __future__ import annotations
+
+from rankopt.hookspecs import hookimpl
+from rankopt.losses.auc import AUCLoss
+
+
+class PairwiseLoss(AUCLoss):
+    """Fraction of the pairs with different grades that the output swaps (SVM^rank's loss)."""
+
+    name = "pairwise"
+    graded = True
+
+
+@hookimpl
+def rankopt_losses():
+    return [PairwiseLoss]

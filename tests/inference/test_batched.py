@@ -1,0 +1,243 @@
+"""Batched inference: the compiled batch equals one single-query call per query, bit for bit."""
+import logging
+
+import numpy as np
+import pytest
+
+from rankopt.inference import batched
+from rankopt.inference.batched import (
+    ground_truth_coefficients,
+    most_violated_rankings,
+    most_violated_rankings_per_query,
+)
+from rankopt.losses import PositionDiscountLoss, RankLoss
+from rankopt.plugins import default_registry
+
+#: Every binary loss with every method exact for it that has a compiled per-query form.
+COMPILED = [
+    ("ap", "qs"), ("ap", "select"), ("ap", "search"), ("ap", "greedy"), ("ap", "auto"),
+    ("ndcg", "qs"), ("ndcg", "greedy"), ("auc", "qs"), ("auc", "greedy"),
+]
+N_QUERY_SETS = 1000
+
+
+def random_query_set(rng, dtype):
+    """A batch of 1–6 queries: empty, one-document, one-class and mixed queries; tied scores often."""
+    n_queries = int(rng.integers(1, 7))
+    sizes = rng.choice([0, 1, 2, 3, 5, 8, 13, 40], size=n_queries)
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    n = int(offsets[-1])
+    kind = rng.integers(3)
+    if kind == 0:
+        scores = rng.integers(-3, 4, n) * 0.25  # many exact ties, differences of exactly 1/2
+    elif kind == 1:
+        scores = rng.normal(0, 1, n)
+    else:
+        scores = rng.normal(0, 1e-3, n) + rng.integers(0, 2, n)
+    relevance = (rng.random(n) < rng.choice([0.0, 0.2, 0.5, 0.9, 1.0])).astype(np.int64)
+    grades = rng.integers(0, rng.integers(1, 5), n)
+    return scores.astype(dtype), relevance, grades, offsets
+
+
+def assert_same(fast, slow):
+    np.testing.assert_array_equal(fast.usable, slow.usable)
+    np.testing.assert_array_equal(fast.coef, slow.coef)
+    np.testing.assert_array_equal(fast.losses, slow.losses)
+    # Σ coef·s is summed in another order than NumPy's einsum.
+    np.testing.assert_allclose(fast.values, slow.values, rtol=1e-12, atol=1e-12)
+
+
+def test_batched_equals_per_query_on_random_query_sets():
+    """1,000 query sets, each through the pairwise loss and one binary (loss, method) pair in turn.
+
+    Every pair meets over a hundred sets, both score types, all kinds of query.
+    """
+    rng = np.random.default_rng(2026)
+    checked = {pair: 0 for pair in COMPILED + [("pairwise", "auto")]}
+    for t in range(N_QUERY_SETS):
+        dtype = np.float32 if (t // len(COMPILED)) % 2 else np.float64
+        scores, relevance, grades, offsets = random_query_set(rng, dtype)
+        loss, method = COMPILED[t % len(COMPILED)]
+        fast = most_violated_rankings(loss, scores, relevance, offsets, method)
+        assert_same(fast, most_violated_rankings_per_query(loss, scores, relevance, offsets, method))
+        checked[loss, method] += 1
+        fast = most_violated_rankings("pairwise", scores, grades, offsets)
+        assert_same(fast, most_violated_rankings_per_query("pairwise", scores, grades, offsets))
+        checked["pairwise", "auto"] += 1
+    assert min(checked.values()) > 100 and checked["pairwise", "auto"] == N_QUERY_SETS
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_large_queries_take_the_kernels_large_input_paths(dtype, monkeypatch):
+    """qs's distribution level (≥ 2¹⁴ negatives), select by value (≥ 2¹²), NumPy's pairwise sums (> 128)."""
+    monkeypatch.setattr(batched, "DOCS_PER_THREAD", 1)
+    rng = np.random.default_rng(8)
+    sizes = [20000, 300, 5000, 1, 129]
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    n = int(offsets[-1])
+    scores = np.concatenate([rng.normal(0, 1, 20000), rng.normal(0, 1, n - 20000)]).astype(dtype)
+    relevance = (rng.random(n) < 0.05).astype(np.int64)
+    relevance[20300:25300] = rng.random(5000) < 0.5
+    for loss, method in [("ap", "qs"), ("ap", "select"), ("ndcg", "qs"), ("auc", "qs")]:
+        fast = most_violated_rankings(loss, scores, relevance, offsets, method, n_threads=2)
+        assert_same(fast, most_violated_rankings_per_query(loss, scores, relevance, offsets, method))
+
+
+def test_results_do_not_depend_on_threads(monkeypatch):
+    monkeypatch.setattr(batched, "DOCS_PER_THREAD", 1)  # threads even for this small batch
+    rng = np.random.default_rng(4)
+    sizes = rng.integers(0, 60, 300)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    n = int(offsets[-1])
+    scores = rng.normal(0, 1, n)
+    relevance = (rng.random(n) < 0.3).astype(np.int64)
+    one = most_violated_rankings("ap", scores, relevance, offsets, n_threads=1)
+    grades = rng.integers(0, 4, n)
+    one_graded = most_violated_rankings("pairwise", scores, grades, offsets, n_threads=1)
+    for n_threads in (2, 3, 8):
+        many = most_violated_rankings("ap", scores, relevance, offsets, n_threads=n_threads)
+        many_graded = most_violated_rankings("pairwise", scores, grades, offsets, n_threads=n_threads)
+        for field in ("coef", "losses", "values", "usable"):
+            np.testing.assert_array_equal(getattr(one, field), getattr(many, field))
+            np.testing.assert_array_equal(getattr(one_graded, field), getattr(many_graded, field))
+    assert most_violated_rankings("ap", scores, relevance, offsets).losses.tolist() == one.losses.tolist()
+
+
+def test_unusable_queries_and_empty_batches():
+    scores = np.array([0.3, 0.1, 0.2, 0.5, -1.0])
+    relevance = np.array([1, 1, 0, 1, 0])
+    res = most_violated_rankings("ap", scores, relevance, [0, 2, 2, 3, 5])
+    np.testing.assert_array_equal(res.usable, [False, False, False, True])
+    np.testing.assert_array_equal(res.losses[:3], 0.0)
+    np.testing.assert_array_equal(res.coef[:3], 0.0)
+    assert res.usable.dtype == bool and res.coef.dtype == np.float64
+    none = most_violated_rankings("ap", np.zeros(0), np.zeros(0, dtype=int), [0])
+    assert none.coef.shape == (0,) and none.losses.shape == (0,)
+    gt = ground_truth_coefficients("ap", relevance, [0, 2, 2, 3, 5])
+    np.testing.assert_array_equal(gt, [0, 0, 0, 1.0, -1.0])
+
+
+def test_ground_truth_coefficients_are_the_ranking_models():
+    rng = np.random.default_rng(9)
+    relevance = (rng.random(30) < 0.4).astype(int)
+    offsets = [0, 10, 30]
+    gt = ground_truth_coefficients("ndcg", relevance, offsets)
+    for lo, hi in zip(offsets[:-1], offsets[1:]):
+        y = relevance[lo:hi].astype(bool)
+        np.testing.assert_array_equal(gt[lo:hi], np.where(y, 1.0 / y.sum(), -1.0 / (~y).sum()))
+
+
+def test_bool_and_float_relevance_are_accepted():
+    scores = np.array([0.3, 0.1, 0.2])
+    ref = most_violated_rankings("ap", scores, np.array([1, 0, 1]), [0, 3])
+    for rel in (np.array([True, False, True]), np.array([1.0, 0.0, 1.0])):
+        np.testing.assert_array_equal(most_violated_rankings("ap", scores, rel, [0, 3]).coef, ref.coef)
+
+
+class _PythonOnlyAUC(RankLoss):
+    """The ROC-area loss without a compiled form: batches fall back to one Python call per query."""
+
+    name = "python_only_auc"
+
+    def value(self, pattern):
+        pattern = np.asarray(pattern, dtype=bool)
+        n_pos = pattern.sum()
+        return float(np.sum(np.cumsum(~pattern)[pattern]) / (n_pos * (pattern.size - n_pos)))
+
+    def delta(self, j, i, n_pos, n_neg):
+        j, i = np.broadcast_arrays(np.asarray(j, dtype=float), np.asarray(i, dtype=float))
+        return (n_pos + 1.0 - i) / (n_pos * n_neg)
+
+    def delta_diff(self, j, i, n_pos, n_neg):
+        j, i = np.broadcast_arrays(np.asarray(j, dtype=float), np.asarray(i, dtype=float))
+        return np.full(i.shape, -1.0 / (n_pos * n_neg))
+
+
+def test_fallbacks_run_per_query_and_are_logged_once(caplog, monkeypatch):
+    monkeypatch.setattr(batched, "_LOGGED_FALLBACKS", set())
+    scores = np.array([0.3, 0.1, 0.2, 0.5, -1.0, 0.0])
+    relevance = np.array([1, 0, 1, 0, 1, 0])
+    offsets = [0, 3, 6]
+    compiled = most_violated_rankings("auc", scores, relevance, offsets, "qs")
+    with caplog.at_level(logging.WARNING, logger="rankopt.inference.batched"):
+        for _ in range(2):
+            res = most_violated_rankings(_PythonOnlyAUC(), scores, relevance, offsets, "qs")
+            np.testing.assert_array_equal(res.coef, compiled.coef)
+            res = most_violated_rankings("ap", scores, relevance, offsets, "dp")
+            assert_same(res, most_violated_rankings_per_query("ap", scores, relevance, offsets, "qs"))
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2, messages
+    assert "no compiled form" in messages[0] and "'dp' has no compiled batched form" in messages[1]
+
+
+class _HalfDiscount(PositionDiscountLoss):
+    """A convex discount with D(1) ≠ 1: the batch's tables equal the single path's up to rounding."""
+
+    name = "half_discount"
+
+    def discount(self, positions):
+        return 2.0 / (1.0 + np.asarray(positions, dtype=float))
+
+
+def test_position_discount_plugins_run_compiled():
+    rng = np.random.default_rng(12)
+    sizes = rng.integers(2, 50, 40)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    n = int(offsets[-1])
+    scores = rng.normal(0, 1, n)
+    relevance = (rng.random(n) < 0.3).astype(np.int64)
+    for method in ("qs", "greedy"):
+        fast = most_violated_rankings(_HalfDiscount(), scores, relevance, offsets, method)
+        slow = most_violated_rankings_per_query(_HalfDiscount(), scores, relevance, offsets, method)
+        np.testing.assert_array_equal(fast.coef, slow.coef)
+        np.testing.assert_allclose(fast.losses, slow.losses, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"offsets": [0, 2]}, "relevance to hold the offsets' 2 documents, got 4"),
+        ({"offsets": [0, 3, 2, 4]}, "non-decreasing offsets"),
+        ({"offsets": [1, 4]}, "start at 0"),
+        ({"offsets": [0.0, 4.0]}, "integer offsets"),
+        ({"offsets": [[0, 4]]}, "non-empty 1-D"),
+        ({"offsets": []}, "non-empty 1-D"),
+        ({"scores": [0.1, np.nan, 0.2, 0.3]}, "finite scores"),
+        ({"scores": [0.1, np.inf, 0.2, 0.3]}, "finite scores"),
+        ({"scores": ["a", "b", "c", "d"]}, "real numbers"),
+        ({"scores": [[0.1, 0.2, 0.3, 0.4]]}, "1-D"),
+        ({"scores": [0.1, 0.2, 0.3]}, "relevance of the same length as scores"),
+        ({"relevance": [1, 0, 1]}, "relevance to hold the offsets' 4 documents"),
+        ({"relevance": [[1, 0, 1, 0]]}, "relevance to be 1-D"),
+        ({"relevance": [1, 0, 2, 0]}, "0/1 relevance for the binary loss 'ap'"),
+        ({"relevance": [1, 0, -1, 0]}, "0/1 relevance"),
+        ({"relevance": [1, 0, 0.5, 0]}, "integer relevance"),
+        ({"method": "nope"}, "unknown inference method"),
+        ({"method": "search", "loss": "ndcg"}, "cannot be used with loss 'ndcg'"),
+        ({"loss": "zero_one"}, "rank loss"),
+        ({"n_threads": 0}, "n_threads"),
+        ({"n_threads": 1.5}, "n_threads"),
+    ],
+)
+def test_bad_input(kwargs, match):
+    args = {
+        "loss": "ap", "scores": [0.1, 0.2, 0.3, 0.4], "relevance": [1, 0, 1, 0], "offsets": [0, 1, 4],
+        "method": "auto",
+    }
+    args.update(kwargs)
+    n_threads = args.pop("n_threads", None)
+    with pytest.raises(ValueError, match=match):
+        most_violated_rankings(**args, n_threads=n_threads)
+
+
+def test_ground_truth_bad_input():
+    with pytest.raises(ValueError, match="non-decreasing"):
+        ground_truth_coefficients("ap", [1, 0, 1], [0, 2, 1, 3])
+    with pytest.raises(ValueError, match="0/1 relevance"):
+        ground_truth_coefficients("ap", [1, 3, 0], [0, 3])
+
+
+def test_registry_is_used_for_names():
+    registry = default_registry()
+    res = most_violated_rankings("ap", [0.1, 0.2], [1, 0], [0, 2], registry=registry)
+    assert res.usable.all()

@@ -1,0 +1,101 @@
+"""The rankopt command on LETOR files: qid:, graded labels, zero-based indices, metrics over queries."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import dump_svmlight_file
+
+from rankopt import RankSVM
+from rankopt.cli import main
+from rankopt.data.loaders import read_svmlight
+from rankopt.data.model_file import load_model
+from rankopt.metrics import mean_average_precision, ndcg_at_k, precision_at_k
+
+
+def run(capsys, *argv):
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture
+def letor(tmp_path):
+    rng = np.random.default_rng(3)
+    n_queries, size, d = 12, 15, 6
+    X = rng.standard_normal((n_queries * size, d))
+    X[:, 0] = np.abs(X[:, 0]) + 0.1  # feature 0 used everywhere: a zero-based file shows index 0
+    grades = np.clip(np.round(X[:, 1] + rng.standard_normal(X.shape[0]) + 1), 0, 4).astype(int)
+    qid = np.repeat(np.arange(1, n_queries + 1), size)
+    paths = {}
+    for name, zero_based in (("one", False), ("zero", True)):
+        for part, rows in (("train", slice(0, 120)), ("test", slice(120, None))):
+            path = tmp_path / f"{part}.{name}.txt"
+            dump_svmlight_file(X[rows], grades[rows], str(path), zero_based=zero_based, query_id=qid[rows])
+            paths[part, name] = path
+    return X, grades, qid, paths
+
+
+def test_train_over_queries_and_evaluate_prints_metrics_averaged_over_queries(tmp_path, letor, capsys):
+    X, grades, qid, paths = letor
+    model_file = tmp_path / "m"
+    status, out, err = run(capsys, "train", paths["train", "one"], model_file, "--relevant-at", "2")
+    assert status == 0, err
+    assert "in 8 queries" in out
+    model = load_model(model_file)
+    reference = RankSVM(relevant_at=2).fit(X[:120], grades[:120], qid=qid[:120])
+    np.testing.assert_allclose(model.coef_, reference.coef_, rtol=1e-6, atol=1e-9)
+
+    per_query = tmp_path / "per-query.tsv"
+    status, out, err = run(capsys, "evaluate", model_file, paths["test", "one"], "--per-query", per_query)
+    assert status == 0, err
+    printed = {line[:9].strip(): line[9:].strip() for line in out.strip().splitlines()}
+    scores = reference.decision_function(X[120:])
+    g, q = grades[120:], qid[120:]
+    assert printed["queries"].startswith("4 (")
+    assert float(printed["MAP"]) == pytest.approx(mean_average_precision(g, scores, q, 2), abs=5e-5)
+    for k in (1, 5, 10):
+        assert float(printed[f"NDCG@{k}"]) == pytest.approx(ndcg_at_k(g, scores, q, k=k), abs=5e-5)
+    assert float(printed["P@10"]) == pytest.approx(precision_at_k(g, scores, 10, qid=q, relevant_at=2), abs=5e-5)
+
+    rows = [line.split("\t") for line in per_query.read_text().splitlines()]
+    assert rows[0] == ["qid", "documents", "AP", "NDCG@1", "NDCG@5", "NDCG@10", "P@10"]
+    assert [int(r[0]) for r in rows[1:]] == [9, 10, 11, 12] and all(r[1] == "15" for r in rows[1:])
+    np.testing.assert_allclose([float(r[2]) for r in rows[1:]],
+                               mean_average_precision(g, scores, q, 2, average=False), atol=5e-7)
+
+
+def test_zero_based_files_are_detected_and_give_the_same_model(tmp_path, letor, capsys):
+    _, _, _, paths = letor
+    for name in ("one", "zero"):
+        status, _, err = run(capsys, "train", paths["train", name], tmp_path / f"{name}.model", "--loss", "pairwise")
+        assert status == 0, err
+    np.testing.assert_allclose(load_model(tmp_path / "zero.model").coef_, load_model(tmp_path / "one.model").coef_,
+                               rtol=1e-9)
+    assert read_svmlight(paths["train", "zero"], zero_based="auto").zero_based
+    assert not read_svmlight(paths["train", "one"], zero_based="auto").zero_based
+    # read as one-based, the zero-based file has an index 0 and is refused
+    status, _, err = run(capsys, "train", paths["train", "zero"], tmp_path / "x", "--zero-based", "no")
+    assert status == 2 and "Invalid index 0" in err
+
+
+def test_a_file_read_in_the_wrong_base_against_a_model_gets_a_hint(tmp_path, letor, capsys):
+    _, _, _, paths = letor
+    model_file = tmp_path / "m"
+    assert run(capsys, "train", paths["train", "one"], model_file)[0] == 0
+    wide = tmp_path / "wide.txt"
+    wide.write_text("1 qid:1 1:1 7:1\n0 qid:1 2:1\n")
+    status, _, err = run(capsys, "evaluate", model_file, wide)
+    assert status == 2 and "at most 6 features" in err and "--zero-based" in err
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"1 qid:1 1:1\n0 qid:2 2:1\n", "some query (qid) to hold both a relevant document"),
+    (b"1 qid:1 1:1\n0 qid:1 2:1\n", "relevant_at=5 to be reached"),
+    (b"-3 qid:1 1:1\n0 qid:1 2:1\n", "grades >= 0"),
+])
+def test_bad_letor_files(tmp_path, capsys, content, fragment):
+    data = tmp_path / "bad.txt"
+    data.write_bytes(content)
+    extra = ("--relevant-at", "5") if "relevant_at=5" in fragment else ()
+    status, _, err = run(capsys, "train", data, tmp_path / "m", *extra)
+    assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1

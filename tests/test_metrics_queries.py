@@ -1,0 +1,179 @@
+"""Metrics over queries against scikit-learn (per query, ties included) and ir-measures (trec_eval)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import average_precision_score, ndcg_score
+
+from rankopt.metrics import average_precision, mean_average_precision, ndcg_at_k, precision_at_k
+
+ir_measures = pytest.importorskip("ir_measures")
+
+
+def _queries(rng, n_queries=25, ties=False):
+    sizes = rng.integers(1, 30, n_queries)
+    qid = np.repeat(rng.permutation(n_queries) * 3 + 1, sizes)
+    grades = rng.integers(0, 5, qid.size) * (rng.random(qid.size) < 0.6)
+    scores = np.round(rng.standard_normal(qid.size), 1) if ties else rng.standard_normal(qid.size)
+    perm = rng.permutation(qid.size)  # rows of a query scattered
+    return grades[perm], scores[perm], qid[perm]
+
+
+def _per_query_sklearn(grades, scores, qid, fn):
+    return np.array([fn(grades[qid == q], scores[qid == q]) for q in np.unique(qid)])
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("k", [1, 5, 10])
+@pytest.mark.parametrize("gains", ["linear", "exponential"])
+def test_ndcg_at_k_equals_sklearn_per_query(rng, ties, k, gains):
+    grades, scores, qid = _queries(rng, ties=ties)
+    gain = (lambda g: g.astype(float)) if gains == "linear" else (lambda g: 2.0**g - 1)
+
+    def reference(g, s):
+        if not g.any():
+            return np.nan
+        if g.size == 1:
+            return 1.0  # sklearn refuses one document; a lone relevant document is the ideal order
+        return ndcg_score([gain(g)], [s], k=k)
+
+    expected = _per_query_sklearn(grades, scores, qid, reference)
+    values = ndcg_at_k(grades, scores, qid, k=k, gains=gains, average=False)
+    np.testing.assert_allclose(values, expected, rtol=1e-12, atol=1e-12)
+    assert ndcg_at_k(grades, scores, qid, k=k, gains=gains) == pytest.approx(np.nanmean(expected), abs=1e-12)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("relevant_at", [1, 3])
+def test_mean_average_precision_equals_sklearn_per_query(rng, ties, relevant_at):
+    grades, scores, qid = _queries(rng, ties=ties)
+
+    def reference(g, s):
+        relevant = g >= relevant_at
+        if not relevant.any():
+            return np.nan
+        if relevant.all():
+            return 1.0
+        return average_precision_score(relevant, s)
+
+    expected = _per_query_sklearn(grades, scores, qid, reference)
+    np.testing.assert_allclose(mean_average_precision(grades, scores, qid, relevant_at, average=False), expected,
+                               rtol=1e-12, atol=1e-12)
+    assert mean_average_precision(grades, scores, qid, relevant_at) == pytest.approx(np.nanmean(expected), abs=1e-12)
+
+
+def _trec(grades, scores, qid):
+    qrels = [ir_measures.Qrel(str(q), f"d{i}", int(g)) for i, (g, q) in enumerate(zip(grades, qid))]
+    run = [ir_measures.ScoredDoc(str(q), f"d{i}", float(s)) for i, (s, q) in enumerate(zip(scores, qid))]
+    return qrels, run
+
+
+def _ir_per_query(measure, grades, scores, qid):
+    qrels, run = _trec(grades, scores, qid)
+    by_query = {m.query_id: m.value for m in ir_measures.iter_calc([measure], qrels, run)}
+    return np.array([by_query.get(str(q), np.nan) for q in np.unique(qid)])
+
+
+def test_metrics_equal_ir_measures_without_ties(rng):
+    """trec_eval breaks ties by document name, so the scores here are distinct."""
+    from ir_measures import AP, P, nDCG
+
+    grades, scores, qid = _queries(rng, n_queries=40)
+    ap_at_2 = mean_average_precision(grades, scores, qid, 2, average=False)
+    has_relevant = np.array([grades[qid == q].any() for q in np.unique(qid)])
+    long_enough = np.array([np.count_nonzero(qid == q) >= 10 for q in np.unique(qid)])
+    for ours, measure, keep in [
+        (mean_average_precision(grades, scores, qid, average=False), AP, has_relevant),
+        (ap_at_2, AP(rel=2), ~np.isnan(ap_at_2)),
+        (ndcg_at_k(grades, scores, qid, k=10, gains="linear", average=False), nDCG @ 10, has_relevant),
+        (ndcg_at_k(grades, scores, qid, k=5, gains="exponential", average=False),
+         nDCG(gains={g: 2**g - 1 for g in range(5)}) @ 5, has_relevant),
+        # trec_eval divides by k; ours by min(k, n): equal on queries of at least k documents
+        (precision_at_k(grades, scores, 10, qid=qid, average=False), P @ 10, has_relevant & long_enough),
+    ]:
+        reference = _ir_per_query(measure, grades, scores, qid)
+        np.testing.assert_allclose(ours[keep], reference[keep], rtol=1e-9, atol=1e-12, err_msg=str(measure))
+
+
+def test_precision_at_k_over_queries_averages_the_single_query_one_with_ties(rng):
+    grades, scores, qid = _queries(rng, ties=True)
+    values = precision_at_k(grades, scores, 5, qid=qid, average=False)
+    for value, q in zip(values, np.unique(qid)):
+        relevant = grades[qid == q] >= 1
+        if not relevant.any():
+            assert np.isnan(value)
+        elif relevant.all():
+            assert value == 1.0
+        else:
+            assert value == precision_at_k(relevant.astype(int), scores[qid == q], 5)
+
+
+def test_ties_do_not_depend_on_row_order():
+    # two documents tied at the top, one relevant: each order is equally likely, so AP and NDCG average them
+    grades, scores, qid = np.array([0, 1, 0]), np.array([1.0, 1.0, 0.0]), np.zeros(3, int)
+    assert mean_average_precision(grades, scores, qid) == pytest.approx(0.5)
+    assert mean_average_precision(grades[::-1], scores[::-1], qid) == pytest.approx(0.5)
+    assert ndcg_at_k(grades, scores, qid, k=1, gains="linear") == pytest.approx(0.5)
+    assert precision_at_k(grades, scores, 1, qid=qid) == pytest.approx(0.5)
+
+
+def test_one_query_equals_the_single_query_metric(rng):
+    y = rng.integers(0, 2, 40)
+    s = rng.standard_normal(40)
+    assert mean_average_precision(y, s) == average_precision(y, s)
+    assert mean_average_precision(y, s, np.full(40, 7)) == average_precision(y, s)
+
+
+def test_queries_without_relevant_documents_are_left_out():
+    grades = np.array([0, 0, 1, 0, 2, 0])
+    scores = np.array([0.3, 0.1, 0.9, 0.1, 0.2, 0.5])
+    qid = np.array([1, 1, 2, 2, 3, 3])
+    np.testing.assert_array_equal(mean_average_precision(grades, scores, qid, average=False), [np.nan, 1.0, 0.5])
+    assert mean_average_precision(grades, scores, qid) == 0.75
+    np.testing.assert_array_equal(np.isnan(ndcg_at_k(grades, scores, qid, average=False)), [True, False, False])
+
+
+@pytest.mark.parametrize(
+    "call, pattern",
+    [
+        (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1]), r"expected qid to have 2 entries"),
+        (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1.0, np.nan]), r"expected qid.*NaN"),
+        (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1.5, 1]), r"expected qid to hold integer query ids"),
+        (lambda: mean_average_precision([0, -1], [0.1, 0.2], [1, 1]),
+         r"expected y_true to hold integer relevance grades >= 0"),
+        (lambda: mean_average_precision([0, 0.5], [0.1, 0.2], [1, 1]),
+         r"expected y_true to hold integer relevance grades"),
+        (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1, 1], relevant_at=2), r"relevant_at=2"),
+        (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1, 1], relevant_at=0),
+         r"expected relevant_at to be a positive"),
+        (lambda: ndcg_at_k([0, 0], [0.1, 0.2], [1, 2]), r"some query \(qid\) to hold a document of grade > 0"),
+        (lambda: ndcg_at_k([0, 1], [0.1, 0.2], [1, 2], k=0), r"expected k to be a positive integer"),
+        (lambda: ndcg_at_k([0, 1], [0.1, 0.2], [1, 2], gains="log"), r"expected gains to be one of"),
+        (lambda: precision_at_k([0, 1], [0.1, np.inf], qid=[1, 1]), r"expected scores to be finite"),
+    ],
+)
+def test_bad_input_names_the_parameter(call, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        call()
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-3, 3), st.integers(0, 2)), min_size=1, max_size=30),
+       st.randoms(use_true_random=False))
+def test_metrics_do_not_depend_on_row_order_or_qid_values(rows, random):
+    """Ties included: permuting rows and renaming queries changes nothing."""
+    grades, scores, qid = (np.array(c) for c in zip(*rows))
+    scores = scores.astype(float)
+    if not grades.any():
+        return
+    perm = np.array(random.sample(range(grades.size), grades.size))
+    renamed = 1000 - 7 * qid  # a decreasing renaming reverses the query order
+    for metric in (lambda g, s, q: mean_average_precision(g, s, q, average=False),
+                   lambda g, s, q: ndcg_at_k(g, s, q, k=3, average=False),
+                   lambda g, s, q: precision_at_k(g, s, 2, qid=q, average=False)):
+        base = metric(grades, scores, qid)
+        np.testing.assert_allclose(metric(grades[perm], scores[perm], qid[perm]), base, rtol=1e-12)
+        np.testing.assert_allclose(metric(grades, scores, renamed)[::-1], base, rtol=1e-12)
