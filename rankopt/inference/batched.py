@@ -45,6 +45,7 @@ from rankopt.inference.base import kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
 from rankopt.inference.qs import QSMethod
 from rankopt.losses.base import KernelCode, RankLoss
+from rankopt.losses.pairwise import PairwiseLoss
 
 if TYPE_CHECKING:  # pragma: no cover
     from rankopt.plugins import PluginRegistry
@@ -171,23 +172,22 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: "PluginRegi
     """
     loss = _resolve_rank_loss(loss, registry)
     relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
-    coef = np.zeros(relevance.size, dtype=np.float64)
-    for q in range(offsets.size - 1):
-        lo, hi = offsets[q], offsets[q + 1]
-        rel = relevance[lo:hi]
-        if loss.graded:
-            lower, higher = _grade_counts(rel)
-            n_pairs = int(lower.sum())
-            if n_pairs > 0:
-                # Divided, not scaled: with two grades this is exactly 1/|P| and −1/|N|.
-                coef[lo:hi] = (lower - higher) / n_pairs
-        else:
-            n_pos = int(np.count_nonzero(rel))
-            n_neg = rel.size - n_pos
-            if n_pos and n_neg:
-                # The expressions of the single-query ranking model.
-                coef[lo:hi] = np.where(rel != 0, 1.0 / n_pos, -1.0 / n_neg)
-    return coef
+    sizes = np.diff(offsets)
+    query_of = np.repeat(np.arange(sizes.size), sizes)
+    if loss.graded:
+        lower, higher = _grade_counts(relevance, offsets)
+        n_pairs = np.bincount(query_of, weights=lower, minlength=sizes.size)[query_of]
+        # Divided, not scaled: with two grades this is exactly 1/|P| and −1/|N|.
+        with np.errstate(invalid="ignore", divide="ignore"):
+            coef = np.where(n_pairs > 0, (lower - higher) / n_pairs, 0.0)
+        return coef
+    n_pos = np.bincount(query_of, weights=relevance, minlength=sizes.size)
+    n_neg = sizes - n_pos
+    usable = ((n_pos > 0) & (n_neg > 0))[query_of]
+    # The expressions of the single-query ranking model, 1.0 / n_pos and −1.0 / n_neg.
+    with np.errstate(divide="ignore"):
+        coef = np.where(relevance != 0, 1.0 / n_pos[query_of], -1.0 / n_neg[query_of])
+    return np.where(usable, coef, 0.0)
 
 
 # ---------------------------------------------------------------- the compiled path
@@ -263,13 +263,22 @@ def _per_query(loss, scores, relevance, offsets, method, registry) -> BatchedRan
     return BatchedRankingInference(coef, losses, values, usable)
 
 
-def _grade_counts(grades: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each document, how many of its query's documents have a lower and a higher grade."""
-    levels, inverse, counts = np.unique(grades, return_inverse=True, return_counts=True)
-    below = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    lower = below[inverse]
-    higher = grades.size - lower - counts[inverse]
-    return lower.astype(np.int64), higher.astype(np.int64)
+def _grade_counts(grades: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each document, how many documents of its query have a lower and a higher grade."""
+    sizes = np.diff(offsets)
+    query_of = np.repeat(np.arange(sizes.size), sizes)
+    order = np.lexsort((grades, query_of))
+    q_sorted, g_sorted = query_of[order], grades[order]
+    new_group = np.ones(order.size, dtype=bool)
+    new_group[1:] = (q_sorted[1:] != q_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(order.size), 0))
+    group_id = np.cumsum(new_group) - 1
+    group_size = np.bincount(group_id)[group_id]
+    lower = np.empty(order.size, dtype=np.int64)
+    lower[order] = group_start - offsets[q_sorted]
+    higher = np.empty(order.size, dtype=np.int64)
+    higher[order] = sizes[q_sorted] - (group_start - offsets[q_sorted]) - group_size
+    return lower, higher
 
 
 def _pairwise_query(scores: np.ndarray, grades: np.ndarray):
@@ -317,6 +326,13 @@ def _resolve_binary_method(loss, method, registry):
 
 
 def _check_graded_method(loss, method) -> None:
+    # By class, as the AP-only methods check theirs: the kernel hard-codes this
+    # loss's pair decomposition, which no declared capability of another graded loss implies.
+    if not isinstance(loss, PairwiseLoss):
+        raise ValueError(
+            f"no inference over graded relevance is known for the loss {loss.name!r} "
+            f"({type(loss).__name__}); only 'pairwise' ({PairwiseLoss.__module__}.PairwiseLoss) has one"
+        )
     if method not in ("auto", PAIRWISE_METHOD):
         raise ValueError(
             f"expected method 'auto' or {PAIRWISE_METHOD!r} for the graded loss {loss.name!r}, "
