@@ -251,11 +251,13 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
 
 
 def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const int64_t[::1] offsets,
-                   double[::1] coef, double[::1] losses, double[::1] values, uint8_t[::1] usable, int n_threads):
+                   double[::1] coef, double[::1] losses, double[::1] values, uint8_t[::1] usable, int n_threads,
+                   Py_ssize_t n_grade_values=0):
     """Every query of the pairwise loss over graded relevance; outputs written in place.
 
-    The caller validates: offsets from 0 to n non-decreasing, grades ≥ 0,
-    scores finite, outputs sized n and Q, n_threads ≥ 1.
+    The caller validates: offsets from 0 to n non-decreasing, grades ≥ 0 (and
+    below ``n_grade_values`` when positive: levels by counting), scores
+    finite, outputs sized n and Q, n_threads ≥ 1.
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef PairwiseWork* works
@@ -269,7 +271,7 @@ def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const 
         raise MemoryError()
     try:
         for t in range(n_threads):
-            if pairwise_work_init(&works[t], size) != 0:
+            if pairwise_work_init(&works[t], size, n_grade_values) != 0:
                 raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
             n_ready += 1
         for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic"):

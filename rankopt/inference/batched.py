@@ -52,6 +52,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
+#: Grades below this are mapped to levels by counting in the pairwise kernel.
+MAX_COUNTED_GRADE = 64
+
 #: The method name of graded losses (besides "auto").
 PAIRWISE_METHOD = "pairwise"
 
@@ -124,7 +127,10 @@ def most_violated_rankings(
     usable = np.zeros(n_queries, dtype=np.uint8)
     if loss.graded:
         _check_graded_method(loss, method)
-        _batched.pairwise_batch(scores, relevance, offsets, coef, losses, values, usable, n_threads)
+        # Levels by counting when the grades are small (LETOR's 0–4), else by sorting them per query.
+        top_grade = int(relevance.max(initial=0))
+        n_grade_values = top_grade + 1 if top_grade < MAX_COUNTED_GRADE else 0
+        _batched.pairwise_batch(scores, relevance, offsets, coef, losses, values, usable, n_threads, n_grade_values)
         return BatchedRankingInference(coef, losses, values, usable.view(bool))
     solver = _resolve_binary_method(loss, method, registry)
     kernel = _compiled_kernel(loss, solver, offsets)
