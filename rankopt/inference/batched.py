@@ -27,8 +27,16 @@ Methods.  ``method`` names the single-query method every query runs ("auto",
 graded loss takes "auto" or "pairwise".  The result equals calling the
 single-query method per query (:func:`most_violated_rankings_per_query`,
 kept as the reference): the same ranks bit for bit, hence the same
-coefficients, and the losses and values up to the order of their
-floating-point sums.
+coefficients and losses (the kernels reproduce NumPy's summation order); the
+values Σ coef·s + Δ up to the order of that sum.  A position-discount plugin
+with D(1) ≠ 1 gets its per-query tables up to rounding (docs/maths.md).
+
+Compiled path.  The methods qs, select, search and greedy (by class) on a
+loss with a :meth:`~rankopt.losses.RankLoss.compiled_form`, and the pairwise
+loss, run in one nogil call of ``_batched.pyx`` with the queries spread over
+OpenMP threads (at most one per :data:`DOCS_PER_THREAD` documents).  Any
+other method or loss runs the reference loop, logged once per loss type and
+method (logger ``rankopt.inference.batched``).
 """
 from __future__ import annotations
 
