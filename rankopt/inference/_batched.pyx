@@ -19,16 +19,15 @@ normalised table (equal to the bit when T(1) = 1, as for NDCG).
 
 Each thread owns one set of work arrays sized for the longest query; the
 queries are handed out dynamically (their costs differ).  Results do not
-depend on the number of threads.
+depend on the number of threads.  Built without OpenMP (``setup.py``), the
+loops run on one thread, unchanged otherwise.
 """
 from cython cimport floating
-from cython.parallel cimport prange
+from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport sort
 from libcpp.utility cimport pair
-
-cimport openmp
 
 from rankopt.inference._ap cimport search_sorted_f32, search_sorted_f64, select_ranks_f32, select_ranks_f64
 from rankopt.inference._greedy cimport greedy_ranks_f32, greedy_ranks_f64
@@ -50,11 +49,6 @@ cdef enum:
     METHOD_GREEDY = 4
 
 METHOD_CODES = {"qs": METHOD_QS, "select": METHOD_SELECT, "search": METHOD_SEARCH, "greedy": METHOD_GREEDY}
-
-
-def default_threads():
-    """OpenMP's default team size (``OMP_NUM_THREADS``, else the cores)."""
-    return openmp.omp_get_max_threads()
 
 
 cdef struct BinaryWork:
@@ -242,7 +236,7 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
             lo = offsets[q]
             hi = offsets[q + 1]
             usable[q] = <uint8_t>_binary_query(&scores[lo], &rel[lo], hi - lo, method, code, &discount[0],
-                                               unimodal, &works[openmp.omp_get_thread_num()], &coef[lo],
+                                               unimodal, &works[threadid()], &coef[lo],
                                                &losses[q], &values[q])
     finally:
         for t in range(n_ready):
@@ -280,11 +274,11 @@ def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const 
             if hi > lo:
                 if floating is double:
                     usable[q] = pairwise_query_f64(&scores[lo], &grades[lo], hi - lo,
-                                                   &works[openmp.omp_get_thread_num()], &coef[lo], &losses[q],
+                                                   &works[threadid()], &coef[lo], &losses[q],
                                                    &values[q])
                 else:
                     usable[q] = pairwise_query_f32(&scores[lo], &grades[lo], hi - lo,
-                                                   &works[openmp.omp_get_thread_num()], &coef[lo], &losses[q],
+                                                   &works[threadid()], &coef[lo], &losses[q],
                                                    &values[q])
     finally:
         for t in range(n_ready):

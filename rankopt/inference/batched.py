@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import numbers
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -115,8 +116,8 @@ def most_violated_rankings(
     method : str, default "auto"
         The single-query inference method every query runs.
     n_threads : int, optional
-        Most threads the queries are spread over; default: OpenMP's default
-        (``OMP_NUM_THREADS``, else every core).  A batch uses one thread per
+        Most threads the queries are spread over; default:
+        :func:`default_threads` (``OMP_NUM_THREADS``, else every core).  A batch uses one thread per
         :data:`DOCS_PER_THREAD` documents at most.
     registry : PluginRegistry, optional
         Where names are looked up; the default registry otherwise.
@@ -127,7 +128,7 @@ def most_violated_rankings(
     """
     loss, scores, relevance, offsets = _check_batch(loss, scores, relevance, offsets, registry)
     _check_n_threads(n_threads)
-    n_threads = _threads_for(scores.size, _batched.default_threads() if n_threads is None else int(n_threads))
+    n_threads = _threads_for(scores.size, default_threads() if n_threads is None else int(n_threads))
     n_queries = offsets.size - 1
     coef = np.zeros(scores.size, dtype=np.float64)
     losses = np.zeros(n_queries, dtype=np.float64)
@@ -155,6 +156,17 @@ def most_violated_rankings(
 #: waking an OpenMP team costs from tens of microseconds to milliseconds on a
 #: busy machine, about the time of inference over this many documents.
 DOCS_PER_THREAD = 1 << 14
+
+
+def default_threads() -> int:
+    """``OMP_NUM_THREADS`` when set to a positive integer, else the cores this process may use."""
+    try:
+        requested = int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0])
+    except ValueError:
+        requested = 0
+    if requested > 0:
+        return requested
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _threads_for(n_docs: int, n_threads: int) -> int:
