@@ -8,6 +8,7 @@ a kernel is suspected of reading out of bounds:
     RANKOPT_CYTHON_DEBUG=1 pip install --no-build-isolation -e .
 """
 import os
+import sys
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -36,12 +37,15 @@ KERNELS = [
     "rankopt.models._latent_ssvm",
 ]
 
-#: Kernels that spread work over threads with OpenMP (Cython's prange).
+#: Kernels that spread work over threads with OpenMP (Cython's prange).  They
+#: build without it too (one thread): ``RANKOPT_OPENMP=0`` turns it off, and it
+#: is off by default where the usual compiler lacks it (macOS's Apple clang).
 OPENMP_KERNELS = {"rankopt.inference._batched"}
+OPENMP = os.environ.get("RANKOPT_OPENMP", "0" if sys.platform == "darwin" else "1") not in ("", "0")
 
 
 def _extension(module):
-    openmp = ["-fopenmp"] if module in OPENMP_KERNELS else []
+    openmp = ["-fopenmp"] if OPENMP and module in OPENMP_KERNELS else []
     return Extension(
         module,
         sources=[module.replace(".", "/") + ".pyx"],

@@ -19,16 +19,15 @@ normalised table (equal to the bit when T(1) = 1, as for NDCG).
 
 Each thread owns one set of work arrays sized for the longest query; the
 queries are handed out dynamically (their costs differ).  Results do not
-depend on the number of threads.
+depend on the number of threads.  Built without OpenMP (``setup.py``), the
+loops run on one thread, unchanged otherwise.
 """
 from cython cimport floating
-from cython.parallel cimport prange
+from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport sort
 from libcpp.utility cimport pair
-
-cimport openmp
 
 from rankopt.inference._ap cimport search_sorted_f32, search_sorted_f64, select_ranks_f32, select_ranks_f64
 from rankopt.inference._greedy cimport greedy_ranks_f32, greedy_ranks_f64
@@ -50,11 +49,6 @@ cdef enum:
     METHOD_GREEDY = 4
 
 METHOD_CODES = {"qs": METHOD_QS, "select": METHOD_SELECT, "search": METHOD_SEARCH, "greedy": METHOD_GREEDY}
-
-
-def default_threads():
-    """OpenMP's default team size (``OMP_NUM_THREADS``, else the cores)."""
-    return openmp.omp_get_max_threads()
 
 
 cdef struct BinaryWork:
@@ -242,7 +236,7 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
             lo = offsets[q]
             hi = offsets[q + 1]
             usable[q] = <uint8_t>_binary_query(&scores[lo], &rel[lo], hi - lo, method, code, &discount[0],
-                                               unimodal, &works[openmp.omp_get_thread_num()], &coef[lo],
+                                               unimodal, &works[threadid()], &coef[lo],
                                                &losses[q], &values[q])
     finally:
         for t in range(n_ready):
@@ -251,11 +245,13 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
 
 
 def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const int64_t[::1] offsets,
-                   double[::1] coef, double[::1] losses, double[::1] values, uint8_t[::1] usable, int n_threads):
+                   double[::1] coef, double[::1] losses, double[::1] values, uint8_t[::1] usable, int n_threads,
+                   Py_ssize_t n_grade_values=0):
     """Every query of the pairwise loss over graded relevance; outputs written in place.
 
-    The caller validates: offsets from 0 to n non-decreasing, grades ≥ 0,
-    scores finite, outputs sized n and Q, n_threads ≥ 1.
+    The caller validates: offsets from 0 to n non-decreasing, grades ≥ 0 (and
+    below ``n_grade_values`` when positive: levels by counting), scores
+    finite, outputs sized n and Q, n_threads ≥ 1.
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef PairwiseWork* works
@@ -269,7 +265,7 @@ def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const 
         raise MemoryError()
     try:
         for t in range(n_threads):
-            if pairwise_work_init(&works[t], size) != 0:
+            if pairwise_work_init(&works[t], size, n_grade_values) != 0:
                 raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
             n_ready += 1
         for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic"):
@@ -278,11 +274,11 @@ def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const 
             if hi > lo:
                 if floating is double:
                     usable[q] = pairwise_query_f64(&scores[lo], &grades[lo], hi - lo,
-                                                   &works[openmp.omp_get_thread_num()], &coef[lo], &losses[q],
+                                                   &works[threadid()], &coef[lo], &losses[q],
                                                    &values[q])
                 else:
                     usable[q] = pairwise_query_f32(&scores[lo], &grades[lo], hi - lo,
-                                                   &works[openmp.omp_get_thread_num()], &coef[lo], &losses[q],
+                                                   &works[threadid()], &coef[lo], &losses[q],
                                                    &values[q])
     finally:
         for t in range(n_ready):

@@ -14,9 +14,11 @@ cdef struct PairwiseWork:
     int64_t* level_below   # documents of lower levels
     int64_t* tree          # Fenwick tree over the levels, size + 1 entries
     int64_t* kept_lower    # per document: pairs with a lower grade it stays above
+    Py_ssize_t n_grade_values  # > 0: grades lie in 0 … n_grade_values − 1, levels found by counting
+    int64_t* grade_level   # n_grade_values entries: a grade's count, then its level
 
 
-cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size) noexcept nogil
+cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size, Py_ssize_t n_grade_values) noexcept nogil
 cdef void pairwise_work_free(PairwiseWork* work) noexcept nogil
 cdef bint pairwise_query_f64(const double* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* work,
                              double* coef, double* loss, double* value) noexcept nogil

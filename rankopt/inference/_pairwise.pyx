@@ -34,10 +34,21 @@ from libcpp.utility cimport pair
 import numpy as np
 
 
-cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size) noexcept nogil:
-    """Allocate ``work`` for queries of up to ``size`` documents; 0 on success, −1 when out of memory."""
+cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size, Py_ssize_t n_grade_values) noexcept nogil:
+    """Allocate ``work`` for queries of up to ``size`` documents; 0 on success, −1 when out of memory.
+
+    ``n_grade_values`` > 0 promises grades in 0 … n_grade_values − 1: levels
+    are then found by counting, O(n + n_grade_values) per query, instead of
+    by sorting the grades (use it when that bound is small, as for LETOR's 0–4).
+    """
     cdef Py_ssize_t n = size if size > 0 else 1
     work.size = size
+    work.n_grade_values = n_grade_values
+    work.grade_level = NULL
+    if n_grade_values > 0:
+        work.grade_level = <int64_t*>malloc(n_grade_values * sizeof(int64_t))
+        if work.grade_level == NULL:
+            return -1
     work.by_score = <pair[double, Py_ssize_t]*>malloc(n * sizeof(pair[double, Py_ssize_t]))
     work.by_grade = <pair[int64_t, Py_ssize_t]*>malloc(n * sizeof(pair[int64_t, Py_ssize_t]))
     work.level = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
@@ -60,6 +71,8 @@ cdef void pairwise_work_free(PairwiseWork* work) noexcept nogil:
     free(work.level_below)
     free(work.tree)
     free(work.kept_lower)
+    free(work.grade_level)
+    work.grade_level = NULL
     work.by_score = NULL
     work.by_grade = NULL
     work.level = NULL
@@ -92,16 +105,29 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
     cdef Py_ssize_t k, t, p, i, n_levels = 0
     cdef int64_t n_pairs = 0, swapped = 0, lower, higher, kept_higher, admitted
     cdef double s, scale, dot = 0.0
-    for k in range(n):
-        w.by_grade[k].first = grades[k]
-        w.by_grade[k].second = k
-    sort(w.by_grade, w.by_grade + n)
-    for k in range(n):
-        if k == 0 or w.by_grade[k].first != w.by_grade[k - 1].first:
-            w.level_size[n_levels] = 0
-            n_levels += 1
-        w.level[w.by_grade[k].second] = n_levels - 1
-        w.level_size[n_levels - 1] += 1
+    if w.n_grade_values > 0:
+        for t in range(w.n_grade_values):
+            w.grade_level[t] = 0
+        for k in range(n):
+            w.grade_level[grades[k]] += 1
+        for t in range(w.n_grade_values):  # counts become levels, in increasing grade
+            if w.grade_level[t] > 0:
+                w.level_size[n_levels] = w.grade_level[t]
+                w.grade_level[t] = n_levels
+                n_levels += 1
+        for k in range(n):
+            w.level[k] = w.grade_level[grades[k]]
+    else:
+        for k in range(n):
+            w.by_grade[k].first = grades[k]
+            w.by_grade[k].second = k
+        sort(w.by_grade, w.by_grade + n)
+        for k in range(n):
+            if k == 0 or w.by_grade[k].first != w.by_grade[k - 1].first:
+                w.level_size[n_levels] = 0
+                n_levels += 1
+            w.level[w.by_grade[k].second] = n_levels - 1
+            w.level_size[n_levels - 1] += 1
     if n_levels < 2:
         for k in range(n):
             coef[k] = 0.0
@@ -166,10 +192,11 @@ cdef bint pairwise_query_f32(const float* scores, const int64_t* grades, Py_ssiz
     return _pairwise_query(scores, grades, n, work, coef, loss, value)
 
 
-def pairwise_query(const floating[::1] scores, const int64_t[::1] grades):
+def pairwise_query(const floating[::1] scores, const int64_t[::1] grades, Py_ssize_t n_grade_values=0):
     """One query's inference: (coef, loss, value, usable), for the tests.
 
-    The caller validates: ``scores`` finite, ``grades`` of the same length.
+    The caller validates: ``scores`` finite, ``grades`` of the same length,
+    ≥ 0 and below ``n_grade_values`` when that is positive (counting levels).
     """
     cdef Py_ssize_t n = scores.shape[0]
     cdef PairwiseWork work
@@ -181,7 +208,7 @@ def pairwise_query(const floating[::1] scores, const int64_t[::1] grades):
     cdef double[::1] coef_view = coef
     if n == 0:
         return coef, 0.0, 0.0, False
-    if pairwise_work_init(&work, n) != 0:
+    if pairwise_work_init(&work, n, n_grade_values) != 0:
         raise MemoryError(f"cannot allocate the work arrays for {n} documents")
     try:
         with nogil:

@@ -76,6 +76,8 @@ cdef enum:
     SAMPLE_SIZE = 127
     SMALL_SAMPLE_SIZE = 31
     SAMPLE_MIN_BLOCK = 256
+    # Partitions _select_small tries before handing a block to nth_element.
+    SMALL_SELECT_ROUNDS = 24
 
 
 cdef struct Frame:
@@ -174,8 +176,64 @@ cdef inline bint _before(const pair[floating, Py_ssize_t]& a,
     return (a.first < b.first) | ((a.first == b.first) & (a.second < b.second))
 
 
+cdef inline void _select_small(pair[floating, Py_ssize_t]* items, Py_ssize_t lo, Py_ssize_t hi,
+                               Py_ssize_t k, pair[floating, Py_ssize_t]* scratch) noexcept nogil:
+    """``nth_element(items + lo, items + k, items + hi)`` for blocks under SAMPLE_MIN_BLOCK, branch-free.
+
+    Quickselect with a median-of-three pivot: the same result as
+    ``nth_element`` (the order is total, so position k gets the same
+    negative, with the same ones on each side), faster on the blocks of a
+    few dozen negatives small queries are made of, where introselect's
+    comparisons mispredict.  Each pass writes every negative both to the
+    next slot before the pivot (in place) and to the next slot of
+    ``scratch`` (SAMPLE_MIN_BLOCK entries), advancing one of the two by the
+    comparison: no branch, and no load depends on an earlier comparison.
+    After SMALL_SELECT_ROUNDS passes (unlucky pivots) ``nth_element`` finishes.
+    """
+    cdef Py_ssize_t t, n_before, n_after, a, b, c, rounds = 0
+    cdef pair[floating, Py_ssize_t] pivot, x
+    cdef bint before
+    while hi - lo > 2:
+        if rounds == SMALL_SELECT_ROUNDS:
+            nth_element(items + lo, items + k, items + hi)
+            return
+        rounds += 1
+        a, b, c = lo, lo + (hi - lo) // 2, hi - 1
+        # The median of items[a], items[b], items[c] is the pivot; hi − 1 gets its place.
+        if _before(items[b], items[a]):
+            a, b = b, a
+        if _before(items[c], items[b]):
+            b = c if _before(items[a], items[c]) else a
+        pivot = items[b]
+        items[b] = items[hi - 1]
+        n_before = 0
+        n_after = 0
+        for t in range(lo, hi - 1):
+            x = items[t]
+            before = _before(x, pivot)
+            items[lo + n_before] = x
+            scratch[n_after] = x
+            n_before += before
+            n_after += 1 - before
+        t = lo + n_before
+        items[t] = pivot
+        for c in range(n_after):
+            items[t + 1 + c] = scratch[c]
+        if t == k:
+            return
+        if k < t:
+            hi = t
+        else:
+            lo = t + 1
+    if hi - lo == 2 and _before(items[lo + 1], items[lo]):
+        x = items[lo]
+        items[lo] = items[lo + 1]
+        items[lo + 1] = x
+
+
 cdef Py_ssize_t _split(pair[floating, Py_ssize_t]* items, pair[floating, Py_ssize_t]* sample,
-                       Py_ssize_t lo, Py_ssize_t hi, bint exact) except -1 nogil:
+                       pair[floating, Py_ssize_t]* scratch, Py_ssize_t lo, Py_ssize_t hi,
+                       bint exact) except -1 nogil:
     """MEDIAN and SELECT of Algorithm 2: put a negative at its sorted position m; return m.
 
     With ``exact`` the block's median, by ``std::nth_element``.  Otherwise
@@ -188,7 +246,10 @@ cdef Py_ssize_t _split(pair[floating, Py_ssize_t]* items, pair[floating, Py_ssiz
     cdef Py_ssize_t n = hi - lo, mid = lo + (hi - lo) // 2
     cdef Py_ssize_t n_sample, t, k, i
     cdef pair[floating, Py_ssize_t] pivot, x
-    if exact or n < SAMPLE_MIN_BLOCK:
+    if n < SAMPLE_MIN_BLOCK:
+        _select_small(items, lo, hi, mid, scratch)
+        return mid
+    if exact:
         nth_element(items + lo, items + mid, items + hi)
         return mid
     n_sample = SAMPLE_SIZE if n >= 16 * SAMPLE_SIZE else SMALL_SAMPLE_SIZE
@@ -230,6 +291,7 @@ cdef int _opt_ranks(const floating* pos_desc, pair[floating, Py_ssize_t]* items,
     in any order; their ranks lie in block.lp … block.rp.
     """
     cdef Frame stack[STACK_SIZE]
+    cdef pair[floating, Py_ssize_t] scratch[SAMPLE_MIN_BLOCK]
     cdef Frame fr
     cdef Py_ssize_t top = 0, k, m, j, opt
     cdef double s_neg
@@ -243,7 +305,7 @@ cdef int _opt_ranks(const floating* pos_desc, pair[floating, Py_ssize_t]* items,
             for k in range(fr.lo, fr.hi):
                 ranks[items[k].second] = <int>fr.lp
             continue
-        m = _split(items, sample, fr.lo, fr.hi, exact_median)
+        m = _split(items, sample, scratch, fr.lo, fr.hi, exact_median)
         s_neg = -(<double>items[m].first)
         j = m + 1 + j_shift  # the 1-based position of this negative in the full descending order
         opt = _best_rank(pos_desc, s_neg, j, fr.lp, fr.rp, code, n_pos, n_neg, table, scale, unimodal)

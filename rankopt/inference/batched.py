@@ -27,13 +27,22 @@ Methods.  ``method`` names the single-query method every query runs ("auto",
 graded loss takes "auto" or "pairwise".  The result equals calling the
 single-query method per query (:func:`most_violated_rankings_per_query`,
 kept as the reference): the same ranks bit for bit, hence the same
-coefficients, and the losses and values up to the order of their
-floating-point sums.
+coefficients and losses (the kernels reproduce NumPy's summation order); the
+values Σ coef·s + Δ up to the order of that sum.  A position-discount plugin
+with D(1) ≠ 1 gets its per-query tables up to rounding (docs/maths.md).
+
+Compiled path.  The methods qs, select, search and greedy (by class) on a
+loss with a :meth:`~rankopt.losses.RankLoss.compiled_form`, and the pairwise
+loss, run in one nogil call of ``_batched.pyx`` with the queries spread over
+OpenMP threads (at most one per :data:`DOCS_PER_THREAD` documents).  Any
+other method or loss runs the reference loop, logged once per loss type and
+method (logger ``rankopt.inference.batched``).
 """
 from __future__ import annotations
 
 import logging
 import numbers
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,11 +54,15 @@ from rankopt.inference.base import kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
 from rankopt.inference.qs import QSMethod
 from rankopt.losses.base import KernelCode, RankLoss
+from rankopt.losses.pairwise import PairwiseLoss
 
 if TYPE_CHECKING:  # pragma: no cover
     from rankopt.plugins import PluginRegistry
 
 logger = logging.getLogger(__name__)
+
+#: Grades below this are mapped to levels by counting in the pairwise kernel.
+MAX_COUNTED_GRADE = 64
 
 #: The method name of graded losses (besides "auto").
 PAIRWISE_METHOD = "pairwise"
@@ -103,8 +116,8 @@ def most_violated_rankings(
     method : str, default "auto"
         The single-query inference method every query runs.
     n_threads : int, optional
-        Most threads the queries are spread over; default: OpenMP's default
-        (``OMP_NUM_THREADS``, else every core).  A batch uses one thread per
+        Most threads the queries are spread over; default:
+        :func:`default_threads` (``OMP_NUM_THREADS``, else every core).  A batch uses one thread per
         :data:`DOCS_PER_THREAD` documents at most.
     registry : PluginRegistry, optional
         Where names are looked up; the default registry otherwise.
@@ -115,7 +128,7 @@ def most_violated_rankings(
     """
     loss, scores, relevance, offsets = _check_batch(loss, scores, relevance, offsets, registry)
     _check_n_threads(n_threads)
-    n_threads = _threads_for(scores.size, _batched.default_threads() if n_threads is None else int(n_threads))
+    n_threads = _threads_for(scores.size, default_threads() if n_threads is None else int(n_threads))
     n_queries = offsets.size - 1
     coef = np.zeros(scores.size, dtype=np.float64)
     losses = np.zeros(n_queries, dtype=np.float64)
@@ -123,7 +136,10 @@ def most_violated_rankings(
     usable = np.zeros(n_queries, dtype=np.uint8)
     if loss.graded:
         _check_graded_method(loss, method)
-        _batched.pairwise_batch(scores, relevance, offsets, coef, losses, values, usable, n_threads)
+        # Levels by counting when the grades are small (LETOR's 0–4), else by sorting them per query.
+        top_grade = int(relevance.max(initial=0))
+        n_grade_values = top_grade + 1 if top_grade < MAX_COUNTED_GRADE else 0
+        _batched.pairwise_batch(scores, relevance, offsets, coef, losses, values, usable, n_threads, n_grade_values)
         return BatchedRankingInference(coef, losses, values, usable.view(bool))
     solver = _resolve_binary_method(loss, method, registry)
     kernel = _compiled_kernel(loss, solver, offsets)
@@ -140,6 +156,17 @@ def most_violated_rankings(
 #: waking an OpenMP team costs from tens of microseconds to milliseconds on a
 #: busy machine, about the time of inference over this many documents.
 DOCS_PER_THREAD = 1 << 14
+
+
+def default_threads() -> int:
+    """``OMP_NUM_THREADS`` when set to a positive integer, else the cores this process may use."""
+    try:
+        requested = int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0])
+    except ValueError:
+        requested = 0
+    if requested > 0:
+        return requested
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _threads_for(n_docs: int, n_threads: int) -> int:
@@ -171,23 +198,22 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: "PluginRegi
     """
     loss = _resolve_rank_loss(loss, registry)
     relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
-    coef = np.zeros(relevance.size, dtype=np.float64)
-    for q in range(offsets.size - 1):
-        lo, hi = offsets[q], offsets[q + 1]
-        rel = relevance[lo:hi]
-        if loss.graded:
-            lower, higher = _grade_counts(rel)
-            n_pairs = int(lower.sum())
-            if n_pairs > 0:
-                # Divided, not scaled: with two grades this is exactly 1/|P| and −1/|N|.
-                coef[lo:hi] = (lower - higher) / n_pairs
-        else:
-            n_pos = int(np.count_nonzero(rel))
-            n_neg = rel.size - n_pos
-            if n_pos and n_neg:
-                # The expressions of the single-query ranking model.
-                coef[lo:hi] = np.where(rel != 0, 1.0 / n_pos, -1.0 / n_neg)
-    return coef
+    sizes = np.diff(offsets)
+    query_of = np.repeat(np.arange(sizes.size), sizes)
+    if loss.graded:
+        lower, higher = _grade_counts(relevance, offsets)
+        n_pairs = np.bincount(query_of, weights=lower, minlength=sizes.size)[query_of]
+        # Divided, not scaled: with two grades this is exactly 1/|P| and −1/|N|.
+        with np.errstate(invalid="ignore", divide="ignore"):
+            coef = np.where(n_pairs > 0, (lower - higher) / n_pairs, 0.0)
+        return coef
+    n_pos = np.bincount(query_of, weights=relevance, minlength=sizes.size)
+    n_neg = sizes - n_pos
+    usable = ((n_pos > 0) & (n_neg > 0))[query_of]
+    # The expressions of the single-query ranking model, 1.0 / n_pos and −1.0 / n_neg.
+    with np.errstate(divide="ignore"):
+        coef = np.where(relevance != 0, 1.0 / n_pos[query_of], -1.0 / n_neg[query_of])
+    return np.where(usable, coef, 0.0)
 
 
 # ---------------------------------------------------------------- the compiled path
@@ -263,13 +289,22 @@ def _per_query(loss, scores, relevance, offsets, method, registry) -> BatchedRan
     return BatchedRankingInference(coef, losses, values, usable)
 
 
-def _grade_counts(grades: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each document, how many of its query's documents have a lower and a higher grade."""
-    levels, inverse, counts = np.unique(grades, return_inverse=True, return_counts=True)
-    below = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    lower = below[inverse]
-    higher = grades.size - lower - counts[inverse]
-    return lower.astype(np.int64), higher.astype(np.int64)
+def _grade_counts(grades: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each document, how many documents of its query have a lower and a higher grade."""
+    sizes = np.diff(offsets)
+    query_of = np.repeat(np.arange(sizes.size), sizes)
+    order = np.lexsort((grades, query_of))
+    q_sorted, g_sorted = query_of[order], grades[order]
+    new_group = np.ones(order.size, dtype=bool)
+    new_group[1:] = (q_sorted[1:] != q_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(order.size), 0))
+    group_id = np.cumsum(new_group) - 1
+    group_size = np.bincount(group_id)[group_id]
+    lower = np.empty(order.size, dtype=np.int64)
+    lower[order] = group_start - offsets[q_sorted]
+    higher = np.empty(order.size, dtype=np.int64)
+    higher[order] = sizes[q_sorted] - (group_start - offsets[q_sorted]) - group_size
+    return lower, higher
 
 
 def _pairwise_query(scores: np.ndarray, grades: np.ndarray):
@@ -317,6 +352,13 @@ def _resolve_binary_method(loss, method, registry):
 
 
 def _check_graded_method(loss, method) -> None:
+    # By class, as the AP-only methods check theirs: the kernel hard-codes this
+    # loss's pair decomposition, which no declared capability of another graded loss implies.
+    if not isinstance(loss, PairwiseLoss):
+        raise ValueError(
+            f"no inference over graded relevance is known for the loss {loss.name!r} "
+            f"({type(loss).__name__}); only 'pairwise' ({PairwiseLoss.__module__}.PairwiseLoss) has one"
+        )
     if method not in ("auto", PAIRWISE_METHOD):
         raise ValueError(
             f"expected method 'auto' or {PAIRWISE_METHOD!r} for the graded loss {loss.name!r}, "

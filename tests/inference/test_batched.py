@@ -3,6 +3,8 @@ import logging
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rankopt.inference import batched
 from rankopt.inference.batched import (
@@ -241,3 +243,23 @@ def test_registry_is_used_for_names():
     registry = default_registry()
     res = most_violated_rankings("ap", [0.1, 0.2], [1, 0], [0, 2], registry=registry)
     assert res.usable.all()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.integers(0, 12), min_size=1, max_size=6),
+    data=st.data(),
+    pair=st.sampled_from(COMPILED + [("pairwise", "auto")]),
+    dtype=st.sampled_from([np.float64, np.float32]),
+)
+def test_batched_equals_per_query_property(sizes, data, pair, dtype):
+    """Any batch — scores drawn from a small grid of ties or freely — agrees with the per-query loop."""
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    n = int(offsets[-1])
+    score = st.sampled_from([-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0]) | st.floats(-3, 3, width=32)
+    scores = np.array(data.draw(st.lists(score, min_size=n, max_size=n)), dtype=dtype)
+    loss, method = pair
+    top = 4 if loss == "pairwise" else 1
+    relevance = np.array(data.draw(st.lists(st.integers(0, top), min_size=n, max_size=n)), dtype=np.int64)
+    fast = most_violated_rankings(loss, scores, relevance, offsets, method)
+    assert_same(fast, most_violated_rankings_per_query(loss, scores, relevance, offsets, method))

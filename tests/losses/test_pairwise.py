@@ -58,11 +58,13 @@ def test_inference_equals_brute_force_over_labelings(dtype):
 
 
 def test_kernel_of_one_query_equals_public_call():
+    """Grade levels by sorting (the kernel's default) and by counting (the batch's for small grades) agree."""
     for scores, grades in TINY:
-        coef, loss, value, usable = _pairwise.pairwise_query(scores, grades.astype(np.int64))
         expected = _single(scores, grades)
-        np.testing.assert_array_equal(coef, expected[0])
-        assert (loss, value, usable) == expected[1:]
+        for n_grade_values in (0, int(grades.max()) + 1, 64):
+            coef, loss, value, usable = _pairwise.pairwise_query(scores, grades.astype(np.int64), n_grade_values)
+            np.testing.assert_array_equal(coef, expected[0])
+            assert (loss, value, usable) == expected[1:]
 
 
 def test_labelings_beat_rankings_only_when_grades_cycle():
@@ -177,3 +179,28 @@ def test_every_pair_counted_once():
             n_pairs = sum(int(a > b) for a in grades for b in grades)
             assert abs(coef.sum()) < 1e-12
             assert loss * n_pairs == pytest.approx(round(loss * n_pairs), abs=1e-9)
+
+
+def test_ground_truth_over_queries_equals_pair_counts():
+    rng = np.random.default_rng(21)
+    sizes = rng.integers(0, 12, 60)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    grades = rng.integers(0, 4, int(offsets[-1]))
+    coef = ground_truth_coefficients("pairwise", grades, offsets)
+    for lo, hi in zip(offsets[:-1], offsets[1:]):
+        g = grades[lo:hi]
+        above = (g[:, None] > g[None, :]).sum(axis=1)
+        below = (g[:, None] < g[None, :]).sum(axis=1)
+        n_pairs = above.sum()
+        expected = (above - below) / n_pairs if n_pairs else np.zeros(hi - lo)
+        np.testing.assert_array_equal(coef[lo:hi], expected)
+
+
+class _OtherGradedLoss(AUCLoss):
+    name = "other_graded"
+    graded = True
+
+
+def test_other_graded_losses_have_no_inference():
+    with pytest.raises(ValueError, match="no inference over graded relevance is known for the loss 'other_graded'"):
+        most_violated_rankings(_OtherGradedLoss(), np.zeros(3), np.array([0, 1, 2]), [0, 3])
