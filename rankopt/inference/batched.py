@@ -141,7 +141,7 @@ def most_violated_rankings(
         n_grade_values = top_grade + 1 if top_grade < MAX_COUNTED_GRADE else 0
         _batched.pairwise_batch(scores, relevance, offsets, coef, losses, values, usable, n_threads, n_grade_values)
         return BatchedRankingInference(coef, losses, values, usable.view(bool))
-    solver = _resolve_binary_method(loss, method, registry)
+    solver = _resolve_binary_method(loss, method, registry, offsets)
     kernel = _compiled_kernel(loss, solver, offsets)
     if kernel is None:
         return _per_query(loss, scores, relevance, offsets, method, registry)
@@ -185,7 +185,7 @@ def most_violated_rankings_per_query(
     if loss.graded:
         _check_graded_method(loss, method)
     else:
-        _resolve_binary_method(loss, method, registry)
+        _resolve_binary_method(loss, method, registry, offsets)
     return _per_query(loss, scores, relevance, offsets, method, registry)
 
 
@@ -344,11 +344,19 @@ def _resolve_rank_loss(loss, registry) -> RankLoss:
     return loss
 
 
-def _resolve_binary_method(loss, method, registry):
+def _resolve_binary_method(loss, method, registry, offsets):
+    """The method for every query of the batch, exact up to the longest query.
+
+    A discount's convexity (C3) is a property of its positions 1…n, so a
+    method exact for the longest query's n positions is exact for every
+    query: asked as |P| = 1, |N| = n − 1, as :func:`_compiled_kernel` builds
+    the table.
+    """
     from rankopt.plugins import default_registry
 
     registry = default_registry() if registry is None else registry
-    return registry.resolve_method(method, loss)
+    longest = int(np.max(np.diff(offsets), initial=0))
+    return registry.resolve_method(method, loss, 1, max(longest - 1, 1))
 
 
 def _check_graded_method(loss, method) -> None:

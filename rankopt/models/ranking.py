@@ -94,7 +94,9 @@ class QueryRankingProblem(StructuredProblem):
                 )
             self.inference = PAIRWISE_METHOD
         else:
-            self.inference = registry.resolve_method(inference, loss).name
+            # Exact up to the longest query is exact for all (see inference.batched).
+            longest = int(queries.sizes.max(initial=0))
+            self.inference = registry.resolve_method(inference, loss, 1, max(longest - 1, 1)).name
         self.n_features = feature_map.n_features(X)
         relevance = np.asarray(relevance)
         usable = queries_to_order(relevance, queries)

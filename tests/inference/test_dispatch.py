@@ -314,3 +314,32 @@ def test_rank_svm_resolves_auto_for_its_problem_size():
     y = (X[:, 0] > 0.5).astype(int)
     model = rankopt.RankSVM(loss=LateBend(), tol=1e-2).fit(X, y)  # 80 positions: C3 fails from 31 on
     assert model.inference_ == "dp"
+
+
+def test_batched_inference_resolves_the_method_for_its_longest_query(rng):
+    """A batch holding one query past the bend gets a method exact for that query too."""
+    from rankopt.inference.batched import most_violated_rankings, most_violated_rankings_per_query
+
+    sizes = [6, 50, 4]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    scores = rng.normal(size=offsets[-1])
+    relevance = (rng.random(offsets[-1]) < 0.3).astype(int)
+    relevance[offsets[:-1]] = 1  # every query has a relevant and a non-relevant document
+    relevance[offsets[1:] - 1] = 0
+    with pytest.raises(ValueError, match="C3 fails for loss 'late_bend_test'"):
+        most_violated_rankings(LateBend(), scores, relevance, offsets, "qs")
+    batched = most_violated_rankings(LateBend(), scores, relevance, offsets)
+    oracle = most_violated_rankings_per_query(LateBend(), scores, relevance, offsets, "dp")
+    np.testing.assert_allclose(batched.losses, oracle.losses, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(batched.values, oracle.values, rtol=0, atol=1e-12)
+
+
+def test_rank_svm_over_queries_resolves_the_method_for_its_longest_query(rng):
+    from rankopt import RankSVM
+
+    qid = np.repeat([0, 1], [8, 60])
+    X = rng.normal(size=(qid.size, 3))
+    y = (rng.random(qid.size) < 0.3).astype(int)
+    y[[0, 8]], y[[7, 67]] = 1, 0
+    model = RankSVM(loss=LateBend(), max_iter=30).fit(X, y, qid=qid)
+    assert model.inference_ == "dp"
