@@ -23,7 +23,7 @@ from rankopt import check_qs_suitable, most_violated_ranking
 from rankopt.inference.base import checked_delta_diff
 from rankopt.losses import APLoss, AUCLoss, CompiledForm, KernelCode, NDCGLoss, PositionDiscountLoss, RankLoss
 from rankopt.plugins import default_registry
-from tests.oracles.brute_force import LOSSES, brute_force_max, ndcg_loss
+from oracles.brute_force import LOSSES, brute_force_max, ndcg_loss
 
 
 class HalfAP(APLoss):

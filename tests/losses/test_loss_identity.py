@@ -22,7 +22,7 @@ from rankopt import check_qs_suitable, most_violated_ranking
 from rankopt.losses import APLoss, NDCGLoss, PositionDiscountLoss, ZeroOneLoss
 from rankopt.losses import discount as discount_module
 from rankopt.losses import qs_check
-from tests.oracles.brute_force import brute_force_max, ndcg_loss
+from oracles.brute_force import brute_force_max, ndcg_loss
 
 
 class Disc(PositionDiscountLoss):
