@@ -45,6 +45,8 @@ class CuttingPlaneResult:
     n_iter: int
     converged: bool
     history: list[IterationRecord] = field(default_factory=list)
+    #: Why the solve ended: "converged", "max_iter" or "callback".
+    stop_reason: str = "converged"
 
     @property
     def primal_objective(self) -> float:
@@ -63,7 +65,7 @@ def solve_cutting_plane(
     max_iter: int = 1000,
     w0: np.ndarray | None = None,
     warn: bool = True,
-    progress=None,
+    callback=None,
 ) -> CuttingPlaneResult:
     """Solve ``problem`` to violation ``tol`` with at most ``max_iter`` oracle calls.
 
@@ -83,8 +85,12 @@ def solve_cutting_plane(
         smallest w that satisfies them (w = 0 when there are none).  Its
         most violated output seeds the working set; the stopping test is
         only applied at working-set optima, which w0 is not.
-    progress : callable(IterationRecord), optional
-        Called after every iteration, e.g. to drive a progress bar.
+    callback : callable(IterationRecord, ndarray) -> bool or None, optional
+        Called after every iteration with its record and the iterate w the
+        record describes (read-only; copy it to keep it), e.g. to drive a
+        progress bar or to score w on validation data.  Returning True
+        stops the solve there: the result then has ``converged=False`` and
+        ``stop_reason="callback"``, and no warning is issued.
     """
     qp = WorkingSetQP(C, problem.n_features, problem.linear_constraints)
     psi_star = np.asarray(problem.ground_truth_feature(), dtype=np.float64)
@@ -100,6 +106,7 @@ def solve_cutting_plane(
     best_primal = np.inf
     history: list[IterationRecord] = []
     converged = False
+    stop_reason = "max_iter"
     for iteration in range(1, max_iter + 1):
         start = time.perf_counter()
         constraint = problem.most_violated(w)
@@ -117,18 +124,20 @@ def solve_cutting_plane(
             "iter %d: primal %.6g dual %.6g gap %.3g violation %.3g planes %d",
             iteration, primal, dual, record.duality_gap, violation, qp.n_planes,
         )
-        if progress is not None:
-            progress(record)
+        if callback is not None and callback(record, w):
+            stop_reason = "callback"
+            break
         # The test is Joachims et al.'s only at a working-set optimum: a w0 whose
         # margins all hold has zero violation however far from optimal it is.
         if violation <= tol and (w0 is None or iteration > 1):
             converged = True
+            stop_reason = "converged"
             break
         if iteration == max_iter:
             break  # return the last evaluated iterate, so history_[-1] describes w
         qp.add(plane, constraint.loss)
         w, dual = qp.solve()
-    if not converged and warn:
+    if stop_reason == "max_iter" and warn:
         warnings.warn(
             f"cutting plane stopped at max_iter={max_iter} with violation {history[-1].violation:.3g} "
             f"> tol={tol:g}; increase max_iter or tol",
@@ -140,4 +149,4 @@ def solve_cutting_plane(
         "converged" if converged else "stopped", len(history), history[-1].primal_objective,
         history[-1].duality_gap,
     )
-    return CuttingPlaneResult(w, len(history), converged, history)
+    return CuttingPlaneResult(w, len(history), converged, history, stop_reason)

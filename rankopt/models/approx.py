@@ -141,7 +141,7 @@ def hard_margin_constraints(X, y: np.ndarray, hard: np.ndarray) -> LinearConstra
 
 def fit_approx(
     X, y, loss, feature_map, percent: float, *, C: float, tol: float, max_iter: int, inference: str,
-    registry, progress=None,
+    registry, callback=None,
 ) -> tuple[StructuredProblem, CuttingPlaneResult, ApproxSplit]:
     """Run both stages; return stage 2's problem, its solution and stage 1's split.
 
@@ -171,7 +171,7 @@ def fit_approx(
         problem.linear_constraints = (
             LinearConstraints(constraints.A[in_qp], constraints.b[in_qp]) if in_qp.any() else None
         )
-        runs.append(solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, progress=progress))
+        runs.append(solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback))
         w = runs[-1].w
         # y_i w·x_i = −(A w)_i, in float64 whatever the dtype of X.
         margins = -(constraints.A @ w) if n_hard else np.zeros(0)

@@ -328,8 +328,8 @@ class HOBSVM(_HighOrderRanker):
         problem = registry.get_model("high_order_binary").build_problem(
             inp, y, registry.get_loss("zero_one"), registry.get_feature_map("high_order"), registry=registry
         )
-        progress = _log_iteration if self.verbose else None
-        result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, progress=progress)
+        callback = _log_iteration if self.verbose else None
+        result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback)
         self.eta_ = eta
         # coef_ scores labelings with the unnormalised Ψ of eqs. (4)–(5), as HOAP-SVM's does.
         self._store(inp, problem.scale * result.w, edges is not None or groups is not None)
@@ -460,7 +460,7 @@ class HOAPSVM(_HighOrderRanker):
         return _project(inp, w0)
 
 
-def _log_iteration(record) -> None:
+def _log_iteration(record, w) -> None:
     logger.info(
         "iteration %d: primal %.6g, gap %.3g, violation %.3g",
         record.iteration, record.primal_objective, record.duality_gap, record.violation,

@@ -170,20 +170,20 @@ class RankSVM(BaseEstimator):
             y_checked if qid is None else y, qid, X.shape[0], loss, model, approx
         )
         feature_map = registry.get_feature_map("linear")
-        progress = _log_iteration if self.verbose else None
+        callback = _log_iteration if self.verbose else None
         if queries is not None:
             problem = model.build_problem(X, y, loss, feature_map, inference=self.inference, registry=registry,
                                           queries=queries)
-            result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, progress=progress)
+            result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback)
             split = None
         elif approx is None:
             problem = model.build_problem(X, y, loss, feature_map, inference=self.inference, registry=registry)
-            result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, progress=progress)
+            result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback)
             split = None
         else:
             problem, result, split = fit_approx(
                 X, y, loss, feature_map, approx, C=C, tol=tol, max_iter=max_iter,
-                inference=self.inference, registry=registry, progress=progress,
+                inference=self.inference, registry=registry, callback=callback,
             )
         self.coef_ = result.w
         self.n_iter_ = result.n_iter
@@ -283,7 +283,7 @@ def _raise_no_query_orders(queries, graded, relevant_at) -> None:
     )
 
 
-def _log_iteration(record) -> None:
+def _log_iteration(record, w) -> None:
     logger.info(
         "iteration %d: primal %.6g, gap %.3g, violation %.3g",
         record.iteration, record.primal_objective, record.duality_gap, record.violation,

@@ -180,7 +180,7 @@ def test_history_is_consistent_with_brute_force(rng, loss, C, tol):
     X, y = make_data(rng, 2, 3, 3)
     problem = RecordingProblem(ranking_problem(X, y, loss))
     seen = []
-    result = solve_cutting_plane(problem, C, tol=tol, max_iter=500, progress=seen.append)
+    result = solve_cutting_plane(problem, C, tol=tol, max_iter=500, callback=lambda record, w: seen.append(record))
     planes, losses = all_ranking_constraints(X[y], X[~y], loss)
     history = result.history
     assert result.converged and result.n_iter == len(history) == len(problem.queried)
