@@ -76,6 +76,42 @@ def test_zero_based_files_are_detected_and_give_the_same_model(tmp_path, letor, 
     # read as one-based, the zero-based file has an index 0 and is refused
     status, _, err = run(capsys, "train", paths["train", "zero"], tmp_path / "x", "--zero-based", "no")
     assert status == 2 and "Invalid index 0" in err
+    assert "counts features from 0" in err and "--zero-based yes or auto" in err and len(err.splitlines()) == 1
+
+
+def test_a_file_in_scikit_learns_default_format_runs_through_train_predict_evaluate(tmp_path, capsys):
+    """dump_svmlight_file's defaults (zero-based, no qid, binary labels) need no option anywhere."""
+    rng = np.random.default_rng(5)
+    X = np.abs(rng.standard_normal((80, 4))) + 0.1  # every feature non-zero: index 0 occurs
+    y = (X[:, 1] + 0.3 * rng.standard_normal(80) > 1.0).astype(int)
+    train, test = tmp_path / "train.svm", tmp_path / "test.svm"
+    dump_svmlight_file(X[:60], y[:60], str(train))
+    dump_svmlight_file(X[60:], y[60:], str(test))
+    assert train.read_text().split()[1].startswith("0:")  # the writer's default is zero-based
+    status, out, err = run(capsys, "train", train, tmp_path / "m", "--C", "10")
+    assert status == 0, err
+    assert "x 4 features" in out
+    expected = RankSVM(loss="ap", C=10.0).fit(X[:60], y[:60])
+    np.testing.assert_allclose(load_model(tmp_path / "m").coef_, expected.coef_, rtol=1e-6, atol=1e-9)
+    status, out, err = run(capsys, "predict", tmp_path / "m", test)
+    assert status == 0, err
+    np.testing.assert_allclose(np.array(out.split(), dtype=float), expected.decision_function(X[60:]), rtol=1e-9)
+    status, out, err = run(capsys, "evaluate", tmp_path / "m", test)
+    assert status == 0, err
+    assert out.startswith("samples") and "AP" in out
+
+
+def test_read_svmlight_detects_the_base_by_default(tmp_path):
+    X = np.array([[1.0, 0.0, 2.0], [0.5, 3.0, 0.0]])
+    zero, one = tmp_path / "zero.svm", tmp_path / "one.svm"
+    dump_svmlight_file(X, [1, 0], str(zero))
+    dump_svmlight_file(X, [1, 0], str(one), zero_based=False)
+    for path, zero_based in ((zero, True), (one, False)):
+        data = read_svmlight(path)
+        assert data.zero_based is zero_based
+        np.testing.assert_array_equal(data.X.toarray(), X)
+    with pytest.raises(ValueError, match=r"Invalid index 0.*counts features from 0.*zero_based=True or 'auto'"):
+        read_svmlight(zero, zero_based=False)
 
 
 def test_a_file_read_in_the_wrong_base_against_a_model_gets_a_hint(tmp_path, letor, capsys):

@@ -72,7 +72,7 @@ class SvmLightData:
         return 1 if self.qid is None else int(np.unique(self.qid).size)
 
 
-def read_svmlight(path, *, n_features: int | None = None, zero_based=False) -> SvmLightData:
+def read_svmlight(path, *, n_features: int | None = None, zero_based="auto") -> SvmLightData:
     """Read an SVM-light or LETOR file (optional ``qid:``, graded labels kept as written).
 
     Parameters
@@ -81,11 +81,12 @@ def read_svmlight(path, *, n_features: int | None = None, zero_based=False) -> S
     n_features : int, optional
         Width of X (e.g. a model's).  The file may use fewer features; using
         more is an error.
-    zero_based : bool or "auto", default False
+    zero_based : bool or "auto", default "auto"
         Whether feature indices start at 0.  SVM-light defines them
-        one-based; some writers (scikit-learn's ``zero_based=True``, some
-        LETOR exports) start at 0.  ``"auto"`` guesses as scikit-learn
-        does: zero-based exactly when index 0 occurs in the file.  A guess
+        one-based; some writers (scikit-learn's ``dump_svmlight_file`` by
+        default, some LETOR exports) start at 0.  ``"auto"`` (the default,
+        as in scikit-learn's ``load_svmlight_file``) guesses: zero-based
+        exactly when index 0 occurs in the file.  A guess
         can shift a test file that happens not to use feature 0 against its
         zero-based training file, so say which when you know it.
 
@@ -105,7 +106,11 @@ def read_svmlight(path, *, n_features: int | None = None, zero_based=False) -> S
     try:
         X, y, qid = load_svmlight_file(path, zero_based=zero_based is not False, query_id=True)
     except ValueError as exc:
-        raise ValueError(f"cannot read {path!r} as SVM-light: {exc}") from None
+        hint = ""
+        if zero_based is False and "Invalid index 0" in str(exc):
+            hint = (" (the file counts features from 0, as scikit-learn's dump_svmlight_file does by default: "
+                    "read it with zero_based=True or 'auto', on the command line --zero-based yes or auto)")
+        raise ValueError(f"cannot read {path!r} as SVM-light: {exc}{hint}") from None
     if X.shape[0] == 0:
         raise ValueError(f"expected at least one sample in {path!r}, got an empty file instead")
     if zero_based == "auto":

@@ -100,7 +100,7 @@ def fetch_mslr_sample(subset: str = "train", *, data_home=None, download_if_miss
             raise OSError(f"the MSLR sample is not cached at {path!r} and download_if_missing is False")
         _fetch_into(directory)
     _check_sha256(path, MSLR_SAMPLE[subset].sha256)
-    return read_svmlight(path, n_features=MSLR_N_FEATURES)
+    return read_svmlight(path, n_features=MSLR_N_FEATURES, zero_based=False)  # MSLR counts from 1
 
 
 def _fetch_into(directory: str) -> None:
