@@ -2,40 +2,51 @@
 
 Importing rankopt builds no plugin manager; the default one is created on
 first use (``get_loss``, ``list_plugins``, ``RankSVM.fit``, …).
+
+The public names below are imported on first access (PEP 562's module
+``__getattr__``): ``import rankopt`` alone loads neither scikit-learn nor
+the engine, so that ``rankopt --version`` and ``rankopt --help`` answer at
+once.  ``from rankopt import RankSVM`` works as usual.
 """
-from rankopt.engine import solve_cccp, solve_cutting_plane
-from rankopt.exceptions import ConvergenceWarning
+from __future__ import annotations
+
+import importlib
+
 from rankopt.hookspecs import hookimpl
-from rankopt.inference.base import RankingInference, most_violated_ranking
-from rankopt.losses.qs_check import check_qs_suitable
-from rankopt.models.latent import LatentAPSVM, LatentSSVM, LatentSVM
-from rankopt.models.high_order import HOAPSVM, HOBSVM
-from rankopt.models.rank_svm import RankSVM
-from rankopt.plugins import (
-    create_plugin_manager,
-    get_loss,
-    get_plugin_manager,
-    list_plugins,
-)
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ConvergenceWarning",
-    "HOAPSVM",
-    "HOBSVM",
-    "LatentAPSVM",
-    "LatentSSVM",
-    "LatentSVM",
-    "RankSVM",
-    "RankingInference",
-    "check_qs_suitable",
-    "create_plugin_manager",
-    "get_loss",
-    "get_plugin_manager",
-    "hookimpl",
-    "list_plugins",
-    "most_violated_ranking",
-    "solve_cccp",
-    "solve_cutting_plane",
-]
+#: Public name -> the module that defines it, imported on first access.
+_LAZY = {
+    "ConvergenceWarning": "rankopt.exceptions",
+    "HOAPSVM": "rankopt.models.high_order",
+    "HOBSVM": "rankopt.models.high_order",
+    "LatentAPSVM": "rankopt.models.latent",
+    "LatentSSVM": "rankopt.models.latent",
+    "LatentSVM": "rankopt.models.latent",
+    "RankSVM": "rankopt.models.rank_svm",
+    "RankingInference": "rankopt.inference.base",
+    "check_qs_suitable": "rankopt.losses.qs_check",
+    "create_plugin_manager": "rankopt.plugins",
+    "get_loss": "rankopt.plugins",
+    "get_plugin_manager": "rankopt.plugins",
+    "list_plugins": "rankopt.plugins",
+    "most_violated_ranking": "rankopt.inference.base",
+    "solve_cccp": "rankopt.engine",
+    "solve_cutting_plane": "rankopt.engine",
+}
+
+__all__ = sorted([*_LAZY, "hookimpl"])
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rankopt' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY})

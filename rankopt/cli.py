@@ -36,9 +36,10 @@ import logging
 import sys
 import warnings
 
-from rankopt._validation import check_binary_labels
-from rankopt.exceptions import ConvergenceWarning
-from rankopt.plugins import PluginContractError
+# Only the standard library at the top: ``rankopt --version``, ``--help`` and
+# ``plugins`` must start in well under a second, and scikit-learn, SciPy, the
+# estimators and the experiments' data sets are imported by the commands that
+# use them (benchmarks/bench_cli_startup.py measures it).
 
 __all__ = ["main", "build_parser"]
 
@@ -152,7 +153,13 @@ def main(argv=None) -> int:
         args.handler(args)
     except OSError as exc:
         return _fail(_describe_os_error(exc))
-    except (ValueError, PluginContractError) as exc:
+    except ValueError as exc:
+        return _fail(str(exc))
+    except TypeError as exc:
+        from rankopt.plugins import PluginContractError
+
+        if not isinstance(exc, PluginContractError):
+            raise
         return _fail(str(exc))
     return EXIT_OK
 
@@ -178,6 +185,7 @@ def _read_data(path, args, *, n_features=None):
     """
     import numpy as np
 
+    from rankopt._validation import check_binary_labels
     from rankopt.data.loaders import read_svmlight
 
     data = read_svmlight(path, n_features=n_features, zero_based=_ZERO_BASED[args.zero_based])
@@ -197,6 +205,7 @@ def _query_ids(data):
 
 def _train(args) -> None:
     from rankopt.data.model_file import save_model
+    from rankopt.exceptions import ConvergenceWarning
     from rankopt.models.rank_svm import RankSVM
 
     data, relevant = _read_data(args.data, args)

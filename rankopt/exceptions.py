@@ -1,11 +1,23 @@
-"""Warnings and errors rankopt raises."""
-try:  # one class for users who already filter scikit-learn's warning
-    from sklearn.exceptions import ConvergenceWarning
-except ImportError:  # pragma: no cover - scikit-learn is a dependency
-    class ConvergenceWarning(UserWarning):
-        """An iterative solver stopped before reaching its tolerance."""
+"""Warnings and errors rankopt raises.
+
+:class:`ConvergenceWarning` is scikit-learn's own class, one class for users
+who already filter scikit-learn's warning.  It is imported on first access
+(PEP 562's module ``__getattr__``): importing scikit-learn takes about a
+second, which the modules that only need :func:`brief` or
+:class:`PluginLoadWarning` (the plugin registry, ``rankopt plugins``) do not
+pay.
+"""
 
 __all__ = ["ConvergenceWarning", "PluginLoadWarning", "brief"]
+
+
+def __getattr__(name: str):
+    if name == "ConvergenceWarning":
+        from sklearn.exceptions import ConvergenceWarning
+
+        globals()[name] = ConvergenceWarning
+        return ConvergenceWarning
+    raise AttributeError(f"module 'rankopt.exceptions' has no attribute {name!r}")
 
 
 class PluginLoadWarning(UserWarning):

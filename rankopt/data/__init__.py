@@ -1,13 +1,30 @@
-"""Data sets and files: the bundled digits, SVM-light files, saved models."""
-from rankopt.data.loaders import SvmLightData, load_digits, read_svmlight, write_svmlight
-from rankopt.data.model_file import ModelFileError, load_model, save_model
+"""Data sets and files: the bundled digits, SVM-light files, saved models.
 
-__all__ = [
-    "ModelFileError",
-    "SvmLightData",
-    "load_digits",
-    "load_model",
-    "read_svmlight",
-    "save_model",
-    "write_svmlight",
-]
+The names below are imported on first access (PEP 562's module
+``__getattr__``), so that importing a light submodule (``rankopt.data.mil``
+for its list of data sets) does not import SciPy.
+"""
+import importlib
+
+_LAZY = {
+    "ModelFileError": "rankopt.data.model_file",
+    "SvmLightData": "rankopt.data.loaders",
+    "load_digits": "rankopt.data.loaders",
+    "load_model": "rankopt.data.model_file",
+    "read_svmlight": "rankopt.data.loaders",
+    "save_model": "rankopt.data.model_file",
+    "write_svmlight": "rankopt.data.loaders",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rankopt.data' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY})

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rankopt.data.bags import Bags, check_bags
+# Bags (and with it SciPy) is imported by load_mil: the ``rankopt`` command
+# reads MIL_DATASETS to build its parser, and ``rankopt --help`` must not pay for SciPy.
 
 __all__ = ["MIL_DATASETS", "MILDataset", "load_elephant", "load_mil", "load_musk1", "load_musk2", "mil_csv_dir"]
 
@@ -92,6 +93,8 @@ def load_mil(name: str, dtype=np.float64) -> MILDataset:
     table = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
     if table.shape[1] < 3:
         raise ValueError(f"expected {path} to hold label, bag id and features, got {table.shape[1]} columns instead")
+    from rankopt.data.bags import check_bags
+
     bags, y = check_bags(table[:, 2:].astype(dtype, copy=False), table[:, 1], y=table[:, 0])
     return MILDataset(name, bags, y)
 

@@ -1,8 +1,16 @@
-"""Experiments run by the ``rankopt`` command: the digits demo.
+"""Experiments run by the ``rankopt`` command: the digits demo and the papers' experiments.
 
 Plotting needs the ``demo`` extra (matplotlib, tqdm); it is imported only
-when a plot or progress bar is asked for.
+when a plot or progress bar is asked for.  ``DemoResult`` and ``run_demo``
+are imported on first access, so that importing an experiment module (which
+the command does to build its parser) does not import the estimators.
 """
-from rankopt.experiments.demo import DemoResult, run_demo
+import importlib
 
 __all__ = ["DemoResult", "run_demo"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        return getattr(importlib.import_module("rankopt.experiments.demo"), name)
+    raise AttributeError(f"module 'rankopt.experiments' has no attribute {name!r}")

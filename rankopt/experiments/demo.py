@@ -34,11 +34,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rankopt._validation import check_positive_float
-from rankopt.data.loaders import load_digits
-from rankopt.metrics import average_precision, ndcg
-from rankopt.models.rank_svm import RankSVM
-
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEMO_C", "METHODS", "QUICK_CLASSES", "DemoResult", "main", "run_demo"]
@@ -154,7 +149,14 @@ def run_demo(*, classes=DIGIT_CLASSES, C: float = DEMO_C, test_size: float = TES
     progress : bool, default False
         Show a tqdm bar on stderr over the fits (needs ``rankopt[demo]``).
     """
+    # Imported here, not at the top: ``rankopt --help`` reads DEMO_C from this
+    # module and must not pay for scikit-learn and the estimators.
     from sklearn.model_selection import train_test_split
+
+    from rankopt._validation import check_positive_float
+    from rankopt.data.loaders import load_digits
+    from rankopt.metrics import average_precision, ndcg
+    from rankopt.models.rank_svm import RankSVM
 
     C = check_positive_float(C, "C")
     classes = tuple(int(c) for c in classes)

@@ -32,15 +32,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
-from joblib import Parallel, delayed
-from sklearn.model_selection import StratifiedKFold
 
-from rankopt.data.bags import Bags
-from rankopt.data.mil import load_mil
-from rankopt.exceptions import ConvergenceWarning
-from rankopt.metrics import average_precision
-from rankopt.models.latent import LatentAPSVM, LatentSSVM, LatentSVM
+# scikit-learn, joblib, SciPy and the estimators are imported where they are
+# used: the ``rankopt`` command imports this module to build its parser, and
+# ``rankopt --help`` must not pay for them.
 
 logger = logging.getLogger(__name__)
 
@@ -57,17 +52,18 @@ __all__ = [
 
 DATASETS = ("musk1", "musk2", "elephant")
 
-#: name → (display name, estimator class, fixed parameters, hyperparameter grid).
+#: name → (display name, estimator class name in :mod:`rankopt.models.latent`, fixed parameters,
+#: hyperparameter grid).
 METHODS = {
     "latent_svm": (
         "Latent SVM",
-        LatentSVM,
+        "LatentSVM",
         {},
         {"C": [1.0, 10.0], "robust": [0.0, 0.2]},
     ),
     "latent_ssvm": (
         "Latent SSVM",
-        LatentSSVM,
+        "LatentSSVM",
         # With the compiled Appendix C inference a call costs a few ms; what
         # remains slow at larger C is the cutting plane itself (thousands of
         # iterations, the working-set QP dominating), so the inner tolerance
@@ -78,7 +74,7 @@ METHODS = {
     ),
     "latent_apsvm": (
         "Latent AP-SVM",
-        LatentAPSVM,
+        "LatentAPSVM",
         {},
         {"C": [1.0, 10.0, 100.0]},
     ),
@@ -129,8 +125,19 @@ class LatentExperimentResult:
         return out
 
 
-def _standardise(train: Bags, test: Bags) -> tuple[Bags, Bags]:
+def _estimator_class(method: str):
+    """The estimator class of ``method`` (a key of :data:`METHODS`)."""
+    from rankopt.models import latent
+
+    return getattr(latent, METHODS[method][1])
+
+
+def _standardise(train, test):
     """Scale with the training instances' statistics (no centring for sparse data)."""
+    import scipy.sparse as sp
+
+    from rankopt.data.bags import Bags
+
     X = train.X
     if sp.issparse(X):
         mean = None
@@ -155,12 +162,18 @@ def _grid(grid: dict) -> list[dict]:
 
 
 def _fit(cls, params, bags, y, seed):
+    from rankopt.exceptions import ConvergenceWarning
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return cls(random_state=seed, **params).fit(bags, y)
 
 
 def _select(cls, fixed, grid, bags, y, inner_folds, seed):
+    from sklearn.model_selection import StratifiedKFold
+
+    from rankopt.metrics import average_precision
+
     candidates = _grid(grid)
     if len(candidates) == 1:
         return candidates[0]
@@ -178,9 +191,11 @@ def _run_fold(name, bags, y, train_idx, test_idx, method, seed, fold, fixed, gri
     """Select hyperparameters on the training part, refit, and score the test part of one fold."""
     from threadpoolctl import threadpool_limits
 
+    from rankopt.metrics import average_precision
+
     # One BLAS thread: the products are small and the folds run in parallel.
     with threadpool_limits(limits=1, user_api="blas"):
-        cls = METHODS[method][1]
+        cls = _estimator_class(method)
         train_bags, y_train = bags.take(train_idx), y[train_idx]
         t0 = time.perf_counter()
         params = _select(cls, fixed, grid, train_bags, y_train, inner_folds, seed)
@@ -233,6 +248,11 @@ def run_latent_experiment(
         Method → hyperparameter grid replacing that method's grid in
         :data:`METHODS` (e.g. ``{"latent_ssvm": {"C": [1.0]}}``).
     """
+    from joblib import Parallel, delayed
+    from sklearn.model_selection import StratifiedKFold
+
+    from rankopt.data.mil import load_mil
+
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown latent method(s) {unknown}: expected some of {list(METHODS)}")

@@ -1,0 +1,80 @@
+"""``rankopt --version``, ``--help`` and ``plugins`` import no heavy module (issue 15).
+
+Their start-up time is measured in benchmarks/bench_cli_startup.py; here the
+reason for it is checked without timing anything: the modules a command
+imports, listed by a fresh interpreter after running it.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+#: Top-level packages none of the light commands may import.
+HEAVY_PACKAGES = ("sklearn", "matplotlib", "pandas", "joblib", "lightgbm", "dask", "tqdm", "clarabel", "daqp")
+#: rankopt's own heavy modules: the estimators, the solvers, the experiments' runners.
+HEAVY_MODULES = (
+    "rankopt.models.rank_svm", "rankopt.models.high_order", "rankopt.models.latent",
+    "rankopt.engine.cutting_plane", "rankopt.engine.cccp", "rankopt.engine.qp", "scipy.stats",
+)
+
+PROBE = """
+import json, sys
+from rankopt.cli import main
+try:
+    main({argv!r})
+except SystemExit:
+    pass
+print("MODULES=" + json.dumps(sorted(sys.modules)))
+"""
+
+
+def _modules_after(argv: list[str]) -> set[str]:
+    done = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True,
+                          timeout=120, cwd=tempfile.gettempdir())
+    assert done.returncode == 0, done.stderr
+    line = [line for line in done.stdout.splitlines() if line.startswith("MODULES=")][-1]
+    return set(json.loads(line[len("MODULES="):]))
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["plugins"], ["cora", "--help"],
+                                  ["latent", "--help"], ["letor", "--help"], ["demo", "--help"]],
+                         ids=" ".join)
+def test_light_commands_import_no_heavy_module(argv):
+    modules = _modules_after(argv)
+    heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY_PACKAGES or m in HEAVY_MODULES)
+    assert heavy == [], f"rankopt {' '.join(argv)} imported {heavy}"
+
+
+def test_import_rankopt_is_light_and_its_names_load_on_first_access():
+    probe = ("import sys, rankopt; before = 'sklearn' in sys.modules; "
+             "from rankopt import RankSVM, HOAPSVM, LatentAPSVM, solve_cutting_plane, ConvergenceWarning; "
+             "import sklearn.exceptions; "
+             "assert ConvergenceWarning is sklearn.exceptions.ConvergenceWarning; "
+             "assert set(rankopt.__all__) <= set(dir(rankopt)); "
+             "print(before, RankSVM.__module__)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          cwd=tempfile.gettempdir())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "rankopt.models.rank_svm"]
+
+
+def test_unknown_attribute_of_a_lazy_package_is_an_attribute_error():
+    import rankopt
+    import rankopt.data
+    import rankopt.engine
+    import rankopt.exceptions
+
+    for module in (rankopt, rankopt.data, rankopt.engine, rankopt.exceptions):
+        with pytest.raises(AttributeError, match="no_such_name"):
+            module.no_such_name  # noqa: B018
+
+
+def test_high_order_models_are_still_importable_from_the_estimators_module():
+    from rankopt.models import high_order, high_order_plugin
+
+    assert high_order.HOBModel is high_order_plugin.HOBModel
+    assert high_order.HOAPModel is high_order_plugin.HOAPModel
