@@ -49,7 +49,7 @@ BUILTIN_PLUGINS = (
     "rankopt.models.ranking",
     "rankopt.models.binary",
     "rankopt.features.high_order",
-    "rankopt.models.high_order",
+    "rankopt.models.high_order_plugin",
 )
 
 

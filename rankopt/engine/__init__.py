@@ -1,18 +1,34 @@
-"""The structural-SVM engine: 1-slack cutting plane and the CCCP outer loop."""
-from rankopt.engine.cccp import CCCPProblem, CCCPResult, solve_cccp
-from rankopt.engine.cutting_plane import CuttingPlaneResult, IterationRecord, solve_cutting_plane
-from rankopt.engine.problem import Constraint, LinearConstraints, StructuredProblem
-from rankopt.engine.qp import WorkingSetQP
+"""The structural-SVM engine: 1-slack cutting plane and the CCCP outer loop.
 
-__all__ = [
-    "CCCPProblem",
-    "CCCPResult",
-    "Constraint",
-    "CuttingPlaneResult",
-    "IterationRecord",
-    "LinearConstraints",
-    "StructuredProblem",
-    "WorkingSetQP",
-    "solve_cccp",
-    "solve_cutting_plane",
-]
+The names below are imported on first access (PEP 562's module
+``__getattr__``): the built-in model plugins import only
+:mod:`rankopt.engine.problem`, and listing the plugins (``rankopt plugins``)
+must not pay for the solvers, the QP libraries and scikit-learn.
+"""
+import importlib
+
+_LAZY = {
+    "CCCPProblem": "rankopt.engine.cccp",
+    "CCCPResult": "rankopt.engine.cccp",
+    "solve_cccp": "rankopt.engine.cccp",
+    "CuttingPlaneResult": "rankopt.engine.cutting_plane",
+    "IterationRecord": "rankopt.engine.cutting_plane",
+    "solve_cutting_plane": "rankopt.engine.cutting_plane",
+    "Constraint": "rankopt.engine.problem",
+    "LinearConstraints": "rankopt.engine.problem",
+    "StructuredProblem": "rankopt.engine.problem",
+    "WorkingSetQP": "rankopt.engine.qp",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rankopt.engine' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY})

@@ -42,11 +42,12 @@ from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.engine.problem import Constraint, LinearConstraints, StructuredProblem
 from rankopt.features.high_order import HighOrderFeatureMap, HighOrderInput, check_eta
 from rankopt.graphcut import loss_augmented_labeling, max_marginals
-from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import most_violated_ranking
-from rankopt.losses.base import LabelingLoss, OutputKind, RankLoss
+from rankopt.losses.base import LabelingLoss, RankLoss
 from rankopt.metrics import average_precision
-from rankopt.models.base import Model
+# HOBModel and HOAPModel, the plugins, live in a module of their own that imports
+# neither scikit-learn nor the engine's solvers (``rankopt plugins`` lists them).
+from rankopt.models.high_order_plugin import HOAPModel, HOBModel
 
 logger = logging.getLogger(__name__)
 
@@ -186,35 +187,6 @@ class HOAPProblem(CCCPProblem):
     def objective(self, w, C):
         w = np.asarray(w, dtype=np.float64)
         return 0.5 * float(w @ w) + C * self.slack(w)
-
-
-class HOBModel(Model):
-    """HOB-SVM: labelings of a high-order input with a labeling loss (``zero_one``)."""
-
-    name = "high_order_binary"
-    output_kind = OutputKind.LABELING
-
-    def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry):
-        _check_input(X, feature_map)
-        if not isinstance(loss, LabelingLoss):
-            raise ValueError(f"expected a labeling loss such as 'zero_one', got {loss.name!r} instead")
-        if inference != "auto":
-            raise ValueError(f"expected inference='auto' for HOB-SVM (one graph cut), got {inference!r} instead")
-        return HOBProblem(X, y, loss, feature_map)
-
-
-class HOAPModel(Model):
-    """HOAP-SVM: rankings by max-marginal differences with a rank loss; a CCCP problem."""
-
-    name = "high_order_ap"
-    output_kind = OutputKind.RANKING
-
-    def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry):
-        """A :class:`HOAPProblem` — a :class:`~rankopt.engine.CCCPProblem`, solved by CCCP."""
-        _check_input(X, feature_map)
-        if not isinstance(loss, RankLoss):
-            raise ValueError(f"expected a rank loss such as 'ap', got {loss.name!r} instead")
-        return HOAPProblem(X, y, loss, feature_map, inference, registry)
 
 
 class _HighOrderRanker(BaseEstimator):
@@ -466,7 +438,3 @@ def _log_iteration(record, w) -> None:
         record.iteration, record.primal_objective, record.duality_gap, record.violation,
     )
 
-
-@hookimpl
-def rankopt_models():
-    return [HOBModel, HOAPModel]
