@@ -151,6 +151,12 @@ def main(argv=None) -> int:
         logging.getLogger("rankopt").setLevel(logging.INFO)
     try:
         args.handler(args)
+    except ImportError as exc:
+        from rankopt._optional import MissingDependencyError
+
+        if not isinstance(exc, MissingDependencyError):
+            raise
+        return _fail(str(exc))
     except OSError as exc:
         return _fail(_describe_os_error(exc))
     except ValueError as exc:
@@ -312,11 +318,11 @@ def _plugins(args) -> None:
 
 
 def _demo(args) -> None:
-    try:
-        import matplotlib  # noqa: F401
-        import tqdm  # noqa: F401
-    except ModuleNotFoundError as exc:
-        raise CommandError(f"the demo needs matplotlib and tqdm ({exc}): pip install 'rankopt[demo]'") from None
+    from rankopt._optional import require
+
+    # Checked before the fits, not when the plot is drawn minutes later.
+    require("matplotlib", purpose="the demo's precision-recall plot")
+    require("tqdm", purpose="the demo's progress bar")
     from rankopt.experiments.demo import main as run
 
     run(args.output_dir, quick=args.quick, C=args.C, progress=True)

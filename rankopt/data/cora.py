@@ -6,10 +6,9 @@
 per citation (``sourceNodeId`` → ``targetNodeId``).  Importing
 ``graphdatascience`` needs its Neo4j driver, so the files are located with
 :func:`importlib.util.find_spec` (which does not import the package) and read
-with pyarrow.  Nothing is downloaded at run time.  Install the data with::
-
-    pip install graphdatascience --no-deps
-    pip install "pyarrow>=21,<26"
+with pyarrow.  Nothing is downloaded at run time.  Both come with the
+``experiments`` extra: ``pip install "rankopt[experiments]"`` (from a
+checkout, ``pip install ".[experiments]"``).
 
 For ranking (``high-order-ranking`` §5 transposed to documents), each subject
 is a query whose relevant samples are the papers of that subject, and the
@@ -17,7 +16,6 @@ citation links are the similar pairs E.
 """
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +35,8 @@ CORA_SUBJECTS = (
     "Case_Based",
 )
 
-INSTALL_HINT = 'pip install graphdatascience --no-deps && pip install "pyarrow>=21,<26"'
+#: What needs the optional packages, in the message of a missing one.
+PURPOSE = "reading Cora (the rankopt cora experiment)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,25 +90,24 @@ class CoraDataset:
 
 def cora_dir() -> Path:
     """The directory holding the Cora parquet files, without importing graphdatascience."""
-    spec = importlib.util.find_spec("graphdatascience")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"Cora needs the graphdatascience package's data files: {INSTALL_HINT}")
-    for root in spec.submodule_search_locations:
-        path = Path(root) / "resources" / "cora"
+    from rankopt._optional import install_hint, package_dirs
+
+    for root in package_dirs("graphdatascience", purpose=PURPOSE):
+        path = root / "resources" / "cora"
         if (path / "cora_nodes.parquet.gzip").is_file():
             return path
     raise FileNotFoundError(
-        f"graphdatascience is installed but has no resources/cora/cora_nodes.parquet.gzip; {INSTALL_HINT}"
+        "graphdatascience is installed but has no resources/cora/cora_nodes.parquet.gzip; reinstall it: "
+        + install_hint("experiments")
     )
 
 
 def load_cora(dtype=np.float64) -> CoraDataset:
     """Read Cora (2,708 papers, 1,433 binary features, 7 subjects, 5,429 links)."""
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(f"reading Cora's parquet files needs pyarrow: {INSTALL_HINT}") from exc
+    from rankopt._optional import require
+
     path = cora_dir()
+    pq = require("pyarrow.parquet", purpose=PURPOSE)
     nodes = pq.read_table(path / "cora_nodes.parquet.gzip", columns=["nodeId", "subject", "features"])
     rels = pq.read_table(path / "cora_rels.parquet.gzip", columns=["sourceNodeId", "targetNodeId"])
 

