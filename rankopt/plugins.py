@@ -112,6 +112,25 @@ class RankoptPluginManager(pluggy.PluginManager):
         self.skipped_plugins: dict[str, str] = {}
 
     def register(self, plugin, name=None):
+        """Register ``plugin`` (a module or object with hook implementations) and validate it.
+
+        A name or an object registered already is refused with a short
+        ``ValueError`` (pluggy's own message lists every registered plugin,
+        thousands of characters) that says how to replace it.
+        """
+        plugin_name = name or self.get_canonical_name(plugin)
+        if self.is_registered(plugin):
+            raise ValueError(
+                f"expected a plugin not registered yet, got {_describe_plugin(plugin)} again (registered as "
+                f"{self.get_name(plugin)!r}); it is already in use, there is nothing to do"
+            )
+        registered = self.get_plugin(plugin_name)
+        if registered is not None:  # a blocked name has no plugin: pluggy returns None for it
+            raise ValueError(
+                f"expected a new plugin name, got {plugin_name!r}, already registered for "
+                f"{_describe_plugin(registered)}; to replace it, first call "
+                f"get_plugin_manager().unregister(name={plugin_name!r})"
+            )
         plugin_name = super().register(plugin, name)
         if plugin_name is None:  # blocked
             return None
@@ -159,6 +178,14 @@ class RankoptPluginManager(pluggy.PluginManager):
                     )
                 found[info.name] = info
         return found
+
+
+def _describe_plugin(plugin) -> str:
+    """A short name for a plugin object or module, for messages."""
+    if isinstance(plugin, type(os)):
+        return f"module {plugin.__name__}"
+    cls = type(plugin)
+    return f"a {cls.__module__}.{cls.__qualname__} object"
 
 
 def _validate_class(kind: PluginKind, cls, provider: str) -> PluginInfo:

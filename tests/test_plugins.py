@@ -307,6 +307,32 @@ def test_duplicate_plugin_error_is_a_value_error():
     assert issubclass(DuplicatePluginError, ValueError)
 
 
+def test_registering_a_name_again_gives_a_short_message_and_keeps_the_first():
+    pm = rankopt.create_plugin_manager(autoload=False)
+    first = LossPlugin(HalfAUCLoss)
+    pm.register(first, name="my-plugin")
+    with pytest.raises(ValueError) as excinfo:
+        pm.register(LossPlugin(HalfAUCLoss), name="my-plugin")  # re-running a notebook cell
+    message = str(excinfo.value)
+    assert len(message) < 300 and "\n" not in message  # pluggy's lists every plugin: 2,000+ characters
+    assert "'my-plugin', already registered" in message and "unregister(name='my-plugin')" in message
+    assert pm.get_plugin("my-plugin") is first
+    pm.unregister(name="my-plugin")
+    pm.register(LossPlugin(HalfAUCLoss), name="my-plugin")  # as the message says
+
+
+def test_registering_the_same_object_twice_gives_a_short_message():
+    pm = rankopt.create_plugin_manager(autoload=False)
+    plugin = LossPlugin(HalfAUCLoss)
+    pm.register(plugin, name="one")
+    with pytest.raises(ValueError, match=r"^expected a plugin not registered yet, got .*LossPlugin object again "
+                                         r"\(registered as 'one'\)") as excinfo:
+        pm.register(plugin, name="two")
+    assert len(str(excinfo.value)) < 300
+    with pytest.raises(ValueError, match="module rankopt.losses.ap again"):
+        pm.register(sys.modules["rankopt.losses.ap"], name="again")
+
+
 # -------------------------------------------------------- contract violations
 
 class _EmptyName(HalfAUCLoss):
