@@ -63,6 +63,18 @@ def test_summary_and_table(result):
     for text in ["test AP", "test NDCG", "class 0", "class 8", "mean", "fit time", *METHOD_NAMES]:
         assert text in table
     assert table.count("\nmean") == 2
+    # the fit-time column is a sum over the method's fits, and says so
+    assert "total fit time (2 fits)" in table and "the sum of the 2 fits' wall-clock times" in table
+    for method, s in summary.items():
+        rows = [r for r in result.rows if r["method"] == method]
+        assert s["fit_time_s"] == pytest.approx(sum(r["fit_time_s"] for r in rows))
+
+
+def test_demo_outputs_are_ignored_by_git():
+    from pathlib import Path
+
+    patterns = (Path(__file__).resolve().parents[1] / ".gitignore").read_text().split()
+    assert JSON_FILE in patterns and (PLOT_FILE in patterns or "*.png" in patterns)
 
 
 def test_unknown_class_is_refused():
