@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import tempfile
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 from oracles.model_files import rewrite_archive
 from rankopt import RankSVM, __version__
-from rankopt.cli import main
+from rankopt.cli import build_parser, main
 from rankopt.data import (
     ModelFileError,
     load_digits,
@@ -328,21 +329,61 @@ def test_python_m_rankopt_runs_the_command(tmp_path, files):
 # --- the papers' experiments ---------------------------------------------------------------------
 
 
+QUICK_WARNING_START = "WARNING: --quick is a smoke test"
+
+
+def assert_plan_progress_and_warning(err, out, plan_start, progress_fragment):
+    lines = err.splitlines()
+    assert lines[0].startswith(f"rankopt: {plan_start}") and not re.search(r"\d+ min", lines[0])  # quick: seconds
+    assert lines[1].startswith(f"rankopt: {QUICK_WARNING_START}")
+    assert any(progress_fragment in line for line in lines[2:-1])
+    assert lines[-1].startswith(f"rankopt: {QUICK_WARNING_START}")  # said again under the table
+    assert QUICK_WARNING_START in out  # and in the table itself
+
+
 def test_latent_subcommand_quick_run_prints_the_table(capsys, tmp_path):
     table = tmp_path / "latent.md"
     assert main(["latent", "--quick", "--output", str(table)]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "| Latent AP-SVM |" in out and "| Latent SVM |" in out and "| Latent SSVM |" in out
-    assert table.read_text().startswith("| method |")
+    assert table.read_text().startswith("| method |") and QUICK_WARNING_START in table.read_text()
+    assert_plan_progress_and_warning(err, out, "latent --quick: latent_svm", "musk1 seed 0 fold 1")
 
 
 def test_cora_subcommand_quick_run_prints_the_table(capsys, tmp_path):
     table = tmp_path / "cora.md"
     assert main(["cora", "--quick", "--output", str(table)]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     for method in ("SVM", "AP-SVM", "HOB-SVM", "HOAP-SVM"):
         assert f"| {method} |" in out
-    assert table.exists()
+    assert QUICK_WARNING_START in table.read_text()
+    assert_plan_progress_and_warning(err, out, "cora --quick", "outer fold 14/14")
+
+
+def test_full_experiments_say_how_long_they_take():
+    from rankopt.experiments import cora, latent
+
+    assert "roughly 52 min" in cora.plan(False, None, 1) and "7 subject(s)" in cora.plan(False, None, 1)
+    assert "roughly 7 min" in cora.plan(False, [0], 1)
+    args = build_parser().parse_args(["latent"])
+    assert "135 fold runs" in latent.plan(args) and "52 min" in latent.plan(args)
+
+
+def test_every_subcommand_has_a_description_and_every_option_a_help_text():
+    import argparse
+
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(subparsers.choices) >= {"train", "predict", "evaluate", "plugins", "demo", "cora", "latent", "letor"}
+    for name, sub in subparsers.choices.items():
+        assert sub.description, name
+        for action in sub._actions:
+            if action.option_strings and action.dest != "help":
+                assert action.help and action.help is not argparse.SUPPRESS or action.dest == "verbose", (
+                    name, action.option_strings)
+    helps = {action.dest: action.help for action in subparsers._choices_actions}
+    for name in ("cora", "latent", "letor"):  # the long ones say how long in rankopt --help
+        assert re.search(r"~\d+ min", helps[name]), helps[name]
 
 
 def test_experiment_options_are_validated():

@@ -64,3 +64,19 @@ def test_cli_subcommand_prints_the_table(monkeypatch, capsys, data):
     assert main(["letor", "--quick", "--methods", "ap", "pairwise", "--relevant-at", "2"]) == 0
     out = capsys.readouterr().out
     assert "relevant = grade >= 2" in out and out.count("| RankSVM") == 2
+
+
+def test_progress_plan_and_the_quick_warning(data):
+    from rankopt.cli import build_parser
+    from rankopt.experiments.report import QUICK_WARNING
+
+    messages = []
+    result = letor.run_letor_experiment(data=data, quick=True, methods=("pairwise", "ap"), progress=messages.append)
+    assert any("pairwise C=0.1: validation MAP" in m for m in messages)
+    assert any(m.split("] ", 1)[1].startswith("ap: test MAP") for m in messages)
+    assert result.quick and QUICK_WARNING in letor.format_table(result)
+    full = letor.run_letor_experiment(data=data, methods=("pairwise",), C_grid=(1.0,))
+    assert not full.quick and "WARNING" not in letor.format_table(full)
+    args = build_parser().parse_args(["letor", "--quick", "--methods", "ap", "lightgbm"])
+    assert letor.plan(args).startswith("letor --quick: ap, lightgbm") and "8 fits; a few seconds" in letor.plan(args)  # 1 x 2 C x 3 folds + 2 final
+    assert "about a minute" in letor.plan(build_parser().parse_args(["letor"]))

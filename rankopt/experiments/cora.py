@@ -337,6 +337,7 @@ def run_cora_experiment(
     tol: float = 1e-3,
     output: str | Path | None = None,
     json_output: str | Path | None = None,
+    progress=None,
     **overrides,
 ) -> CoraExperimentResult:
     """Run the four rankers on Cora and optionally write the markdown report and the raw JSON.
@@ -353,6 +354,10 @@ def run_cora_experiment(
         Write the result table there (markdown).
     json_output : path, optional
         Write the raw result there (JSON; :func:`load_result` reads it back).
+    progress : callable(str), optional
+        Called with a one-line message as the run goes: after every inner
+        cross-validation fit and every outer fold (``rankopt cora`` prints
+        them on stderr).
     **overrides
         Any of the keys of ``FULL``.
     """
@@ -367,6 +372,12 @@ def run_cora_experiment(
     cfg.update(overrides)
     cfg.update(tol=tol, seed=seed, quick=quick)
     start = time.perf_counter()
+
+    def report(message: str) -> None:
+        message = f"[{time.perf_counter() - start:6.0f} s] {message}"
+        logger.info(message)
+        if progress is not None:
+            progress(message)
 
     data = load_cora()
     X, subject_ids, pairs = data.X, data.subject, data.similar_pairs()
@@ -389,8 +400,9 @@ def run_cora_experiment(
     fold = cora_folds(subject_ids, groups, n_folds, seed)
     within = float(np.mean(fold[pairs[:, 0]] == fold[pairs[:, 1]])) if len(pairs) else 1.0
     pairs_all = (pairs, n)
-    logger.info("Cora: %d papers, %d links (%.0f%% inside folds)", n, len(pairs), 100 * within)
-    parallel = Parallel(n_jobs=n_jobs)
+    report(f"Cora: {n} papers, {len(pairs)} links ({100 * within:.0f}% inside folds)")
+    # Results stream back in order as they finish, so progress keeps up with the work.
+    parallel = Parallel(n_jobs=n_jobs, return_as="generator")
 
     # Inner CV per subject s and outer fold k, on that fold's training part.
     grids = _grids(cfg)
@@ -402,15 +414,16 @@ def run_cora_experiment(
     needs_search = needs_hob_start or any(len(g) > 1 for g in grids.values())
     results = {}
     if needs_search:
-        results = {
-            key: (scores, coef)
-            for key, scores, coef in parallel(
-                delayed(_inner_task)((s, k, j), X, subject_ids == s, pairs_all, train[k], inner[(s, k)], j, cfg)
-                for s, k in cells
-                for j in range(n_inner)
-            )
-        }
-    logger.info("inner CV of SVM, AP-SVM and HOB-SVM done at %.0f s", time.perf_counter() - start)
+        n_tasks = len(cells) * n_inner
+        report(f"step 1/3: inner cross-validation of SVM, AP-SVM and HOB-SVM, {n_tasks} training parts")
+        for done, (key, scores, coef) in enumerate(parallel(
+            delayed(_inner_task)((s, k, j), X, subject_ids == s, pairs_all, train[k], inner[(s, k)], j, cfg)
+            for s, k in cells
+            for j in range(n_inner)
+        ), start=1):
+            results[key] = (scores, coef)
+            s, k, j = key
+            report(f"inner CV {done}/{n_tasks} done (subject {names[s]}, outer fold {k}, inner fold {j})")
     params: dict = {m: {names[s]: [None] * n_folds for s in chosen} for m in METHODS}
     hob_index = {}
     for s, k in cells:
@@ -427,6 +440,7 @@ def run_cora_experiment(
         (s, k, c): {"C": c, "eta": params["HOB-SVM"][names[s]][k]["eta"]} for s, k in cells for c in hoap_grid
     }
     if needs_hob_start:
+        report(f"step 2/3: inner cross-validation of HOAP-SVM, {len(cells) * len(hoap_grid) * n_inner} fits")
         hoap_scores = dict(
             parallel(
                 delayed(_inner_hoap_task)(
@@ -446,7 +460,7 @@ def run_cora_experiment(
             best = hoap_params[(s, k, hoap_grid[0])]
         params["HOAP-SVM"][names[s]][k] = best
     search_seconds = time.perf_counter() - start
-    logger.info("hyperparameters chosen in %.0f s", search_seconds)
+    report(f"hyperparameters chosen; step 3/3: {len(cells)} outer folds, the four methods each")
 
     outer = parallel(
         delayed(_outer_task)(
@@ -458,7 +472,9 @@ def run_cora_experiment(
     fit_seconds: dict = {m: [] for m in METHODS}
     unconverged = {m: 0 for m in METHODS}
     diagnostics = []
-    for s, k, out, diag in outer:
+    for done, (s, k, out, diag) in enumerate(outer, start=1):
+        report(f"outer fold {done}/{len(cells)} (subject {names[s]}, fold {k}): test AP "
+               + ", ".join(f"{m} {value:.3f}" for m, (value, _, _) in out.items()))
         for m, (value, seconds, converged) in out.items():
             ap[m][names[s]][k] = value
             fit_seconds[m].append(seconds)
@@ -480,14 +496,34 @@ def run_cora_experiment(
 
 
 def _report(result: CoraExperimentResult) -> str:
+    from rankopt.experiments.report import QUICK_WARNING
+
     cfg = result.config
+    warning = f"**{QUICK_WARNING}**\n\n" if cfg.get("quick") else ""
     return (
-        "# High-order ranking on Cora (measured)\n\n"
+        "# High-order ranking on Cora (measured)\n\n" + warning +
         f"Mean AP (%) ± std over {cfg['n_folds']} folds; {result.n_samples} papers, {result.n_links} "
         f"undirected citation links, {100 * result.links_within_folds:.0f}% of them inside a fold. "
         f"Settings: {cfg}. Wall time {result.wall_seconds:.0f} s ({result.search_seconds:.0f} s of it "
         "hyperparameter search).\n\n" + result.to_markdown()
     )
+
+
+#: Wall time of the full run, all 7 subjects with n_jobs=1 (docs/high-order-results.md), in minutes.
+FULL_RUN_MINUTES = 52
+
+
+def plan(quick: bool, subjects, n_jobs: int) -> str:
+    """What ``rankopt cora`` will run and roughly how long it takes, printed when it starts."""
+    if quick:
+        return ("cora --quick: the four methods on about 300 papers of Cora, 2 folds, one grid point each, "
+                "capped iterations; a few seconds")
+    n_subjects = 7 if not subjects else len(subjects)
+    minutes = FULL_RUN_MINUTES * n_subjects / 7 / max(1, min(n_jobs, 2))
+    return (f"cora: SVM, AP-SVM, HOB-SVM and HOAP-SVM on Cora's 2,708 papers, {n_subjects} subject(s) x "
+            f"{FULL['n_folds']} folds, hyperparameters by {FULL['inner_folds']}-fold inner cross-validation; "
+            f"roughly {minutes:.0f} min (the full run took {FULL_RUN_MINUTES} min with --n-jobs 1 on a shared "
+            "2-core machine); progress below, the table at the end")
 
 
 def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:
@@ -498,26 +534,45 @@ def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:
     """
     parser = subparsers.add_parser(
         "cora", parents=list(parents),
-        help="SVM, AP-SVM, HOB-SVM and HOAP-SVM on the Cora citation graph (Table 1 of high-order-ranking)",
+        help=f"SVM, AP-SVM, HOB-SVM and HOAP-SVM on the Cora citation graph (~{FULL_RUN_MINUTES} min)",
+        description=(
+            "High-order ranking on the Cora citation graph (Dokania, Behl, Jawahar and Kumar, ECCV 2014, "
+            "Table 1, transposed to documents): each of the 7 subjects is a query, the citation links are "
+            "the similar pairs; SVM, AP-SVM, HOB-SVM and HOAP-SVM are compared by the test AP of 5-fold "
+            "cross-validation, hyperparameters chosen by inner cross-validation. The full run takes about "
+            f"{FULL_RUN_MINUTES} min on one core and prints progress on stderr; --quick is a seconds-long smoke "
+            "test whose numbers mean nothing. Needs the experiments extra (Cora ships in graphdatascience)."
+        ),
     )
-    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
-    parser.add_argument("--subjects", nargs="*", default=None, help="subject ids 0-6 or names (default: all)")
-    parser.add_argument("--n-jobs", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", default=None, help="write the markdown table to this file")
-    parser.add_argument("--json", default=None, help="write the raw results (JSON) to this file")
+    parser.add_argument("--quick", action="store_true",
+                        help="a seconds-long smoke test on about 300 papers (its numbers mean nothing)")
+    parser.add_argument("--subjects", nargs="*", default=None, metavar="SUBJECT",
+                        help="subject ids 0-6 or names to run (default: all 7)")
+    parser.add_argument("--n-jobs", type=int, default=1,
+                        help="joblib processes for the independent fits (default: 1)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the community detection, the folds and the subsample (default: 0)")
+    parser.add_argument("--output", default=None, metavar="FILE", help="also write the markdown table to FILE")
+    parser.add_argument("--json", default=None, metavar="FILE", help="write the raw results (JSON) to FILE")
     parser.set_defaults(handler=cli_main, func=cli_main)
     return parser
 
 
 def cli_main(args) -> int:
-    """Run the experiment from parsed ``args`` and print the table."""
+    """Run the experiment from parsed ``args``: the plan and progress on stderr, the table on stdout."""
+    from rankopt.experiments.report import QUICK_WARNING, say
+
     subjects = None
     if args.subjects:
         subjects = [int(s) if s.isdigit() else s for s in args.subjects]
+    say(plan(args.quick, subjects, args.n_jobs))
+    if args.quick:
+        say(QUICK_WARNING)
     result = run_cora_experiment(
         subjects=subjects, quick=args.quick, n_jobs=args.n_jobs, seed=args.seed, output=args.output,
-        json_output=args.json,
+        json_output=args.json, progress=say,
     )
     print(_report(result))
+    if args.quick:
+        say(QUICK_WARNING)
     return 0

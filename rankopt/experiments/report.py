@@ -3,10 +3,22 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import numpy as np
 
-__all__ = ["format_table", "interpolated_precision", "plot_precision_recall", "write_json"]
+__all__ = ["QUICK_WARNING", "format_table", "interpolated_precision", "plot_precision_recall", "say", "write_json"]
+
+#: Printed when an experiment starts with ``--quick`` and written into its table.
+QUICK_WARNING = (
+    "WARNING: --quick is a smoke test (a sliver of the data, one grid point, capped iterations): "
+    "its numbers mean nothing and do not compare the methods; run without --quick for results"
+)
+
+
+def say(message: str) -> None:
+    """One line of an experiment's progress on stderr (stdout keeps the result table)."""
+    print(f"rankopt: {message}", file=sys.stderr, flush=True)
 
 #: Recall levels at which per-class curves are averaged.
 RECALL_GRID = np.linspace(0.0, 1.0, 101)
