@@ -1,4 +1,4 @@
-"""One loss-augmented inference call per method, over the sweeps of ``qs-rank-losses`` Figs. 1–2.
+"""One loss-augmented inference call per method, over the sweeps of Mohapatra et al. (2018) Figs. 1–2.
 
 Each benchmark times one public call ``rankopt.most_violated_ranking(loss,
 pos_scores, neg_scores, method)`` — validation, the method's interleaving

@@ -1,4 +1,4 @@
-"""Latent SSVM (Appendix C of ``latent-ap-svm``): one loss-augmented inference call on MUSK2.
+"""Latent SSVM (Appendix C of Behl et al. (2015)): one loss-augmented inference call on MUSK2.
 
 Times ``LatentSSVMProblem.most_violated`` on the whole of MUSK2 (39
 positive, 63 negative bags, 6,598 instances, standardised) at a w from a

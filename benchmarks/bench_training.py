@@ -1,6 +1,6 @@
 """Whole training runs on real data, per loss and inference method.
 
-The analogue of Tables 2–3 of ``qs-rank-losses`` and ``efficient-ap-svm``:
+The analogue of Tables 2–3 of Mohapatra et al. (2018) and Mohapatra et al. (2014):
 AP-SVM and NDCG-SVM trained one-vs-rest — one query per class of
 scikit-learn's digits (1,797 × 64, dense) and per subject of Cora (2,708
 papers × 1,433 binary word features, CSR; read from the files shipped in

@@ -6,7 +6,7 @@ chooses the sizes the benchmark modules parametrise over:
 * ``small`` (the default) — a handful of tiny sizes, so that the test suite
   and CI exercise every benchmark in a few seconds (with
   ``--benchmark-disable`` each runs once) and the benchmarks cannot rot;
-* ``full`` — the sweeps of ``qs-rank-losses`` Figs. 1–2 up to |N| = 10⁶ and
+* ``full`` — the sweeps of Mohapatra et al. (2018) Figs. 1–2 up to |N| = 10⁶ and
   the digits training runs; minutes of run time.  Ask for it explicitly.
 """
 import os

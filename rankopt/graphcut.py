@@ -5,7 +5,7 @@ The score of a labeling Y ∈ {0,1}ⁿ is
     score(Y) = Σ_i unary_{y_i}[i] − Σ_{e=(a,b)∈E, y_a≠y_b} edge_penalty[e],
 
 with ``edge_penalty ≥ 0``.  Maximising it is minimising a submodular energy
-(``high-order-ranking`` §3: w₂ ≤ 0 makes the HOB score supermodular), which a
+(Dokania et al. (2014) §3: w₂ ≤ 0 makes the HOB score supermodular), which a
 single s-t minimum cut solves exactly (Kolmogorov & Zabih 2004).
 
 Graph construction: label 1 is the source side of the cut.  A node whose
@@ -258,7 +258,7 @@ def loss_augmented_labeling(
 ) -> tuple[np.ndarray, float]:
     """HOB-SVM loss-augmented inference: argmax_Y score(Y) + Δ(Y*, Y), one cut.
 
-    Δ is the weighted 0-1 loss of ``high-order-ranking`` eq. (7): sample i
+    Δ is the weighted 0-1 loss of Dokania et al. (2014) eq. (7): sample i
     costs ``mislabel_cost[i]`` when its label differs from ``y_true[i]``.  It
     decomposes over samples, so it folds into the unaries and the energy stays
     submodular.

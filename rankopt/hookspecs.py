@@ -48,7 +48,7 @@ def rankopt_losses() -> "list[type[Loss]]":
 
     Each class subclasses :class:`rankopt.losses.RankLoss` (a loss over
     rankings, decomposable over negatives as in condition C2 of
-    ``qs-rank-losses``) or :class:`rankopt.losses.LabelingLoss` (a loss over
+    Mohapatra et al. (2018)) or :class:`rankopt.losses.LabelingLoss` (a loss over
     labelings that decomposes over samples, such as the weighted 0-1 loss),
     carries a unique ``name`` and can be constructed without arguments.
     """
@@ -79,7 +79,7 @@ def rankopt_inference_methods() -> "list[type[InferenceMethod]]":
     """Return the loss-augmented inference method classes this plugin provides.
 
     A method computes, for given positive and negative scores, the optimal
-    interleaving rank of every negative (problem (5) of ``qs-rank-losses``);
+    interleaving rank of every negative (problem (5) of Mohapatra et al. (2018));
     :func:`rankopt.most_violated_ranking` turns those ranks into the loss and
     the joint-feature coefficients.
     """

@@ -1,6 +1,6 @@
 """Bags of candidates: the input of the weakly supervised (latent) models.
 
-Each sample of ``latent-ap-svm`` is a bag of candidate feature vectors Φ_i(h)
+Each sample of Behl et al. (2015) is a bag of candidate feature vectors Φ_i(h)
 (the boxes of an image, the instances of a multiple-instance bag); which
 candidate is the right one is the latent variable h.  :class:`Bags` stores
 all candidates stacked in one matrix (dense or CSR) with bag ``offsets``, so
@@ -18,7 +18,7 @@ loop over bags.
 
 Labels ``y`` may be given per bag or, with ids or offsets, per row (all rows
 of a bag must then agree).  ``known`` optionally fixes the candidate of
-some bags (partial annotation, ``latent-ap-svm`` §5.1): one entry per bag,
+some bags (partial annotation, Behl et al. (2015) §5.1): one entry per bag,
 the index of the known candidate within its bag or −1 when it is latent.
 """
 from __future__ import annotations

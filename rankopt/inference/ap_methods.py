@@ -1,7 +1,7 @@
 """Exact inference methods specific to the AP loss: "search" and "select".
 
 Both come from Mohapatra et al., "Efficient optimization for average
-precision SVM" (``efficient-ap-svm`` §3.1–3.2) and return exactly the ranks
+precision SVM" (NIPS 2014, §3.1–3.2) and return exactly the ranks
 of the greedy method; the kernels and the exactness argument are in
 ``rankopt/inference/_ap.pyx``.
 
@@ -11,7 +11,7 @@ of the greedy method; the kernels and the exactness argument are in
   greedy's O(|P||N|) second stage.
 * ``select`` — do not sort the negatives: find how many of the highest
   negatives can rank above some positive (Algorithm 3, with the correction
-  of ``papers/NOTES.md``); only those m are sorted and searched, the rest get
+  listed in docs/maths.md); only those m are sorted and searched, the rest get
   rank |P|+1.  From 2¹² negatives up they are found by value, in two
   streaming passes over a bucket histogram (the bucket map of qs's level 0);
   below that by the paper's quickselect.  Expected O(|N| + |P| log |P| +

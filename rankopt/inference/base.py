@@ -1,6 +1,6 @@
 """Loss-augmented inference for rank losses: the public call and its contract.
 
-Problem (5) of ``qs-rank-losses``: given positive scores s⁺ and negative
+Problem (5) of Mohapatra et al. (2018): given positive scores s⁺ and negative
 scores s⁻, find the ranking R̂ maximising w·Ψ(X, R̂) + Δ(R*, R̂).  Every method
 plugin computes one thing — the optimal interleaving rank of each negative —
 and :func:`most_violated_ranking` turns those ranks into the output in
@@ -36,7 +36,7 @@ class InferenceMethod(abc.ABC):
 
     name: ClassVar[str] = ""
     auto_priority: ClassVar[int] = 100
-    #: The last of the conditions C1–C4 (``qs-rank-losses`` §4.1) this method
+    #: The last of the conditions C1–C4 (Mohapatra et al. (2018) §4.1) this method
     #: relies on — C2 for exactness on any decomposable loss, C3 for the
     #: greedy order, C4 for O(1) derivatives — or None if it judges losses in
     #: :meth:`unsupported_reason` alone.  rankopt checks them on the loss once
@@ -73,7 +73,7 @@ class InferenceMethod(abc.ABC):
 
         Scores arrive validated: 1-D, non-empty, finite, both float32 or both
         float64, C-contiguous.  Among equal scores, the one with the lower
-        index counts as higher (``qs-rank-losses`` §4.2 footnote).
+        index counts as higher (Mohapatra et al. (2018) §4.2 footnote).
         """
 
 
@@ -165,7 +165,7 @@ def ranking_from_ranks(
     neg_ranks = np.ascontiguousarray(neg_ranks, dtype=np.int32 if neg_ranks.dtype == np.int32 else np.int64)
     if neg_ranks.shape != (n_neg,):
         raise ValueError(f"expected {n_neg} ranks, got an array of shape {neg_ranks.shape} instead")
-    # Lemma 6 with the corrected coefficients (papers/NOTES.md); a negative's
+    # Lemma 6 with the corrected coefficients (docs/maths.md); a negative's
     # coefficient depends on its rank only.
     scale = 1.0 / (n_pos * n_neg)
     neg_coef_of_rank = (n_pos + 2.0 - 2.0 * np.arange(n_pos + 2)) * scale

@@ -1,6 +1,6 @@
 """The quicksort-flavoured method "qs": exact for QS-suitable losses, O(|N| log |P|).
 
-``qs-rank-losses`` Algorithms 1–2: sort the positives, then find the
+Mohapatra et al. (2018) Algorithms 1–2: sort the positives, then find the
 negatives' optimal interleaving ranks by recursive median selection, each
 median's rank splitting the rank interval of the two halves (Observation 4).
 For AP the median's rank is found with the unimodal search of §5

@@ -1,6 +1,6 @@
 """Average-precision loss Δ_AP = 1 − (1/|P|) Σ_{x∈P} ind⁺(x) / ind(x).
 
-δ_j(i) (Yue et al. 2007; ``qs-rank-losses`` Prop. 8) with the 1/|P| factor
+δ_j(i) (Yue et al. 2007; Mohapatra et al. (2018) Prop. 8) with the 1/|P| factor
 that the paper's difference formula drops:
 
     δ_j(i) = (1/|P|) Σ_{k=i}^{|P|} k / ((k + j − 1)(k + j)),

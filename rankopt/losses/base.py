@@ -4,7 +4,7 @@ Two kinds of loss plug into rankopt:
 
 * :class:`RankLoss` — a loss Δ(R*, R) of a proper ranking R against the
   ground-truth partial order R* (all positives above all negatives).  Rank
-  losses state their maths through the conditions of ``qs-rank-losses`` §4.1:
+  losses state their maths through the conditions of Mohapatra et al. (2018) §4.1:
 
   - **C1** :meth:`RankLoss.value` computes Δ from the ±-pattern of R alone;
   - **C2** :meth:`RankLoss.delta` gives δ_j(i) with Δ = Σ_x∈N δ_{ind⁻(x)}(rank(x));
@@ -15,7 +15,7 @@ Two kinds of loss plug into rankopt:
 
 * :class:`LabelingLoss` — a loss Δ(Y*, Y) of a labeling Y ∈ {0,1}ⁿ that
   decomposes into one weighted term per mislabelled sample (the weighted 0-1
-  loss of ``high-order-ranking`` eq. 7).
+  loss of Dokania et al. (2014) eq. 7).
 
 Indices follow the papers: negatives are numbered j = 1…|N| in the order of
 the ranking (j = ind⁻), interleaving ranks i = 1…|P|+1 (i − 1 positives

@@ -1,7 +1,7 @@
 """The position-discount family: Δ = 1 − Σ_{x∈P} D(ind(x)) / Σ_{i≤|P|} D(i).
 
 NDCG with binary relevance is the member D(i) = 1/log2(1 + i).  With the
-normaliser Z = Σ_{i≤|P|} D(i) (``qs-rank-losses`` Prop. 7):
+normaliser Z = Σ_{i≤|P|} D(i) (Mohapatra et al. (2018) Prop. 7):
 
     δ_j(i) = (D(i + j − 1) − D(|P| + j)) / Z,
     δ_j(i + 1) − δ_j(i) = (D(i + j) − D(i + j − 1)) / Z.

@@ -1,4 +1,4 @@
-"""Checking a rank loss against the QS-suitability conditions C1–C4 (``qs-rank-losses`` §4.1).
+"""Checking a rank loss against the QS-suitability conditions C1–C4 (Mohapatra et al. (2018) §4.1).
 
 The inference methods rely on these conditions:
 
@@ -139,7 +139,7 @@ def check_qs_suitable(
     n_neg_grid=DEFAULT_N_NEG_GRID,
     random_state=None,
 ) -> QSReport:
-    """Check conditions C1–C4 of ``qs-rank-losses`` §4.1 numerically.
+    """Check conditions C1–C4 of Mohapatra et al. (2018) §4.1 numerically.
 
     For every (|P|, |N|) in ``n_pos_grid`` × ``n_neg_grid``:
 

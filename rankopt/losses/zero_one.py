@@ -1,4 +1,4 @@
-"""Weighted 0-1 loss of ``high-order-ranking`` eq. (7).
+"""Weighted 0-1 loss of Dokania et al. (2014) eq. (7).
 
     Δ(Y*, Y) = (J Σ_{i∈P} [y_i = 0] + Σ_{j∈N} [y_j = 1]) / (J|P| + |N|),
 

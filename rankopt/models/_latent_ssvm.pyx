@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Appendix C of ``latent-ap-svm``: the latent SSVM's greedy loss-augmented inference, compiled.
+"""Appendix C of Behl et al. (2015): the latent SSVM's greedy loss-augmented inference, compiled.
 
 The greedy of :meth:`rankopt.models.latent.LatentSSVMProblem.greedy_ranks`
 scores O(|N||P|) ranking patterns, each by two assignment problems: samples

@@ -1,6 +1,6 @@
 """AP-SVM-APPX: the AP loss over the difficult samples, hard margins on the easy ones.
 
-``efficient-ap-svm`` §3.3 (with ``papers/NOTES.md``).  Two stages:
+Mohapatra et al. (2014) §3.3 (with the correction listed in docs/maths.md).  Two stages:
 
 1. Train a binary SVM w₀ (the class-weighted ``zero_one`` SVM, with the same
    C, tol and max_iter as the AP-SVM).  A sample is *easy* when

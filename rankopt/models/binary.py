@@ -4,7 +4,7 @@
 sample i.  Weighing Ψ like the loss makes the 1-slack problem exactly the
 class-weighted hinge-loss SVM without intercept (Joachims 2006, §4):
 ξ = Σ_i a_i max(0, 1 − ỹ_i w·ψ(x_i)), ỹ ∈ {−1, 1}.  This is the binary SVM
-baseline (``high-order-ranking`` §5: HOB-SVM with w₂ = 0) trained by the same
+baseline (Dokania et al. (2014) §5: HOB-SVM with w₂ = 0) trained by the same
 engine as the rank SVMs.
 """
 from __future__ import annotations

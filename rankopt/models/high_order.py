@@ -1,4 +1,4 @@
-"""HOB-SVM and HOAP-SVM (``high-order-ranking``, Dokania et al. 2014).
+"""HOB-SVM and HOAP-SVM (Dokania et al. 2014).
 
 Both rank samples by the difference of max-marginals s_i = m_i⁺ − m_i⁻
 (eq. 11) of the HOB score w·Ψ(X, Y) (:mod:`rankopt.features.high_order`),
@@ -9,7 +9,7 @@ loss of eq. (7); its loss-augmented inference is one graph cut.
 
 HOAP-SVM (§4) optimises the AP loss of the ranking by s.  With
 α_i = γ Σ_j (R*_ij − R_ij) ≥ 0 for positives and β_j = γ Σ_i (R*_ij − R_ij) ≥ 0
-for negatives (γ = 1/(|P||N|), papers/NOTES.md), the margin violation of a
+for negatives (γ = 1/(|P||N|), a correction listed in docs/maths.md), the margin violation of a
 ranking R is
 
     Δ(R) + S(R) − S(R*) = Δ(R) + f(w; R) − g(w; R),
@@ -251,7 +251,7 @@ class HOBSVM(_HighOrderRanker):
     graph, so several queries would have to be disjoint components with a
     loss per component; that is not implemented.
 
-    Solves problem (8) of ``high-order-ranking``: min ½‖w‖² + C ξ over all
+    Solves problem (8) of Dokania et al. (2014): min ½‖w‖² + C ξ over all
     labelings with the weighted 0-1 loss of eq. (7) (J = |N|/|P|) and w₂ ≤ 0,
     by the 1-slack cutting plane with one graph cut per iteration.
 
@@ -319,7 +319,7 @@ class HOAPSVM(_HighOrderRanker):
     graph, so several queries would have to be disjoint components with a
     loss per component; that is not implemented.
 
-    Algorithm 1 of ``high-order-ranking``: each CCCP step fixes the
+    Algorithm 1 of Dokania et al. (2014): each CCCP step fixes the
     max-marginal labelings of the current w (Prop. 4) and solves the convex
     bound by the cutting plane, whose most violated ranking comes from
     :func:`rankopt.most_violated_ranking` on the scores of Prop. 5.  The

@@ -1,4 +1,4 @@
-"""Weakly supervised rankers: latent AP-SVM (``latent-ap-svm`` §4.2) and its baselines.
+"""Weakly supervised rankers: latent AP-SVM (Behl et al. (2015) §4.2) and its baselines.
 
 Every sample is a bag of candidates Φ_i(h) (:class:`rankopt.data.bags.Bags`);
 the right candidate h is latent.  All three models predict with the two-step
@@ -20,8 +20,8 @@ resulting convex structural SVM is solved by the 1-slack cutting plane.
   with the AP loss, trained with the approximate loss-augmented inference of
   Appendix C.
 
-Joint features follow ``latent-ap-svm`` eq. (1) with the scale 1/(|P||N|) on
-both s_i and s_j (papers/NOTES.md).  Because the ground-truth term
+Joint features follow Behl et al. (2015) eq. (1) with the scale 1/(|P||N|) on
+both s_i and s_j (a correction listed in docs/maths.md).  Because the ground-truth term
 Ψ(X, Y*, {H_P, Ĥ_N}) depends on the negatives' chosen candidates Ĥ_N, the
 problems report the fixed positive part (1/|P|) Σ Φ_i(h_i*) as the
 ground-truth feature and move the varying negative part −(1/|N|) Σ Φ_j(ĥ_j)
@@ -421,7 +421,7 @@ def _split(data: Bags, labels: np.ndarray) -> tuple[Bags, Bags]:
 
 
 class LatentAPSVM(_LatentEstimator):
-    """Latent AP-SVM (``latent-ap-svm`` problem 9, Algorithm 3).
+    """Latent AP-SVM (Behl et al. (2015) problem 9, Algorithm 3).
 
     One query: the bags of ``X`` are ranked together and ``fit`` takes no
     ``qid``.  Training over many queries of bags (one w, the per-query
@@ -523,7 +523,7 @@ class LatentSSVM(_LatentEstimator):
 
 
 class LatentSVM(_LatentEstimator):
-    """Latent binary SVM with positive weight J and robustness c (``latent-ap-svm`` §5.1).
+    """Latent binary SVM with positive weight J and robustness c (Behl et al. (2015) §5.1).
 
     One query: the bags of ``X`` are ranked together and ``fit`` takes no
     ``qid``.  Training over many queries of bags (one w, the per-query

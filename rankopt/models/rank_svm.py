@@ -34,7 +34,7 @@ MODEL_FOR_OUTPUT = {OutputKind.RANKING: "ranking", OutputKind.LABELING: "binary"
 class RankSVM(BaseEstimator):
     """Linear ranker minimising a convex upper bound on a rank loss.
 
-    Solves ``qs-rank-losses`` problem (4), min ½‖w‖² + C ξ over all rankings
+    Solves Mohapatra et al. (2018) problem (4), min ½‖w‖² + C ξ over all rankings
     (or labelings, for a labeling loss), with the 1-slack cutting-plane
     algorithm.  Samples are ranked by s(x) = w·x.
 
@@ -58,7 +58,7 @@ class RankSVM(BaseEstimator):
     verbose : bool, default False
         Log every iteration at INFO level on the ``rankopt`` logger.
     approx : float or None, default None
-        AP-SVM-APPX (``efficient-ap-svm`` §3.3, ``loss="ap"`` only): a
+        AP-SVM-APPX (Mohapatra et al. (2014) §3.3, ``loss="ap"`` only): a
         percentage k in (0, 100].  A binary SVM (same C, tol, max_iter)
         first finds the easy samples, y·w₀·x ≥ 1; the top k % of them by
         margin become hard constraints y·w·x ≥ 1 and the AP loss is

@@ -1,4 +1,4 @@
-"""The plain ranking model: Ψ(X, R) of ``qs-rank-losses`` eq. (1) with any rank loss, over one query or many."""
+"""The plain ranking model: Ψ(X, R) of Mohapatra et al. (2018) eq. (1) with any rank loss, over one query or many."""
 from __future__ import annotations
 
 import logging

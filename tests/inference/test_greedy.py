@@ -180,7 +180,7 @@ def test_output_consistency(loss, n_pos, n_neg):
         # .value is the objective of the reported output
         assert r.value == pytest.approx(np.dot(r.pos_coef, pos) + np.dot(r.neg_coef, neg) + r.loss, abs=1e-12)
 
-        # Lemma 6, corrected (NOTES.md)
+        # Lemma 6, corrected (docs/maths.md)
         np.testing.assert_allclose(r.pos_coef, (n_neg + 2 - 2 * r.pos_ranks) * scale, atol=1e-15)
         np.testing.assert_allclose(r.neg_coef, (n_pos + 2 - 2 * r.neg_ranks) * scale, atol=1e-15)
 

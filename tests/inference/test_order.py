@@ -1,7 +1,7 @@
 """rankopt's descending order (``descending_order``, compiled in ``_order.pyx``).
 
 It must be exactly NumPy's stable argsort of the negated scores — the order
-every inference method and the tie rule of ``qs-rank-losses`` §4.2 rely on —
+every inference method and the tie rule of Mohapatra et al. (2018) §4.2 rely on —
 on every input shape, including those that defeat the value buckets.
 """
 import numpy as np

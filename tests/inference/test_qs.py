@@ -158,7 +158,7 @@ def test_dp_equals_brute_force_for_precision_at_k(k):
 
 
 def test_dp_solves_remark_1_where_greedy_would_fail():
-    # qs-rank-losses Remark 1: Chakrabarti's discount, negatives 3ε and ε, positive 5ε.
+    # Mohapatra et al. (2018) Remark 1: Chakrabarti's discount, negatives 3ε and ε, positive 5ε.
 
     loss, eps = ChakrabartiLoss(), 0.01
     pos, neg = np.array([5 * eps]), np.array([3 * eps, eps])

@@ -33,7 +33,7 @@ def _random_patterns(rng, count, max_pos=9, max_neg=9):
 
 
 # --------------------------------------------------------------------------
-# The worked example of qs-rank-losses §2.2 (NOTES.md)
+# The worked example of Mohapatra et al. (2018) §2.2 (docs/maths.md)
 
 # positives x1..x4, negatives x5..x8, order (x1, x3, x8, x4, x5, x2, x6, x7)
 EXAMPLE_ORDER = [1, 3, 8, 4, 5, 2, 6, 7]
@@ -163,7 +163,7 @@ def test_delta_diff_is_the_difference_of_delta(name, n_pos, n_neg):
 
 
 def test_delta_diff_closed_forms():
-    # qs-rank-losses Prop. 7 and 8 (with AP's 1/|P|), and AUC's constant step
+    # Mohapatra et al. (2018) Prop. 7 and 8 (with AP's 1/|P|), and AUC's constant step
     n_pos, n_neg = 5, 7
     D = lambda k: 1 / math.log2(1 + k)  # noqa: E731
     Z = sum(D(k) for k in range(1, n_pos + 1))

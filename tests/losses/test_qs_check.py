@@ -1,4 +1,4 @@
-"""rankopt.check_qs_suitable: C1–C4 of qs-rank-losses §4.1, first failure with a counterexample."""
+"""rankopt.check_qs_suitable: C1–C4 of Mohapatra et al. (2018) §4.1, first failure with a counterexample."""
 import numpy as np
 import pytest
 
@@ -143,7 +143,7 @@ def test_precision_at_1_is_qs_suitable():
 
 
 def test_chakrabarti_discount_fails_c3():
-    # qs-rank-losses Remark 1: D = 1 on {1, 2}, then 1/log2(i).
+    # Mohapatra et al. (2018) Remark 1: D = 1 on {1, 2}, then 1/log2(i).
 
     report = rankopt.check_qs_suitable(ChakrabartiLoss(), random_state=0)
     assert report.failed_condition == "C3"

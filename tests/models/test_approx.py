@@ -1,4 +1,4 @@
-"""AP-SVM-APPX (``efficient-ap-svm`` §3.3): RankSVM(loss="ap", approx=k)."""
+"""AP-SVM-APPX (Mohapatra et al. (2014) §3.3): RankSVM(loss="ap", approx=k)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,7 +1,7 @@
 """Brute-force loss-augmented inference over every permutation of P + N samples.
 
 Everything here is written straight from the definitions of
-``qs-rank-losses`` §2 (with the corrections of ``papers/NOTES.md``) and
+Mohapatra et al. (2018) §2 (with the corrections listed in docs/maths.md) and
 shares no code with rankopt, so that it checks rankopt independently:
 
 * Ψ(X, R) = (1/(|P||N|)) Σ_{x∈P, y∈N} R_xy (ψ(x) − ψ(y)), hence

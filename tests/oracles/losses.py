@@ -27,7 +27,7 @@ class PrecisionAtKLoss(PositionDiscountLoss):
 class ChakrabartiLoss(PositionDiscountLoss):
     """NDCG with Chakrabarti et al.'s discount: D = 1 on {1, 2}, then 1/log2(i) — not convex.
 
-    ``qs-rank-losses`` Remark 1: it breaks Observation 4, so C3 fails and greedy/qs are not exact.
+    Mohapatra et al. (2018) Remark 1: it breaks Observation 4, so C3 fails and greedy/qs are not exact.
     """
 
     name = "chakrabarti_test"

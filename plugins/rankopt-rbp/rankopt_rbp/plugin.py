@@ -8,7 +8,7 @@ it lies in [0, 1], and the loss is
 
     Δ_RBP = 1 − Σ_{x∈P} p^(ind(x)−1) / Σ_{i≤|P|} p^(i−1).
 
-That is the position-discount family of ``qs-rank-losses`` (Prop. 7) with
+That is the position-discount family of Mohapatra et al. (2018) (Prop. 7) with
 D(i) = p^(i−1).  For 0 < p < 1 this discount is positive, decreasing and
 convex (D(i) − 2D(i+1) + D(i+2) = p^(i−1)(1 − p)² > 0), so condition C3
 holds and every exact inference method (greedy, quicksort-flavoured, …)
