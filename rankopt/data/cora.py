@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["CORA_SUBJECTS", "CoraDataset", "cora_dir", "load_cora"]
+__all__ = ["CORA_SUBJECTS", "CoraDataset", "check_cora_available", "cora_dir", "load_cora"]
 
 #: Subject names by id, as ``graphdatascience``'s serialize_cora.py numbers them.
 CORA_SUBJECTS = (
@@ -100,6 +100,14 @@ def cora_dir() -> Path:
         "graphdatascience is installed but has no resources/cora/cora_nodes.parquet.gzip; reinstall it: "
         + install_hint("experiments")
     )
+
+
+def check_cora_available() -> None:
+    """Raise the install hint now if Cora's files or pyarrow are missing (before a long run starts)."""
+    from rankopt._optional import require
+
+    cora_dir()
+    require("pyarrow.parquet", purpose=PURPOSE)
 
 
 def load_cora(dtype=np.float64) -> CoraDataset:

@@ -562,6 +562,9 @@ def cli_main(args) -> int:
     """Run the experiment from parsed ``args``: the plan and progress on stderr, the table on stdout."""
     from rankopt.experiments.report import QUICK_WARNING, say
 
+    from rankopt.data.cora import check_cora_available
+
+    check_cora_available()  # a missing package fails in one line before the plan is announced
     subjects = None
     if args.subjects:
         subjects = [int(s) if s.isdigit() else s for s in args.subjects]

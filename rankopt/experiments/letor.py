@@ -266,6 +266,8 @@ def cli_main(args) -> int:
     """Run the comparison from parsed ``args``: the plan and progress on stderr, the table on stdout."""
     from rankopt.experiments.report import QUICK_WARNING, say
 
+    if "lightgbm" in args.methods:
+        _import_lightgbm()  # a missing package fails in one line before the plan is announced
     say(plan(args))
     if args.quick:
         say(QUICK_WARNING)
