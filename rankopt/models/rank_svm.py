@@ -102,7 +102,11 @@ class RankSVM(BaseEstimator):
     n_iter_ : int
         Cutting-plane iterations run.
     converged_ : bool
-        Whether ``tol`` was reached within ``max_iter``.
+        Whether the fit is certified optimal: its duality gap is at most
+        ``C * tol`` (see ``duality_gap_``).
+    duality_gap_ : float
+        Primal objective at ``coef_`` minus the best dual objective found: a
+        bound on how far ``coef_``'s objective is from the optimum.
     loss_ : Loss
         The resolved loss instance.
     inference_ : str or None
@@ -188,6 +192,7 @@ class RankSVM(BaseEstimator):
         self.coef_ = result.w
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
+        self.duality_gap_ = result.duality_gap
         self.history_ = result.history
         self.loss_ = loss
         self.inference_ = problem.inference if loss.output_kind is OutputKind.RANKING else None
