@@ -381,6 +381,7 @@ class _LatentEstimator(BaseEstimator):
         self.init_objectives_ = init_objectives
         self.n_iter_ = best.n_iter
         self.converged_ = best.converged
+        self.duality_gap_ = best.inner[-1].duality_gap
         self.n_features_in_ = data.n_features
         return self
 
@@ -458,7 +459,10 @@ class LatentAPSVM(_LatentEstimator):
         Its CCCP objective trace (non-increasing).
     init_objectives_ : list of float
         Final objective of every initialisation.
-    n_iter_, converged_ : CCCP iterations and convergence of the kept run.
+    n_iter_, converged_ : CCCP iterations and convergence of the kept run (converged only on
+        a certified inner solve, see :func:`rankopt.solve_cccp`).
+    duality_gap_ : float
+        The kept run's last inner solve's certified duality gap.
     inference_ : str
         The ranking method used.
     """
