@@ -37,7 +37,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from rankopt._validation import check_binary_labels, check_positive_float, check_positive_int
-from rankopt.engine.cccp import CCCPProblem, solve_cccp
+from rankopt.engine.cccp import CCCPProblem, best_on_ray, solve_cccp
 from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.engine.problem import Constraint, LinearConstraints, StructuredProblem
 from rankopt.features.high_order import HighOrderFeatureMap, HighOrderInput, check_eta
@@ -304,7 +304,8 @@ class HOBSVM(_HighOrderRanker):
         Rows w⁺ (label 1) and w⁻ (label 0).
     pairwise_coef_ : ndarray of shape (d,)
         w₂, all ≤ 0.
-    n_iter_, converged_, history_ : cutting-plane diagnostics.
+    n_iter_, converged_, duality_gap_, history_ : cutting-plane diagnostics
+        (``converged_`` only when the duality gap is at most C·tol).
     fitted_with_pairs_ : bool
         Whether fit got edges or groups (prediction must match).
     """
@@ -335,6 +336,7 @@ class HOBSVM(_HighOrderRanker):
         self._store(inp, problem.scale * result.w, edges is not None or groups is not None)
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
+        self.duality_gap_ = result.duality_gap
         self.history_ = result.history
         return self
 
@@ -387,8 +389,18 @@ class HOAPSVM(_HighOrderRanker):
     n_iter_ : int
         CCCP steps run.
     converged_ : bool
+        Whether CCCP stopped at a step whose inner solve was certified
+        (duality gap ≤ C·tol) with a decrease below ``cccp_tol``.
+    duality_gap_ : float
+        The last inner solve's certified duality gap.
+    steps_ : list of CCCPStep
+        Per CCCP step: J before, the convex bound and J after, the inner
+        gap and certification, and whether the step was accepted.
     init_coef_ : ndarray
-        The starting coefficients, in the units of ``coef_``.
+        The starting coefficients (from ``init``), in the units of ``coef_``.
+    init_scale_ : float
+        The t ≥ 0 minimising J(t·w_init) along the start's ray; CCCP starts
+        from ``init_scale_ * init_coef_``.
     """
 
     def __init__(
@@ -431,16 +443,22 @@ class HOAPSVM(_HighOrderRanker):
             inference=self.inference, registry=registry,
         )
         w0 = self._initial_w(inp, y, edges, groups, eta)
+        # The start's direction is kept, its length chosen by J: HOB-SVM's w is in other
+        # units (its C is on another scale), and J is convex along the ray (docs/maths.md).
+        ray_scale, _ = best_on_ray(problem, C, w0 / problem.scale)
         result = solve_cccp(
-            problem, C, w0 / problem.scale, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol,
+            problem, C, ray_scale * w0 / problem.scale, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol,
             inner_max_iter=max_iter,
         )
         self.eta_ = eta
         self._store(inp, problem.scale * result.w, edges is not None or groups is not None)
         self.init_coef_ = w0
+        self.init_scale_ = ray_scale
         self.objectives_ = result.objectives
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
+        self.duality_gap_ = result.inner[-1].duality_gap
+        self.steps_ = result.steps
         self.inner_results_ = result.inner
         return self
 
