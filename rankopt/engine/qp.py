@@ -163,6 +163,7 @@ class WorkingSetQP:
         self._k = 0
         self._gram = np.zeros((0, 0))
         self._alpha = np.zeros(0)  # the bounded dual's last optimum, its next start
+        self._needs_proximal = False  # the last dual solve needed DAQP's forced proximal iterations
         self.n_pruned = 0
 
     @property
@@ -326,7 +327,11 @@ class WorkingSetQP:
         kappa = float(np.max(sigma * np.abs(linear)))
         H = hessian * np.outer(sigma, sigma / kappa)
         f = linear * (-sigma / kappa)
-        gamma = _dense_simplex_qp(H, f, sigma / C)
+        # More planes than features, or a solve that already needed forced proximal
+        # iterations (planes are only added until pruned): the Gram matrix is singular.
+        proximal_first = self._needs_proximal or k > self.n_features
+        gamma, needed = _dense_simplex_qp(H, f, sigma / C, proximal_first)
+        self._needs_proximal = needed
         alpha = sigma * gamma
         total = alpha.sum()
         if total > C:  # the solver's feasibility tolerance
@@ -458,7 +463,9 @@ def _clarabel(P, q, A, b, what: str, constraints_can_be_infeasible: bool) -> tup
 _NO_BOUND = 1e30
 
 
-def _dense_simplex_qp(H: np.ndarray, f: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def _dense_simplex_qp(
+    H: np.ndarray, f: np.ndarray, weights: np.ndarray, proximal_first: bool = False
+) -> tuple[np.ndarray, bool]:
     """argmin_γ ½ γᵀHγ + fᵀγ  s.t.  γ ≥ 0, weights·γ ≤ 1, for a small dense PSD H.
 
     DAQP, a dual active-set solver, ends on an exact vertex of the active
@@ -467,20 +474,23 @@ def _dense_simplex_qp(H: np.ndarray, f: np.ndarray, weights: np.ndarray) -> np.n
     at η = 100 are).  A singular H needs its proximal iterations: chosen
     automatically first, forced (ε = 10⁻⁶) when the automatic choice runs
     out of iterations — as on HOAP-SVM's rank-deficient Gram matrices at
-    η = 100 on Cora.  Both failing raises :class:`QPSolveError`, and
-    :meth:`WorkingSetQP.solve` then solves the primal.
+    η = 100 on Cora.  ``proximal_first`` tries the forced setting first (a
+    working set known to be rank-deficient: the automatic attempt would only
+    spend its iteration limit).  Both failing raises :class:`QPSolveError`,
+    and :meth:`WorkingSetQP.solve` then solves the primal.  Returns γ and
+    whether the forced setting was needed.
     """
     k = f.size
     bupper = np.concatenate([np.full(k, _NO_BOUND), [1.0]])
     blower = np.concatenate([np.zeros(k), [-_NO_BOUND]])
     flags = []
-    for eps_prox in (-1.0, 1e-6):
+    for eps_prox in ((1e-6,) if proximal_first else (-1.0, 1e-6)):
         gamma, _, exitflag, _ = daqp.solve(
             np.ascontiguousarray(H), np.ascontiguousarray(f), np.ascontiguousarray(weights[None, :]),
             bupper, blower, np.zeros(k + 1, dtype=np.intc), eps_prox=eps_prox, eta_prox=1e-12, primal_tol=1e-10,
         )
         if exitflag == 1:
-            return np.maximum(np.asarray(gamma), 0.0)
+            return np.maximum(np.asarray(gamma), 0.0), eps_prox > 0.0
         flags.append(exitflag)
     raise QPSolveError(f"working-set dual with {k} planes: DAQP ended with exit flags {flags}")
 
