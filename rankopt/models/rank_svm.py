@@ -293,7 +293,9 @@ class RankSVM(BaseEstimator):
         check_n_features(self, X_val.shape[1], "X_val")
         backend = backend_for(X_val)
         if qid is not None and qid_val is None:
-            raise ValueError("expected eval_set=(X_val, y_val, qid_val) when fitting with qid, got (X_val, y_val) instead")
+            raise ValueError(
+                "expected eval_set=(X_val, y_val, qid_val) when fitting with qid, got (X_val, y_val) instead"
+            )
         if qid is None and qid_val is not None:
             raise ValueError(
                 "expected eval_set=(X_val, y_val) when fitting without qid, got (X_val, y_val, qid_val) instead"
