@@ -34,6 +34,7 @@ import logging
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils import ClassifierTags
 from sklearn.utils.validation import check_is_fitted
 
 from rankopt._validation import (
@@ -275,6 +276,8 @@ class _HighOrderRanker(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         tags.target_tags.required = True
+        # Binary relevance, as RankSVM: scikit-learn's checks then feed two-class targets.
+        tags.classifier_tags = ClassifierTags(multi_class=False)
         return tags
 
 

@@ -1,13 +1,16 @@
-"""scikit-learn's estimator checks on RankSVM.
+"""scikit-learn's estimator checks on RankSVM, HOBSVM and HOAPSVM.
 
-RankSVM is neither a classifier nor a regressor: it ranks samples by binary
-relevance, so y must hold labels in {0, 1} or {-1, 1}.  It declares that
+These rankers are neither classifiers nor regressors: they rank samples by
+binary relevance, so y must hold labels in {0, 1} or {-1, 1}.  Each declares that
 with the tag ``classifier_tags.multi_class = False``, so scikit-learn's
 generic checks binarise the targets they generate and exercise fit and
 decision_function on valid input.  Two checks still feed the labels {1, 2},
 whose relevant class is undefined; they are listed as expected failures,
 and the test verifies that each fails for exactly that reason (and still
-fails, so the list cannot go stale).
+fails, so the list cannot go stale).  The high-order rankers run without
+similar pairs here (their first-order baselines; pairs are a fit parameter
+the checks do not pass).  The latent models take bags of candidates, not a
+plain 2-D X, so scikit-learn's generic checks do not apply to them.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import pytest
 from sklearn.utils import get_tags
 from sklearn.utils.estimator_checks import check_dataframe_column_names_consistency, check_estimator
 
-from rankopt import RankSVM
+from rankopt import HOAPSVM, HOBSVM, RankSVM
 
 BINARY_LABELS_ONLY = re.compile(r"expected y to hold labels in \{0, 1\} or \{-1, 1\}, got \[")
 
@@ -31,7 +34,7 @@ _ARRAY_API = (
     "SCIPY_ARRAY_API=1 is set before SciPy is imported"
 )
 
-#: Checks that do not apply to a binary-relevance ranker, with the reason.
+#: Checks that do not apply to a binary-relevance ranker, with the reason (for all three).
 EXPECTED_FAILED_CHECKS = {
     "check_estimators_dtypes": _ONE_TWO,
     "check_fit2d_1feature": _ONE_TWO,
@@ -81,22 +84,26 @@ def _assert_results(results, expected):
     )
 
 
-@pytest.fixture
-def estimator():
+ESTIMATORS = {
     # Small data in every check; max_iter bounds the worst case all the same.
-    return RankSVM(max_iter=200)
+    "RankSVM": lambda: RankSVM(max_iter=200),
+    "HOBSVM": lambda: HOBSVM(max_iter=100),
+    "HOAPSVM": lambda: HOAPSVM(max_iter=100, cccp_max_iter=3),
+}
 
 
-def test_sklearn_estimator_checks(estimator):
-    results = _run_checks(estimator, EXPECTED_FAILED_CHECKS)
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_sklearn_estimator_checks(name):
+    results = _run_checks(ESTIMATORS[name](), EXPECTED_FAILED_CHECKS)
     assert len(results) > 30
     _assert_results(results, EXPECTED_FAILED_CHECKS)
-    xfailed = sorted(name for name, result in results.items() if result["status"] == "xfail")
+    xfailed = sorted(check for check, result in results.items() if result["status"] == "xfail")
     assert xfailed == ["check_estimators_dtypes", "check_fit2d_1feature"]
 
 
-def test_tags_declare_a_binary_target():
-    tags = get_tags(RankSVM())
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_tags_declare_a_binary_target(name):
+    tags = get_tags(ESTIMATORS[name]())
     assert tags.classifier_tags is not None and not tags.classifier_tags.multi_class
     assert tags.estimator_type is None  # a ranker, not a classifier
     assert tags.input_tags.sparse and tags.target_tags.required
