@@ -242,6 +242,12 @@ class RankSVM(BaseEstimator):
                     X, y, loss, feature_map, approx, C=C, tol=tol, max_iter=max_iter,
                     inference=self.inference, registry=registry, callback=callback,
                 )
+            if result.stop_reason == "callback":  # only the validation monitor stops a solve
+                logger.info(
+                    "%s stopped early: no better validation AP for %d iterations; keeping iteration %d "
+                    "(validation AP %.4f), not the optimum of the training problem",
+                    type(self).__name__, patience, monitor.best_index + 1, monitor.best_score,
+                )
         self.coef_ = result.w
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
@@ -255,12 +261,6 @@ class RankSVM(BaseEstimator):
             if patience is not None:
                 self.coef_ = monitor.best_w
                 self.converged_ = result.converged and self.best_iteration_ == result.n_iter
-                if result.stop_reason == "callback":
-                    logger.info(
-                        "%s stopped early: no better validation AP for %d iterations; keeping iteration %d "
-                        "(validation AP %.4f), not the optimum of the training problem",
-                        type(self).__name__, patience, self.best_iteration_, self.best_validation_score_,
-                    )
         self.loss_ = loss
         self.inference_ = problem.inference if loss.output_kind is OutputKind.RANKING else None
         self.n_easy_ = None if split is None else split.n_easy

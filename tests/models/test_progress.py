@@ -36,6 +36,8 @@ SCRIPT = textwrap.dedent(
     mark("rank_svm")
     model = RankSVM(verbose=True).fit(X, y)
     print("n_iter", model.n_iter_)
+    mark("early")
+    RankSVM(C=100.0, tol=1e-8, early_stopping_patience=1, verbose=True).fit(X, y, eval_set=(X, 1 - y))
     mark("hoap")
     HOAPSVM(C=10.0, cccp_max_iter=2, max_iter=30, verbose=True).fit(X[:20], y[:20], groups=np.arange(20) // 4)
     mark("latent")
@@ -73,6 +75,13 @@ def test_verbose_prints_every_iteration_in_a_plain_script(plain_script_run):
     assert iterations[0].startswith("RankSVM iteration 1: primal ")
     assert ", gap " in iterations[0] and ", violation " in iterations[0]
     assert any(line.startswith("cutting plane converged after") for line in lines)
+
+
+def test_verbose_shows_the_validation_score_and_the_early_stop(plain_script_run):
+    _, sections = plain_script_run
+    lines = sections["early"]
+    assert lines[0].startswith("RankSVM iteration 1: primal") and ", validation AP " in lines[0]
+    assert any(line.startswith("RankSVM stopped early: no better validation AP for 1 iterations") for line in lines)
 
 
 def test_verbose_cccp_shows_its_steps(plain_script_run):
