@@ -54,7 +54,7 @@ from rankopt.inference.base import most_violated_ranking
 from rankopt.losses.base import LabelingLoss, OutputKind, RankLoss
 from rankopt.metrics import average_precision
 from rankopt.models.base import Model
-from rankopt.models.progress import cccp_callback_kwargs, iteration_callback, verbose_logging
+from rankopt.models.progress import iteration_callback, verbose_logging
 
 logger = logging.getLogger(__name__)
 
@@ -399,8 +399,9 @@ class HOAPSVM(_HighOrderRanker):
         Loss-augmented inference method for the AP loss.
     verbose : bool, default False
         Show the progress on stderr during the fit: the HOB-SVM start's
-        iterations, each CCCP step's objective, and each inner cutting
-        plane's result (:mod:`rankopt.models.progress`).
+        iterations, then every inner cutting-plane iteration labelled with
+        its CCCP step, and each step's objective
+        (:mod:`rankopt.models.progress`).
 
     Attributes
     ----------
@@ -474,7 +475,7 @@ class HOAPSVM(_HighOrderRanker):
             ray_scale, _ = best_on_ray(problem, C, w0 / problem.scale)
             result = solve_cccp(
                 problem, C, ray_scale * w0 / problem.scale, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol,
-                inner_max_iter=max_iter, **cccp_callback_kwargs(callback),
+                inner_max_iter=max_iter, callback=callback,
             )
         self.eta_ = eta
         self._store(inp, problem.scale * result.w, edges is not None or groups is not None)

@@ -51,7 +51,7 @@ from rankopt.losses.zero_one import ZeroOneLoss
 from rankopt.metrics import average_precision
 from rankopt.models import _latent_ssvm
 from rankopt.models.binary import BinaryProblem
-from rankopt.models.progress import cccp_callback_kwargs, iteration_callback, verbose_logging
+from rankopt.models.progress import iteration_callback, verbose_logging
 
 logger = logging.getLogger(__name__)
 
@@ -367,7 +367,7 @@ class _LatentEstimator(BaseEstimator):
                 callback = iteration_callback(f"{type(self).__name__} init {init}", verbose=self.verbose, cccp=True)
                 result = solve_cccp(
                     problem, C, w0, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol, inner_max_iter=max_iter,
-                    **cccp_callback_kwargs(callback),
+                    callback=callback,
                 )
                 init_objectives.append(result.objectives[-1])
                 logger.info(
@@ -457,9 +457,9 @@ class LatentAPSVM(_LatentEstimator):
         Ranking method of the loss-augmented inference (see
         :func:`rankopt.most_violated_ranking`).
     verbose : bool, default False
-        Show the progress on stderr during the fit: each initialisation's
-        CCCP steps and objective, and each inner cutting plane's result
-        (:mod:`rankopt.models.progress`).
+        Show the progress on stderr during the fit: every inner
+        cutting-plane iteration labelled with its initialisation and CCCP
+        step, and each step's objective (:mod:`rankopt.models.progress`).
 
     Attributes
     ----------

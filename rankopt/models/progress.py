@@ -6,7 +6,9 @@ one) on this module's logger, through the engine's
 ``solve_cutting_plane(callback=...)``.  :func:`verbose_logging` makes those
 lines appear in a plain script: for the fit's duration it lets the
 ``rankopt`` logger's INFO records through and, when no logging handler is
-configured anywhere, attaches a stderr handler.  Logging rather than a
+configured anywhere, attaches a stderr handler.  CCCP models pass the same
+callback to ``solve_cccp``, which hands it to every inner cutting plane;
+their lines carry the CCCP step.  Logging rather than a
 progress bar: the number of cutting-plane iterations is not known in
 advance (``max_iter`` is a cap, rarely reached), the lines stay readable in
 files and CI logs where a bar's carriage returns do not, tqdm is only an
@@ -18,7 +20,6 @@ stop the solve after ``patience`` iterations without improvement.
 """
 from __future__ import annotations
 
-import inspect
 import logging
 import sys
 from contextlib import contextmanager
@@ -167,19 +168,3 @@ def iteration_callback(label: str, *, verbose=False, monitor: ValidationMonitor 
         return None
     return IterationProgress(label, verbose=verbose, monitor=monitor, cccp=cccp)
 
-
-def cccp_callback_kwargs(callback) -> dict:
-    """Keyword arguments of :func:`rankopt.engine.solve_cccp` that pass ``callback`` to its inner solves.
-
-    ``solve_cccp`` takes no ``callback`` yet (the engine is being rewritten);
-    until it does, a verbose CCCP fit shows the engine's own INFO lines, one
-    per CCCP step ("CCCP iter k: objective a -> b") and one summary per inner
-    cutting plane, which :func:`verbose_logging` lets through.  Once
-    ``solve_cccp(..., callback=...)`` exists, the per-iteration lines appear
-    too, labelled with their CCCP step; this guard can then go.
-    """
-    from rankopt.engine.cccp import solve_cccp
-
-    if callback is None or "callback" not in inspect.signature(solve_cccp).parameters:
-        return {}
-    return {"callback": callback}

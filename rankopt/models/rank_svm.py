@@ -86,9 +86,11 @@ class RankSVM(BaseEstimator):
         score, and keep the iterate with the best validation score as
         ``coef_``.  This is a deviation from the exact optimum of the
         training problem — regularisation by early stopping, as in
-        gradient-boosted rankers — and ``converged_`` is then False unless
-        the solve converged at the best iterate.  None (the default) solves
-        to ``tol`` and keeps the optimum.
+        gradient-boosted rankers — so ``converged_`` is then False unless
+        the kept iterate is the solve's certified solution, and
+        ``duality_gap_`` is the kept iterate's gap (its primal objective
+        against the solve's best dual bound).  None (the default) solves to
+        ``tol`` and keeps the optimum.
 
     Many queries
     ------------
@@ -260,7 +262,11 @@ class RankSVM(BaseEstimator):
             self.best_validation_score_ = monitor.best_score
             if patience is not None:
                 self.coef_ = monitor.best_w
-                self.converged_ = result.converged and self.best_iteration_ == result.n_iter
+                # The kept iterate's own gap: its primal against the best dual bound of the solve.
+                self.duality_gap_ = (
+                    result.history[monitor.best_index].primal_objective - result.history[-1].dual_objective
+                )
+                self.converged_ = result.converged and np.array_equal(monitor.best_w, result.w)
         self.loss_ = loss
         self.inference_ = problem.inference if loss.output_kind is OutputKind.RANKING else None
         self.n_easy_ = None if split is None else split.n_easy
