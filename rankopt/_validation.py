@@ -58,6 +58,29 @@ def _numbers_from_objects(arr: np.ndarray, name: str) -> np.ndarray:
         ) from exc
 
 
+def describe_values(values, limit: int = 5) -> str:
+    """The distinct values of ``values`` for an error message: a few, sorted when comparable.
+
+    "'neg', 'pos'" or "'a', 'b', 'c', 'd', 'e', … (7 distinct)", so that the
+    reader sees which labels they passed rather than only their dtype.
+    """
+    distinct = list(dict.fromkeys(np.asarray(values, dtype=object).ravel().tolist()))
+    try:
+        distinct.sort()
+    except TypeError:  # mixed types (a string and a number) keep their order of appearance
+        pass
+    shown = ", ".join(repr(value) for value in distinct[:limit])
+    return shown if len(distinct) <= limit else f"{shown}, … ({len(distinct)} distinct)"
+
+
+def _labels_from_objects(y: np.ndarray, name: str, expected: str) -> np.ndarray:
+    """An object array of labels as float64, or an error that shows the labels given."""
+    try:
+        return y.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"expected {name} to hold {expected}, got the labels {describe_values(y)} instead") from exc
+
+
 #: Entries per block when checking a large array for NaN and infinity.
 _FINITE_BLOCK = 1 << 20
 
@@ -131,6 +154,51 @@ def check_matrix(X, name: str = "X"):
     return X
 
 
+def check_feature_names(estimator, X, *, reset: bool) -> None:
+    """Set (``reset=True``, in fit) or check ``estimator.feature_names_in_`` from X's column names.
+
+    scikit-learn's own check, so its behaviour and messages: fitting on a
+    DataFrame with string column names stores them; at prediction, names
+    that differ from fit's or come in another order raise a ValueError
+    listing them, and names on one side only warn.  ``X`` is the input as
+    given (before :func:`check_matrix` turns it into an array); input
+    without column names — arrays, lists of bags, Dask arrays — has none.
+    """
+    # Imported here: the plugin registry imports this module, and ``rankopt plugins``
+    # must not pay a second for scikit-learn.
+    from sklearn.utils.validation import _check_feature_names
+
+    _check_feature_names(estimator, X, reset=reset)
+
+
+def check_n_features(estimator, n_features: int, name: str = "X") -> None:
+    """Refuse input with another number of features than ``estimator`` was fitted on.
+
+    One sentence, in scikit-learn's words, which its estimator checks match.
+    """
+    expected = estimator.n_features_in_
+    if n_features != expected:
+        raise ValueError(
+            f"{name} has {n_features} features, but {type(estimator).__name__} is expecting {expected} "
+            "features as input, as in fit"
+        )
+
+
+def check_eval_set(eval_set) -> tuple:
+    """``(X_val, y_val)`` or ``(X_val, y_val, qid_val)`` as a 3-tuple (``qid_val`` None if absent).
+
+    Only the structure is checked here; the parts are checked like fit's
+    X, y and qid by the estimator.
+    """
+    if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
+        got = f"a {type(eval_set).__name__} of {len(eval_set)} items" if isinstance(eval_set, (tuple, list)) else (
+            type(eval_set).__name__
+        )
+        raise ValueError(f"expected eval_set=(X_val, y_val) or (X_val, y_val, qid_val), got {got} instead")
+    X_val, y_val, *rest = eval_set
+    return X_val, y_val, (rest[0] if rest else None)
+
+
 def check_binary_labels(y, n_samples: int | None = None, name: str = "y") -> np.ndarray:
     """Labels in {0, 1} or {-1, 1} (both classes present) as a bool array."""
     if y is None:
@@ -140,7 +208,7 @@ def check_binary_labels(y, n_samples: int | None = None, name: str = "y") -> np.
         )
     y = np.asarray(y)
     if y.dtype == object:
-        y = _numbers_from_objects(y, name)
+        y = _labels_from_objects(y, name, "labels in {0, 1} or {-1, 1}")
     if y.ndim != 1:
         raise ValueError(f"expected {name} to be 1-D, got an array of shape {y.shape} instead")
     if n_samples is not None and y.shape[0] != n_samples:
@@ -148,7 +216,10 @@ def check_binary_labels(y, n_samples: int | None = None, name: str = "y") -> np.
     if y.size == 0:
         raise ValueError(f"expected a non-empty {name}, got an empty array instead")
     if not (np.issubdtype(y.dtype, np.number) or y.dtype == np.bool_):
-        raise ValueError(f"expected {name} to hold labels in {{0, 1}} or {{-1, 1}}, got dtype {y.dtype} instead")
+        raise ValueError(
+            f"expected {name} to hold labels in {{0, 1}} or {{-1, 1}}, got the labels {describe_values(y)} "
+            f"(dtype {y.dtype}) instead"
+        )
     if np.issubdtype(y.dtype, np.floating) and not np.all(np.isfinite(y)):
         raise ValueError(f"expected {name} to hold labels in {{0, 1}} or {{-1, 1}}, got NaN or infinity instead")
     values = set(np.unique(y).tolist())
@@ -236,7 +307,9 @@ def check_qid(qid, n_samples: int, name: str = "qid") -> QueryIndex:
             f"expected {name} to have {n_samples} entries (one per row of X), got {arr.shape[0]} instead"
         )
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
-        raise ValueError(f"expected {name} to hold integer query ids, got dtype {arr.dtype} instead")
+        raise ValueError(
+            f"expected {name} to hold integer query ids, got {describe_values(arr)} (dtype {arr.dtype}) instead"
+        )
     if not np.issubdtype(arr.dtype, np.integer):
         if not np.all(np.isfinite(arr)):
             raise ValueError(f"expected {name} to hold integer query ids, got NaN or infinity instead")
@@ -269,7 +342,7 @@ def check_grades(y, n_samples: int | None = None, name: str = "y") -> np.ndarray
         raise ValueError(f"expected {name} to hold integer relevance grades >= 0, got None instead")
     y = np.asarray(y)
     if y.dtype == object:
-        y = _numbers_from_objects(y, name)
+        y = _labels_from_objects(y, name, "integer relevance grades >= 0")
     if y.ndim != 1:
         raise ValueError(f"expected {name} to be 1-D, got an array of shape {y.shape} instead")
     if n_samples is not None and y.shape[0] != n_samples:
@@ -277,7 +350,10 @@ def check_grades(y, n_samples: int | None = None, name: str = "y") -> np.ndarray
     if y.size == 0:
         raise ValueError(f"expected a non-empty {name}, got an empty array instead")
     if not (np.issubdtype(y.dtype, np.number) or y.dtype == np.bool_) or np.iscomplexobj(y):
-        raise ValueError(f"expected {name} to hold integer relevance grades >= 0, got dtype {y.dtype} instead")
+        raise ValueError(
+            f"expected {name} to hold integer relevance grades >= 0, got the labels {describe_values(y)} "
+            f"(dtype {y.dtype}) instead"
+        )
     if np.issubdtype(y.dtype, np.floating):
         if not np.all(np.isfinite(y)):
             raise ValueError(f"expected {name} to hold integer relevance grades >= 0, got NaN or infinity instead")

@@ -274,7 +274,7 @@ def test_model_file_records_how_it_was_trained(model_file):
         assert str(archive["model_type"]) == "RankSVM"
         assert json.loads(str(archive["params"])) == {"loss": "ap", "C": 1.0, "tol": 1e-3, "max_iter": 1000,
                                                       "inference": "auto", "verbose": False, "approx": None,
-                                                      "relevant_at": 1}
+                                                      "relevant_at": 1, "early_stopping_patience": None}
 
 
 def test_save_model_needs_a_fitted_model(tmp_path):

@@ -48,3 +48,26 @@ def test_raw_results_rebuild_the_table(searched):
 
 def test_hoap_c_is_ap_svm_c_in_hoap_units():
     assert hoap_C(2.0, 10) == pytest.approx(100.0)
+
+
+def test_runs_over_disjoint_subjects_merge_into_one_table():
+    from rankopt.experiments.cora import merge_results
+
+    runs = [run_cora_experiment(quick=True, subjects=[s], subsample=150) for s in (0, 3)]
+    merged = merge_results(runs)
+    assert merged.subjects == ["Neural_Networks", "Probabilistic_Methods"]
+    for method in METHODS:
+        assert merged.ap[method]["Neural_Networks"] == runs[0].ap[method]["Neural_Networks"]
+        assert len(merged.fit_seconds[method]) == sum(len(r.fit_seconds[method]) for r in runs)
+        assert merged.unconverged[method] == sum(r.unconverged[method] for r in runs)
+    assert "| certified converged |" in merged.to_markdown()
+    with pytest.raises(ValueError, match="disjoint subjects"):
+        merge_results([runs[0], runs[0]])
+
+
+def test_hoap_diagnostics_record_the_certificate_and_the_ray_start(searched):
+    result, _ = searched
+    for record in result.hoap_diagnostics:
+        assert record["init_scale"] >= 0.0
+        assert len(record["accepted"]) == len(record["inner_converged"]) == len(record["inner_gap_over_tol"])
+        assert record["converged"] in (True, False)

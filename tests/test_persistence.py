@@ -191,3 +191,26 @@ def test_models_fitted_on_sparse_or_dask_data_save_the_same(tmp_path, rng):
     for data in (sp.csr_matrix(X), da.from_array(X, chunks=(50, 5))):
         save_model(RankSVM().fit(data, y), tmp_path / "m.npz")
         np.testing.assert_allclose(load_model(tmp_path / "m.npz").coef_, RankSVM().fit(X, y).coef_, atol=1e-9)
+
+
+def test_feature_names_are_saved_and_checked_after_loading(tmp_path, rng):
+    pd = pytest.importorskip("pandas")
+    X, y = _ranking_data(rng)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    model = RankSVM().fit(frame, y)
+    save_model(model, tmp_path / "named.npz")
+    restored = load_model(tmp_path / "named.npz")
+    np.testing.assert_array_equal(restored.feature_names_in_, model.feature_names_in_)
+    assert restored.feature_names_in_.dtype == object
+    np.testing.assert_array_equal(restored.decision_function(frame), model.decision_function(frame))
+    with pytest.raises(ValueError, match="Feature names must be in the same order"):
+        restored.decision_function(frame[frame.columns[::-1]])
+    # a model fitted on an array has none, saved or not
+    save_model(RankSVM().fit(X, y), tmp_path / "plain.npz")
+    assert not hasattr(load_model(tmp_path / "plain.npz"), "feature_names_in_")
+    # a wrong list is a damaged file
+    fitted = json.loads(str(np.load(tmp_path / "named.npz")["fitted"][()]))
+    rewrite_archive(tmp_path / "named.npz", tmp_path / "bad.npz",
+                    fitted=json.dumps({**fitted, "feature_names_in_": ["f0"]}))
+    with pytest.raises(ModelFileError, match="expected feature_names_in_ to hold 5 column names"):
+        load_model(tmp_path / "bad.npz")

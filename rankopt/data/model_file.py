@@ -12,7 +12,8 @@ strings only, readable from any language with an ``.npz`` reader.
 ``loss``                  the loss name (e.g. ``"ap"``), when the model has one
 ``params``                JSON: the constructor parameters (``get_params``)
 ``fitted``                JSON: the fitted scalars (``n_features_in_``,
-                          ``n_iter_``, ``converged_``, …)
+                          ``n_iter_``, ``converged_``, …) and, for a model
+                          fitted on a DataFrame, ``feature_names_in_``
 ``coef`` (etc.)           each fitted array, float64, named after its
                           attribute without the trailing underscore
 ========================  =====================================================
@@ -149,6 +150,8 @@ def save_model(model, path) -> None:
     check_is_fitted(model, "coef_")
     params = {key: _json_param(model_type, key, value) for key, value in model.get_params(deep=False).items()}
     fitted = {key: _json_value(getattr(model, key)) for key in export.values}
+    if hasattr(model, "feature_names_in_"):  # only set when fitted on a DataFrame with string column names
+        fitted["feature_names_in_"] = [str(name) for name in model.feature_names_in_]
     arrays = {key.rstrip("_"): np.asarray(getattr(model, key), dtype=np.float64) for key in export.arrays}
     loss = getattr(model, "loss_", None)
     extra = {} if loss is None else {"loss": np.array(loss.name)}
@@ -165,6 +168,16 @@ def save_model(model, path) -> None:
             **extra,
             **arrays,
         )
+
+
+def _feature_names(path, names, n_features) -> np.ndarray:
+    """The stored column names as scikit-learn keeps them: an object array of str, one per feature."""
+    if not isinstance(names, list) or len(names) != n_features or not all(isinstance(n, str) for n in names):
+        raise ModelFileError(
+            f"{path!r} is a damaged rankopt model file: expected feature_names_in_ to hold {n_features} "
+            f"column names, got {names!r} instead"
+        )
+    return np.asarray(names, dtype=object)
 
 
 def _type_name(model_type) -> str | None:
@@ -233,6 +246,8 @@ def load_model(path, model_type=None):
                 raise ModelFileError(f"{path!r} is a damaged rankopt model file: it lacks {missing}")
             arrays = {key: np.asarray(archive[key.rstrip("_")], dtype=np.float64) for key in export.arrays}
         n_features = fitted["n_features_in_"]
+        if "feature_names_in_" in fitted:
+            fitted["feature_names_in_"] = _feature_names(path, fitted["feature_names_in_"], n_features)
         for key, values in arrays.items():
             shape = export.arrays[key](n_features)
             if values.shape != shape or n_features < 1 or not np.all(np.isfinite(values)):

@@ -10,6 +10,8 @@ import importlib
 _LAZY = {
     "CCCPProblem": "rankopt.engine.cccp",
     "CCCPResult": "rankopt.engine.cccp",
+    "CCCPStep": "rankopt.engine.cccp",
+    "best_on_ray": "rankopt.engine.cccp",
     "solve_cccp": "rankopt.engine.cccp",
     "CuttingPlaneResult": "rankopt.engine.cutting_plane",
     "IterationRecord": "rankopt.engine.cutting_plane",
@@ -17,6 +19,7 @@ _LAZY = {
     "Constraint": "rankopt.engine.problem",
     "LinearConstraints": "rankopt.engine.problem",
     "StructuredProblem": "rankopt.engine.problem",
+    "QPSolution": "rankopt.engine.qp",
     "WorkingSetQP": "rankopt.engine.qp",
 }
 

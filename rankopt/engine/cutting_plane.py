@@ -1,12 +1,20 @@
 """1-slack cutting-plane training (Joachims, Finley & Yu 2009, Algorithm 4).
 
 Each iteration asks the problem for the most violated output at the current
-w, adds it to the working set unless it is violated by at most ``tol``
-beyond the working set's slack, and re-solves the working-set QP.  The
-primal objective ½‖w‖² + C ξ(w) (exact ξ from the oracle) and the duality
-gap against the working-set dual are recorded every iteration; the gap at
-the last iterate is C times the violation the stopping test compares to
-``tol``.
+w, adds its plane to the working set and re-solves the working-set QP.
+
+Stopping is certified, not taken on the solver's word.  Every oracle call
+gives the exact primal objective ½‖w‖² + C ξ(w) at its w, an upper bound on
+the optimum; every working-set solve gives the objective of a feasible dual
+point, a lower bound (the working set is a relaxation).  The fit stops as
+converged when the best primal minus the best dual is at most C·tol, and
+returns the w of that best primal.  With an exact QP this is Joachims et
+al.'s test (the violation at a working-set optimum is that gap over C); with
+an inexact one — a solver that stalls, returns its previous point or an
+approximate one — the gap stays open and the fit does not claim what it has
+not shown.  A QP answer whose own working-set gap is not small is a QP
+failure: the next solver is tried (:meth:`WorkingSetQP.solve`), and when all
+fail the fit stops with a :class:`ConvergenceWarning` that gives the gap.
 """
 from __future__ import annotations
 
@@ -17,11 +25,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rankopt.engine.problem import StructuredProblem
-from rankopt.engine.qp import WorkingSetQP
+from rankopt.engine.problem import LinearConstraints, StructuredProblem
+from rankopt.engine.qp import QPSolution, QPSolveError, WorkingSetQP
 from rankopt.exceptions import ConvergenceWarning
 
 logger = logging.getLogger(__name__)
+
+
+#: Fraction of the stopping gap C·tol within which a working-set solve must
+#: verify its own optimality; the rest is left for the cutting planes.
+QP_GAP_FRACTION = 0.1
+#: Features are rescaled inside the engine (by a power of two) only beyond
+#: 2^±60, where the Gram matrix would leave float64's comfortable range.
+_RESCALE_BEYOND = 2.0**60
+#: C·scale² beyond which a working-set QP that no solver can verify is blamed on
+#: the scale (a ValueError naming it) rather than reported as a convergence failure:
+#: measured, random planes stop being solvable between 1e12 and 1e16.
+_SOLVABLE_C_SCALE2 = 1e12
 
 
 @dataclass(frozen=True)
@@ -30,27 +50,34 @@ class IterationRecord:
 
     iteration: int
     primal_objective: float  # ½‖w‖² + C ξ(w) at this iterate, ξ exact
-    dual_objective: float  # working-set dual optimum that produced w
-    duality_gap: float  # best primal so far − dual
+    dual_objective: float  # best working-set dual so far: a lower bound on the optimum
+    duality_gap: float  # best primal so far − dual_objective: what the stopping test reads
     violation: float  # ξ(w) − working-set slack at w
     n_planes: int
     inference_seconds: float
+    qp_gap: float = 0.0  # the working-set solve's own gap (primal − dual of the QP that gave w)
+    qp_solver: str = ""  # which form solved it ("dual", "bounded dual", "primal"; "" for a start point)
 
 
 @dataclass
 class CuttingPlaneResult:
-    """The solution and how it was reached."""
+    """The solution and how it was reached.
+
+    ``w`` is the iterate with the smallest primal objective, and
+    ``duality_gap`` bounds how far that objective is from the optimum:
+    ``converged`` is True exactly when it is at most C·tol.
+    """
 
     w: np.ndarray
     n_iter: int
     converged: bool
     history: list[IterationRecord] = field(default_factory=list)
-    #: Why the solve ended: "converged", "max_iter" or "callback".
+    #: Why the solve ended: "converged", "max_iter", "callback" or "qp_failure".
     stop_reason: str = "converged"
-
-    @property
-    def primal_objective(self) -> float:
-        return self.history[-1].primal_objective if self.history else float("nan")
+    #: ½‖w‖² + C ξ(w) at the returned w.
+    primal_objective: float = float("nan")
+    #: primal_objective − the best dual objective: a certified bound on suboptimality.
+    duality_gap: float = float("nan")
 
     @property
     def inference_seconds(self) -> float:
@@ -67,7 +94,7 @@ def solve_cutting_plane(
     warn: bool = True,
     callback=None,
 ) -> CuttingPlaneResult:
-    """Solve ``problem`` to violation ``tol`` with at most ``max_iter`` oracle calls.
+    """Solve ``problem`` to a duality gap of ``C·tol`` with at most ``max_iter`` oracle calls.
 
     Parameters
     ----------
@@ -75,78 +102,204 @@ def solve_cutting_plane(
     C : float
         Weight of the slack, > 0.
     tol : float
-        Stop when the most violated constraint exceeds the working set's
-        slack by at most ``tol`` (Joachims et al.'s ε).
+        Stop when the best primal objective is within ``C·tol`` of the best
+        dual objective (with an exact QP: when no constraint is violated by
+        more than ``tol`` beyond the working set's slack, Joachims et al.'s ε).
     max_iter : int
         Oracle calls allowed; a :class:`ConvergenceWarning` is issued when
         they run out (unless ``warn=False``).
     w0 : ndarray, optional
         Where to start (must satisfy the linear constraints); otherwise the
         smallest w that satisfies them (w = 0 when there are none).  Its
-        most violated output seeds the working set; the stopping test is
-        only applied at working-set optima, which w0 is not.
+        most violated output seeds the working set; it is returned if no
+        later iterate has a smaller primal objective.
+    warn : bool
+        Issue a :class:`ConvergenceWarning` when the solve ends uncertified
+        (max_iter, or a working-set QP no solver could verify).
     callback : callable(IterationRecord, ndarray) -> bool or None, optional
         Called after every iteration with its record and the iterate w the
         record describes (read-only; copy it to keep it), e.g. to drive a
         progress bar or to score w on validation data.  Returning True
-        stops the solve there: the result then has ``converged=False`` and
-        ``stop_reason="callback"``, and no warning is issued.
+        stops the solve there (``stop_reason="callback"``, no warning),
+        unless that iterate already certified convergence.
+
+    Raises
+    ------
+    ValueError
+        When the oracle returns a non-finite plane or loss, or the problem's
+        scale leaves the floating-point range (the message names the scale).
     """
-    qp = WorkingSetQP(C, problem.n_features, problem.linear_constraints)
+    C = float(C)
     psi_star = np.asarray(problem.ground_truth_feature(), dtype=np.float64)
     if psi_star.shape != (problem.n_features,):
         raise RuntimeError(
             f"{type(problem).__name__} broke its contract: Ψ(X, Y*) has shape {psi_star.shape}, "
             f"expected ({problem.n_features},)"
         )
+    _check_finite(psi_star, "Ψ(X, Y*)", 0)
+    target_gap = C * tol
+    qp_gap_tol = QP_GAP_FRACTION * target_gap
+    qp = _ScaledQP(C, problem.n_features, problem.linear_constraints, psi_star, qp_gap_tol)
     if w0 is None:
-        w, dual = qp.solve()  # the smallest w meeting the linear constraints (0 without them)
+        solution = qp.solve(qp_gap_tol)  # the smallest w meeting the linear constraints (0 without them)
+        w, dual, qp_gap, qp_solver = solution.w, solution.dual, solution.gap, solution.solver
     else:
-        w, dual = np.asarray(w0, dtype=np.float64).copy(), 0.0
-    best_primal = np.inf
+        # ½‖w‖² + C ξ ≥ 0: zero is a lower bound until the first working-set solve.
+        w, dual, qp_gap, qp_solver = np.asarray(w0, dtype=np.float64).copy(), 0.0, 0.0, ""
+    best_primal, best_w, best_dual = np.inf, w, dual
     history: list[IterationRecord] = []
-    converged = False
     stop_reason = "max_iter"
+    qp_failed = False
     for iteration in range(1, max_iter + 1):
         start = time.perf_counter()
         constraint = problem.most_violated(w)
         elapsed = time.perf_counter() - start
         plane = psi_star - np.asarray(constraint.feature, dtype=np.float64)
-        xi = max(0.0, constraint.loss - float(w @ plane))
+        _check_finite(plane, "the most violated plane Ψ(X, Y*) − Ψ(X, Ŷ)", iteration)
+        loss = float(constraint.loss)
+        _check_finite(np.array([loss]), "the most violated output's loss Δ", iteration)
+        xi = max(0.0, loss - float(w @ plane))
         violation = xi - qp.slack(w)
         primal = 0.5 * float(w @ w) + C * xi
-        best_primal = min(best_primal, primal)
+        if not np.isfinite(primal):
+            raise ValueError(_scale_message(f"the primal objective at iteration {iteration} is {primal}", w, plane))
+        if primal <= best_primal:  # on a tie the later iterate, a working-set optimum
+            best_primal, best_w = primal, w
+        best_dual = max(best_dual, dual)
+        gap = best_primal - best_dual
         record = IterationRecord(
-            iteration, primal, dual, best_primal - dual, violation, qp.n_planes, elapsed
+            iteration, primal, best_dual, gap, violation, qp.n_planes, elapsed, qp_gap, qp_solver
         )
         history.append(record)
         logger.debug(
-            "iter %d: primal %.6g dual %.6g gap %.3g violation %.3g planes %d",
-            iteration, primal, dual, record.duality_gap, violation, qp.n_planes,
+            "iter %d: primal %.6g dual %.6g gap %.3g violation %.3g planes %d (QP %s, gap %.3g)",
+            iteration, primal, best_dual, gap, violation, qp.n_planes, qp_solver or "-", qp_gap,
         )
-        if callback is not None and callback(record, w):
-            stop_reason = "callback"
-            break
-        # The test is Joachims et al.'s only at a working-set optimum: a w0 whose
-        # margins all hold has zero violation however far from optimal it is.
-        if violation <= tol and (w0 is None or iteration > 1):
-            converged = True
+        stop_requested = callback is not None and callback(record, w)
+        if gap <= target_gap:
             stop_reason = "converged"
             break
+        if qp_failed:
+            stop_reason = "qp_failure"
+            break
+        if stop_requested:
+            stop_reason = "callback"
+            break
         if iteration == max_iter:
-            break  # return the last evaluated iterate, so history_[-1] describes w
-        qp.add(plane, constraint.loss)
-        w, dual = qp.solve()
-    if stop_reason == "max_iter" and warn:
+            break
+        qp.add(plane, loss)
+        try:
+            solution = qp.solve(qp_gap_tol)
+        except QPSolveError as exc:
+            if "admit no solution" in str(exc):
+                raise
+            qp.refuse_if_out_of_scale(str(exc))
+            logger.warning("cutting plane: %s", exc)
+            stop_reason = "qp_failure"
+            break
+        # An unverified answer still has a valid dual bound, and its w is a point the
+        # oracle can price (it may improve the best primal): one more iteration does
+        # both, then the solve stops, since the next planes would rest on it.
+        w, dual, qp_gap, qp_solver = solution.w, solution.dual, solution.gap, solution.solver
+        qp_failed = not solution.verified(qp_gap_tol)
+        if qp_failed:
+            qp.refuse_if_out_of_scale(f"working-set QP gap {solution.gap:.3g} > {qp_gap_tol:.3g}")
+    converged = stop_reason == "converged"
+    final_gap = best_primal - best_dual
+    if warn and not converged and stop_reason != "callback":
+        cause = (
+            f"max_iter={max_iter} was reached" if stop_reason == "max_iter"
+            else "no working-set QP solver reached a verified optimum"
+        )
         warnings.warn(
-            f"cutting plane stopped at max_iter={max_iter} with violation {history[-1].violation:.3g} "
-            f"> tol={tol:g}; increase max_iter or tol",
+            f"cutting plane stopped uncertified: {cause}, with duality gap {final_gap:.3g} > "
+            f"C·tol = {target_gap:.3g} (relative {final_gap / max(best_primal, 1e-300):.3g}); "
+            + ("increase max_iter or tol" if stop_reason == "max_iter" else "rescale the features or loosen tol"),
             ConvergenceWarning,
             stacklevel=2,
         )
     logger.info(
-        "cutting plane %s after %d iterations: primal %.6g, gap %.3g",
-        "converged" if converged else "stopped", len(history), history[-1].primal_objective,
-        history[-1].duality_gap,
+        "cutting plane %s after %d iterations: primal %.6g, gap %.3g (C·tol %.3g)",
+        "converged" if converged else f"stopped ({stop_reason})", len(history), best_primal, final_gap, target_gap,
     )
-    return CuttingPlaneResult(w, len(history), converged, history, stop_reason)
+    return CuttingPlaneResult(
+        best_w, len(history), converged, history, stop_reason, best_primal, final_gap
+    )
+
+
+def _feature_scale(psi_star: np.ndarray) -> float:
+    """The power of two nearest to Ψ(X, Y*)'s largest entry, or 1 when that is
+    within 2^±60 (or 0): the planes' scale, which the QP divides out."""
+    largest = float(np.max(np.abs(psi_star), initial=0.0))
+    if largest == 0.0 or 1.0 / _RESCALE_BEYOND <= largest <= _RESCALE_BEYOND:
+        return 1.0
+    return float(np.ldexp(1.0, int(np.round(np.log2(largest)))))
+
+
+class _ScaledQP:
+    """The working-set QP in units where the planes are of order one.
+
+    With g = s·g' and w = w'/s (s a power of two, so every conversion is
+    exact), ½‖w‖² + C ξ = (½‖w'‖² + C s² ξ)/s²: the QP solves the problem
+    in (w', C' = C s²), whose Gram matrix neither overflows for features of
+    order 10¹⁵⁰ nor underflows for 10⁻¹⁵⁰, and this wrapper converts back.
+    The margins w·g = w'·g' and the slack do not change.
+    """
+
+    def __init__(self, C, n_features, linear_constraints, psi_star, gap_tol):
+        largest = float(np.max(np.abs(psi_star), initial=0.0))
+        scale = _feature_scale(psi_star)
+        self.scale = scale
+        self.magnitude = largest
+        self._psi_scale2 = (largest / scale) ** 2  # the planes' magnitude² in the QP's units
+        C_scaled = C * scale * scale
+        # The QP's tolerance in these units must stay a normal float, or its checks mean nothing.
+        if not (np.isfinite(C_scaled) and gap_tol * scale * scale >= np.finfo(np.float64).tiny):
+            raise ValueError(
+                f"expected features whose scale keeps C·scale² in the float64 range, got features of magnitude "
+                f"{scale:.3g} with C={C:g} (C·scale² = {C_scaled:.3g}) instead; rescale X (e.g. standardise it)"
+            )
+        if linear_constraints is not None and scale != 1.0:
+            linear_constraints = LinearConstraints(linear_constraints.A, linear_constraints.b * scale)
+        self._qp = WorkingSetQP(C_scaled, n_features, linear_constraints)
+
+    @property
+    def n_planes(self) -> int:
+        return self._qp.n_planes
+
+    def refuse_if_out_of_scale(self, failure: str) -> None:
+        """Raise a ValueError naming the scale when a QP failure is the scale's doing."""
+        C_scale2 = self._qp.C * self._psi_scale2
+        if C_scale2 > _SOLVABLE_C_SCALE2:
+            raise ValueError(
+                f"expected features and C for which the working-set QP can be solved in float64, got features "
+                f"of magnitude {self.magnitude:.3g} with C={self._qp.C / self.scale**2:g} instead "
+                f"(C·magnitude² = {C_scale2:.3g} > {_SOLVABLE_C_SCALE2:g}; {failure}); standardise X or lower C"
+            )
+
+    def add(self, plane: np.ndarray, loss: float) -> None:
+        self._qp.add(plane / self.scale, loss)
+
+    def slack(self, w: np.ndarray) -> float:
+        return self._qp.slack(w * self.scale)
+
+    def solve(self, gap_tol: float) -> QPSolution:
+        s2 = self.scale * self.scale
+        solution = self._qp.solve(gap_tol * s2)
+        return QPSolution(solution.w / self.scale, solution.dual / s2, solution.primal / s2, solution.solver)
+
+
+def _check_finite(values: np.ndarray, what: str, iteration: int) -> None:
+    if not np.all(np.isfinite(values)):
+        raise ValueError(
+            f"expected finite values in {what} (iteration {iteration}), got NaN or infinity instead: "
+            "the features are too large for float64 arithmetic (largest finite entry "
+            f"{np.max(np.abs(values[np.isfinite(values)]), initial=0.0):.3g}); rescale X"
+        )
+
+
+def _scale_message(what: str, w: np.ndarray, plane: np.ndarray) -> str:
+    return (
+        f"{what}: the problem's scale leaves the float64 range (largest plane entry "
+        f"{np.max(np.abs(plane)):.3g}, largest weight {np.max(np.abs(w), initial=0.0):.3g}); rescale X"
+    )

@@ -37,6 +37,7 @@ takes sparse constraint rows.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import clarabel
 import daqp
@@ -63,8 +64,42 @@ _NEWTON_RTOL = 1e-13
 _INACTIVE_FRACTION = 1e-8
 
 
+#: Relative precision every solver reaches on a healthy working set (Clarabel at
+#: its tight tolerances: ~5e-11; DAQP with the face polish: ~1e-15): an answer
+#: within it of its own dual is an optimum.
+SOLVER_RTOL = 1e-9
+
+
 class QPSolveError(RuntimeError):
     """The QP solver did not reach an optimum."""
+
+
+@dataclass(frozen=True)
+class QPSolution:
+    """A working-set solve and its own certificate.
+
+    ``dual`` is the dual objective of a feasible dual point, so it is a lower
+    bound on the working-set optimum — and, the working set being a
+    relaxation, on the full problem's — however inexact the solver was.
+    ``primal`` is ½‖w‖² + C ξ_ws(w) at the returned w, an upper bound on the
+    working-set optimum.  Their difference ``gap`` bounds how far both are
+    from it, without trusting the solver's exit status.
+    """
+
+    w: np.ndarray
+    dual: float
+    primal: float
+    #: Which form and solver produced it: "dual", "bounded dual", "primal" or "empty".
+    solver: str
+
+    @property
+    def gap(self) -> float:
+        return self.primal - self.dual
+
+    def verified(self, gap_tol: float) -> bool:
+        """Whether the gap is at most ``gap_tol`` plus what the solvers' own
+        precision leaves (``SOLVER_RTOL`` of the objective)."""
+        return self.gap <= gap_tol + SOLVER_RTOL * max(abs(self.primal), abs(self.dual))
 
 
 def box_bounds(constraints: LinearConstraints | None, n_features: int):
@@ -128,6 +163,7 @@ class WorkingSetQP:
         self._k = 0
         self._gram = np.zeros((0, 0))
         self._alpha = np.zeros(0)  # the bounded dual's last optimum, its next start
+        self._needs_proximal = False  # the last dual solve needed DAQP's forced proximal iterations
         self.n_pruned = 0
 
     @property
@@ -204,33 +240,66 @@ class WorkingSetQP:
             return 0.0
         return max(0.0, float(np.max(self.losses - self.planes @ w)))
 
-    def solve(self) -> tuple[np.ndarray, float]:
-        """The optimal w and the optimal objective ½‖w‖² + C ξ of the working set."""
-        k = self._k
-        if self.constraints is None:
-            if k == 0:
-                return np.zeros(self.n_features), 0.0
-            return self._dual_or_primal(self._solve_dual)
-        if self._bounds is not None:
-            if np.any(self._bounds[0] > self._bounds[1]):
-                raise QPSolveError("the linear constraints on w admit no solution (bounds with lo > hi)")
-            return self._dual_or_primal(self._solve_bounded_dual)
-        if k == 0 and np.all(self.constraints.b >= 0):
-            return np.zeros(self.n_features), 0.0  # w = 0 is feasible, hence optimal
-        return self._solve_primal()
+    def primal_value(self, w: np.ndarray) -> float:
+        """½‖w‖² + C ξ_ws(w), or inf when w breaks A w ≤ b beyond rounding."""
+        if self.constraints is not None:
+            A, b = self.constraints.A, self.constraints.b
+            excess = np.asarray(A @ w - b).ravel()
+            # what rounding can leave in A w: a few ulps of each row's |A_i|·|w|
+            allowance = np.asarray(1e-9 * (abs(A) @ np.abs(w) + np.abs(b))).ravel()
+            if np.any(excess > allowance):
+                return np.inf
+        return 0.5 * float(w @ w) + self.C * self.slack(w)
 
-    def _dual_or_primal(self, solve_dual):
-        """The dual form, or the primal when both dual solvers fail on it (logged).
+    def solve(self, gap_tol: float = 0.0) -> QPSolution:
+        """The working-set optimum, verified by its own duality gap.
 
-        The primal is strongly convex in w and needs no Gram matrix, so it
-        is the robust last resort; it is slower with many dense planes.
+        Each form's solver is tried in turn (the dual forms first, the primal
+        as the last resort); an answer counts when its :class:`QPSolution`
+        gap is at most ``gap_tol`` plus rounding.  When none does, the
+        answer with the smallest gap is returned and the caller decides (the
+        cutting plane then stops uncertified); a solver that raises is
+        logged and skipped.  :class:`QPSolveError` is raised only when the
+        constraints admit no w or no solver returned anything.
         """
-        try:
-            return solve_dual()
-        except QPSolveError as exc:
-            logger.info("%s; solving the primal instead", exc)
-            self._alpha = np.zeros(0)
-            return self._solve_primal()
+        k = self._k
+        if self._bounds is not None and np.any(self._bounds[0] > self._bounds[1]):
+            raise QPSolveError("the linear constraints on w admit no solution (bounds with lo > hi)")
+        if self.constraints is None:
+            attempts = [("dual", self._solve_dual), ("primal", self._solve_primal)]
+        elif self._bounds is not None:
+            attempts = [("bounded dual", self._solve_bounded_dual), ("primal", self._solve_primal)]
+        else:
+            attempts = [("primal", self._solve_primal)]
+        if k == 0 and (self.constraints is None or np.all(self.constraints.b >= 0)):
+            return QPSolution(np.zeros(self.n_features), 0.0, 0.0, "empty")  # w = 0 is feasible, hence optimal
+        best = None
+        failures = []
+        for name, attempt in attempts:
+            try:
+                w, dual = attempt()
+            except QPSolveError as exc:
+                if "admit no solution" in str(exc):
+                    raise
+                failures.append(f"{name}: {exc}")
+                logger.info("working-set QP with %d planes: the %s failed (%s)", k, name, exc)
+                self._alpha = np.zeros(0)
+                continue
+            solution = QPSolution(w, dual, self.primal_value(w), name)
+            if solution.verified(gap_tol):
+                return solution
+            failures.append(f"{name}: gap {solution.gap:.3g} > {gap_tol:.3g}")
+            logger.info(
+                "working-set QP with %d planes: the %s answer fails its optimality check "
+                "(primal %.10g, dual %.10g, gap %.3g > %.3g)", k, name, solution.primal, solution.dual,
+                solution.gap, gap_tol,
+            )
+            if best is None or solution.gap < best.gap:
+                best = solution
+            self._alpha = np.zeros(0)  # the next form starts afresh
+        if best is None:
+            raise QPSolveError(f"working-set QP with {k} planes: every solver failed ({'; '.join(failures)})")
+        return best
 
     # -------------------------------------------------------------- dual forms
 
@@ -253,12 +322,16 @@ class WorkingSetQP:
         size = np.maximum(np.abs(linear), 1e-12 * float(np.max(np.abs(linear))))
         with np.errstate(divide="ignore"):
             sigma = np.where(diagonal > 0.0, np.minimum(C, size / np.where(diagonal > 0.0, diagonal, 1.0)), C)
-        kappa = float(np.max(sigma * np.abs(linear)))
-        if not kappa > 1e-200:  # no linear term: α = 0 is optimal
+        if not np.any(linear > 0.0):  # linear·α − ½αᵀHα ≤ linear·α ≤ 0 for α ≥ 0: α = 0 is optimal
             return np.zeros(k)
+        kappa = float(np.max(sigma * np.abs(linear)))
         H = hessian * np.outer(sigma, sigma / kappa)
         f = linear * (-sigma / kappa)
-        gamma = _dense_simplex_qp(H, f, sigma / C)
+        # More planes than features, or a solve that already needed forced proximal
+        # iterations (planes are only added until pruned): the Gram matrix is singular.
+        proximal_first = self._needs_proximal or k > self.n_features
+        gamma, needed = _dense_simplex_qp(H, f, sigma / C, proximal_first)
+        self._needs_proximal = needed
         alpha = sigma * gamma
         total = alpha.sum()
         if total > C:  # the solver's feasibility tolerance
@@ -337,15 +410,38 @@ class WorkingSetQP:
         b = np.concatenate(bounds)
         P = sp.diags(np.concatenate([np.ones(d), [0.0]])).tocsc()
         q = np.concatenate([np.zeros(d), [self.C]])
-        x, multipliers = _clarabel(P, q, A, b, f"working-set QP with {k} planes")
-        w, xi = x[:d], max(0.0, float(x[d]))
-        value = 0.5 * float(w @ w) + self.C * xi
-        self._record_multipliers(np.maximum(multipliers[:k], 0.0))
-        return w, value
+        x, multipliers = _clarabel(P, q, A, b, f"working-set QP with {k} planes", constraints is not None)
+        w = x[:d]
+        alpha = np.maximum(multipliers[:k], 0.0)
+        dual = self._lagrangian_dual(alpha, np.maximum(multipliers[k + 1:], 0.0))
+        self._record_multipliers(alpha)  # may drop planes: after the dual, which uses them all
+        return w, dual
+
+    def _lagrangian_dual(self, alpha: np.ndarray, mu: np.ndarray) -> float:
+        """The dual objective at plane multipliers α and constraint multipliers μ.
+
+        Minimising the Lagrangian over (w, ξ) gives w = Gᵀα − Aᵀμ and needs
+        Σα ≤ C; α is scaled onto that set first, so the value is that of a
+        feasible dual point — a lower bound whatever the solver's accuracy:
+        Σ α_k Δ_k − μ·b − ½‖Gᵀα − Aᵀμ‖².
+        """
+        total = float(alpha.sum())
+        if total > self.C:
+            alpha = alpha * (self.C / total)
+        v = self.planes.T @ alpha
+        value = float(alpha @ self.losses)
+        if self.constraints is not None and mu.size:
+            v = v - self.constraints.A.T @ mu
+            value -= float(mu @ self.constraints.b)
+        return value - 0.5 * float(v @ v)
 
 
-def _clarabel(P, q, A, b, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """min ½xᵀPx + qᵀx s.t. Ax ≤ b, with one retry at default tolerances: (x, row multipliers)."""
+def _clarabel(P, q, A, b, what: str, constraints_can_be_infeasible: bool) -> tuple[np.ndarray, np.ndarray]:
+    """min ½xᵀPx + qᵀx s.t. Ax ≤ b, with one retry at default tolerances: (x, row multipliers).
+
+    Cutting planes alone are always feasible (ξ large enough): an infeasibility
+    report is then numerical trouble, handled as a failed solve.
+    """
     for tolerances in (_TIGHT, {}):
         settings = clarabel.DefaultSettings()
         settings.verbose = False
@@ -353,7 +449,7 @@ def _clarabel(P, q, A, b, what: str) -> tuple[np.ndarray, np.ndarray]:
             setattr(settings, name, value)
         solution = clarabel.DefaultSolver(P, q, A, b, [clarabel.NonnegativeConeT(b.size)], settings).solve()
         status = str(solution.status)
-        if "Infeasible" in status:
+        if "Infeasible" in status and constraints_can_be_infeasible:
             raise QPSolveError(f"the linear constraints on w admit no solution (QP status {status})")
         if "Solved" in status:  # Solved or AlmostSolved
             return np.asarray(solution.x), np.asarray(solution.z)
@@ -367,7 +463,9 @@ def _clarabel(P, q, A, b, what: str) -> tuple[np.ndarray, np.ndarray]:
 _NO_BOUND = 1e30
 
 
-def _dense_simplex_qp(H: np.ndarray, f: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def _dense_simplex_qp(
+    H: np.ndarray, f: np.ndarray, weights: np.ndarray, proximal_first: bool = False
+) -> tuple[np.ndarray, bool]:
     """argmin_γ ½ γᵀHγ + fᵀγ  s.t.  γ ≥ 0, weights·γ ≤ 1, for a small dense PSD H.
 
     DAQP, a dual active-set solver, ends on an exact vertex of the active
@@ -376,20 +474,23 @@ def _dense_simplex_qp(H: np.ndarray, f: np.ndarray, weights: np.ndarray) -> np.n
     at η = 100 are).  A singular H needs its proximal iterations: chosen
     automatically first, forced (ε = 10⁻⁶) when the automatic choice runs
     out of iterations — as on HOAP-SVM's rank-deficient Gram matrices at
-    η = 100 on Cora.  Both failing raises :class:`QPSolveError`, and
-    :meth:`WorkingSetQP.solve` then solves the primal.
+    η = 100 on Cora.  ``proximal_first`` tries the forced setting first (a
+    working set known to be rank-deficient: the automatic attempt would only
+    spend its iteration limit).  Both failing raises :class:`QPSolveError`,
+    and :meth:`WorkingSetQP.solve` then solves the primal.  Returns γ and
+    whether the forced setting was needed.
     """
     k = f.size
     bupper = np.concatenate([np.full(k, _NO_BOUND), [1.0]])
     blower = np.concatenate([np.zeros(k), [-_NO_BOUND]])
     flags = []
-    for eps_prox in (-1.0, 1e-6):
+    for eps_prox in ((1e-6,) if proximal_first else (-1.0, 1e-6)):
         gamma, _, exitflag, _ = daqp.solve(
             np.ascontiguousarray(H), np.ascontiguousarray(f), np.ascontiguousarray(weights[None, :]),
             bupper, blower, np.zeros(k + 1, dtype=np.intc), eps_prox=eps_prox, eta_prox=1e-12, primal_tol=1e-10,
         )
         if exitflag == 1:
-            return np.maximum(np.asarray(gamma), 0.0)
+            return np.maximum(np.asarray(gamma), 0.0), eps_prox > 0.0
         flags.append(exitflag)
     raise QPSolveError(f"working-set dual with {k} planes: DAQP ended with exit flags {flags}")
 

@@ -99,6 +99,10 @@ class FoldResult:
     fit_seconds: float
     params: dict
     cv_seconds: float
+    #: Whether the final fit was certified converged (None in logs written before certification).
+    converged: bool | None = None
+    #: Its last inner solve's duality gap over C·tol (≤ 1 when certified).
+    gap_over_tol: float | None = None
 
 
 @dataclass
@@ -120,6 +124,8 @@ class LatentExperimentResult:
                 "fit_seconds": float(np.mean([r.fit_seconds for r in rows])),
                 "cv_seconds": float(np.mean([r.cv_seconds for r in rows])),
                 "n": len(rows),
+                "certified": sum(r.converged is True for r in rows),
+                "recorded": sum(r.converged is not None for r in rows),
             }
         return out
 
@@ -203,7 +209,8 @@ def _run_fold(name, bags, y, train_idx, test_idx, method, seed, fold, fixed, gri
         model = _fit(cls, {"n_init": n_init, **fixed, **params}, tr, y_train, seed)
         t2 = time.perf_counter()
         ap = average_precision(y[test_idx], model.decision_function(te))
-    return FoldResult(name, method, seed, fold, ap, t2 - t1, params, t1 - t0)
+    gap_over_tol = float(model.duality_gap_ / (model.C * model.tol))
+    return FoldResult(name, method, seed, fold, ap, t2 - t1, params, t1 - t0, bool(model.converged_), gap_over_tol)
 
 
 def run_latent_experiment(
@@ -332,7 +339,8 @@ def format_table(result: LatentExperimentResult) -> str:
         aps, times = [], []
         for d in datasets:
             s = summary.get((d, m))
-            aps.append("–" if s is None else f"{s['ap_mean']:.3f} ± {s['ap_std']:.3f} (n={s['n']})")
+            certified = "" if s is None or not s["recorded"] else f", certified {s['certified']}/{s['recorded']}"
+            aps.append("–" if s is None else f"{s['ap_mean']:.3f} ± {s['ap_std']:.3f} (n={s['n']}{certified})")
             times.append("–" if s is None else f"{s['fit_seconds']:.1f}")
         lines.append(f"| {METHODS[m][0]} | " + " | ".join(aps) + " | " + " | ".join(times) + " |")
     p = result.protocol

@@ -184,7 +184,12 @@ def fit_approx(
             break
         in_qp[violated[np.argsort(margins[violated], kind="stable")[:batch]]] = True
     history = [record for run in runs for record in run.history]
-    result = CuttingPlaneResult(w, len(history), runs[-1].converged, history)
+    # The last run's w meets every hard constraint, so the dual bound of its relaxation
+    # (only some of them in the QP) certifies it for the full problem.
+    last = runs[-1]
+    result = CuttingPlaneResult(
+        w, len(history), last.converged, history, last.stop_reason, last.primal_objective, last.duality_gap
+    )
     return problem, result, split
 
 

@@ -34,10 +34,17 @@ import logging
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils import ClassifierTags
 from sklearn.utils.validation import check_is_fitted
 
-from rankopt._validation import check_binary_labels, check_positive_float, check_positive_int
-from rankopt.engine.cccp import CCCPProblem, solve_cccp
+from rankopt._validation import (
+    check_binary_labels,
+    check_feature_names,
+    check_n_features,
+    check_positive_float,
+    check_positive_int,
+)
+from rankopt.engine.cccp import CCCPProblem, best_on_ray, solve_cccp
 from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.engine.problem import Constraint, LinearConstraints, StructuredProblem
 from rankopt.features.high_order import HighOrderFeatureMap, HighOrderInput, check_eta
@@ -48,6 +55,7 @@ from rankopt.metrics import average_precision
 # HOBModel and HOAPModel, the plugins, live in a module of their own that imports
 # neither scikit-learn nor the engine's solvers (``rankopt plugins`` lists them).
 from rankopt.models.high_order_plugin import HOAPModel, HOBModel
+from rankopt.models.progress import iteration_callback, verbose_logging
 
 logger = logging.getLogger(__name__)
 
@@ -216,6 +224,7 @@ class _HighOrderRanker(BaseEstimator):
         (``edges`` or ``groups``); a model fitted without pairs takes none.
         """
         check_is_fitted(self, "coef_")
+        check_feature_names(self, X, reset=False)
         with_pairs = edges is not None or groups is not None
         if with_pairs != self.fitted_with_pairs_:
             if self.fitted_with_pairs_:
@@ -228,8 +237,7 @@ class _HighOrderRanker(BaseEstimator):
                 f"{'edges' if edges is not None else 'groups'} instead"
             )
         inp = self._input(X, edges, groups, self.eta_)
-        if inp.d != self.n_features_in_:
-            raise ValueError(f"expected X with {self.n_features_in_} features, as in fit, got {inp.d} instead")
+        check_n_features(self, inp.d)
         return HighOrderFeatureMap().scores(inp, self.coef_)
 
     def score(self, X, y, edges=None, groups=None) -> float:
@@ -240,6 +248,8 @@ class _HighOrderRanker(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         tags.target_tags.required = True
+        # Binary relevance, as RankSVM: scikit-learn's checks then feed two-class targets.
+        tags.classifier_tags = ClassifierTags(multi_class=False)
         return tags
 
 
@@ -267,6 +277,8 @@ class HOBSVM(_HighOrderRanker):
     max_iter : int, default 1000
         Cutting-plane iterations allowed (``ConvergenceWarning`` beyond).
     verbose : bool, default False
+        Show every cutting-plane iteration (primal objective, duality gap,
+        violation) on stderr during the fit, as :class:`~rankopt.RankSVM` does.
 
     Attributes
     ----------
@@ -276,7 +288,13 @@ class HOBSVM(_HighOrderRanker):
         Rows w⁺ (label 1) and w⁻ (label 0).
     pairwise_coef_ : ndarray of shape (d,)
         w₂, all ≤ 0.
-    n_iter_, converged_, history_ : cutting-plane diagnostics.
+    n_iter_, converged_, duality_gap_, history_ : cutting-plane diagnostics
+        (``converged_`` only when the duality gap is at most C·tol).
+    n_features_in_ : int
+        d, the number of columns of X.
+    feature_names_in_ : ndarray of str
+        Column names of X in fit, when X was a DataFrame with string column
+        names; prediction then refuses other or reordered columns.
     fitted_with_pairs_ : bool
         Whether fit got edges or groups (prediction must match).
     """
@@ -294,19 +312,22 @@ class HOBSVM(_HighOrderRanker):
         tol = check_positive_float(self.tol, "tol")
         max_iter = check_positive_int(self.max_iter, "max_iter")
         eta = check_eta(self.eta)
+        check_feature_names(self, X, reset=True)
         inp = self._input(X, edges, groups, eta)
         y = check_binary_labels(y, inp.n_samples)
         registry = self._registry()
         problem = registry.get_model("high_order_binary").build_problem(
             inp, y, registry.get_loss("zero_one"), registry.get_feature_map("high_order"), registry=registry
         )
-        callback = _log_iteration if self.verbose else None
-        result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback)
+        callback = iteration_callback(type(self).__name__, verbose=self.verbose)
+        with verbose_logging(self.verbose):
+            result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback)
         self.eta_ = eta
         # coef_ scores labelings with the unnormalised Ψ of eqs. (4)–(5), as HOAP-SVM's does.
         self._store(inp, problem.scale * result.w, edges is not None or groups is not None)
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
+        self.duality_gap_ = result.duality_gap
         self.history_ = result.history
         return self
 
@@ -349,6 +370,10 @@ class HOAPSVM(_HighOrderRanker):
     inference : str, default "auto"
         Loss-augmented inference method for the AP loss.
     verbose : bool, default False
+        Show the progress on stderr during the fit: the HOB-SVM start's
+        iterations, then every inner cutting-plane iteration labelled with
+        its CCCP step, and each step's objective
+        (:mod:`rankopt.models.progress`).
 
     Attributes
     ----------
@@ -359,8 +384,19 @@ class HOAPSVM(_HighOrderRanker):
     n_iter_ : int
         CCCP steps run.
     converged_ : bool
+        Whether CCCP stopped at a step whose inner solve was certified
+        (duality gap ≤ C·tol) with a decrease below ``cccp_tol``.
+    duality_gap_ : float
+        The last inner solve's certified duality gap.
+    steps_ : list of CCCPStep
+        Per CCCP step: J before, the convex bound and J after, the inner
+        gap and certification, and whether the step was accepted.
     init_coef_ : ndarray
-        The starting coefficients, in the units of ``coef_``.
+        The starting coefficients (from ``init``), in the units of ``coef_``.
+    init_scale_ : float
+        The t ≥ 0 minimising J(t·w_init) along the start's ray; CCCP starts
+        from ``init_scale_ * init_coef_``.
+    n_features_in_, feature_names_in_ : as :class:`HOBSVM`.
     """
 
     def __init__(
@@ -395,6 +431,7 @@ class HOAPSVM(_HighOrderRanker):
         eta = check_eta(self.eta)
         if not isinstance(self.inference, str):
             raise ValueError(f"expected inference to be a method name, got {self.inference!r} instead")
+        check_feature_names(self, X, reset=True)
         inp = self._input(X, edges, groups, eta)
         y = check_binary_labels(y, inp.n_samples)
         registry = self._registry()
@@ -402,17 +439,25 @@ class HOAPSVM(_HighOrderRanker):
             inp, y, registry.get_loss("ap"), registry.get_feature_map("high_order"),
             inference=self.inference, registry=registry,
         )
-        w0 = self._initial_w(inp, y, edges, groups, eta)
-        result = solve_cccp(
-            problem, C, w0 / problem.scale, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol,
-            inner_max_iter=max_iter,
-        )
+        callback = iteration_callback(type(self).__name__, verbose=self.verbose, cccp=True)
+        with verbose_logging(self.verbose):
+            w0 = self._initial_w(inp, y, edges, groups, eta)
+            # The start's direction is kept, its length chosen by J: HOB-SVM's w is in other
+            # units (its C is on another scale), and J is convex along the ray (docs/maths.md).
+            ray_scale, _ = best_on_ray(problem, C, w0 / problem.scale)
+            result = solve_cccp(
+                problem, C, ray_scale * w0 / problem.scale, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol,
+                inner_max_iter=max_iter, callback=callback,
+            )
         self.eta_ = eta
         self._store(inp, problem.scale * result.w, edges is not None or groups is not None)
         self.init_coef_ = w0
+        self.init_scale_ = ray_scale
         self.objectives_ = result.objectives
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
+        self.duality_gap_ = result.inner[-1].duality_gap
+        self.steps_ = result.steps
         self.inner_results_ = result.inner
         return self
 
@@ -430,11 +475,3 @@ class HOAPSVM(_HighOrderRanker):
         if w0.shape != (n_features,) or not np.all(np.isfinite(w0)):
             raise ValueError(f"expected init of shape ({n_features},) and finite, got shape {w0.shape} instead")
         return _project(inp, w0)
-
-
-def _log_iteration(record, w) -> None:
-    logger.info(
-        "iteration %d: primal %.6g, gap %.3g, violation %.3g",
-        record.iteration, record.primal_objective, record.duality_gap, record.violation,
-    )
-

@@ -41,7 +41,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from rankopt._validation import check_positive_float, check_positive_int
+from rankopt._validation import check_feature_names, check_n_features, check_positive_float, check_positive_int
 from rankopt.data.bags import Bags, check_bags
 from rankopt.engine.cccp import CCCPProblem, solve_cccp
 from rankopt.engine.problem import Constraint, StructuredProblem
@@ -51,6 +51,7 @@ from rankopt.losses.zero_one import ZeroOneLoss
 from rankopt.metrics import average_precision
 from rankopt.models import _latent_ssvm
 from rankopt.models.binary import BinaryProblem
+from rankopt.models.progress import iteration_callback, verbose_logging
 
 logger = logging.getLogger(__name__)
 
@@ -351,26 +352,30 @@ class _LatentEstimator(BaseEstimator):
             Per bag, the index of its known candidate, −1 when latent
             (partial annotation); a known candidate is the only one used in training.
         """
+        check_feature_names(self, X, reset=True)
         data, labels = check_bags(X, bags, y=y, known=known)
         C, tol, max_iter, cccp_tol, cccp_max_iter, n_init = self._check_common()
         problem = self._build(data.restrict_to_known(), labels)
         rng = check_random_state(self.random_state)
         best = None
         init_objectives = []
-        for init in range(n_init):
-            direction = rng.standard_normal(problem.n_features)
-            # A tiny random w: only its direction matters, through the first imputation.
-            w0 = 1e-3 * direction / np.linalg.norm(direction)
-            result = solve_cccp(
-                problem, C, w0, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol, inner_max_iter=max_iter
-            )
-            init_objectives.append(result.objectives[-1])
-            logger.info(
-                "%s init %d: objective %.6g after %d CCCP iterations",
-                type(self).__name__, init, result.objectives[-1], result.n_iter,
-            )
-            if best is None or result.objectives[-1] < best.objectives[-1]:
-                best = result
+        with verbose_logging(self.verbose):
+            for init in range(n_init):
+                direction = rng.standard_normal(problem.n_features)
+                # A tiny random w: only its direction matters, through the first imputation.
+                w0 = 1e-3 * direction / np.linalg.norm(direction)
+                callback = iteration_callback(f"{type(self).__name__} init {init}", verbose=self.verbose, cccp=True)
+                result = solve_cccp(
+                    problem, C, w0, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol, inner_max_iter=max_iter,
+                    callback=callback,
+                )
+                init_objectives.append(result.objectives[-1])
+                logger.info(
+                    "%s init %d: objective %.6g after %d CCCP iterations",
+                    type(self).__name__, init, result.objectives[-1], result.n_iter,
+                )
+                if best is None or result.objectives[-1] < best.objectives[-1]:
+                    best = result
         w = best.w
         if self._fit_intercept:
             self.coef_, self.intercept_ = w[:-1].copy(), float(w[-1])
@@ -381,16 +386,15 @@ class _LatentEstimator(BaseEstimator):
         self.init_objectives_ = init_objectives
         self.n_iter_ = best.n_iter
         self.converged_ = best.converged
+        self.duality_gap_ = best.inner[-1].duality_gap
         self.n_features_in_ = data.n_features
         return self
 
     def _candidate_scores(self, X, bags):
         check_is_fitted(self, "coef_")
+        check_feature_names(self, X, reset=False)
         data, _ = check_bags(X, bags)
-        if data.n_features != self.n_features_in_:
-            raise ValueError(
-                f"expected candidates with {self.n_features_in_} features, as in fit, got {data.n_features} instead"
-            )
+        check_n_features(self, data.n_features)
         scores = np.asarray(data.X @ self.coef_.astype(data.X.dtype, copy=False)).ravel() + self.intercept_
         return data, scores
 
@@ -406,8 +410,12 @@ class _LatentEstimator(BaseEstimator):
 
     def score(self, X, y, bags=None) -> float:
         """Average precision of the ranking of the bags against their labels y."""
+        check_is_fitted(self, "coef_")
+        check_feature_names(self, X, reset=False)
         data, labels = check_bags(X, bags, y=y)
-        return average_precision(labels, self.decision_function(data))
+        check_n_features(self, data.n_features)
+        scores = np.asarray(data.X @ self.coef_.astype(data.X.dtype, copy=False)).ravel() + self.intercept_
+        return average_precision(labels, data.best(scores)[0])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -448,6 +456,10 @@ class LatentAPSVM(_LatentEstimator):
     inference : str, default "auto"
         Ranking method of the loss-augmented inference (see
         :func:`rankopt.most_violated_ranking`).
+    verbose : bool, default False
+        Show the progress on stderr during the fit: every inner
+        cutting-plane iteration labelled with its initialisation and CCCP
+        step, and each step's objective (:mod:`rankopt.models.progress`).
 
     Attributes
     ----------
@@ -458,13 +470,21 @@ class LatentAPSVM(_LatentEstimator):
         Its CCCP objective trace (non-increasing).
     init_objectives_ : list of float
         Final objective of every initialisation.
-    n_iter_, converged_ : CCCP iterations and convergence of the kept run.
+    n_iter_, converged_ : CCCP iterations and convergence of the kept run (converged only on
+        a certified inner solve, see :func:`rankopt.solve_cccp`).
+    duality_gap_ : float
+        The kept run's last inner solve's certified duality gap.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Column names of a stacked X (with ``bags``) in fit, when it was a
+        DataFrame with string column names; prediction then refuses other
+        or reordered columns.
     inference_ : str
         The ranking method used.
     """
 
     def __init__(self, C=1.0, loss="ap", n_init=3, random_state=None, tol=1e-3, max_iter=1000,
-                 cccp_tol=1e-3, cccp_max_iter=50, inference="auto"):
+                 cccp_tol=1e-3, cccp_max_iter=50, inference="auto", verbose=False):
         self.C = C
         self.loss = loss
         self.n_init = n_init
@@ -474,6 +494,7 @@ class LatentAPSVM(_LatentEstimator):
         self.cccp_tol = cccp_tol
         self.cccp_max_iter = cccp_max_iter
         self.inference = inference
+        self.verbose = verbose
 
     def _build(self, data, labels):
         registry = self._registry()
@@ -501,11 +522,11 @@ class LatentSSVM(_LatentEstimator):
     Its loss-augmented inference is approximate (greedy over the ranking
     patterns, exact assignment of samples and candidates per pattern), so the
     reported objective is a lower estimate of the true one.  Parameters and
-    attributes as :class:`LatentAPSVM` (no ``inference``).
+    attributes as :class:`LatentAPSVM` (no ``inference``), ``verbose`` included.
     """
 
     def __init__(self, C=1.0, loss="ap", n_init=3, random_state=None, tol=1e-3, max_iter=1000,
-                 cccp_tol=1e-3, cccp_max_iter=50):
+                 cccp_tol=1e-3, cccp_max_iter=50, verbose=False):
         self.C = C
         self.loss = loss
         self.n_init = n_init
@@ -514,6 +535,7 @@ class LatentSSVM(_LatentEstimator):
         self.max_iter = max_iter
         self.cccp_tol = cccp_tol
         self.cccp_max_iter = cccp_max_iter
+        self.verbose = verbose
 
     def _build(self, data, labels):
         registry = self._registry()
@@ -543,7 +565,7 @@ class LatentSVM(_LatentEstimator):
         loss to ignore (0 is the standard latent SVM).
     fit_intercept : bool, default True
         Append a constant (regularised) bias feature.
-    n_init, random_state, tol, max_iter, cccp_tol, cccp_max_iter
+    n_init, random_state, tol, max_iter, cccp_tol, cccp_max_iter, verbose
         As :class:`LatentAPSVM`.
 
     Attributes
@@ -553,7 +575,7 @@ class LatentSVM(_LatentEstimator):
     """
 
     def __init__(self, C=1.0, J=None, robust=0.0, fit_intercept=True, n_init=3, random_state=None,
-                 tol=1e-3, max_iter=1000, cccp_tol=1e-3, cccp_max_iter=50):
+                 tol=1e-3, max_iter=1000, cccp_tol=1e-3, cccp_max_iter=50, verbose=False):
         self.C = C
         self.J = J
         self.robust = robust
@@ -564,6 +586,7 @@ class LatentSVM(_LatentEstimator):
         self.max_iter = max_iter
         self.cccp_tol = cccp_tol
         self.cccp_max_iter = cccp_max_iter
+        self.verbose = verbose
 
     @property
     def _fit_intercept(self):

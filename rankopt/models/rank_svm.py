@@ -5,13 +5,17 @@ import logging
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils import ClassifierTags
 from sklearn.utils.validation import check_is_fitted
 
 from rankopt._validation import (
     QueryIndex,
     check_binary_labels,
+    check_eval_set,
+    check_feature_names,
     check_grades,
     check_matrix,
+    check_n_features,
     check_positive_float,
     check_positive_int,
     check_qid,
@@ -23,6 +27,7 @@ from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.losses.base import Loss, OutputKind, RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
 from rankopt.models.approx import check_approx, fit_approx
+from rankopt.models.progress import ValidationMonitor, iteration_callback, verbose_logging
 from rankopt.models.ranking import queries_to_order
 
 logger = logging.getLogger(__name__)
@@ -56,7 +61,10 @@ class RankSVM(BaseEstimator):
         Loss-augmented inference method for rank losses (``"greedy"``, a
         plugin's, or ``"auto"`` for the fastest exact one).
     verbose : bool, default False
-        Log every iteration at INFO level on the ``rankopt`` logger.
+        Show every cutting-plane iteration (primal objective, duality gap,
+        violation, and the validation AP with ``eval_set``): INFO records on
+        the ``rankopt`` logger, printed on stderr during the fit when logging
+        is not configured (:mod:`rankopt.models.progress`).
     approx : float or None, default None
         AP-SVM-APPX (Mohapatra et al. (2014) §3.3, ``loss="ap"`` only): a
         percentage k in (0, 100].  A binary SVM (same C, tol, max_iter)
@@ -72,6 +80,17 @@ class RankSVM(BaseEstimator):
         (``"pairwise"``) trains on the grades themselves and ignores it.
         Without ``qid`` the labels are binary, as for one query, and
         ``relevant_at`` must stay 1.
+    early_stopping_patience : int or None, default None
+        With ``fit(..., eval_set=...)``: stop the cutting plane once this
+        many iterations in a row have not improved the best validation
+        score, and keep the iterate with the best validation score as
+        ``coef_``.  This is a deviation from the exact optimum of the
+        training problem — regularisation by early stopping, as in
+        gradient-boosted rankers — so ``converged_`` is then False unless
+        the kept iterate is the solve's certified solution, and
+        ``duality_gap_`` is the kept iterate's gap (its primal objective
+        against the solve's best dual bound).  None (the default) solves to
+        ``tol`` and keeps the optimum.
 
     Many queries
     ------------
@@ -95,6 +114,20 @@ class RankSVM(BaseEstimator):
     queries only set which documents are relevant; the approximation
     ``approx`` is for one query and refuses ``qid``.
 
+    Validation monitoring
+    ---------------------
+    ``fit(X, y, eval_set=(X_val, y_val))`` — or ``(X_val, y_val, qid_val)``
+    when fitting with ``qid`` — scores every cutting-plane iterate on the
+    validation data: AP of the ranking of X_val (mean AP over queries with
+    ``qid_val``, documents relevant from ``relevant_at``).  Each record of
+    ``history_`` then carries its ``validation_score``; ``best_iteration_``
+    and ``best_validation_score_`` say where the best was.  Only
+    ``early_stopping_patience`` changes the fit; without it, monitoring only
+    observes.  The validation data is checked like X and y (features, names,
+    labels, qid).  In ``GridSearchCV`` with metadata routing, request it
+    with ``set_fit_request(eval_set=True)``; each candidate is then
+    monitored on the same validation set.
+
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
@@ -102,14 +135,28 @@ class RankSVM(BaseEstimator):
     n_iter_ : int
         Cutting-plane iterations run.
     converged_ : bool
-        Whether ``tol`` was reached within ``max_iter``.
+        Whether the fit is certified optimal: its duality gap is at most
+        ``C * tol`` (see ``duality_gap_``).
+    duality_gap_ : float
+        Primal objective at ``coef_`` minus the best dual objective found: a
+        bound on how far ``coef_``'s objective is from the optimum.
     loss_ : Loss
         The resolved loss instance.
     inference_ : str or None
         The inference method used (None for labeling losses).
     history_ : list of IterationRecord
-        Primal objective, dual objective and duality gap per iteration.
+        Primal objective, dual objective and duality gap per iteration; with
+        ``eval_set``, :class:`~rankopt.models.progress.MonitoredIterationRecord`
+        whose ``validation_score`` is the validation metric of that iterate.
+    best_iteration_ : int or None
+        With ``eval_set``: the iteration (1-based, as in ``history_``) with
+        the best validation score; None without.
+    best_validation_score_ : float or None
+        With ``eval_set``: that score; None without.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Column names of X in fit, when X was a DataFrame with string column
+        names; prediction then refuses other or reordered columns.
     n_easy_ : int or None
         With ``approx``: samples the binary SVM classified with margin ≥ 1.
     n_hard_constraints_ : int or None
@@ -122,7 +169,7 @@ class RankSVM(BaseEstimator):
     """
 
     def __init__(self, loss="ap", C=1.0, tol=1e-3, max_iter=1000, inference="auto", verbose=False,
-                 approx=None, relevant_at=1):
+                 approx=None, relevant_at=1, early_stopping_patience=None):
         self.loss = loss
         self.C = C
         self.tol = tol
@@ -131,13 +178,14 @@ class RankSVM(BaseEstimator):
         self.verbose = verbose
         self.approx = approx
         self.relevant_at = relevant_at
+        self.early_stopping_patience = early_stopping_patience
 
     def _registry(self):
         from rankopt.plugins import default_registry
 
         return default_registry()
 
-    def fit(self, X, y, qid=None):
+    def fit(self, X, y, qid=None, eval_set=None):
         """Fit w on samples X (n_samples, n_features) with relevance y.
 
         Without ``qid`` the rows are one query and y binary ({0, 1} or
@@ -151,13 +199,21 @@ class RankSVM(BaseEstimator):
         client if one is active (:func:`rankopt.data.backends.dask_client`)
         — and only the N scores and d-vectors reach this process.  See
         ``docs/scale.md``.
+
+        ``eval_set=(X_val, y_val)`` or ``(X_val, y_val, qid_val)`` scores
+        every iterate on validation data (see "Validation monitoring" above);
+        give ``qid_val`` exactly when fitting with ``qid``.
         """
+        check_feature_names(self, X, reset=True)
         X = check_matrix(X)
         if qid is None:
             y_checked = check_binary_labels(y, X.shape[0])
         C = check_positive_float(self.C, "C")
         tol = check_positive_float(self.tol, "tol")
         max_iter = check_positive_int(self.max_iter, "max_iter")
+        patience = None if self.early_stopping_patience is None else check_positive_int(
+            self.early_stopping_patience, "early_stopping_patience"
+        )
         if not isinstance(self.inference, str):
             raise ValueError(f"expected inference to be a method name, got {self.inference!r} instead")
         registry = self._registry()
@@ -169,34 +225,101 @@ class RankSVM(BaseEstimator):
         y, queries, n_queries, n_queries_used = self._relevance(
             y_checked if qid is None else y, qid, X.shape[0], loss, model, approx
         )
+        self.n_features_in_ = X.shape[1]
+        monitor = self._validation_monitor(eval_set, qid, patience, approx)
         feature_map = registry.get_feature_map("linear")
-        callback = _log_iteration if self.verbose else None
-        if queries is not None:
-            problem = model.build_problem(X, y, loss, feature_map, inference=self.inference, registry=registry,
-                                          queries=queries)
-            result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback)
-            split = None
-        elif approx is None:
-            problem = model.build_problem(X, y, loss, feature_map, inference=self.inference, registry=registry)
-            result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback)
-            split = None
-        else:
-            problem, result, split = fit_approx(
-                X, y, loss, feature_map, approx, C=C, tol=tol, max_iter=max_iter,
-                inference=self.inference, registry=registry, callback=callback,
-            )
+        callback = iteration_callback(type(self).__name__, verbose=self.verbose, monitor=monitor)
+        with verbose_logging(self.verbose):
+            if queries is not None:
+                problem = model.build_problem(X, y, loss, feature_map, inference=self.inference,
+                                              registry=registry, queries=queries)
+                result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback)
+                split = None
+            elif approx is None:
+                problem = model.build_problem(X, y, loss, feature_map, inference=self.inference, registry=registry)
+                result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback)
+                split = None
+            else:
+                problem, result, split = fit_approx(
+                    X, y, loss, feature_map, approx, C=C, tol=tol, max_iter=max_iter,
+                    inference=self.inference, registry=registry, callback=callback,
+                )
+            if result.stop_reason == "callback":  # only the validation monitor stops a solve
+                logger.info(
+                    "%s stopped early: no better validation AP for %d iterations; keeping iteration %d "
+                    "(validation AP %.4f), not the optimum of the training problem",
+                    type(self).__name__, patience, monitor.best_index + 1, monitor.best_score,
+                )
         self.coef_ = result.w
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
+        self.duality_gap_ = result.duality_gap
         self.history_ = result.history
+        self.best_iteration_ = self.best_validation_score_ = None
+        if monitor is not None:
+            self.history_ = monitor.annotate(result.history)
+            self.best_iteration_ = monitor.best_index + 1
+            self.best_validation_score_ = monitor.best_score
+            if patience is not None:
+                self.coef_ = monitor.best_w
+                # The kept iterate's own gap: its primal against the best dual bound of the solve.
+                self.duality_gap_ = (
+                    result.history[monitor.best_index].primal_objective - result.history[-1].dual_objective
+                )
+                self.converged_ = result.converged and np.array_equal(monitor.best_w, result.w)
         self.loss_ = loss
         self.inference_ = problem.inference if loss.output_kind is OutputKind.RANKING else None
-        self.n_features_in_ = X.shape[1]
         self.n_easy_ = None if split is None else split.n_easy
         self.n_hard_constraints_ = None if split is None else split.n_hard_constraints
         self.n_queries_ = n_queries
         self.n_queries_used_ = n_queries_used
         return self
+
+    def _validation_monitor(self, eval_set, qid, patience, approx):
+        """A :class:`ValidationMonitor` over the checked ``eval_set``, or None without one.
+
+        Called in fit once ``feature_names_in_`` and ``n_features_in_`` are
+        set, which the validation X must match.
+        """
+        if eval_set is None:
+            if patience is not None:
+                raise ValueError(
+                    f"expected eval_set=(X_val, y_val[, qid_val]) with early_stopping_patience={patience}, "
+                    "got no eval_set instead"
+                )
+            return None
+        if patience is not None and approx is not None:
+            raise ValueError(
+                f"expected approx=None with early_stopping_patience (AP-SVM-APPX re-solves until its hard "
+                f"constraints hold, which an earlier iterate may not), got approx={approx!r} instead"
+            )
+        X_val, y_val, qid_val = check_eval_set(eval_set)
+        check_feature_names(self, X_val, reset=False)
+        X_val = check_matrix(X_val, "X_val")
+        check_n_features(self, X_val.shape[1], "X_val")
+        backend = backend_for(X_val)
+        if qid is not None and qid_val is None:
+            raise ValueError(
+                "expected eval_set=(X_val, y_val, qid_val) when fitting with qid, got (X_val, y_val) instead"
+            )
+        if qid is None and qid_val is not None:
+            raise ValueError(
+                "expected eval_set=(X_val, y_val) when fitting without qid, got (X_val, y_val, qid_val) instead"
+            )
+        if qid_val is None:
+            y_val = check_binary_labels(y_val, X_val.shape[0], name="y_val")
+
+            def score(w):
+                return average_precision(y_val, backend.scores(X_val, w))
+        else:
+            check_qid(qid_val, X_val.shape[0], name="qid_val")
+            relevant_from_grades(check_grades(y_val, X_val.shape[0], name="y_val"),
+                                 check_relevant_at(self.relevant_at), name="y_val")
+            relevant_at = self.relevant_at
+
+            def score(w):
+                return mean_average_precision(y_val, backend.scores(X_val, w), qid_val, relevant_at=relevant_at)
+        return ValidationMonitor(score, patience)
 
     def _relevance(self, y, qid, n_samples, loss, model, approx):
         """The relevance the model trains on, the queries it is given (None for one
@@ -240,12 +363,9 @@ class RankSVM(BaseEstimator):
         are gathered; the data is not).
         """
         check_is_fitted(self, "coef_")
+        check_feature_names(self, X, reset=False)
         X = check_matrix(X)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"expected X with {self.n_features_in_} features, as in fit, got {X.shape[1]} instead "
-                f"(X has {X.shape[1]} features, but RankSVM is expecting {self.n_features_in_} features as input)"
-            )
+        check_n_features(self, X.shape[1])
         return backend_for(X).scores(X, self.coef_)
 
     def score(self, X, y, qid=None) -> float:
@@ -263,6 +383,8 @@ class RankSVM(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         tags.target_tags.required = True
+        # Binary relevance (ranking by one score): scikit-learn's checks then feed two-class targets.
+        tags.classifier_tags = ClassifierTags(multi_class=False)
         return tags
 
 
@@ -282,9 +404,3 @@ def _raise_no_query_orders(queries, graded, relevant_at) -> None:
         f"non-relevant one, got none of the {queries.n_queries} queries instead"
     )
 
-
-def _log_iteration(record, w) -> None:
-    logger.info(
-        "iteration %d: primal %.6g, gap %.3g, violation %.3g",
-        record.iteration, record.primal_objective, record.duality_gap, record.violation,
-    )

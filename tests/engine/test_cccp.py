@@ -136,8 +136,8 @@ def test_fixed_convex_problem_converges_to_the_full_qp_optimum(rng, loss):
     assert opt - objective_tol(opt) <= result.objectives[-1] <= opt + C * inner_tol + objective_tol(opt)
 
 
-class _RejectingToy(LatentToy):
-    """The true objective says every move away from w0 is worse (an inexact inner solve)."""
+class _BoundBreakingToy(LatentToy):
+    """An objective that exceeds the convex bound its own convexify() gives."""
 
     def __init__(self, rng, w0):
         super().__init__(rng)
@@ -147,13 +147,36 @@ class _RejectingToy(LatentToy):
         return super().objective(self.w0, C) + float(np.sum(np.abs(np.asarray(w) - self.w0)))
 
 
-def test_a_step_that_raises_the_objective_is_rejected(rng):
+def test_a_model_whose_objective_exceeds_its_bound_is_reported(rng):
     w0 = np.array([1.0, 2.0, -1.0])
-    toy = _RejectingToy(rng, w0)
+    with pytest.raises(RuntimeError, match="_BoundBreakingToy broke the CCCP contract: J"):
+        solve_cccp(_BoundBreakingToy(rng, w0), 1.0, w0)
+
+
+@pytest.mark.parametrize("inner_max_iter", [2, 3, 5])
+def test_capped_inner_solves_never_raise_the_objective(rng, inner_max_iter):
+    toy = LatentToy(rng)
+    w0 = 5.0 * rng.normal(size=3)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", rankopt.ConvergenceWarning)
-        result = solve_cccp(toy, 1.0, w0)
-    assert result.converged
+        warnings.simplefilter("ignore", rankopt.ConvergenceWarning)
+        result = solve_cccp(toy, 10.0, w0, tol=1e-9, inner_tol=1e-9, inner_max_iter=inner_max_iter, max_iter=8)
+    assert np.all(np.diff(result.objectives) <= 0.0), result.objectives
+    assert result.objectives[-1] == toy.objective(result.w, 10.0)
+    assert result.converged == (result.stop_reason == "converged")
+    if result.converged:
+        assert result.steps[-1].inner_converged
+    for step in result.steps:
+        if step.accepted:
+            # J ≤ B where they meet, up to the rounding of two evaluations of the same sums
+            assert step.objective_after <= step.bound * (1 + 1e-12) and step.bound <= step.objective_before
+
+
+def test_an_inner_solve_that_cannot_move_ends_cccp_uncertified(rng):
+    toy = LatentToy(rng)
+    w0 = 5.0 * rng.normal(size=3)
+    with pytest.warns(rankopt.ConvergenceWarning, match="CCCP did not converge: the last inner cutting plane"):
+        result = solve_cccp(toy, 10.0, w0, inner_max_iter=1)  # one oracle call: w0 is its only iterate
+    assert not result.converged and result.stop_reason == "no_progress"
     np.testing.assert_array_equal(result.w, w0)
-    assert result.objectives == [toy.objective(w0, 1.0)]
-    assert result.n_iter == 1
+    assert result.objectives == [toy.objective(w0, 10.0)]
+    assert result.steps[0].bound == pytest.approx(result.objectives[0], rel=1e-12) and not result.steps[0].accepted

@@ -106,7 +106,8 @@ def solve_engine(C, d, planes, losses, constraints=None):
     qp = WorkingSetQP(C, d, constraints)
     for plane, loss in zip(planes, losses):
         qp.add(plane, loss)
-    return qp, *qp.solve()
+    solution = qp.solve()
+    return qp, solution.w, solution.dual
 
 
 def primal_value(w, planes, losses, C):
@@ -146,13 +147,15 @@ def test_incremental_planes_match_reference_after_every_add(rng):
     qp = WorkingSetQP(C, d, constraints)
     for k in range(1, 8):
         qp.add(planes[k - 1], losses[k - 1])
-        w, dual = qp.solve()
+        solution = qp.solve()
+        w, dual = solution.w, solution.dual
         assert_matches_reference(w, dual, planes[:k], losses[:k], C, constraints)
 
 
 def test_empty_working_set_gives_zero():
     qp = WorkingSetQP(1.0, 3)
-    w, dual = qp.solve()
+    solution = qp.solve()
+    w, dual = solution.w, solution.dual
     np.testing.assert_array_equal(w, np.zeros(3))
     assert dual == 0.0
     assert qp.slack(np.ones(3)) == 0.0
@@ -216,7 +219,8 @@ def test_constraints_alone_give_the_smallest_feasible_w(rng, case):
     d = 3
     constraints = _constraint_cases(d, rng)[case]
     qp = WorkingSetQP(1.0, d, constraints)
-    w, dual = qp.solve()
+    solution = qp.solve()
+    w, dual = solution.w, solution.dual
     assert_matches_reference(w, dual, np.zeros((0, d)), np.zeros(0), 1.0, constraints)
     if case.startswith("infeasible-at-zero"):
         assert w[0] == pytest.approx(0.5, abs=w_tol(0.125))
@@ -304,7 +308,8 @@ def test_bounded_dual_matches_the_primal_after_every_add(seed):
     assert qp._bounds is not None
     for k in range(25):
         qp.add(rng.normal(size=d) * (rng.random(d) < 0.4), rng.uniform(0.1, 1.0))
-        w, dual = qp.solve()
+        solution = qp.solve()
+        w, dual = solution.w, solution.dual
         w_primal, opt = qp._solve_primal()
         assert dual == pytest.approx(opt, abs=objective_tol(opt), rel=0)
         np.testing.assert_allclose(w, w_primal, atol=w_tol(opt), rtol=0)
@@ -322,7 +327,7 @@ def test_bounded_dual_hands_over_to_the_primal_when_newton_does_not_settle(rng, 
     monkeypatch.setattr(qp_module, "_MAX_NEWTON_STEPS", 0)
     with caplog.at_level("INFO", logger="rankopt.engine.qp"):
         _, w, dual = solve_engine(C, d, planes, losses, constraints)
-    assert "solving the primal" in caplog.text
+    assert "the bounded dual failed (bounded dual: no convergence in 0 Newton steps)" in caplog.text
     assert_matches_reference(w, dual, planes, losses, C, constraints)
 
 
@@ -369,8 +374,8 @@ def test_pruning_drops_idle_planes_and_keeps_the_dual_non_decreasing(rng, bounde
         before = pruned.n_pruned
         for qp in (pruned, kept):
             qp.add(plane, loss)
-        w, dual = pruned.solve()
-        w_all, dual_all = kept.solve()
+        w, dual = (lambda s: (s.w, s.dual))(pruned.solve())
+        w_all, dual_all = (lambda s: (s.w, s.dual))(kept.solve())
         if before == 0:  # the same planes so far: the same optimum
             assert dual == pytest.approx(dual_all, abs=objective_tol(dual_all), rel=0)
             np.testing.assert_allclose(w, w_all, atol=w_tol(dual_all), rtol=0)
@@ -441,7 +446,8 @@ def test_rank_deficient_dual_needs_forced_proximal_iterations():
     which DAQP's automatic proximal choice runs out of iterations; the forced one solves it."""
     data = np.load(DATA / "rank_deficient_dual.npz")
     H, f, weights = data["H"], data["f"], data["weights"]
-    gamma = qp_module._dense_simplex_qp(H, f, weights)
+    gamma, needed_proximal = qp_module._dense_simplex_qp(H, f, weights)
+    assert needed_proximal
     assert np.all(gamma >= 0.0) and weights @ gamma <= 1.0 + 1e-9
     # KKT of min ½γᵀHγ + fᵀγ: gradient + λ·weights ≥ 0, = 0 on the support.
     gradient = H @ gamma + f
@@ -465,5 +471,9 @@ def test_primal_is_the_last_resort_when_both_dual_solvers_fail(rng, monkeypatch,
     monkeypatch.setattr(qp_module.daqp, "solve", daqp_stops_short)
     with caplog.at_level("INFO", logger="rankopt.engine.qp"):
         _, w, dual = solve_engine(C, d, planes, losses, constraints)
-    assert "DAQP ended with exit flags [-4, -4]; solving the primal instead" in caplog.text
+    # 5 planes > 4 features: the Gram matrix is singular, so only the forced proximal setting is tried
+    assert (
+        f"the {'bounded dual' if bounded else 'dual'} failed (working-set dual with 5 planes: DAQP ended with "
+        "exit flags [-4])"
+    ) in caplog.text
     assert_matches_reference(w, dual, planes, losses, C, constraints)

@@ -413,7 +413,7 @@ def test_bad_parameters(rng, model, match):
 def test_predict_checks_width(rng):
     bags, y = _synthetic_mil(rng, n_pos=3, n_neg=3)
     model = LatentSVM(n_init=1, random_state=0).fit(bags, y)
-    with pytest.raises(ValueError, match="features, as in fit"):
+    with pytest.raises(ValueError, match="features as input, as in fit"):
         model.decision_function([np.ones((2, 3))])
     with pytest.raises(ValueError, match="empty bag"):
         model.decision_function([np.ones((2, 5)), np.ones((0, 5))])

@@ -1,17 +1,16 @@
-"""scikit-learn's estimator checks on RankSVM.
+"""scikit-learn's estimator checks on RankSVM, HOBSVM and HOAPSVM.
 
-RankSVM is neither a classifier nor a regressor: it ranks samples by binary
-relevance, so y must hold labels in {0, 1} or {-1, 1}.  scikit-learn's
-generic checks feed such an estimator 3- or 4-class targets, which RankSVM
-rejects; those checks are listed below as expected failures, and the test
-verifies that each of them fails for exactly that reason (and still fails,
-so the list cannot go stale).
-
-To still run those checks' real content, the same suite runs a second time
-on a test-only subclass whose sole change is the tag
-``classifier_tags.multi_class = False``: scikit-learn then binarises the
-targets it generates, so the checks exercise RankSVM's fit and
-decision_function on valid input.
+These rankers are neither classifiers nor regressors: they rank samples by
+binary relevance, so y must hold labels in {0, 1} or {-1, 1}.  Each declares that
+with the tag ``classifier_tags.multi_class = False``, so scikit-learn's
+generic checks binarise the targets they generate and exercise fit and
+decision_function on valid input.  Two checks still feed the labels {1, 2},
+whose relevant class is undefined; they are listed as expected failures,
+and the test verifies that each fails for exactly that reason (and still
+fails, so the list cannot go stale).  The high-order rankers run without
+similar pairs here (their first-order baselines; pairs are a fit parameter
+the checks do not pass).  The latent models take bags of candidates, not a
+plain 2-D X, so scikit-learn's generic checks do not apply to them.
 """
 from __future__ import annotations
 
@@ -19,17 +18,13 @@ import re
 import warnings
 
 import pytest
-from sklearn.utils import ClassifierTags
-from sklearn.utils.estimator_checks import check_estimator
+from sklearn.utils import get_tags
+from sklearn.utils.estimator_checks import check_dataframe_column_names_consistency, check_estimator
 
-from rankopt import RankSVM
+from rankopt import HOAPSVM, HOBSVM, RankSVM
 
 BINARY_LABELS_ONLY = re.compile(r"expected y to hold labels in \{0, 1\} or \{-1, 1\}, got \[")
 
-_MULTICLASS = (
-    "feeds a 3- or 4-class target; RankSVM ranks by binary relevance and only takes "
-    "labels in {0, 1} or {-1, 1} (run on binary targets in the second test)"
-)
 _ONE_TWO = (
     "feeds the labels {1, 2}: which class is relevant is undefined, so RankSVM only "
     "takes {0, 1} or {-1, 1} (float32 and integer X are covered in test_rank_svm.py)"
@@ -39,42 +34,12 @@ _ARRAY_API = (
     "SCIPY_ARRAY_API=1 is set before SciPy is imported"
 )
 
-#: Checks that do not apply to a binary-relevance ranker, with the reason.
+#: Checks that do not apply to a binary-relevance ranker, with the reason (for all three).
 EXPECTED_FAILED_CHECKS = {
-    "check_fit_score_takes_y": _MULTICLASS,
-    "check_estimators_overwrite_params": _MULTICLASS,
-    "check_dont_overwrite_parameters": _MULTICLASS,
-    "check_estimators_fit_returns_self": _MULTICLASS,
-    "check_readonly_memmap_input": _MULTICLASS,
-    "check_n_features_in_after_fitting": _MULTICLASS,
-    "check_positive_only_tag_during_fit": _MULTICLASS,
-    "check_dtype_object": _MULTICLASS,
-    "check_estimator_sparse_tag": _MULTICLASS,
-    "check_estimator_sparse_array": _MULTICLASS,
-    "check_estimator_sparse_matrix": _MULTICLASS,
-    "check_f_contiguous_array_estimator": _MULTICLASS,
-    "check_methods_sample_order_invariance": _MULTICLASS,
-    "check_methods_subset_invariance": _MULTICLASS,
-    "check_dict_unchanged": _MULTICLASS,
-    "check_fit2d_predict1d": _MULTICLASS,
     "check_estimators_dtypes": _ONE_TWO,
     "check_fit2d_1feature": _ONE_TWO,
     "check_array_api_input": _ARRAY_API,
 }
-
-#: With binary targets, only the checks that feed {1, 2} (and array API) remain.
-EXPECTED_FAILED_CHECKS_BINARY = {
-    name: reason for name, reason in EXPECTED_FAILED_CHECKS.items() if reason is not _MULTICLASS
-}
-
-
-class _BinaryTargetRankSVM(RankSVM):
-    """RankSVM with ``classifier_tags.multi_class=False`` so that sklearn's checks feed binary y."""
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags = ClassifierTags(multi_class=False)
-        return tags
 
 
 def _causes(exc):
@@ -119,26 +84,37 @@ def _assert_results(results, expected):
     )
 
 
-@pytest.fixture
-def estimator():
+ESTIMATORS = {
     # Small data in every check; max_iter bounds the worst case all the same.
-    return RankSVM(max_iter=200)
+    "RankSVM": lambda: RankSVM(max_iter=200),
+    "HOBSVM": lambda: HOBSVM(max_iter=100),
+    "HOAPSVM": lambda: HOAPSVM(max_iter=100, cccp_max_iter=3),
+}
 
 
-def test_sklearn_estimator_checks(estimator):
-    results = _run_checks(estimator, EXPECTED_FAILED_CHECKS)
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_sklearn_estimator_checks(name):
+    results = _run_checks(ESTIMATORS[name](), EXPECTED_FAILED_CHECKS)
     assert len(results) > 30
     _assert_results(results, EXPECTED_FAILED_CHECKS)
+    xfailed = sorted(check for check, result in results.items() if result["status"] == "xfail")
+    assert xfailed == ["check_estimators_dtypes", "check_fit2d_1feature"]
 
 
-def test_sklearn_estimator_checks_with_binary_targets():
-    results = _run_checks(_BinaryTargetRankSVM(max_iter=200), EXPECTED_FAILED_CHECKS_BINARY)
-    assert len(results) > 30
-    _assert_results(results, EXPECTED_FAILED_CHECKS_BINARY)
-    # the label-feeding checks really ran and passed on valid (binary) input
-    for name, reason in EXPECTED_FAILED_CHECKS.items():
-        if reason is _MULTICLASS:
-            assert results[name]["status"] == "passed", name
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_tags_declare_a_binary_target(name):
+    tags = get_tags(ESTIMATORS[name]())
+    assert tags.classifier_tags is not None and not tags.classifier_tags.multi_class
+    assert tags.estimator_type is None  # a ranker, not a classifier
+    assert tags.input_tags.sparse and tags.target_tags.required
+
+
+def test_sklearn_dataframe_column_names_check():
+    # Not in check_estimator's default list: run it directly (pandas is a test dependency).
+    pytest.importorskip("pandas")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)  # the check triggers scikit-learn's name warnings itself
+        check_dataframe_column_names_consistency("RankSVM", RankSVM(max_iter=200))
 
 
 def test_expected_failures_each_give_a_reason():
