@@ -10,8 +10,7 @@ once.  ``from rankopt import RankSVM`` works as usual.
 """
 from __future__ import annotations
 
-import importlib
-
+from rankopt._lazy import lazy_attributes
 from rankopt.hookspecs import hookimpl
 
 __version__ = "0.1.0"
@@ -38,15 +37,4 @@ _LAZY = {
 
 __all__ = sorted([*_LAZY, "hookimpl"])
 
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rankopt' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__():
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_attributes("rankopt", globals(), _LAZY)

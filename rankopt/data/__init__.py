@@ -4,7 +4,7 @@ The names below are imported on first access (PEP 562's module
 ``__getattr__``), so that importing a light submodule (``rankopt.data.mil``
 for its list of data sets) does not import SciPy.
 """
-import importlib
+from rankopt._lazy import lazy_attributes
 
 _LAZY = {
     "ModelFileError": "rankopt.data.model_file",
@@ -18,13 +18,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rankopt.data' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__():
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_attributes("rankopt.data", globals(), _LAZY)

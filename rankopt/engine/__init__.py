@@ -5,7 +5,7 @@ The names below are imported on first access (PEP 562's module
 :mod:`rankopt.engine.problem`, and listing the plugins (``rankopt plugins``)
 must not pay for the solvers, the QP libraries and scikit-learn.
 """
-import importlib
+from rankopt._lazy import lazy_attributes
 
 _LAZY = {
     "CCCPProblem": "rankopt.engine.cccp",
@@ -25,13 +25,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rankopt.engine' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__():
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_attributes("rankopt.engine", globals(), _LAZY)

@@ -46,6 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rankopt.experiments.report import timed_reporter
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -404,11 +406,7 @@ def run_cora_experiment(
     cfg.update(tol=tol, seed=seed, quick=quick)
     start = time.perf_counter()
 
-    def report(message: str) -> None:
-        message = f"[{time.perf_counter() - start:6.0f} s] {message}"
-        logger.info(message)
-        if progress is not None:
-            progress(message)
+    report = timed_reporter(logger, progress)
 
     data = load_cora()
     X, subject_ids, pairs = data.X, data.subject, data.similar_pairs()

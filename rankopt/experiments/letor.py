@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from rankopt.experiments.report import timed_reporter
+
 __all__ = ["LetorResult", "run_letor_experiment"]
 
 logger = logging.getLogger(__name__)
@@ -125,11 +127,7 @@ def run_letor_experiment(
     """
     start = time.perf_counter()
 
-    def report(message: str) -> None:
-        message = f"[{time.perf_counter() - start:6.0f} s] {message}"
-        logger.info(message)
-        if progress is not None:
-            progress(message)
+    report = timed_reporter(logger, progress)
 
     from sklearn.model_selection import GroupKFold
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
-__all__ = ["QUICK_WARNING", "format_table", "interpolated_precision", "plot_precision_recall", "say", "write_json"]
+__all__ = ["QUICK_WARNING", "format_table", "interpolated_precision", "plot_precision_recall", "say", "timed_reporter", "write_json"]
 
 #: Printed when an experiment starts with ``--quick`` and written into its table.
 QUICK_WARNING = (
@@ -19,6 +20,20 @@ QUICK_WARNING = (
 def say(message: str) -> None:
     """One line of an experiment's progress on stderr (stdout keeps the result table)."""
     print(f"rankopt: {message}", file=sys.stderr, flush=True)
+
+
+def timed_reporter(logger, progress=None):
+    """``report(message)``: the message with the seconds since this call, logged at INFO on
+    ``logger`` and handed to ``progress`` (e.g. :func:`say`) when given."""
+    start = time.perf_counter()
+
+    def report(message: str) -> None:
+        message = f"[{time.perf_counter() - start:6.0f} s] {message}"
+        logger.info(message)
+        if progress is not None:
+            progress(message)
+
+    return report
 
 #: Recall levels at which per-class curves are averaged.
 RECALL_GRID = np.linspace(0.0, 1.0, 101)
