@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="training samples: labels in {0,1} or {-1,+1}, or grades >= 0; optional qid:")
     train.add_argument("model", metavar="MODEL_FILE", help="where to write the model (.npz format)")
     train.add_argument("--loss", default="ap",
-                       help='"ap", "ndcg", "auc", "zero_one" or a plugin\'s loss (default: ap)')
+                       help='"ap", "ndcg", "auc", "pairwise" (trains on the grades), "zero_one" '
+                            'or a plugin\'s loss (default: ap)')
     train.add_argument("--C", type=float, default=1.0, help="slack weight (default: 1.0)")
     train.add_argument("--tol", type=float, default=1e-3, help="cutting-plane tolerance (default: 1e-3)")
     train.add_argument("--max-iter", type=int, default=1000, help="cutting-plane iterations (default: 1000)")

@@ -64,6 +64,14 @@ def test_train_over_queries_and_evaluate_prints_metrics_averaged_over_queries(tm
                                mean_average_precision(g, scores, q, 2, average=False), atol=5e-7)
 
 
+def test_train_help_names_every_built_in_loss(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for name in ("ap", "ndcg", "auc", "pairwise", "zero_one"):
+        assert f'"{name}"' in out
+
+
 def test_zero_based_files_are_detected_and_give_the_same_model(tmp_path, letor, capsys):
     _, _, _, paths = letor
     for name in ("one", "zero"):

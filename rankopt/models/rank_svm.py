@@ -207,7 +207,7 @@ class RankSVM(BaseEstimator):
         check_feature_names(self, X, reset=True)
         X = check_matrix(X)
         if qid is None:
-            y_checked = check_binary_labels(y, X.shape[0])
+            y_checked = _check_one_query_labels(y, X.shape[0])
         C = check_positive_float(self.C, "C")
         tol = check_positive_float(self.tol, "tol")
         max_iter = check_positive_int(self.max_iter, "max_iter")
@@ -386,6 +386,23 @@ class RankSVM(BaseEstimator):
         # Binary relevance (ranking by one score): scikit-learn's checks then feed two-class targets.
         tags.classifier_tags = ClassifierTags(multi_class=False)
         return tags
+
+
+def _check_one_query_labels(y, n_samples: int) -> np.ndarray:
+    """Binary labels of one query; graded labels without qid get an error that says how to pass them."""
+    try:
+        return check_binary_labels(y, n_samples)
+    except ValueError as exc:
+        try:
+            grades = check_grades(y, n_samples)
+        except ValueError:
+            raise exc from None
+        if grades.max() > 1:
+            raise ValueError(
+                f"{exc}; relevance grades (integers >= 0) train with qid: pass qid=np.zeros(n_samples) "
+                "for one query"
+            ) from None
+        raise
 
 
 def is_graded(loss: Loss) -> bool:

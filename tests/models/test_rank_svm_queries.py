@@ -235,6 +235,10 @@ BAD_QUERY_INPUT = {
         {"loss": "pairwise"}, r"some query \(qid\).*two different grades"),
     "relevant_at-zero": (lambda X, y, q: (X, y, q), {"relevant_at": 0}, r"expected relevant_at to be a positive"),
     "relevant_at-string": (lambda X, y, q: (X, y, q), {"relevant_at": "2"}, r"expected relevant_at to be a positive"),
+    "grades-without-qid": (
+        lambda X, y, q: (X, y, None), {}, r"got \[0, 1, 2, 3\] instead; relevance grades .* train with qid"),
+    "grades-without-qid-pairwise": (
+        lambda X, y, q: (X, y, None), {"loss": "pairwise"}, r"train with qid: pass qid=np.zeros"),
     "relevant_at-without-qid": (
         lambda X, y, q: (X, (y > 0).astype(int), None),
         {"relevant_at": 2}, r"expected relevant_at=1 without qid"),
