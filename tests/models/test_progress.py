@@ -51,8 +51,13 @@ SCRIPT = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def plain_script_run():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
+def plain_script_run(tmp_path_factory):
+    # Run away from the checkout: `python -c` puts the working directory first on sys.path, and
+    # the source tree's rankopt has no compiled kernels when the package is installed, not editable.
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300,
+        cwd=tmp_path_factory.mktemp("plain_script"),
+    )
     assert done.returncode == 0, done.stderr
     sections = {}
     for block in done.stderr.split("=== ")[1:]:
