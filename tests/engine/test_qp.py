@@ -472,3 +472,56 @@ def test_primal_is_the_last_resort_when_both_dual_solvers_fail(rng, monkeypatch,
         _, w, dual = solve_engine(C, d, planes, losses, constraints)
     assert f"the {'bounded dual' if bounded else 'dual'} failed (working-set dual with 5 planes: DAQP ended with exit flags [-4, -4])" in caplog.text
     assert_matches_reference(w, dual, planes, losses, C, constraints)
+
+
+def _counting_daqp(monkeypatch):
+    """Wrap daqp.solve to record each call's exit flag and eps_prox."""
+    calls = []
+    original = qp_module.daqp.solve
+
+    def solve(*args, **kwargs):
+        result = original(*args, **kwargs)
+        calls.append((result[2], kwargs.get("eps_prox")))
+        return result
+
+    monkeypatch.setattr(qp_module.daqp, "solve", solve)
+    return calls
+
+
+def test_a_tight_fit_with_more_planes_than_features_needs_no_retry(monkeypatch):
+    """breast_cancer (30 features) at C = 100, tol 1e-6 ends with ~60 planes: every working-set
+    dual is solved by DAQP's first try (the automatic proximal choice failed 24 of 77 there)."""
+    from sklearn.datasets import load_breast_cancer
+
+    import rankopt
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    calls = _counting_daqp(monkeypatch)
+    model = rankopt.RankSVM(loss="auc", C=100.0, tol=1e-6).fit(X, y.astype(bool))
+    assert model.converged_ and model.duality_gap_ <= 100.0 * 1e-6
+    assert max(record.n_planes for record in model.history_) > X.shape[1]
+    assert len(calls) == model.n_iter_ - 1  # one DAQP call per working-set solve
+    assert all(flag == 1 for flag, _ in calls)
+
+
+def test_the_dual_is_polished_only_when_its_answer_fails_the_check(rng, monkeypatch):
+    d, C = 3, 10.0
+    planes, losses = random_instance(rng, d, 12)  # more planes than features: a singular Gram matrix
+    polished = []
+    original = qp_module._polish
+
+    def polish(*args):
+        polished.append(True)
+        return original(*args)
+
+    monkeypatch.setattr(qp_module, "_polish", polish)
+    qp = WorkingSetQP(C, d, prune_after=None)
+    for plane, loss in zip(planes, losses):
+        qp.add(plane, loss)
+    loose = qp.solve(gap_tol=1e-3 * C)
+    assert loose.verified(1e-3 * C) and not polished
+    exact = qp.solve(gap_tol=0.0)
+    assert exact.verified(0.0)
+    assert exact.primal <= loose.primal + 1e-12 and exact.dual >= loose.dual - 1e-12
+    assert_matches_reference(exact.w, exact.dual, planes, losses, C, None)
