@@ -36,7 +36,6 @@ takes sparse constraint rows.
 """
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass
 
@@ -266,7 +265,7 @@ class WorkingSetQP:
         if self._bounds is not None and np.any(self._bounds[0] > self._bounds[1]):
             raise QPSolveError("the linear constraints on w admit no solution (bounds with lo > hi)")
         if self.constraints is None:
-            attempts = [("dual", functools.partial(self._solve_dual, gap_tol)), ("primal", self._solve_primal)]
+            attempts = [("dual", self._solve_dual), ("primal", self._solve_primal)]
         elif self._bounds is not None:
             attempts = [("bounded dual", self._solve_bounded_dual), ("primal", self._solve_primal)]
         else:
@@ -303,7 +302,7 @@ class WorkingSetQP:
 
     # -------------------------------------------------------------- dual forms
 
-    def _simplex_qp(self, hessian: np.ndarray, linear: np.ndarray, polish: bool = True) -> np.ndarray:
+    def _simplex_qp(self, hessian: np.ndarray, linear: np.ndarray) -> np.ndarray:
         """argmax_α linear·α − ½ αᵀ hessian α  s.t.  α ≥ 0, Σα ≤ C.
 
         Solved for γ_k = α_k / σ_k with σ_k = min(C, |linear_k| / hessian_kk), the
@@ -312,8 +311,7 @@ class WorkingSetQP:
         sees hessian and linear terms ≤ 1 whatever C and the planes' norms
         (HOAP-SVM's C ~ 10⁷ against planes ~ 10⁻³; HOB-SVM's planes at η = 100
         differ in norm by 10⁵), and its absolute tolerances mean the same
-        thing for every problem.  ``polish=False`` returns the solver's
-        answer without :func:`_polish` (the caller polishes when it needs to).
+        thing for every problem.
         """
         k = linear.size
         if k == 0:
@@ -333,30 +331,13 @@ class WorkingSetQP:
         total = alpha.sum()
         if total > C:  # the solver's feasibility tolerance
             alpha *= C / total
-        return _polish(hessian, linear, alpha, C) if polish else alpha
+        return _polish(hessian, linear, alpha, C)
 
-    def _solve_dual(self, gap_tol: float = 0.0):
-        """The dual's optimum; polished (:func:`_polish`) only when the solver's
-        answer does not pass its gap check at ``gap_tol``.
-
-        The polish solves a least-squares system on the active planes, whose
-        cost grows as their number cubed: with 300 planes it took 25 ms a
-        solve, more than the oracle on 3·10⁴ samples.  DAQP's proximal answer
-        is ε-optimal in objective, and that is what the check asks: on the
-        solves of four fits (breast_cancer auc and zero_one at C = 100, tol
-        1e-6; 5,000 × 20 and 3·10⁴ × 100 AP at C = 100, tol 1e-3; up to 299
-        planes) every unpolished answer's gap was below 1.4·10⁻⁶ of the
-        cutting plane's QP tolerance.  A tolerance of 0 (an exact optimum
-        asked for) still polishes.
-        """
-        losses, planes = self.losses, self.planes
-        alpha = self._simplex_qp(self._gram, losses, polish=False)
-        w = planes.T @ alpha
+    def _solve_dual(self):
+        losses = self.losses
+        alpha = self._simplex_qp(self._gram, losses)
+        w = self.planes.T @ alpha
         value = float(alpha @ losses) - 0.5 * float(w @ w)
-        if not QPSolution(w, value, self.primal_value(w), "dual").verified(gap_tol):
-            alpha = _polish(self._gram, losses, alpha, self.C)
-            w = planes.T @ alpha
-            value = float(alpha @ losses) - 0.5 * float(w @ w)
         self._record_multipliers(alpha)
         return w, value
 

@@ -26,14 +26,14 @@ def _stalling_dual(monkeypatch, after_calls, times=None):
     original = qp_module.WorkingSetQP._solve_dual
     state = {"calls": 0, "stalls": 0, "last": None}
 
-    def solve_dual(self, *args):
+    def solve_dual(self):
         state["calls"] += 1
         if state["calls"] > after_calls and state["last"] is not None and (
             times is None or state["stalls"] < times
         ):
             state["stalls"] += 1
             return state["last"]
-        state["last"] = original(self, *args)
+        state["last"] = original(self)
         return state["last"]
 
     monkeypatch.setattr(qp_module.WorkingSetQP, "_solve_dual", solve_dual)
