@@ -8,7 +8,8 @@ and loss, one line per method, with ``numpy.sort`` / ``numpy.argsort`` of
 the negative scores as references — and prints Markdown tables of the
 medians, the speed targets as ratios (also from ``test_paired_ratio``, whose
 two calls were timed in alternation), and the training runs
-(``bench_training.py``) when the report holds them.
+(``bench_training.py``) and the tight-tolerance ratios (``bench_tight_tol.py``)
+when the report holds them.
 
 Only the JSON is read; nothing is re-run.  Sizes a report does not hold
 (e.g. a ``--bench-scale small`` run) show as "not measured".
@@ -51,7 +52,7 @@ def load(path: Path, stat: str = "median") -> tuple[list[dict], list[dict], list
             inference.append(info)
         elif info.get("bench") == "training":
             training.append(info)
-        elif info.get("bench") == "paired":  # its medians are in extra_info
+        elif info.get("bench") in ("paired", "tight-tol", "tight-tol-scale"):  # medians in extra_info
             paired.append(info)
     return inference, training, paired
 
@@ -253,9 +254,21 @@ def main(argv=None) -> int:
         print(median_table(inference))
         print(f"\n### Speed targets (ratios of {args.stat}s)\n")
         print(targets_table(inference))
-    if paired:
+    ratios = [r for r in paired if r.get("bench") == "paired"]
+    if ratios:
         print("\n### Speed targets, the two calls timed in alternation (ratios of medians)\n")
-        print(paired_table(paired))
+        print(paired_table(ratios))
+    tight = [r for r in paired if r.get("bench") == "tight-tol"]
+    if tight:
+        from bench_tight_tol import TOL, tight_tol_table
+
+        print(f"\n### RankSVM at tol {TOL:g} / LinearSVC, CPU-time medians (bench_tight_tol.py)\n")
+        print(tight_tol_table(tight))
+    for info in (r for r in paired if r.get("bench") == "tight-tol-scale"):
+        from bench_tight_tol import scale_table
+
+        print("\n### AP-SVM at scale, C = 100 against C = 10 (bench_tight_tol.py)\n")
+        print(scale_table(info))
     if training:
         print("\n### Training on digits (one-vs-rest), C = %g\n" % training[0]["C"])
         print(training_table(training))

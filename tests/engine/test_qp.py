@@ -446,8 +446,7 @@ def test_rank_deficient_dual_needs_forced_proximal_iterations():
     which DAQP's automatic proximal choice runs out of iterations; the forced one solves it."""
     data = np.load(DATA / "rank_deficient_dual.npz")
     H, f, weights = data["H"], data["f"], data["weights"]
-    gamma, needed_proximal = qp_module._dense_simplex_qp(H, f, weights)
-    assert needed_proximal
+    gamma = qp_module._dense_simplex_qp(H, f, weights)
     assert np.all(gamma >= 0.0) and weights @ gamma <= 1.0 + 1e-9
     # KKT of min ½γᵀHγ + fᵀγ: gradient + λ·weights ≥ 0, = 0 on the support.
     gradient = H @ gamma + f
@@ -471,9 +470,56 @@ def test_primal_is_the_last_resort_when_both_dual_solvers_fail(rng, monkeypatch,
     monkeypatch.setattr(qp_module.daqp, "solve", daqp_stops_short)
     with caplog.at_level("INFO", logger="rankopt.engine.qp"):
         _, w, dual = solve_engine(C, d, planes, losses, constraints)
-    # 5 planes > 4 features: the Gram matrix is singular, so only the forced proximal setting is tried
     assert (
         f"the {'bounded dual' if bounded else 'dual'} failed (working-set dual with 5 planes: DAQP ended with "
-        "exit flags [-4])"
+        "exit flags [-4, -4])"
     ) in caplog.text
     assert_matches_reference(w, dual, planes, losses, C, constraints)
+
+
+def _counting_daqp(monkeypatch):
+    """Wrap daqp.solve to record each call's exit flag and eps_prox."""
+    calls = []
+    original = qp_module.daqp.solve
+
+    def solve(*args, **kwargs):
+        result = original(*args, **kwargs)
+        calls.append((result[2], kwargs.get("eps_prox")))
+        return result
+
+    monkeypatch.setattr(qp_module.daqp, "solve", solve)
+    return calls
+
+
+def test_a_tight_fit_with_more_planes_than_features_needs_no_retry(monkeypatch):
+    """breast_cancer (30 features) at C = 100, tol 1e-6 ends with ~60 planes: every working-set
+    dual is solved by DAQP's first try (the automatic proximal choice failed 24 of 77 there)."""
+    from sklearn.datasets import load_breast_cancer
+
+    import rankopt
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    calls = _counting_daqp(monkeypatch)
+    model = rankopt.RankSVM(loss="auc", C=100.0, tol=1e-6).fit(X, y.astype(bool))
+    assert model.converged_ and model.duality_gap_ <= 100.0 * 1e-6
+    assert max(record.n_planes for record in model.history_) > X.shape[1]
+    assert len(calls) == model.n_iter_ - 1  # one DAQP call per working-set solve
+    assert all(flag == 1 for flag, _ in calls)
+
+
+def test_rounding_level_changes_of_a_rank_deficient_working_set_leave_w_unchanged(rng):
+    """The polish lands on the face's exact optimum, so two solves whose planes differ by
+    rounding (as the same fit's on NumPy and on Dask do) give the same w, not two different
+    ε-optimal points of DAQP's proximal iterations (which then lead the fits apart)."""
+    d, C = 3, 10.0
+    planes, losses = random_instance(rng, d, 12)  # more planes than features: a singular Gram matrix
+    nudged = planes * (1.0 + 1e-15 * rng.normal(size=planes.shape))
+    solutions = []
+    for rows in (planes, nudged):
+        qp = WorkingSetQP(C, d, prune_after=None)
+        for plane, loss in zip(rows, losses):
+            qp.add(plane, loss)
+        solutions.append(qp.solve(gap_tol=1e-3 * C))
+    np.testing.assert_allclose(solutions[0].w, solutions[1].w, rtol=0, atol=1e-12)
+    assert_matches_reference(solutions[0].w, solutions[0].dual, planes, losses, C, None)
