@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
-from sklearn.datasets import load_digits
 from sklearn.exceptions import NotFittedError
 from sklearn.metrics import average_precision_score
 
@@ -18,15 +17,6 @@ from rankopt.losses import Loss
 from rankopt.plugins import PluginKind, default_registry
 
 LOSSES = ["ap", "ndcg", "auc", "zero_one"]
-
-
-@pytest.fixture(scope="module")
-def digits():
-    """Digit 3 against the rest: 300 training and 200 held-out samples of shipped data."""
-    X, target = load_digits(return_X_y=True)
-    X = X / 16.0
-    y = (target == 3).astype(int)
-    return X[:300], y[:300], X[300:500], y[300:500]
 
 
 @pytest.fixture(scope="module")

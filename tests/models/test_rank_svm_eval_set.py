@@ -7,22 +7,12 @@ import warnings
 import numpy as np
 import pytest
 import sklearn
-from sklearn.datasets import load_digits
 from sklearn.model_selection import GridSearchCV, GroupKFold
 
 from rankopt import RankSVM
 from rankopt.exceptions import ConvergenceWarning
 from rankopt.metrics import average_precision, mean_average_precision
 from rankopt.models.progress import MonitoredIterationRecord
-
-
-@pytest.fixture(scope="module")
-def digits():
-    """Digit 3 against the rest: training, validation and test rows of shipped data."""
-    X, target = load_digits(return_X_y=True)
-    X = X / 16.0
-    y = (target == 3).astype(int)
-    return X[:300], y[:300], X[300:500], y[300:500]
 
 
 @pytest.fixture(scope="module")
