@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rankopt.engine.problem import LinearConstraints, StructuredProblem
-from rankopt.engine.qp import QPSolution, QPSolveError, WorkingSetQP
+from rankopt.engine.qp import InfeasibleConstraintsError, QPSolution, QPSolveError, WorkingSetQP
 from rankopt.exceptions import ConvergenceWarning
 
 logger = logging.getLogger(__name__)
@@ -190,9 +190,9 @@ def solve_cutting_plane(
         qp.add(plane, loss)
         try:
             solution = qp.solve(qp_gap_tol)
+        except InfeasibleConstraintsError:
+            raise
         except QPSolveError as exc:
-            if "admit no solution" in str(exc):
-                raise
             qp.refuse_if_out_of_scale(str(exc))
             logger.warning("cutting plane: %s", exc)
             stop_reason = "qp_failure"

@@ -74,6 +74,10 @@ class QPSolveError(RuntimeError):
     """The QP solver did not reach an optimum."""
 
 
+class InfeasibleConstraintsError(QPSolveError):
+    """The linear constraints on w admit no solution: no solver can help, the problem is wrong."""
+
+
 @dataclass(frozen=True)
 class QPSolution:
     """A working-set solve and its own certificate.
@@ -263,7 +267,7 @@ class WorkingSetQP:
         """
         k = self._k
         if self._bounds is not None and np.any(self._bounds[0] > self._bounds[1]):
-            raise QPSolveError("the linear constraints on w admit no solution (bounds with lo > hi)")
+            raise InfeasibleConstraintsError("the linear constraints on w admit no solution (bounds with lo > hi)")
         if self.constraints is None:
             attempts = [("dual", self._solve_dual), ("primal", self._solve_primal)]
         elif self._bounds is not None:
@@ -277,9 +281,9 @@ class WorkingSetQP:
         for name, attempt in attempts:
             try:
                 w, dual = attempt()
+            except InfeasibleConstraintsError:
+                raise
             except QPSolveError as exc:
-                if "admit no solution" in str(exc):
-                    raise
                 failures.append(f"{name}: {exc}")
                 logger.info("working-set QP with %d planes: the %s failed (%s)", k, name, exc)
                 self._alpha = np.zeros(0)
@@ -445,7 +449,7 @@ def _clarabel(P, q, A, b, what: str, constraints_can_be_infeasible: bool) -> tup
         solution = clarabel.DefaultSolver(P, q, A, b, [clarabel.NonnegativeConeT(b.size)], settings).solve()
         status = str(solution.status)
         if "Infeasible" in status and constraints_can_be_infeasible:
-            raise QPSolveError(f"the linear constraints on w admit no solution (QP status {status})")
+            raise InfeasibleConstraintsError(f"the linear constraints on w admit no solution (QP status {status})")
         if "Solved" in status:  # Solved or AlmostSolved
             return np.asarray(solution.x), np.asarray(solution.z)
         if not any(s in status for s in _STALLED):

@@ -279,7 +279,7 @@ def test_box_bounds_leaves_general_rows_to_the_primal():
 
 def test_empty_row_with_negative_bound_is_infeasible():
     qp = WorkingSetQP(1.0, 2, LinearConstraints(np.zeros((1, 2)), np.array([-1.0])))
-    with pytest.raises(QPSolveError, match="admit no solution"):
+    with pytest.raises(qp_module.InfeasibleConstraintsError, match="admit no solution"):
         qp.solve()
 
 
