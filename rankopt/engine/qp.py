@@ -167,6 +167,7 @@ class WorkingSetQP:
         self._k = 0
         self._gram = np.zeros((0, 0))
         self._alpha = np.zeros(0)  # the bounded dual's last optimum, its next start
+        self._dual_failures = 0  # consecutive solves whose dual form failed or was skipped
         self.n_pruned = 0
 
     @property
@@ -274,6 +275,11 @@ class WorkingSetQP:
             attempts = [("bounded dual", self._solve_bounded_dual), ("primal", self._solve_primal)]
         else:
             attempts = [("primal", self._solve_primal)]
+        if self._dual_failures and self._dual_failures % _DUAL_RETRY_EVERY:
+            # The dual form failed at the last solves: planes are only added (or pruned), so it
+            # would most likely fail again, at the cost of DAQP's iteration limit. It is retried
+            # every _DUAL_RETRY_EVERY solves, and stays the fallback after the primal.
+            attempts = attempts[::-1]
         if k == 0 and (self.constraints is None or np.all(self.constraints.b >= 0)):
             return QPSolution(np.zeros(self.n_features), 0.0, 0.0, "empty")  # w = 0 is feasible, hence optimal
         best = None
@@ -290,6 +296,7 @@ class WorkingSetQP:
                 continue
             solution = QPSolution(w, dual, self.primal_value(w), name)
             if solution.verified(gap_tol):
+                self._count_dual_outcome(attempts, name)
                 return solution
             failures.append(f"{name}: gap {solution.gap:.3g} > {gap_tol:.3g}")
             logger.info(
@@ -300,9 +307,19 @@ class WorkingSetQP:
             if best is None or solution.gap < best.gap:
                 best = solution
             self._alpha = np.zeros(0)  # the next form starts afresh
+        self._count_dual_outcome(attempts, None)
         if best is None:
             raise QPSolveError(f"working-set QP with {k} planes: every solver failed ({'; '.join(failures)})")
         return best
+
+    def _count_dual_outcome(self, attempts, verified_by) -> None:
+        """Count consecutive solves in which the dual form was tried (or skipped) without success."""
+        if len(attempts) < 2:
+            return
+        if verified_by is not None and verified_by != "primal":
+            self._dual_failures = 0
+        else:
+            self._dual_failures += 1
 
     # -------------------------------------------------------------- dual forms
 
@@ -457,6 +474,9 @@ def _clarabel(P, q, A, b, what: str, constraints_can_be_infeasible: bool) -> tup
         logger.debug("%s stalled (%s) at tight tolerances; retrying", what, status)
     raise QPSolveError(f"{what} ended with status {status}")
 
+
+#: After the dual form fails, the primal goes first and the dual is retried every this many solves.
+_DUAL_RETRY_EVERY = 10
 
 #: DAQP's stand-in for an absent bound.
 _NO_BOUND = 1e30

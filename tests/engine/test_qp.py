@@ -523,3 +523,38 @@ def test_rounding_level_changes_of_a_rank_deficient_working_set_leave_w_unchange
         solutions.append(qp.solve(gap_tol=1e-3 * C))
     np.testing.assert_allclose(solutions[0].w, solutions[1].w, rtol=0, atol=1e-12)
     assert_matches_reference(solutions[0].w, solutions[0].dual, planes, losses, C, None)
+
+
+@pytest.mark.parametrize("bounded", [False, True])
+def test_after_the_dual_fails_the_primal_goes_first_and_the_dual_is_retried(rng, monkeypatch, bounded):
+    """A failed dual form costs DAQP's iteration limit: the next solves skip to the primal, retrying the
+    dual every _DUAL_RETRY_EVERY solves, and every answer is still the verified optimum."""
+    d, C = 6, 2.0
+    constraints = LinearConstraints.nonpositive(d, [0, 3]) if bounded else None
+    calls = []
+    original = qp_module.daqp.solve
+
+    def daqp_fails_for_a_while(*args, **kwargs):
+        calls.append(len(calls))
+        if len(calls) <= 2:  # both DAQP settings of the first solve
+            return np.zeros(args[1].size), 0.0, -4, {}
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(qp_module.daqp, "solve", daqp_fails_for_a_while)
+    qp = WorkingSetQP(C, d, constraints, prune_after=None)
+    planes, losses = random_instance(rng, d, 2 + qp_module._DUAL_RETRY_EVERY + 3)
+    solvers, daqp_calls = [], []
+    for k, (plane, loss) in enumerate(zip(planes, losses)):
+        qp.add(plane, loss)
+        before = len(calls)
+        solution = qp.solve()
+        solvers.append(solution.solver)
+        daqp_calls.append(len(calls) - before)
+        assert_matches_reference(solution.w, solution.dual, planes[: k + 1], losses[: k + 1], C, constraints)
+    dual = "bounded dual" if bounded else "dual"
+    retry = qp_module._DUAL_RETRY_EVERY
+    # solve 1: the dual fails (both DAQP settings) and the primal answers; solves 2..retry: the primal
+    # first, DAQP not called; solve retry + 1: the dual is retried, succeeds, and stays first
+    assert solvers[:retry] == ["primal"] * retry
+    assert solvers[retry:] == [dual] * (len(solvers) - retry)
+    assert daqp_calls[0] == 2 and daqp_calls[1:retry] == [0] * (retry - 1) and min(daqp_calls[retry:]) >= 1
