@@ -227,10 +227,9 @@ def solve_cutting_plane(
     )
 
 
-def _feature_scale(psi_star: np.ndarray) -> float:
-    """The power of two nearest to Ψ(X, Y*)'s largest entry, or 1 when that is
-    within 2^±60 (or 0): the planes' scale, which the QP divides out."""
-    largest = float(np.max(np.abs(psi_star), initial=0.0))
+def _feature_scale(largest: float) -> float:
+    """The power of two nearest to ``largest`` (Ψ(X, Y*)'s largest entry), or 1 when
+    that is within 2^±60 (or 0): the planes' scale, which the QP divides out."""
     if largest == 0.0 or 1.0 / _RESCALE_BEYOND <= largest <= _RESCALE_BEYOND:
         return 1.0
     return float(np.ldexp(1.0, int(np.round(np.log2(largest)))))
@@ -247,17 +246,17 @@ class _ScaledQP:
     """
 
     def __init__(self, C, n_features, linear_constraints, psi_star, gap_tol):
-        largest = float(np.max(np.abs(psi_star), initial=0.0))
-        scale = _feature_scale(psi_star)
-        self.scale = scale
-        self.magnitude = largest
-        self._psi_scale2 = (largest / scale) ** 2  # the planes' magnitude² in the QP's units
+        magnitude = float(np.max(np.abs(psi_star), initial=0.0))
+        scale = _feature_scale(magnitude)
+        self.scale, self.magnitude, self.C = scale, magnitude, C
         C_scaled = C * scale * scale
+        # C·magnitude², computed in the QP's units where it cannot overflow: the QP's conditioning
+        self.C_magnitude2 = C_scaled * (magnitude / scale) ** 2
         # The QP's tolerance in these units must stay a normal float, or its checks mean nothing.
         if not (np.isfinite(C_scaled) and gap_tol * scale * scale >= np.finfo(np.float64).tiny):
             raise ValueError(
                 f"expected features whose scale keeps C·scale² in the float64 range, got features of magnitude "
-                f"{scale:.3g} with C={C:g} (C·scale² = {C_scaled:.3g}) instead; rescale X (e.g. standardise it)"
+                f"{magnitude:.3g} with C={C:g} (C·scale² = {C_scaled:.3g}) instead; rescale X (e.g. standardise it)"
             )
         if linear_constraints is not None and scale != 1.0:
             linear_constraints = LinearConstraints(linear_constraints.A, linear_constraints.b * scale)
@@ -269,12 +268,11 @@ class _ScaledQP:
 
     def refuse_if_out_of_scale(self, failure: str) -> None:
         """Raise a ValueError naming the scale when a QP failure is the scale's doing."""
-        C_scale2 = self._qp.C * self._psi_scale2
-        if C_scale2 > _SOLVABLE_C_SCALE2:
+        if self.C_magnitude2 > _SOLVABLE_C_SCALE2:
             raise ValueError(
                 f"expected features and C for which the working-set QP can be solved in float64, got features "
-                f"of magnitude {self.magnitude:.3g} with C={self._qp.C / self.scale**2:g} instead "
-                f"(C·magnitude² = {C_scale2:.3g} > {_SOLVABLE_C_SCALE2:g}; {failure}); standardise X or lower C"
+                f"of magnitude {self.magnitude:.3g} with C={self.C:g} instead "
+                f"(C·magnitude² = {self.C_magnitude2:.3g} > {_SOLVABLE_C_SCALE2:g}; {failure}); standardise X or lower C"
             )
 
     def add(self, plane: np.ndarray, loss: float) -> None:

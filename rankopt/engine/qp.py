@@ -269,6 +269,8 @@ class WorkingSetQP:
         k = self._k
         if self._bounds is not None and np.any(self._bounds[0] > self._bounds[1]):
             raise InfeasibleConstraintsError("the linear constraints on w admit no solution (bounds with lo > hi)")
+        if k == 0 and (self.constraints is None or np.all(self.constraints.b >= 0)):
+            return QPSolution(np.zeros(self.n_features), 0.0, 0.0, "empty")  # w = 0 is feasible, hence optimal
         if self.constraints is None:
             attempts = [("dual", self._solve_dual), ("primal", self._solve_primal)]
         elif self._bounds is not None:
@@ -280,8 +282,6 @@ class WorkingSetQP:
             # would most likely fail again, at the cost of DAQP's iteration limit. It is retried
             # every _DUAL_RETRY_EVERY solves, and stays the fallback after the primal.
             attempts = attempts[::-1]
-        if k == 0 and (self.constraints is None or np.all(self.constraints.b >= 0)):
-            return QPSolution(np.zeros(self.n_features), 0.0, 0.0, "empty")  # w = 0 is feasible, hence optimal
         best = None
         failures = []
         for name, attempt in attempts:
@@ -337,13 +337,13 @@ class WorkingSetQP:
         k = linear.size
         if k == 0:
             return np.zeros(0)
+        if not np.any(linear > 0.0):  # linear·α − ½αᵀHα ≤ linear·α ≤ 0 for α ≥ 0: α = 0 is optimal
+            return np.zeros(k)
         C = self.C
         diagonal = np.diag(hessian)
         size = np.maximum(np.abs(linear), 1e-12 * float(np.max(np.abs(linear))))
         with np.errstate(divide="ignore"):
             sigma = np.where(diagonal > 0.0, np.minimum(C, size / np.where(diagonal > 0.0, diagonal, 1.0)), C)
-        if not np.any(linear > 0.0):  # linear·α − ½αᵀHα ≤ linear·α ≤ 0 for α ≥ 0: α = 0 is optimal
-            return np.zeros(k)
         kappa = float(np.max(sigma * np.abs(linear)))
         H = hessian * np.outer(sigma, sigma / kappa)
         f = linear * (-sigma / kappa)
