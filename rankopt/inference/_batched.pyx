@@ -98,14 +98,31 @@ cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size) noexcept nogil:
     return 0
 
 
+cdef enum:
+    # Score lists up to this long are put in order by insertion (no mispredicted
+    # partitioning: a query's few relevant documents); longer ones by std::sort.
+    INSERTION_MAX = 32
+
+
 cdef inline void _sort_descending(const floating* scores, Py_ssize_t n, pair[double, Py_ssize_t]* items,
                                   floating* desc, Py_ssize_t* order) noexcept nogil:
     """rankopt's order (descending, ties by index): ``desc`` the sorted scores, ``order`` their indices."""
-    cdef Py_ssize_t k
+    cdef Py_ssize_t k, t
+    cdef pair[double, Py_ssize_t] x
     for k in range(n):
         items[k].first = -(<double>scores[k])
         items[k].second = k
-    sort(items, items + n)
+    if n <= INSERTION_MAX:
+        # Stable by score: equal scores stay in index order.
+        for k in range(1, n):
+            x = items[k]
+            t = k
+            while t > 0 and x.first < items[t - 1].first:
+                items[t] = items[t - 1]
+                t -= 1
+            items[t] = x
+    else:
+        sort(items, items + n)
     for k in range(n):
         order[k] = items[k].second
         desc[k] = scores[items[k].second]
@@ -120,18 +137,18 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
     cdef floating* pos_desc = <floating*>w.pos_desc
     cdef floating* neg_desc = <floating*>w.neg_desc
     cdef const double* table = discount
-    cdef Py_ssize_t k, n_pos = 0, n_neg = 0, r
+    cdef Py_ssize_t k, n_pos = 0, n_neg = 0, r, is_pos
     cdef int64_t above = 0, above_sum = 0
-    cdef double scale, c, dot = 0.0, z = 1.0
+    cdef double scale, c, dot = 0.0, dot_odd = 0.0, z = 1.0
+    # Branch-free: each document is written to both lists, and only one of them advances.
     for k in range(n):
-        if rel[k] != 0:
-            pos[n_pos] = s[k]
-            w.pos_idx[n_pos] = k
-            n_pos += 1
-        else:
-            neg[n_neg] = s[k]
-            w.neg_idx[n_neg] = k
-            n_neg += 1
+        is_pos = rel[k] != 0
+        pos[n_pos] = s[k]
+        w.pos_idx[n_pos] = k
+        neg[n_neg] = s[k]
+        w.neg_idx[n_neg] = k
+        n_pos += is_pos
+        n_neg += 1 - is_pos
     if n_pos == 0 or n_neg == 0:
         for k in range(n):
             coef[k] = 0.0
@@ -177,12 +194,18 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
     scale = 1.0 / ((<double>n_pos) * (<double>n_neg))
     for k in range(n_pos + 2):
         w.counts[k] = 0
+    # Two running sums, so that consecutive additions do not wait on each other
+    # (the value is defined up to its summation order).
     for k in range(n_neg):
         r = w.ranks[k]
         w.counts[r] += 1
         c = ((<double>n_pos) + 2.0 - 2.0 * r) * scale
         coef[w.neg_idx[k]] = c
-        dot += c * neg[k]
+        if k & 1:
+            dot_odd += c * neg[k]
+        else:
+            dot += c * neg[k]
+    dot += dot_odd
     # The k-th highest positive has every negative of rank ≤ k above it; w.table
     # (free again) collects the loss's terms for NumPy's summation order.
     for k in range(n_pos):

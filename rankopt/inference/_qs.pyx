@@ -36,7 +36,7 @@ from cython cimport floating
 from libc.math cimport INFINITY, isfinite, nextafter
 from libc.stdint cimport INT32_MAX, int32_t, int64_t
 from libc.stdlib cimport calloc, free, malloc
-from libcpp.algorithm cimport nth_element
+from libcpp.algorithm cimport nth_element, sort
 from libcpp.utility cimport pair
 
 from rankopt.inference._buckets cimport (
@@ -507,10 +507,204 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
     return 0
 
 
+# ---------------------------------------------------------------- small inputs: sort, then sweep
+#
+# Below DISTRIBUTE_MIN negatives the selection recursion spends most of its
+# time partitioning small blocks again and again, and queries of a few dozen
+# to a few thousand documents — learning to rank's usual case — are all
+# small.  There the negatives are sorted once, by distribution (an affine
+# map of the score into 4 buckets per negative, then each bucket's few
+# negatives by insertion), which costs about one partition pass, and the
+# optimal ranks are read off in one sweep down the sorted order:
+#
+# * where f_j is concave on all ranks 1 … |P| + 1 — AUC, whose steps differ
+#   only by the score term; AP from j = |P| on (§5) — the highest maximiser
+#   is where the steps turn negative, and by Observation 4 it is searched
+#   from the previous negative's rank up: O(|N| + |P|) steps in all;
+# * the negatives before (and every negative of a loss without that
+#   concavity) go through Algorithm 2 on the sorted block, whose medians are
+#   read, not selected, inside the ranks the walked negatives leave them.
+#
+# Same steps (``_step``), same tie rule, so the same ranks as the recursion.
+
+cdef enum:
+    # Work arrays of inputs up to this many negatives live on the stack.
+    SWEEP_STACK = 256
+    SWEEP_BUCKETS_PER_NEG = 4
+    # Insertion moves per negative after which std::sort finishes the job (crowded scores).
+    SWEEP_MOVES_PER_NEG = 4
+
+
+cdef struct Keyed:
+    double key       # −score: ascending keys, then ascending indices, is rankopt's order
+    Py_ssize_t idx   # input position
+
+
+cdef bint _keyed_before(const Keyed& a, const Keyed& b) noexcept nogil:
+    return a.key < b.key or (a.key == b.key and a.idx < b.idx)
+
+
+cdef inline bint _insertion_sort(Keyed* items, Py_ssize_t n, Py_ssize_t budget) noexcept nogil:
+    """Stable insertion sort by key, abandoned after ``budget`` moves; True when it finished.
+
+    Stable: rankopt's order when equal keys come in index order already.
+    """
+    cdef Py_ssize_t k, t
+    cdef Keyed x
+    for k in range(1, n):
+        x = items[k]
+        t = k
+        while t > 0 and x.key < items[t - 1].key:
+            items[t] = items[t - 1]
+            t -= 1
+        items[t] = x
+        budget -= k - t
+        if budget < 0:
+            return False
+    return True
+
+
+cdef inline void _finish_sort(Keyed* items, Py_ssize_t n) noexcept nogil:
+    """rankopt's order on ``items`` that come in index order within equal keys and are nearly sorted.
+
+    One insertion pass costs about a comparison per item when only a few
+    are out of place; std::sort takes over past a few moves per item.
+    """
+    if not _insertion_sort(items, n, SWEEP_MOVES_PER_NEG * n):
+        sort(items, items + n, _keyed_before)
+
+
+cdef void _descending_small(const floating* neg, Py_ssize_t n, Keyed* items, int32_t* ids,
+                            int32_t* ends) noexcept nogil:
+    """``items``: (−score, index) of the n scores in rankopt's order (descending, ties by index).
+
+    ``ids`` (n entries) and ``ends`` (SWEEP_BUCKETS_PER_NEG·n + 1) are work
+    space.  The bucket map is non-increasing in the score, so buckets come in
+    order, each holding its scores in index order: only pairs of one bucket
+    can be out of place.  Scores that cannot be spread (all equal, or a
+    range beyond the doubles) go unbucketed to the same final sort.
+    """
+    cdef Py_ssize_t k, b, t, nb = SWEEP_BUCKETS_PER_NEG * n
+    cdef double hi = neg[0], low = neg[0], scale = 0.0, x, last = <double>(nb - 1)
+    for k in range(n):
+        hi = neg[k] if neg[k] > hi else hi
+        low = neg[k] if neg[k] < low else low
+    if hi > low:
+        scale = last / (hi - low)
+    if not (scale > 0.0 and isfinite(scale) and isfinite(hi - low)):
+        for k in range(n):
+            items[k].key = -(<double>neg[k])
+            items[k].idx = k
+        _finish_sort(items, n)
+        return
+    for k in range(n):  # a loop the compiler vectorises
+        x = (hi - neg[k]) * scale
+        ids[k] = <int32_t>(x if x < last else last)
+    for b in range(nb + 1):
+        ends[b] = 0
+    for k in range(n):
+        ends[ids[k] + 1] += 1
+    for b in range(nb):
+        ends[b + 1] += ends[b]
+    # ends[b] starts where bucket b begins and advances as it fills, to where it ends.
+    for k in range(n):
+        b = ids[k]
+        t = ends[b]
+        items[t].key = -(<double>neg[k])
+        items[t].idx = k
+        ends[b] = t + 1
+    _finish_sort(items, n)
+
+
+cdef void _sorted_block_ranks(const floating* pos_desc, const Keyed* items, Py_ssize_t n, Py_ssize_t lp,
+                              Py_ssize_t rp, Py_ssize_t n_pos, Py_ssize_t n_neg, int code,
+                              const double* table, bint unimodal, int* ranks) noexcept nogil:
+    """Algorithm 2 on the n highest negatives, ``items`` in order, their ranks known to lie in lp … rp."""
+    cdef Frame stack[STACK_SIZE]
+    cdef Frame fr
+    cdef Py_ssize_t top = 1, k, m, opt
+    cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
+    stack[0] = Frame(0, n, lp, rp)
+    while top > 0:
+        top -= 1
+        fr = stack[top]
+        if fr.lp == fr.rp:
+            for k in range(fr.lo, fr.hi):
+                ranks[items[k].idx] = <int>fr.lp
+            continue
+        m = fr.lo + (fr.hi - fr.lo) // 2
+        opt = _best_rank(pos_desc, -items[m].key, m + 1, fr.lp, fr.rp, code, n_pos, n_neg, table, scale,
+                         unimodal)
+        ranks[items[m].idx] = <int>opt
+        top = _push_split(stack, top, fr, m, opt)
+
+
+cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg, Py_ssize_t n_neg,
+                       int code, const double* table, bint unimodal, int* ranks, Keyed* items, int32_t* ids,
+                       int32_t* ends) noexcept nogil:
+    """The small-input strategy (see above), on work arrays sized for n_neg."""
+    cdef Py_ssize_t j, j_walk, i = 1, p1 = n_pos + 1
+    cdef double s, scale = 2.0 / ((<double>n_pos) * n_neg)
+    _descending_small(neg, n_neg, items, ids, ends)
+    if code == LOSS_AUC:
+        j_walk = 1
+    elif unimodal and n_pos <= n_neg:
+        j_walk = n_pos
+    else:
+        j_walk = n_neg + 1
+    for j in range(j_walk, n_neg + 1):
+        s = -items[j - 1].key
+        while i < p1 and _step(pos_desc, s, j, i, code, n_pos, n_neg, table, scale) >= 0.0:
+            i += 1
+        ranks[items[j - 1].idx] = <int>i
+    if j_walk > 1:
+        _sorted_block_ranks(pos_desc, items, min(j_walk - 1, n_neg), 1,
+                            ranks[items[j_walk - 1].idx] if j_walk <= n_neg else p1,
+                            n_pos, n_neg, code, table, unimodal, ranks)
+
+
+cdef int _small_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg, Py_ssize_t n_neg,
+                      int code, const double* table, bint unimodal, int* ranks) except -1 nogil:
+    """:func:`_swept_ranks` with its work arrays: on the stack up to SWEEP_STACK negatives."""
+    cdef Keyed items_stack[SWEEP_STACK]
+    cdef int32_t ids_stack[SWEEP_STACK]
+    cdef int32_t ends_stack[SWEEP_BUCKETS_PER_NEG * SWEEP_STACK + 1]
+    cdef Keyed* items
+    cdef int32_t* ids
+    cdef int32_t* ends
+    if n_neg <= SWEEP_STACK:
+        _swept_ranks(pos_desc, n_pos, neg, n_neg, code, table, unimodal, ranks, items_stack, ids_stack,
+                     ends_stack)
+        return 0
+    items = <Keyed*>malloc(n_neg * sizeof(Keyed))
+    ids = <int32_t*>malloc(n_neg * sizeof(int32_t))
+    ends = <int32_t*>malloc((SWEEP_BUCKETS_PER_NEG * n_neg + 1) * sizeof(int32_t))
+    try:
+        if items == NULL or ids == NULL or ends == NULL:
+            with gil:
+                raise MemoryError(f"cannot allocate the work arrays for {n_neg} negatives")
+        _swept_ranks(pos_desc, n_pos, neg, n_neg, code, table, unimodal, ranks, items, ids, ends)
+    finally:
+        free(items)
+        free(ids)
+        free(ends)
+    return 0
+
+
 cdef int _qs_into(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg_scores, Py_ssize_t n_neg,
                   int code, const double* table, bint unimodal, int* ranks, bint exact_median,
                   Py_ssize_t n_buckets) except -1 nogil:
     """:func:`qs_ranks` on raw pointers, ``n_buckets`` already validated (−1, 0 or 3 … 2³¹ − 1)."""
+    if n_buckets == -1 and not exact_median and n_neg < DISTRIBUTE_MIN:
+        return _small_ranks(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks)
+    return _selected_ranks(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks, exact_median,
+                           n_buckets)
+
+
+cdef int _selected_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg_scores,
+                         Py_ssize_t n_neg, int code, const double* table, bint unimodal, int* ranks,
+                         bint exact_median, Py_ssize_t n_buckets) except -1 nogil:
+    """Algorithm 2 by selection, after the distribution level when ``n_buckets`` asks for it."""
     cdef Py_ssize_t k
     cdef BucketMap bm
     cdef pair[floating, Py_ssize_t] sample[SAMPLE_SIZE]

@@ -211,6 +211,64 @@ def _bucketed_ranks(loss, pos, neg):
     return ranks
 
 
+def _kernel_ranks(loss, pos, neg, *, unimodal=None, exact_median=False, n_buckets=-1):
+    """The compiled qs kernel's ranks under one of its exact strategies."""
+    code, table = kernel_arguments(loss, loss.compiled_form(pos.size, neg.size), pos.size, neg.size)
+    pos_desc = np.ascontiguousarray(pos[np.argsort(-pos, kind="stable")])
+    ranks = np.empty(neg.size, dtype=np.intc)
+    if unimodal is None:
+        unimodal = code is KernelCode.AP
+    _qs.qs_ranks(pos_desc, np.ascontiguousarray(neg), int(code), table, unimodal, ranks, exact_median, n_buckets)
+    return ranks
+
+
+def test_small_input_strategies_equal_greedy_ranks():
+    # Below 2**14 negatives the default strategy sorts the negatives and
+    # sweeps them (walking the concave part, Algorithm 2 on the sorted block
+    # elsewhere); the selection recursion (n_buckets=0) and exact medians are
+    # the other exact strategies.  All must give greedy's ranks exactly, on
+    # random, tied and small-margin scores, P > N included.
+    rng = np.random.default_rng(77)
+    compiled = [APLoss(), NDCGLoss(), AUCLoss(), ReciprocalDiscountLoss()]
+    for k in range(800):
+        if k < 780:
+            n_pos, n_neg = int(rng.integers(1, 60)), int(rng.integers(1, 400))
+        else:
+            n_pos, n_neg = int(rng.integers(1, 3000)), int(rng.integers(200, 16_384))
+        loss = compiled[k % len(compiled)]
+        pos, neg = _random_instance(rng, n_pos, n_neg)
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
+        for unimodal in (True, False) if isinstance(loss, APLoss) else (None,):
+            for options in ({}, {"n_buckets": 0}, {"exact_median": True}):
+                got = _kernel_ranks(loss, pos, neg, unimodal=unimodal, **options)
+                np.testing.assert_array_equal(got, greedy, err_msg=f"{k} {loss.name} {unimodal} {options}")
+
+
+def _sweep_sort_cases():
+    rng = np.random.default_rng(8)
+    yield "one negative", rng.normal(size=4), rng.normal(size=1)
+    yield "stack limit", rng.normal(1, 1, 30), rng.normal(size=256)
+    yield "heap", rng.normal(1, 1, 30), rng.normal(size=257)
+    yield "largest small input", rng.normal(1, 1, 300), rng.normal(size=2**14 - 1)
+    # One outlier crowds every other score into the last bucket: the
+    # insertion pass gives up and std::sort finishes.
+    yield "crowded", rng.normal(0, 1e-9, 20), np.r_[1e6, rng.normal(0, 1e-9, 300)]
+    yield "all equal", np.full(5, 0.5), np.full(200, 0.5)
+    yield "span beyond the doubles", np.array([1.0, -1.0]), np.r_[1.7e308, -1.7e308, rng.normal(size=100)]
+    yield "ties", rng.integers(0, 4, 15) / 3.0, rng.integers(0, 4, 180) / 3.0
+    yield "subnormal", rng.normal(0, 1e-310, 10), rng.normal(0, 1e-310, 150)
+    yield "float32", rng.normal(1, 1, 12).astype(np.float32), rng.normal(size=200).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", list(_sweep_sort_cases()), ids=lambda c: c[0])
+def test_small_input_sort_handles_any_scores(case):
+    _, pos, neg = case
+    for loss in (APLoss(), NDCGLoss(), AUCLoss(), ReciprocalDiscountLoss()):
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
+        np.testing.assert_array_equal(_kernel_ranks(loss, pos, neg), greedy, err_msg=loss.name)
+        np.testing.assert_array_equal(rankopt.most_violated_ranking(loss, pos, neg, "qs").neg_ranks, greedy)
+
+
 def test_python_path_qs_equals_greedy():
     rng = np.random.default_rng(5)
     for k, loss in enumerate([GeometricPythonLoss(), PythonAPLoss()] * 8):
