@@ -108,21 +108,23 @@ cdef inline void _sort_descending(const floating* scores, Py_ssize_t n, pair[dou
                                   floating* desc, Py_ssize_t* order) noexcept nogil:
     """rankopt's order (descending, ties by index): ``desc`` the sorted scores, ``order`` their indices."""
     cdef Py_ssize_t k, t
-    cdef pair[double, Py_ssize_t] x
+    cdef floating x
+    if n <= INSERTION_MAX:
+        # Stable by score: equal scores stay in index order.
+        for k in range(n):
+            x = scores[k]
+            t = k
+            while t > 0 and x > desc[t - 1]:
+                desc[t] = desc[t - 1]
+                order[t] = order[t - 1]
+                t -= 1
+            desc[t] = x
+            order[t] = k
+        return
     for k in range(n):
         items[k].first = -(<double>scores[k])
         items[k].second = k
-    if n <= INSERTION_MAX:
-        # Stable by score: equal scores stay in index order.
-        for k in range(1, n):
-            x = items[k]
-            t = k
-            while t > 0 and x.first < items[t - 1].first:
-                items[t] = items[t - 1]
-                t -= 1
-            items[t] = x
-    else:
-        sort(items, items + n)
+    sort(items, items + n)
     for k in range(n):
         order[k] = items[k].second
         desc[k] = scores[items[k].second]

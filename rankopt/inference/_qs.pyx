@@ -585,10 +585,17 @@ cdef void _descending_small(const floating* neg, Py_ssize_t n, Keyed* items, int
     range beyond the doubles) go unbucketed to the same final sort.
     """
     cdef Py_ssize_t k, b, t, nb = SWEEP_BUCKETS_PER_NEG * n
-    cdef double hi = neg[0], low = neg[0], scale = 0.0, x, last = <double>(nb - 1)
-    for k in range(n):
+    cdef double hi = neg[0], low = neg[0], hi2 = neg[0], low2 = neg[0], scale = 0.0, x, last = <double>(nb - 1)
+    # Two running extremes each, so that consecutive comparisons do not wait on each other.
+    for k in range(0, n - 1, 2):
         hi = neg[k] if neg[k] > hi else hi
         low = neg[k] if neg[k] < low else low
+        hi2 = neg[k + 1] if neg[k + 1] > hi2 else hi2
+        low2 = neg[k + 1] if neg[k + 1] < low2 else low2
+    hi = hi2 if hi2 > hi else hi
+    low = low2 if low2 < low else low
+    hi = neg[n - 1] if neg[n - 1] > hi else hi
+    low = neg[n - 1] if neg[n - 1] < low else low
     if hi > low:
         scale = last / (hi - low)
     if not (scale > 0.0 and isfinite(scale) and isfinite(hi - low)):

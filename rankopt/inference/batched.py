@@ -130,7 +130,8 @@ def most_violated_rankings(
     _check_n_threads(n_threads)
     n_threads = _threads_for(scores.size, default_threads() if n_threads is None else int(n_threads))
     n_queries = offsets.size - 1
-    coef = np.zeros(scores.size, dtype=np.float64)
+    # The binary kernel writes every coefficient (0 for unusable queries): no zero-filling.
+    coef = np.zeros(scores.size, dtype=np.float64) if loss.graded else np.empty(scores.size, dtype=np.float64)
     losses = np.zeros(n_queries, dtype=np.float64)
     values = np.zeros(n_queries, dtype=np.float64)
     usable = np.zeros(n_queries, dtype=np.uint8)
