@@ -23,7 +23,11 @@ exact — only the balance, hence the speed, depends on the pivot.
 On large inputs (2¹⁴ negatives and more) the first level of the recursion
 is a many-way split by value instead of one median — see "level 0" below: it
 settles most negatives in two streaming passes, and only the buckets whose
-rank interval stays open go through the median recursion.
+rank interval stays open go through the median recursion.  On small inputs
+(fewer than 2¹⁴ negatives, every query of a usual learning-to-rank set) the
+negatives are sorted once and swept instead — see "small inputs" below.
+The selection recursion on its own remains as an exact strategy the tests
+compare (``n_buckets=0``, ``exact_median``).
 
 For AP the median's best rank is found with the unimodal search of §5
 (Algorithm 3): f_j is concave on the ranks 1…min(|P|, j) + 1 — the AP term
@@ -762,11 +766,13 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
     §5, which is exact only when f_j is concave on 1…min(|P|, j) + 1 (AP).
 
     The other two arguments choose among exact strategies (the tests compare
-    them): ``exact_median`` splits every block at its exact median with
-    ``nth_element`` (slower); ``n_buckets`` is the number of buckets of the
-    distribution level — −1 chooses (none below 2¹⁴ negatives), 0 skips the
-    level, any other value must lie in 3 … 2³¹ − 1 (the level is skipped from
-    2³¹ − 1 positives or negatives on, whatever the value).
+    them): ``exact_median`` runs the selection recursion with every block
+    split at its exact median by ``nth_element`` (slower); ``n_buckets`` is
+    the number of buckets of the distribution level — −1 chooses (below 2¹⁴
+    negatives: no level, the negatives sorted and swept), 0 runs the
+    selection recursion without the level, any other value must lie in
+    3 … 2³¹ − 1 (the level is skipped from 2³¹ − 1 positives or negatives on,
+    whatever the value).
 
     The batched kernels (``_batched.pyx``) call the same code per query
     through :func:`qs_ranks_f64` / :func:`qs_ranks_f32` (``_qs.pxd``).

@@ -10,7 +10,10 @@ Losses with a :meth:`~rankopt.losses.RankLoss.compiled_form` (AP, AUC and
 every :class:`~rankopt.losses.PositionDiscountLoss`, through its discount
 table) run entirely in the Cython kernel ``_qs.pyx``; any other rank loss
 runs the same recursion in Python, calling its ``delta_diff`` once per
-median with all candidate ranks at once.
+median with all candidate ranks at once.  The kernel changes strategy with
+the input, never the result: below 2¹⁴ negatives it sorts them once and
+sweeps (docs/maths.md, "Small inputs of qs"), from 2¹⁴ on its first level
+splits the negatives by value.
 
 The method refuses losses that fail :func:`rankopt.check_qs_suitable`.
 """
