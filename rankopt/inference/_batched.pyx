@@ -43,6 +43,11 @@ from rankopt.inference._qs cimport qs_ranks_f32, qs_ranks_f64
 from rankopt.inference._sums cimport numpy_sum
 
 cdef enum:
+    # Queries a thread takes at a time: one at a time, the threads would
+    # contend for the shared counter after every query of a few microseconds.
+    QUERY_CHUNK = 16
+
+cdef enum:
     METHOD_QS = 1
     METHOD_SELECT = 2
     METHOD_SEARCH = 3
@@ -257,7 +262,7 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
             if _binary_work_init(&works[t], size) != 0:
                 raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
             n_ready += 1
-        for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=QUERY_CHUNK):
             lo = offsets[q]
             hi = offsets[q + 1]
             usable[q] = <uint8_t>_binary_query(&scores[lo], &rel[lo], hi - lo, method, code, &discount[0],
@@ -293,7 +298,7 @@ def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const 
             if pairwise_work_init(&works[t], size, n_grade_values) != 0:
                 raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
             n_ready += 1
-        for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=QUERY_CHUNK):
             lo = offsets[q]
             hi = offsets[q + 1]
             if hi > lo:
