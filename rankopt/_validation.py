@@ -295,6 +295,11 @@ def check_qid(qid, n_samples: int, name: str = "qid") -> QueryIndex:
     are accepted; NaN, infinity and fractions are refused, as is anything
     but one id per row of X.
     """
+    return group_queries(query_ids(qid, n_samples, name))
+
+
+def query_ids(qid, n_samples: int, name: str = "qid", per: str = "row of X") -> np.ndarray:
+    """The checks of :func:`check_qid`: ``n_samples`` integer query ids as int64 (one per ``per``)."""
     if qid is None:
         raise ValueError(f"expected {name} to hold one integer query id per sample, got None instead")
     arr = np.asarray(qid)
@@ -304,7 +309,7 @@ def check_qid(qid, n_samples: int, name: str = "qid") -> QueryIndex:
         raise ValueError(f"expected {name} to be 1-D, got an array of shape {arr.shape} instead")
     if arr.shape[0] != n_samples:
         raise ValueError(
-            f"expected {name} to have {n_samples} entries (one per row of X), got {arr.shape[0]} instead"
+            f"expected {name} to have {n_samples} entries (one per {per}), got {arr.shape[0]} instead"
         )
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
         raise ValueError(
@@ -320,7 +325,11 @@ def check_qid(qid, n_samples: int, name: str = "qid") -> QueryIndex:
             )
         if np.abs(arr).max(initial=0) >= 2.0**63:
             raise ValueError(f"expected {name} to hold query ids that fit in 64 bits, got {arr.max().item()!r} instead")
-    arr = arr.astype(np.int64, copy=False)
+    return arr.astype(np.int64, copy=False)
+
+
+def group_queries(arr: np.ndarray) -> QueryIndex:
+    """The :class:`QueryIndex` of int64 query ids checked by :func:`query_ids`."""
     if arr.size and np.all(arr[1:] >= arr[:-1]):
         order = np.arange(arr.size, dtype=np.intp)
         grouped = arr

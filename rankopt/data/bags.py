@@ -17,7 +17,9 @@ loop over bags.
 * a :class:`Bags` instance.
 
 Labels ``y`` may be given per bag or, with ids or offsets, per row (all rows
-of a bag must then agree).  ``known`` optionally fixes the candidate of
+of a bag must then agree); so may query ids ``qid``, which group the bags
+into queries ranked separately (a query of bags: the boxes of the images
+returned for one search, say).  ``known`` optionally fixes the candidate of
 some bags (partial annotation, Behl et al. (2015) §5.1): one entry per bag,
 the index of the known candidate within its bag or −1 when it is latent.
 """
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt._validation import check_binary_labels, check_matrix
+from rankopt._validation import check_binary_labels, check_matrix, query_ids
 
 __all__ = ["Bags", "check_bags"]
 
@@ -48,12 +50,15 @@ class Bags:
         Index within its bag of each bag's known candidate, −1 when latent.
     ids : ndarray, shape (n_bags,), or None
         The bag ids the bags were built from, in bag order (first appearance).
+    qid : ndarray of int64, shape (n_bags,), or None
+        The query of each bag, when the bags come in queries.
     """
 
     X: object
     offsets: np.ndarray
     known: np.ndarray | None = None
     ids: np.ndarray | None = None
+    qid: np.ndarray | None = None
 
     @property
     def n_bags(self) -> int:
@@ -120,6 +125,7 @@ class Bags:
             offsets,
             None if self.known is None else self.known[indices],
             None if self.ids is None else self.ids[indices],
+            None if self.qid is None else self.qid[indices],
         )
 
     def restrict_to_known(self) -> "Bags":
@@ -133,7 +139,7 @@ class Bags:
         sizes = self.sizes.copy()
         sizes[annotated] = 1
         offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-        return Bags(self.X[np.flatnonzero(keep)], offsets, None, self.ids)
+        return Bags(self.X[np.flatnonzero(keep)], offsets, None, self.ids, self.qid)
 
 
 def _ranges(sizes: np.ndarray) -> np.ndarray:
@@ -231,7 +237,7 @@ def _check_known(known, sizes: np.ndarray) -> np.ndarray | None:
     return known
 
 
-def check_bags(X, bags=None, *, y=None, known=None, name: str = "X") -> tuple[Bags, np.ndarray | None]:
+def check_bags(X, bags=None, *, y=None, known=None, qid=None, name: str = "X") -> tuple[Bags, np.ndarray | None]:
     """Validate bag input; return the :class:`Bags` and the per-bag bool labels (None without ``y``).
 
     Parameters
@@ -245,13 +251,22 @@ def check_bags(X, bags=None, *, y=None, known=None, name: str = "X") -> tuple[Ba
         row of a stacked ``X``.
     known : array-like of int, optional
         Per bag, the index of its known candidate or −1.
+    qid : array-like of int, optional
+        Query ids, one per bag or one per row of a stacked ``X`` (then equal
+        within a bag); stored as the returned bags' ``qid``.  None keeps a
+        :class:`Bags` instance's own.
     """
     ids = None
     perm = None
     if isinstance(X, Bags):
         if bags is not None:
             raise ValueError("expected bags=None when X is already a Bags instance, got a bags index instead")
-        result = X if known is None else Bags(X.X, X.offsets, _check_known(known, X.sizes), X.ids)
+        result = X
+        if known is not None or qid is not None:
+            result = Bags(
+                X.X, X.offsets, X.known if known is None else _check_known(known, X.sizes), X.ids,
+                X.qid if qid is None else _bag_qid(qid, X, None, None),
+            )
         return result, _bag_labels(y, result, None, None)
     if isinstance(X, (list, tuple)):
         if bags is not None:
@@ -281,31 +296,46 @@ def check_bags(X, bags=None, *, y=None, known=None, name: str = "X") -> tuple[Ba
             offsets = _check_offsets(bags, n_rows)
     sizes = np.diff(offsets)
     result = Bags(matrix, offsets, _check_known(known, sizes), ids)
+    if qid is not None:
+        result = Bags(result.X, result.offsets, result.known, result.ids, _bag_qid(qid, result, perm, X))
     return result, _bag_labels(y, result, perm, X)
+
+
+def _per_bag(values, bags: Bags, perm, X, name: str, what: str, check):
+    """One value per bag from ``values`` given per bag or per row of a stacked X (equal within a bag).
+
+    ``check(array, n)`` validates n values (labels, query ids) and returns them.
+    """
+    values = np.asarray(values)
+    if values.ndim != 1:
+        raise ValueError(f"expected {name} to be 1-D, got an array of shape {values.shape} instead")
+    if values.size == bags.n_bags:
+        return check(values, bags.n_bags)
+    if values.size == bags.n_candidates and not isinstance(X, (list, tuple, Bags)):
+        per_row = check(values, bags.n_candidates)
+        if perm is not None:
+            per_row = per_row[perm]
+        first = per_row[bags.starts]
+        mixed = np.flatnonzero(np.repeat(first, bags.sizes) != per_row)
+        if mixed.size:
+            b = int(np.searchsorted(bags.offsets, mixed[0], side="right") - 1)
+            which = f"bag id {bags.ids[b].item()!r}" if bags.ids is not None else f"bag {b}"
+            raise ValueError(f"expected one {what} per bag, got mixed {what}s within {which} instead")
+        return first
+    raise ValueError(
+        f"expected {name} to hold one {what} per bag ({bags.n_bags})"
+        + ("" if isinstance(X, (list, tuple, Bags)) else f" or one per row ({bags.n_candidates})")
+        + f", got {values.size} instead"
+    )
 
 
 def _bag_labels(y, bags: Bags, perm, X) -> np.ndarray | None:
     if y is None:
         return None
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"expected y to be 1-D, got an array of shape {y.shape} instead")
-    if y.size == bags.n_bags:
-        return check_binary_labels(y, bags.n_bags)
-    if y.size == bags.n_candidates and not isinstance(X, (list, tuple, Bags)):
-        row_labels = check_binary_labels(y, bags.n_candidates)
-        if perm is not None:
-            row_labels = row_labels[perm]
-        first = row_labels[bags.starts]
-        mixed = np.flatnonzero(np.repeat(first, bags.sizes) != row_labels)
-        if mixed.size:
-            b = int(np.searchsorted(bags.offsets, mixed[0], side="right") - 1)
-            which = f"bag id {bags.ids[b].item()!r}" if bags.ids is not None else f"bag {b}"
-            raise ValueError(f"expected one label per bag, got mixed labels within {which} instead")
-        return first
-    raise ValueError(
-        f"expected y to hold one label per bag ({bags.n_bags})"
-        + ("" if isinstance(X, (list, tuple, Bags)) else f" or one per row ({bags.n_candidates})")
-        + f", got {y.size} instead"
-    )
+    return _per_bag(y, bags, perm, X, "y", "label", check_binary_labels)
+
+
+def _bag_qid(qid, bags: Bags, perm, X) -> np.ndarray:
+    return _per_bag(qid, bags, perm, X, "qid", "query id",
+                    lambda values, n: query_ids(values, n, "qid", per="bag or row"))
 

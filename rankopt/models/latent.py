@@ -10,7 +10,9 @@ resulting convex structural SVM is solved by the 1-slack cutting plane.
 * :class:`LatentAPSVM` — problem (9), Algorithm 3.  Output-consistent
   inference gives every positive its highest-scoring candidate (Prop. 2);
   loss-augmented inference first maximises every negative over its
-  candidates (Prop. 3), then ranks with :func:`rankopt.most_violated_ranking`.
+  candidates (Prop. 3), then ranks with the batched
+  :func:`rankopt.inference.batched.most_violated_rankings` (one call for all
+  queries; one query without ``qid``).
   Both are exact; one call costs O(total candidates) for the scores and their
   per-bag maxima plus the ranking step.
 * :class:`LatentSVM` — latent binary SVM with positive weight J and the
@@ -19,6 +21,17 @@ resulting convex structural SVM is solved by the 1-slack cutting plane.
 * :class:`LatentSSVM` — the standard latent structural SVM of problem (6)
   with the AP loss, trained with the approximate loss-augmented inference of
   Appendix C.
+
+Queries of bags.  :class:`LatentAPSVM` also trains over many queries, each a
+set of bags ranked on its own (``fit(..., qid=...)``, one query id per bag):
+one w, one slack, the per-query problems averaged as in
+:class:`~rankopt.models.ranking.QueryRankingProblem` — Ψ = (1/Q) Σ_q Ψ_q,
+Δ = (1/Q) Σ_q Δ_q over the Q queries holding a positive and a negative bag —
+with every query's inference in one batched call
+(:func:`rankopt.inference.batched.most_violated_rankings`).  Props. 2 and 3
+hold query by query, so the imputation and the loss-augmented inference stay
+exact.  The baselines keep one ranking: LatentSVM is a classifier (queries do
+not enter its loss), and LatentSSVM's Appendix C patterns span one ranking.
 
 Joint features follow Behl et al. (2015) eq. (1) with the scale 1/(|P||N|) on
 both s_i and s_j (a correction listed in docs/maths.md).  Because the ground-truth term
@@ -33,6 +46,7 @@ from __future__ import annotations
 import logging
 import math
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -41,14 +55,20 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from rankopt._validation import check_feature_names, check_n_features, check_positive_float, check_positive_int
+from rankopt._validation import (
+    check_feature_names,
+    check_n_features,
+    check_positive_float,
+    check_positive_int,
+    group_queries,
+)
 from rankopt.data.bags import Bags, check_bags
 from rankopt.engine.cccp import CCCPProblem, solve_cccp
 from rankopt.engine.problem import Constraint, StructuredProblem
-from rankopt.inference.base import most_violated_ranking
+from rankopt.inference.batched import most_violated_rankings
 from rankopt.losses.base import RankLoss
 from rankopt.losses.zero_one import ZeroOneLoss
-from rankopt.metrics import average_precision
+from rankopt.metrics import average_precision, mean_average_precision
 from rankopt.models import _latent_ssvm
 from rankopt.models.binary import BinaryProblem
 from rankopt.models.progress import iteration_callback, verbose_logging
@@ -70,35 +90,121 @@ __all__ = [
 # ============================================================================ convex problems
 
 
+@dataclass(frozen=True, eq=False)
+class BagQueries:
+    """The queries positive and negative bags form, laid out for batched inference.
+
+    Query q's bags are items ``offsets[q]:offsets[q + 1]`` of a concatenation
+    (its positive bags, then its negative bags), over the ``n_used`` queries
+    that hold both; the others are left out.  ``pos_slots[k]`` is the item of
+    positive bag ``pos_items[k]`` (likewise for negatives).  ``pos_weight`` /
+    ``neg_weight`` hold 1/(Q|P_q|) / 1/(Q|N_q|) per bag (0 in a query left
+    out): the ground truth's coefficients, Q = ``n_used``.
+    """
+
+    n_queries: int
+    n_used: int
+    offsets: np.ndarray
+    relevance: np.ndarray
+    pos_slots: np.ndarray
+    pos_items: np.ndarray
+    neg_slots: np.ndarray
+    neg_items: np.ndarray
+    pos_weight: np.ndarray
+    neg_weight: np.ndarray
+
+    @classmethod
+    def from_qid(cls, pos_qid: np.ndarray, neg_qid: np.ndarray) -> "BagQueries":
+        """From the query ids (int64) of the positive and of the negative bags."""
+        n_pos = pos_qid.size
+        index = group_queries(np.concatenate([pos_qid, neg_qid]))
+        # Within a query the grouping keeps input order: positive bags come first.
+        is_pos = index.order < n_pos
+        query_of_item = np.repeat(np.arange(index.n_queries), index.sizes)
+        pos_count = np.bincount(query_of_item, weights=is_pos, minlength=index.n_queries).astype(np.int64)
+        neg_count = index.sizes - pos_count
+        used = (pos_count > 0) & (neg_count > 0)
+        n_used = int(np.count_nonzero(used))
+        if n_used == 0:
+            raise ValueError(
+                f"expected some query to hold a positive and a negative bag, got none of the "
+                f"{index.n_queries} queries instead"
+            )
+        if n_used < index.n_queries:
+            logger.info(
+                "%d of %d queries have bags of one label only and are left out",
+                index.n_queries - n_used, index.n_queries,
+            )
+        kept = used[query_of_item]
+        order, item_query = index.order[kept], query_of_item[kept]
+        slots = np.arange(order.size)
+        sizes = index.sizes[used]
+        pos_weight = np.zeros(n_pos)
+        neg_weight = np.zeros(neg_qid.size)
+        is_pos_kept = order < n_pos
+        pos_items, neg_items = order[is_pos_kept], order[~is_pos_kept] - n_pos
+        pos_weight[pos_items] = 1.0 / (n_used * pos_count[item_query[is_pos_kept]])
+        neg_weight[neg_items] = 1.0 / (n_used * neg_count[item_query[~is_pos_kept]])
+        return cls(
+            n_queries=index.n_queries,
+            n_used=n_used,
+            offsets=np.concatenate(([0], np.cumsum(sizes))).astype(np.int64),
+            relevance=is_pos_kept.astype(np.int64),
+            pos_slots=slots[is_pos_kept],
+            pos_items=pos_items,
+            neg_slots=slots[~is_pos_kept],
+            neg_items=neg_items,
+            pos_weight=pos_weight,
+            neg_weight=neg_weight,
+        )
+
+    @classmethod
+    def single(cls, n_pos: int, n_neg: int) -> "BagQueries":
+        """All bags in one query."""
+        return cls.from_qid(np.zeros(n_pos, dtype=np.int64), np.zeros(n_neg, dtype=np.int64))
+
+
 class LatentAPProblem(StructuredProblem):
-    """Problem (12): latent AP-SVM with the positives' candidates fixed.
+    """Problem (12): latent AP-SVM with the positives' candidates fixed, over one query or many.
 
     Loss-augmented inference (13) takes every negative bag's best candidate
     (Prop. 3: its coefficient Σ_i (Y*_ij − Y_ij)/(|P||N|) is never negative)
-    and then the most violated ranking of those scores.
+    and then every query's most violated ranking of those scores, in one
+    batched call.  Joint features and losses are averaged over the queries
+    used (:class:`BagQueries`).
     """
 
-    def __init__(self, X_pos, neg: Bags, loss: RankLoss, inference: str, registry, feature_map):
+    def __init__(self, X_pos, neg: Bags, loss: RankLoss, inference: str, registry, feature_map,
+                 queries: BagQueries | None = None):
         self.X_pos, self.neg = X_pos, neg
         self.loss, self.inference = loss, inference
         self.registry, self.feature_map = registry, feature_map
         self.n_features = feature_map.n_features(X_pos)
         self.n_pos, self.n_neg = X_pos.shape[0], neg.n_bags
-        self._psi_star = feature_map.combine(X_pos, np.full(self.n_pos, 1.0 / self.n_pos))
+        self.queries = BagQueries.single(self.n_pos, self.n_neg) if queries is None else queries
+        self._psi_star = feature_map.combine(X_pos, self.queries.pos_weight)
 
     def ground_truth_feature(self):
         return self._psi_star
 
     def most_violated(self, w):
-        fm = self.feature_map
+        fm, queries = self.feature_map, self.queries
         neg_best, neg_rows = self.neg.best(fm.scores(self.neg.X, w))
-        result = most_violated_ranking(
-            self.loss, fm.scores(self.X_pos, w), neg_best, self.inference, registry=self.registry
+        scores = np.empty(queries.relevance.size)
+        scores[queries.pos_slots] = np.asarray(fm.scores(self.X_pos, w))[queries.pos_items]
+        scores[queries.neg_slots] = neg_best[queries.neg_items]
+        result = most_violated_rankings(
+            self.loss, scores, queries.relevance, queries.offsets, self.inference, registry=self.registry
         )
-        feature = fm.combine(self.X_pos, result.pos_coef) + fm.combine(
-            self.neg.X[neg_rows], result.neg_coef + 1.0 / self.n_neg
+        coef = result.coef / queries.n_used
+        pos_coef = np.zeros(self.n_pos)
+        pos_coef[queries.pos_items] = coef[queries.pos_slots]
+        neg_coef = np.zeros(self.n_neg)
+        neg_coef[queries.neg_items] = coef[queries.neg_slots]
+        feature = fm.combine(self.X_pos, pos_coef) + fm.combine(
+            self.neg.X[neg_rows], neg_coef + queries.neg_weight
         )
-        return Constraint(feature, result.loss)
+        return Constraint(feature, float(np.mean(result.losses)))
 
 
 def _assign_to_slots(top: np.ndarray, bottom: np.ndarray, coef: np.ndarray) -> tuple[float, np.ndarray]:
@@ -253,6 +359,12 @@ class LatentRankingCCCP(_LatentCCCP):
         self.loss, self.feature_map = loss, feature_map
         self.model, self.inference, self.registry = model, inference, registry
         self.n_features = feature_map.n_features(pos.X)
+        if (pos.qid is None) != (neg.qid is None):
+            raise ValueError("expected query ids on every bag or on none, got them on one label's bags only")
+        if pos.qid is not None and model != "apsvm":
+            raise ValueError(f"expected bags without query ids for model {model!r} (it ranks one query), got query ids")
+        self.queries = (BagQueries.single(pos.n_bags, neg.n_bags) if pos.qid is None
+                        else BagQueries.from_qid(pos.qid, neg.qid))
 
     def positive_rows(self, w) -> np.ndarray:
         """Output-consistent inference (Prop. 2): every positive's highest-scoring candidate."""
@@ -265,7 +377,8 @@ class LatentRankingCCCP(_LatentCCCP):
         """The convex problem with the positives' candidates at rows ``pos_rows``."""
         X_pos = self.pos.X[pos_rows]
         if self.model == "apsvm":
-            return LatentAPProblem(X_pos, self.neg, self.loss, self.inference, self.registry, self.feature_map)
+            return LatentAPProblem(X_pos, self.neg, self.loss, self.inference, self.registry, self.feature_map,
+                                   self.queries)
         return LatentSSVMProblem(X_pos, self.pos, self.neg, self.loss, self.feature_map)
 
 
@@ -337,7 +450,10 @@ class _LatentEstimator(BaseEstimator):
             return sp.hstack([X, np.ones((X.shape[0], 1), dtype=X.dtype)], format="csr")
         return np.hstack([X, np.ones((X.shape[0], 1), dtype=X.dtype)])
 
-    def fit(self, X, y, bags=None, known=None):
+    #: Whether ``fit`` takes ``qid`` (queries of bags).
+    _fits_queries = False
+
+    def fit(self, X, y, bags=None, known=None, qid=None):
         """Fit on bags X with one binary label per bag.
 
         Parameters
@@ -351,9 +467,18 @@ class _LatentEstimator(BaseEstimator):
         known : array-like of int, optional
             Per bag, the index of its known candidate, −1 when latent
             (partial annotation); a known candidate is the only one used in training.
+        qid : array-like of int, optional
+            :class:`LatentAPSVM` only: query ids, one per bag (or per row of a
+            stacked X, equal within a bag); the bags of each query are ranked
+            on their own and the per-query problems averaged.
         """
+        if qid is not None and not self._fits_queries:
+            raise ValueError(
+                f"expected qid=None: {type(self).__name__} ranks one query (LatentAPSVM trains over queries "
+                "of bags), got query ids instead"
+            )
         check_feature_names(self, X, reset=True)
-        data, labels = check_bags(X, bags, y=y, known=known)
+        data, labels = check_bags(X, bags, y=y, known=known, qid=qid)
         C, tol, max_iter, cccp_tol, cccp_max_iter, n_init = self._check_common()
         problem = self._build(data.restrict_to_known(), labels)
         rng = check_random_state(self.random_state)
@@ -408,14 +533,21 @@ class _LatentEstimator(BaseEstimator):
         data, scores = self._candidate_scores(X, bags)
         return data.best(scores)[1] - data.starts
 
-    def score(self, X, y, bags=None) -> float:
-        """Average precision of the ranking of the bags against their labels y."""
+    def score(self, X, y, bags=None, qid=None) -> float:
+        """Average precision of the ranking of the bags against their labels y.
+
+        With ``qid`` (one query id per bag, or per row of a stacked X), the
+        mean over queries of each query's AP; queries without a positive bag
+        are left out, as in :func:`rankopt.metrics.mean_average_precision`.
+        """
         check_is_fitted(self, "coef_")
         check_feature_names(self, X, reset=False)
-        data, labels = check_bags(X, bags, y=y)
+        data, labels = check_bags(X, bags, y=y, qid=qid)
         check_n_features(self, data.n_features)
         scores = np.asarray(data.X @ self.coef_.astype(data.X.dtype, copy=False)).ravel() + self.intercept_
-        return average_precision(labels, data.best(scores)[0])
+        if data.qid is None:
+            return average_precision(labels, data.best(scores)[0])
+        return mean_average_precision(labels.astype(np.int64), data.best(scores)[0], data.qid)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -429,13 +561,15 @@ def _split(data: Bags, labels: np.ndarray) -> tuple[Bags, Bags]:
 
 
 class LatentAPSVM(_LatentEstimator):
-    """Latent AP-SVM (Behl et al. (2015) problem 9, Algorithm 3).
+    """Latent AP-SVM (Behl et al. (2015) problem 9, Algorithm 3), over one query of bags or many.
 
-    One query: the bags of ``X`` are ranked together and ``fit`` takes no
-    ``qid``.  Training over many queries of bags (one w, the per-query
-    problems averaged, as ``RankSVM.fit(X, y, qid=...)`` does) is not
-    implemented for the latent models: their CCCP steps and candidate
-    assignments are written for one ranking.
+    Without ``qid`` the bags of ``X`` are one query, ranked together.
+    ``fit(X, y, qid=qid)`` — one query id per bag — trains one w over every
+    query, as ``RankSVM.fit(X, y, qid=...)`` does: one slack, the per-query
+    joint features and AP losses averaged over the queries holding a
+    positive and a negative bag (the others are left out and logged,
+    ``n_queries_used_`` counts the rest; with none left, fit raises).
+    ``score(X, y, qid=qid)`` is then the mean AP over queries.
 
     Parameters
     ----------
@@ -481,7 +615,14 @@ class LatentAPSVM(_LatentEstimator):
         or reordered columns.
     inference_ : str
         The ranking method used.
+    n_queries_ : int
+        Distinct query ids seen in fit (1 without ``qid``).
+    n_queries_used_ : int
+        Queries with a positive and a negative bag, which the fit averages
+        over (1 without ``qid``).
     """
+
+    _fits_queries = True
 
     def __init__(self, C=1.0, loss="ap", n_init=3, random_state=None, tol=1e-3, max_iter=1000,
                  cccp_tol=1e-3, cccp_max_iter=50, inference="auto", verbose=False):
@@ -504,20 +645,21 @@ class LatentAPSVM(_LatentEstimator):
         self.inference_ = registry.resolve_method(self.inference, loss).name
         self.loss_ = loss
         pos, neg = _split(data, labels)
-        return LatentRankingCCCP(
+        problem = LatentRankingCCCP(
             pos, neg, loss, registry.get_feature_map("linear"), model="apsvm",
             inference=self.inference_, registry=registry,
         )
+        self.n_queries_, self.n_queries_used_ = problem.queries.n_queries, problem.queries.n_used
+        return problem
 
 
 class LatentSSVM(_LatentEstimator):
     """Latent structural SVM with a rank loss (problem 6), trained as in Appendix C.
 
-    One query: the bags of ``X`` are ranked together and ``fit`` takes no
-    ``qid``.  Training over many queries of bags (one w, the per-query
-    problems averaged, as ``RankSVM.fit(X, y, qid=...)`` does) is not
-    implemented for the latent models: their CCCP steps and candidate
-    assignments are written for one ranking.
+    One query: the bags of ``X`` are ranked together, and ``fit`` refuses
+    ``qid`` — Appendix C's ranking patterns and assignments span one ranking
+    (:class:`LatentAPSVM` trains over queries of bags).  ``score`` takes
+    ``qid`` for the mean AP over queries.
 
     Its loss-augmented inference is approximate (greedy over the ranking
     patterns, exact assignment of samples and candidates per pattern), so the
@@ -547,11 +689,9 @@ class LatentSSVM(_LatentEstimator):
 class LatentSVM(_LatentEstimator):
     """Latent binary SVM with positive weight J and robustness c (Behl et al. (2015) §5.1).
 
-    One query: the bags of ``X`` are ranked together and ``fit`` takes no
-    ``qid``.  Training over many queries of bags (one w, the per-query
-    problems averaged, as ``RankSVM.fit(X, y, qid=...)`` does) is not
-    implemented for the latent models: their CCCP steps and candidate
-    assignments are written for one ranking.
+    A classifier: queries do not enter its loss, so ``fit`` refuses ``qid``
+    (:class:`LatentAPSVM` trains over queries of bags); ``score`` takes
+    ``qid`` for the mean AP over queries.
 
     Parameters
     ----------
