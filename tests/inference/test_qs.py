@@ -204,11 +204,7 @@ def test_qs_equals_greedy_on_1000_random_instances():
 
 def _bucketed_ranks(loss, pos, neg):
     """The compiled qs kernel's ranks with the distribution level forced (about 4 negatives per bucket)."""
-    code, table = kernel_arguments(loss, loss.compiled_form(pos.size, neg.size), pos.size, neg.size)
-    pos_desc = np.ascontiguousarray(pos[np.argsort(-pos, kind="stable")])
-    ranks = np.empty(neg.size, dtype=np.intc)
-    _qs.qs_ranks(pos_desc, neg, int(code), table, code is KernelCode.AP, ranks, False, max(3, neg.size // 4))
-    return ranks
+    return _kernel_ranks(loss, pos, neg, n_buckets=max(3, neg.size // 4))
 
 
 def _kernel_ranks(loss, pos, neg, *, unimodal=None, exact_median=False, n_buckets=-1):
