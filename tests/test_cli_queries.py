@@ -143,3 +143,31 @@ def test_bad_letor_files(tmp_path, capsys, content, fragment):
     extra = ("--relevant-at", "5") if "relevant_at=5" in fragment else ()
     status, _, err = run(capsys, "train", data, tmp_path / "m", *extra)
     assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1
+
+
+def test_train_with_max_abs_scaling_saves_weights_for_raw_features(tmp_path, capsys, caplog):
+    # Columns of very different ranges and one of zeros: the saved model is
+    # the RankSVM fitted on the scaled columns, its weights divided back.
+    rng = np.random.default_rng(8)
+    n_queries, size = 10, 12
+    X = rng.standard_normal((n_queries * size, 4)) * np.array([1e6, 0.0, 1.0, 1e-4])
+    grades = np.clip(np.round(X[:, 2] + X[:, 0] / 1e6 + rng.standard_normal(X.shape[0])), 0, 3).astype(int)
+    qid = np.repeat(np.arange(n_queries), size)
+    path = tmp_path / "train.txt"
+    dump_svmlight_file(X, grades, str(path), query_id=qid)
+    model_file = tmp_path / "m"
+    with caplog.at_level("INFO", logger="rankopt.cli"):
+        status, out, err = run(capsys, "train", path, model_file, "--scale", "max-abs")
+    assert status == 0, err
+    assert "scaled by their largest absolute values" in caplog.text
+    data = read_svmlight(path)
+    assert data.X.shape[1] == 4
+    scale = np.abs(data.X.toarray()).max(axis=0)
+    scale[scale == 0] = 1.0
+    reference = RankSVM().fit(data.X.toarray() / scale, grades, qid=qid)
+    model = load_model(model_file)
+    np.testing.assert_allclose(model.coef_, reference.coef_ / scale, rtol=1e-6, atol=1e-12)
+    status, out, err = run(capsys, "predict", model_file, path)
+    assert status == 0, err
+    np.testing.assert_allclose(np.loadtxt(out.splitlines()), reference.decision_function(data.X.toarray() / scale),
+                               rtol=1e-6, atol=1e-9)
