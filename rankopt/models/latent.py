@@ -363,8 +363,11 @@ class LatentRankingCCCP(_LatentCCCP):
             raise ValueError("expected query ids on every bag or on none, got them on one label's bags only")
         if pos.qid is not None and model != "apsvm":
             raise ValueError(f"expected bags without query ids for model {model!r} (it ranks one query), got query ids")
-        self.queries = (BagQueries.single(pos.n_bags, neg.n_bags) if pos.qid is None
-                        else BagQueries.from_qid(pos.qid, neg.qid))
+        #: The queries of the AP-SVM model's problems (None for the latent SSVM, which ranks one query).
+        self.queries = None
+        if model == "apsvm":
+            self.queries = (BagQueries.single(pos.n_bags, neg.n_bags) if pos.qid is None
+                            else BagQueries.from_qid(pos.qid, neg.qid))
 
     def positive_rows(self, w) -> np.ndarray:
         """Output-consistent inference (Prop. 2): every positive's highest-scoring candidate."""
