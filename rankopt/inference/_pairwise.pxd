@@ -1,13 +1,17 @@
 # The pairwise (graded ROC-area) loss's inference for one query, for the
 # batched kernels (``_batched.pyx``); see ``_pairwise.pyx``.
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 from libcpp.utility cimport pair
+
+from rankopt.inference._sorting cimport Keyed
 
 
 cdef struct PairwiseWork:
     # Work arrays for queries of up to ``size`` documents.
     Py_ssize_t size
-    pair[double, Py_ssize_t]* by_score
+    Keyed* by_score        # the documents in descending score order (``_sorting.pxd``)
+    int32_t* sort_ids      # work space of that sort: size entries
+    int32_t* sort_ends     # and SORT_BUCKETS_PER_SCORE·size + 1
     pair[int64_t, Py_ssize_t]* by_grade
     Py_ssize_t* level      # each document's grade level 0 … K − 1
     int64_t* level_size    # documents per level

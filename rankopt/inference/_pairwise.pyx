@@ -19,17 +19,22 @@ grade that stay above it (s_j − s_i ≥ 1/2),
 A_i: documents in ascending score order; a pointer admits every j with
 s_i − s_j ≥ 1/2 (a prefix of that order, growing with s_i) into a Fenwick
 tree over the grade levels, which counts those below g_i.  B_i likewise from
-the top.  Sorting dominates: O(n log n) time, O(n) memory (Joachims,
+the top.  The order of equal scores does not matter (they are admitted
+together), so the sort is the distribution sort of ``_sorting.pxd``, read
+backwards: expected O(n) on spread scores.  O(n log n) time at worst, O(n)
+memory (Joachims,
 "Training linear SVMs in linear time", KDD 2006, §4, for any number of
 grades).  Coefficients are integers times 1/#pairs, the loss an integer
 over #pairs — the expressions of the AUC path, to which this reduces with
 two grades.
 """
 from cython cimport floating
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport sort
 from libcpp.utility cimport pair
+
+from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
 
 import numpy as np
 
@@ -49,14 +54,16 @@ cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size, Py_ssize_t n_gr
         work.grade_level = <int64_t*>malloc(n_grade_values * sizeof(int64_t))
         if work.grade_level == NULL:
             return -1
-    work.by_score = <pair[double, Py_ssize_t]*>malloc(n * sizeof(pair[double, Py_ssize_t]))
+    work.by_score = <Keyed*>malloc(n * sizeof(Keyed))
+    work.sort_ids = <int32_t*>malloc(n * sizeof(int32_t))
+    work.sort_ends = <int32_t*>malloc((SORT_BUCKETS_PER_SCORE * n + 1) * sizeof(int32_t))
     work.by_grade = <pair[int64_t, Py_ssize_t]*>malloc(n * sizeof(pair[int64_t, Py_ssize_t]))
     work.level = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
     work.level_size = <int64_t*>malloc(n * sizeof(int64_t))
     work.level_below = <int64_t*>malloc(n * sizeof(int64_t))
     work.tree = <int64_t*>malloc((n + 1) * sizeof(int64_t))
     work.kept_lower = <int64_t*>malloc(n * sizeof(int64_t))
-    if (work.by_score == NULL or work.by_grade == NULL or work.level == NULL or work.level_size == NULL
+    if (work.by_score == NULL or work.sort_ids == NULL or work.sort_ends == NULL or work.by_grade == NULL or work.level == NULL or work.level_size == NULL
             or work.level_below == NULL or work.tree == NULL or work.kept_lower == NULL):
         pairwise_work_free(work)
         return -1
@@ -65,6 +72,8 @@ cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size, Py_ssize_t n_gr
 
 cdef void pairwise_work_free(PairwiseWork* work) noexcept nogil:
     free(work.by_score)
+    free(work.sort_ids)
+    free(work.sort_ends)
     free(work.by_grade)
     free(work.level)
     free(work.level_size)
@@ -74,6 +83,8 @@ cdef void pairwise_work_free(PairwiseWork* work) noexcept nogil:
     free(work.grade_level)
     work.grade_level = NULL
     work.by_score = NULL
+    work.sort_ids = NULL
+    work.sort_ends = NULL
     work.by_grade = NULL
     work.level = NULL
     work.level_size = NULL
@@ -140,36 +151,35 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
         n_pairs += lower * w.level_size[t]
         lower += w.level_size[t]
 
-    for k in range(n):
-        w.by_score[k].first = <double>scores[k]
-        w.by_score[k].second = k
-    sort(w.by_score, w.by_score + n)
+    # Descending; ascending position k is descending position n − 1 − k, and −key is the score.
+    descending_keyed(scores, n, w.by_score, w.sort_ids, w.sort_ends)
+    cdef const Keyed* desc = w.by_score
 
     # A_i, ascending: admit every j with s_i − s_j ≥ 1/2.
     for t in range(n_levels + 1):
         w.tree[t] = 0
-    p = 0
-    for k in range(n):
-        s = w.by_score[k].first
-        while p < n and s - w.by_score[p].first >= 0.5:
-            _tree_add(w.tree, n_levels, w.level[w.by_score[p].second])
-            p += 1
-        i = w.by_score[k].second
+    p = n - 1
+    for k in range(n - 1, -1, -1):
+        s = -desc[k].key
+        while p >= 0 and s - (-desc[p].key) >= 0.5:
+            _tree_add(w.tree, n_levels, w.level[desc[p].idx])
+            p -= 1
+        i = desc[k].idx
         w.kept_lower[i] = _tree_below(w.tree, w.level[i])
 
     # B_i, descending: admit every j with s_j − s_i ≥ 1/2; then the coefficients.
     for t in range(n_levels + 1):
         w.tree[t] = 0
     scale = 1.0 / (<double>n_pairs)
-    p = n - 1
+    p = 0
     admitted = 0
-    for k in range(n - 1, -1, -1):
-        s = w.by_score[k].first
-        while p >= 0 and w.by_score[p].first - s >= 0.5:
-            _tree_add(w.tree, n_levels, w.level[w.by_score[p].second])
+    for k in range(n):
+        s = -desc[k].key
+        while p < n and (-desc[p].key) - s >= 0.5:
+            _tree_add(w.tree, n_levels, w.level[desc[p].idx])
             admitted += 1
-            p -= 1
-        i = w.by_score[k].second
+            p += 1
+        i = desc[k].idx
         kept_higher = admitted - _tree_below(w.tree, w.level[i] + 1)
         lower = w.level_below[w.level[i]]
         higher = n - lower - w.level_size[w.level[i]]

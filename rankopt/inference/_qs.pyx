@@ -40,7 +40,7 @@ from cython cimport floating
 from libc.math cimport INFINITY, isfinite, nextafter
 from libc.stdint cimport INT32_MAX, int32_t, int64_t
 from libc.stdlib cimport calloc, free, malloc
-from libcpp.algorithm cimport nth_element, sort
+from libcpp.algorithm cimport nth_element
 from libcpp.utility cimport pair
 
 from rankopt.inference._buckets cimport (
@@ -54,6 +54,7 @@ from rankopt.inference._buckets cimport (
     upper_edge,
 )
 from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT, delta_diff
+from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
 
 import numpy as np
 
@@ -518,7 +519,7 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
 # to a few thousand documents — learning to rank's usual case — are all
 # small.  There the negatives are sorted once, by distribution (an affine
 # map of the score into 4 buckets per negative, then each bucket's few
-# negatives by insertion), which costs about one partition pass, and the
+# negatives by insertion, ``_sorting.pxd``), which costs about one partition pass, and the
 # optimal ranks are read off in one sweep down the sorted order:
 #
 # * where f_j is concave on all ranks 1 … |P| + 1 — AUC, whose steps differ
@@ -534,97 +535,6 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
 cdef enum:
     # Work arrays of inputs up to this many negatives live on the stack.
     SWEEP_STACK = 256
-    SWEEP_BUCKETS_PER_NEG = 4
-    # Insertion moves per negative after which std::sort finishes the job (crowded scores).
-    SWEEP_MOVES_PER_NEG = 4
-
-
-cdef struct Keyed:
-    double key       # −score: ascending keys, then ascending indices, is rankopt's order
-    Py_ssize_t idx   # input position
-
-
-cdef bint _keyed_before(const Keyed& a, const Keyed& b) noexcept nogil:
-    return a.key < b.key or (a.key == b.key and a.idx < b.idx)
-
-
-cdef inline bint _insertion_sort(Keyed* items, Py_ssize_t n, Py_ssize_t budget) noexcept nogil:
-    """Stable insertion sort by key, abandoned after ``budget`` moves; True when it finished.
-
-    Stable: rankopt's order when equal keys come in index order already.
-    """
-    cdef Py_ssize_t k, t
-    cdef Keyed x
-    for k in range(1, n):
-        x = items[k]
-        t = k
-        while t > 0 and x.key < items[t - 1].key:
-            items[t] = items[t - 1]
-            t -= 1
-        items[t] = x
-        budget -= k - t
-        if budget < 0:
-            return False
-    return True
-
-
-cdef inline void _finish_sort(Keyed* items, Py_ssize_t n) noexcept nogil:
-    """rankopt's order on ``items`` that come in index order within equal keys and are nearly sorted.
-
-    One insertion pass costs about a comparison per item when only a few
-    are out of place; std::sort takes over past a few moves per item.
-    """
-    if not _insertion_sort(items, n, SWEEP_MOVES_PER_NEG * n):
-        sort(items, items + n, _keyed_before)
-
-
-cdef void _descending_small(const floating* neg, Py_ssize_t n, Keyed* items, int32_t* ids,
-                            int32_t* ends) noexcept nogil:
-    """``items``: (−score, index) of the n scores in rankopt's order (descending, ties by index).
-
-    ``ids`` (n entries) and ``ends`` (SWEEP_BUCKETS_PER_NEG·n + 1) are work
-    space.  The bucket map is non-increasing in the score, so buckets come in
-    order, each holding its scores in index order: only pairs of one bucket
-    can be out of place.  Scores that cannot be spread (all equal, or a
-    range beyond the doubles) go unbucketed to the same final sort.
-    """
-    cdef Py_ssize_t k, b, t, nb = SWEEP_BUCKETS_PER_NEG * n
-    cdef double hi = neg[0], low = neg[0], hi2 = neg[0], low2 = neg[0], scale = 0.0, x, last = <double>(nb - 1)
-    # Two running extremes each, so that consecutive comparisons do not wait on each other.
-    for k in range(0, n - 1, 2):
-        hi = neg[k] if neg[k] > hi else hi
-        low = neg[k] if neg[k] < low else low
-        hi2 = neg[k + 1] if neg[k + 1] > hi2 else hi2
-        low2 = neg[k + 1] if neg[k + 1] < low2 else low2
-    hi = hi2 if hi2 > hi else hi
-    low = low2 if low2 < low else low
-    hi = neg[n - 1] if neg[n - 1] > hi else hi
-    low = neg[n - 1] if neg[n - 1] < low else low
-    if hi > low:
-        scale = last / (hi - low)
-    if not (scale > 0.0 and isfinite(scale) and isfinite(hi - low)):
-        for k in range(n):
-            items[k].key = -(<double>neg[k])
-            items[k].idx = k
-        _finish_sort(items, n)
-        return
-    for k in range(n):  # a loop the compiler vectorises
-        x = (hi - neg[k]) * scale
-        ids[k] = <int32_t>(x if x < last else last)
-    for b in range(nb + 1):
-        ends[b] = 0
-    for k in range(n):
-        ends[ids[k] + 1] += 1
-    for b in range(nb):
-        ends[b + 1] += ends[b]
-    # ends[b] starts where bucket b begins and advances as it fills, to where it ends.
-    for k in range(n):
-        b = ids[k]
-        t = ends[b]
-        items[t].key = -(<double>neg[k])
-        items[t].idx = k
-        ends[b] = t + 1
-    _finish_sort(items, n)
 
 
 cdef void _sorted_block_ranks(const floating* pos_desc, const Keyed* items, Py_ssize_t n, Py_ssize_t lp,
@@ -656,7 +566,7 @@ cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floatin
     """The small-input strategy (see above), on work arrays sized for n_neg."""
     cdef Py_ssize_t j, j_walk, i = 1, p1 = n_pos + 1
     cdef double s, scale = 2.0 / ((<double>n_pos) * n_neg)
-    _descending_small(neg, n_neg, items, ids, ends)
+    descending_keyed(neg, n_neg, items, ids, ends)
     if code == LOSS_AUC:
         j_walk = 1
     elif unimodal and n_pos <= n_neg:
@@ -679,7 +589,7 @@ cdef int _small_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating
     """:func:`_swept_ranks` with its work arrays: on the stack up to SWEEP_STACK negatives."""
     cdef Keyed items_stack[SWEEP_STACK]
     cdef int32_t ids_stack[SWEEP_STACK]
-    cdef int32_t ends_stack[SWEEP_BUCKETS_PER_NEG * SWEEP_STACK + 1]
+    cdef int32_t ends_stack[SORT_BUCKETS_PER_SCORE * SWEEP_STACK + 1]
     cdef Keyed* items
     cdef int32_t* ids
     cdef int32_t* ends
@@ -689,7 +599,7 @@ cdef int _small_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating
         return 0
     items = <Keyed*>malloc(n_neg * sizeof(Keyed))
     ids = <int32_t*>malloc(n_neg * sizeof(int32_t))
-    ends = <int32_t*>malloc((SWEEP_BUCKETS_PER_NEG * n_neg + 1) * sizeof(int32_t))
+    ends = <int32_t*>malloc((SORT_BUCKETS_PER_SCORE * n_neg + 1) * sizeof(int32_t))
     try:
         if items == NULL or ids == NULL or ends == NULL:
             with gil:

@@ -319,7 +319,9 @@ def _pairwise_query(scores: np.ndarray, grades: np.ndarray):
     n_pairs = int(np.count_nonzero(higher))
     if n_pairs == 0:
         return None
-    kept = higher & (s[:, None] - s[None, :] >= 0.5)  # y_ij = +1
+    # Scores beyond ±9e307 overflow to ±inf, which compares with 1/2 as the exact difference would.
+    with np.errstate(over="ignore"):
+        kept = higher & (s[:, None] - s[None, :] >= 0.5)  # y_ij = +1
     swapped = higher & ~kept
     # coef_i·|P| = Σ_j y_ij − Σ_j y_ji over the pairs i belongs to.
     signed = kept.astype(np.int64) - swapped

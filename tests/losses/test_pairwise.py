@@ -169,6 +169,34 @@ def test_many_grades_and_large_queries_equal_the_pair_matrix(monkeypatch):
             np.testing.assert_allclose(fast.values, slow.values, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize(
+    "case",
+    ["crowded", "all equal", "span beyond the doubles", "subnormal", "float32", "half steps"],
+)
+def test_kernel_sort_handles_any_scores(case):
+    # The kernel orders scores by distribution (std::sort when they crowd into
+    # few buckets, one run when they cannot be spread); the counts must be the
+    # pair matrix's whatever the scores.
+    from rankopt.inference.batched import most_violated_rankings_per_query
+
+    rng = np.random.default_rng(11)
+    n = 400
+    scores = {
+        "crowded": np.r_[1e6, rng.normal(0, 1e-9, n - 1)],
+        "all equal": np.full(n, 0.5),
+        "span beyond the doubles": np.r_[1.7e308, -1.7e308, rng.normal(0, 1, n - 2)],
+        "subnormal": rng.normal(0, 1e-310, n),
+        "float32": rng.normal(0, 1, n).astype(np.float32),
+        "half steps": rng.integers(-6, 7, n) * 0.5,
+    }[case]
+    grades = rng.integers(0, 4, n)
+    offsets = np.array([0, 150, n])
+    fast = most_violated_rankings("pairwise", scores, grades, offsets)
+    slow = most_violated_rankings_per_query("pairwise", scores, grades, offsets)
+    np.testing.assert_array_equal(fast.coef, slow.coef)
+    np.testing.assert_array_equal(fast.losses, slow.losses)
+
+
 def test_every_pair_counted_once():
     """Σ coef = 0 over a query (each pair adds +y and −y), and Δ·#pairs is an integer."""
     rng = np.random.default_rng(3)
