@@ -63,8 +63,9 @@ cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size, Py_ssize_t n_gr
     work.level_below = <int64_t*>malloc(n * sizeof(int64_t))
     work.tree = <int64_t*>malloc((n + 1) * sizeof(int64_t))
     work.kept_lower = <int64_t*>malloc(n * sizeof(int64_t))
-    if (work.by_score == NULL or work.sort_ids == NULL or work.sort_ends == NULL or work.by_grade == NULL or work.level == NULL or work.level_size == NULL
-            or work.level_below == NULL or work.tree == NULL or work.kept_lower == NULL):
+    if (work.by_score == NULL or work.sort_ids == NULL or work.sort_ends == NULL or work.by_grade == NULL
+            or work.level == NULL or work.level_size == NULL or work.level_below == NULL or work.tree == NULL
+            or work.kept_lower == NULL):
         pairwise_work_free(work)
         return -1
     return 0
