@@ -302,7 +302,7 @@ def _evaluate(args) -> None:
     per_query = {
         "AP": mean_average_precision(grades, scores, qid, relevant_at, average=False),
         **{f"NDCG@{k}": ndcg_at_k(grades, scores, qid, k=k, average=False) for k in (1, 5, 10)},
-        "P@10": precision_at_k(grades, scores, 10, qid=qid, relevant_at=relevant_at, average=False),
+        "P@10": precision_at_k(grades, scores, qid, k=10, relevant_at=relevant_at, average=False),
     }
     if relevant is not None:  # one query of binary labels
         print(f"{'samples':<9}{data.X.shape[0]} ({int(relevant.sum())} relevant)")

@@ -87,12 +87,31 @@ def roc_auc(y_true, scores) -> float:
     return float(1.0 - misordered / (n_pos * n_neg))
 
 
-def precision_at_k(y_true, scores, k: int = 10, *, qid=None, relevant_at=1, average: bool = True):
+def precision_at_k(y_true, scores, qid=None, k: int = 10, *, relevant_at=1, average: bool = True):
     """Fraction of positives among the k highest scores (k capped at the list length).
 
-    With ``qid``: graded ``y_true``, relevant from ``relevant_at`` on, and
-    the mean over queries (see the module docstring).
+    Parameters
+    ----------
+    y_true : array-like of int, shape (n_samples,)
+        Without ``qid``: labels in {0, 1} or {−1, 1}.  With ``qid``:
+        relevance grades ≥ 0, relevant from ``relevant_at`` on.
+    scores : array-like of float, shape (n_samples,)
+    qid : array-like of int, shape (n_samples,), optional
+        The query of each sample; None for one query.  Third, as in
+        :func:`mean_average_precision` and :func:`ndcg_at_k`: the cutoff
+        comes after it, so a single query's P@5 is ``precision_at_k(y, s, k=5)``.
+    k : int, default 10
+    relevant_at : float, default 1
+        Used with ``qid`` only.
+    average : bool, default True
+        With ``qid``: False returns each query's P@k, queries by increasing
+        qid, NaN for a query without a relevant document.
     """
+    if qid is not None and np.ndim(qid) == 0:
+        raise ValueError(
+            f"expected qid to hold one query id per sample, got the scalar {qid!r} instead; the cutoff "
+            f"is the fourth argument, precision_at_k(y_true, scores, qid=None, k=10): pass k={qid!r}"
+        )
     k = check_positive_int(k, "k")
     if qid is not None:
         return _over_queries(_precision_at_k_sorted, y_true, scores, qid, average,

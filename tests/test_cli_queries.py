@@ -55,7 +55,7 @@ def test_train_over_queries_and_evaluate_prints_metrics_averaged_over_queries(tm
     assert float(printed["MAP"]) == pytest.approx(mean_average_precision(g, scores, q, 2), abs=5e-5)
     for k in (1, 5, 10):
         assert float(printed[f"NDCG@{k}"]) == pytest.approx(ndcg_at_k(g, scores, q, k=k), abs=5e-5)
-    assert float(printed["P@10"]) == pytest.approx(precision_at_k(g, scores, 10, qid=q, relevant_at=2), abs=5e-5)
+    assert float(printed["P@10"]) == pytest.approx(precision_at_k(g, scores, q, k=10, relevant_at=2), abs=5e-5)
 
     rows = [line.split("\t") for line in per_query.read_text().splitlines()]
     assert rows[0] == ["qid", "documents", "AP", "NDCG@1", "NDCG@5", "NDCG@10", "P@10"]

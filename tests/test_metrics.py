@@ -90,7 +90,7 @@ def test_precision_at_k_tie_free():
         top = np.argsort(-scores)
         for k in (1, 2, 3, 5, 10, len(y), len(y) + 5):
             expected = np.mean(y[top[: min(k, len(y))]])
-            assert precision_at_k(y, scores, k) == pytest.approx(expected, abs=1e-12)
+            assert precision_at_k(y, scores, k=k) == pytest.approx(expected, abs=1e-12)
 
 
 def test_precision_at_k_default_k():
@@ -113,7 +113,7 @@ def test_precision_at_k_ties_is_expectation_over_tie_breaks():
                 # rank by score, ties broken by the position in perm
                 order = sorted(range(n), key=lambda i: (-scores[i], perm.index(i)))
                 values.append(np.mean(y[order[:k]]))
-            assert precision_at_k(y, scores, k) == pytest.approx(np.mean(values), abs=1e-12)
+            assert precision_at_k(y, scores, k=k) == pytest.approx(np.mean(values), abs=1e-12)
 
 
 # --------------------------------------------------------------------------
@@ -152,8 +152,16 @@ def test_bad_input_raises(metric, y, scores, fragment):
 @pytest.mark.parametrize("k", [0, -1, 1.5, "3", None, True])
 def test_precision_at_k_bad_k(k):
     with pytest.raises(ValueError, match="expected k to be a positive integer"):
-        precision_at_k([0, 1, 1], [0.3, 0.2, 0.1], k)
+        precision_at_k([0, 1, 1], [0.3, 0.2, 0.1], k=k)
 
 
 def test_precision_at_k_numpy_integer_k():
-    assert precision_at_k([0, 1, 1], [0.3, 0.2, 0.1], np.int64(2)) == 0.5
+    assert precision_at_k([0, 1, 1], [0.3, 0.2, 0.1], k=np.int64(2)) == 0.5
+
+
+@pytest.mark.parametrize("k", [5, np.int64(2)])
+def test_precision_at_k_cutoff_in_the_place_of_qid_is_refused(k):
+    # qid comes third, as in mean_average_precision and ndcg_at_k; an old-style
+    # positional cutoff is named in the error rather than read as one query id.
+    with pytest.raises(ValueError, match=r"expected qid to hold one query id per sample, got the scalar .*pass k="):
+        precision_at_k([0, 1, 1], [0.3, 0.2, 0.1], k)

@@ -89,7 +89,7 @@ def test_metrics_equal_ir_measures_without_ties(rng):
         (ndcg_at_k(grades, scores, qid, k=5, gains="exponential", average=False),
          nDCG(gains={g: 2**g - 1 for g in range(5)}) @ 5, has_relevant),
         # trec_eval divides by k; ours by min(k, n): equal on queries of at least k documents
-        (precision_at_k(grades, scores, 10, qid=qid, average=False), P @ 10, has_relevant & long_enough),
+        (precision_at_k(grades, scores, qid, 10, average=False), P @ 10, has_relevant & long_enough),
     ]:
         reference = _ir_per_query(measure, grades, scores, qid)
         np.testing.assert_allclose(ours[keep], reference[keep], rtol=1e-9, atol=1e-12, err_msg=str(measure))
@@ -97,7 +97,7 @@ def test_metrics_equal_ir_measures_without_ties(rng):
 
 def test_precision_at_k_over_queries_averages_the_single_query_one_with_ties(rng):
     grades, scores, qid = _queries(rng, ties=True)
-    values = precision_at_k(grades, scores, 5, qid=qid, average=False)
+    values = precision_at_k(grades, scores, qid, 5, average=False)
     for value, q in zip(values, np.unique(qid)):
         relevant = grades[qid == q] >= 1
         if not relevant.any():
@@ -105,7 +105,7 @@ def test_precision_at_k_over_queries_averages_the_single_query_one_with_ties(rng
         elif relevant.all():
             assert value == 1.0
         else:
-            assert value == precision_at_k(relevant.astype(int), scores[qid == q], 5)
+            assert value == precision_at_k(relevant.astype(int), scores[qid == q], k=5)
 
 
 def test_ties_do_not_depend_on_row_order():
@@ -114,7 +114,7 @@ def test_ties_do_not_depend_on_row_order():
     assert mean_average_precision(grades, scores, qid) == pytest.approx(0.5)
     assert mean_average_precision(grades[::-1], scores[::-1], qid) == pytest.approx(0.5)
     assert ndcg_at_k(grades, scores, qid, k=1, gains="linear") == pytest.approx(0.5)
-    assert precision_at_k(grades, scores, 1, qid=qid) == pytest.approx(0.5)
+    assert precision_at_k(grades, scores, qid, 1) == pytest.approx(0.5)
 
 
 def test_one_query_equals_the_single_query_metric(rng):
@@ -173,7 +173,7 @@ def test_metrics_do_not_depend_on_row_order_or_qid_values(rows, random):
     renamed = 1000 - 7 * qid  # a decreasing renaming reverses the query order
     for metric in (lambda g, s, q: mean_average_precision(g, s, q, average=False),
                    lambda g, s, q: ndcg_at_k(g, s, q, k=3, average=False),
-                   lambda g, s, q: precision_at_k(g, s, 2, qid=q, average=False)):
+                   lambda g, s, q: precision_at_k(g, s, q, 2, average=False)):
         base = metric(grades, scores, qid)
         np.testing.assert_allclose(metric(grades[perm], scores[perm], qid[perm]), base, rtol=1e-12)
         np.testing.assert_allclose(metric(grades, scores, renamed)[::-1], base, rtol=1e-12)
