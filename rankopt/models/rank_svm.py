@@ -368,16 +368,26 @@ class RankSVM(BaseEstimator):
         check_n_features(self, X.shape[1])
         return backend_for(X).scores(X, self.coef_)
 
-    def score(self, X, y, qid=None) -> float:
+    def score(self, X, y, qid=None, sample_weight=None) -> float:
         """Average precision of the ranking of X against relevance y.
 
         With ``qid``, the mean over queries of each query's AP, a document
         relevant when its grade reaches ``relevant_at``
         (:func:`rankopt.metrics.mean_average_precision`).
+
+        ``sample_weight`` must be None: scikit-learn's ``Pipeline.score``
+        passes it under metadata routing even when nobody gave one, and AP
+        is not weighted here.
         """
+        if sample_weight is not None:
+            raise ValueError(
+                f"expected sample_weight=None ({type(self).__name__}.score does not weight documents), "
+                f"got {type(sample_weight).__name__} instead"
+            )
+        scores = self.decision_function(X)
         if qid is None:
-            return average_precision(y, self.decision_function(X))
-        return mean_average_precision(y, self.decision_function(X), qid, relevant_at=self.relevant_at)
+            return average_precision(_check_one_query_labels(y, scores.size, advice=_SCORE_GRADES), scores)
+        return mean_average_precision(y, scores, qid, relevant_at=self.relevant_at)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -388,7 +398,14 @@ class RankSVM(BaseEstimator):
         return tags
 
 
-def _check_one_query_labels(y, n_samples: int) -> np.ndarray:
+_TRAIN_GRADES = "relevance grades (integers >= 0) train with qid: pass qid=np.zeros(n_samples) for one query"
+_SCORE_GRADES = (
+    "relevance grades (integers >= 0) are scored over queries: pass qid (np.zeros(n_samples) for one "
+    "query; in a scikit-learn search, route it with set_score_request(qid=True) and metadata routing enabled)"
+)
+
+
+def _check_one_query_labels(y, n_samples: int, advice: str = _TRAIN_GRADES) -> np.ndarray:
     """Binary labels of one query; graded labels without qid get an error that says how to pass them."""
     try:
         return check_binary_labels(y, n_samples)
@@ -398,10 +415,7 @@ def _check_one_query_labels(y, n_samples: int) -> np.ndarray:
         except ValueError:
             raise exc from None
         if grades.max() > 1:
-            raise ValueError(
-                f"{exc}; relevance grades (integers >= 0) train with qid: pass qid=np.zeros(n_samples) "
-                "for one query"
-            ) from None
+            raise ValueError(f"{exc}; {advice}") from None
         raise
 
 

@@ -9,9 +9,11 @@ import pytest
 import sklearn
 from scipy.optimize import minimize
 from sklearn.model_selection import GridSearchCV, GroupKFold, cross_validate
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MaxAbsScaler
 
 from rankopt import RankSVM
-from rankopt.metrics import mean_average_precision
+from rankopt.metrics import average_precision, mean_average_precision
 from rankopt.plugins import default_registry
 
 
@@ -204,6 +206,40 @@ def test_grid_search_with_group_k_fold_routes_qid(rng):
         )
         result = cross_validate(model, X, grades, cv=GroupKFold(n_splits=3), params={"qid": qid, "groups": qid})
     assert np.all(np.isfinite(scores)) and np.all((result["test_score"] > 0.3) & (result["test_score"] <= 1))
+
+
+def test_pipeline_with_a_scaler_routes_qid(rng):
+    # Pipeline.score passes sample_weight=None under metadata routing; a score
+    # without that parameter made every fold's score fail.
+    X, grades, qid = _letor_like(rng, n_queries=15)
+    X = X * np.array([1.0, 1e3, 1e-3, 10.0])
+    with sklearn.config_context(enable_metadata_routing=True):
+        model = RankSVM(max_iter=200).set_fit_request(qid=True).set_score_request(qid=True)
+        pipe = make_pipeline(MaxAbsScaler(), model)
+        result = cross_validate(pipe, X, grades, cv=GroupKFold(n_splits=3), params={"qid": qid, "groups": qid},
+                                error_score="raise")
+    train, test = next(GroupKFold(n_splits=3).split(X, grades, qid))
+    scaler = MaxAbsScaler().fit(X[train])
+    fold_model = RankSVM(max_iter=200).fit(scaler.transform(X[train]), grades[train], qid=qid[train])
+    assert result["test_score"][0] == pytest.approx(
+        fold_model.score(scaler.transform(X[test]), grades[test], qid=qid[test])
+    )
+
+
+def test_score_without_qid_says_how_to_route_it(rng):
+    X, grades, qid = _letor_like(rng)
+    model = RankSVM(max_iter=200).fit(X, grades, qid=qid)
+    with pytest.raises(ValueError, match=r"are scored over queries: pass qid .*set_score_request\(qid=True\)"):
+        model.score(X, grades)
+    assert model.score(X, grades >= 1) == pytest.approx(average_precision(grades >= 1, model.decision_function(X)))
+
+
+def test_score_refuses_sample_weight(rng):
+    X, grades, qid = _letor_like(rng)
+    model = RankSVM(max_iter=200).fit(X, grades, qid=qid)
+    with pytest.raises(ValueError, match=r"expected sample_weight=None \(RankSVM.score does not weight"):
+        model.score(X, grades, qid=qid, sample_weight=np.ones(grades.size))
+    assert model.score(X, grades, qid=qid, sample_weight=None) == model.score(X, grades, qid=qid)
 
 
 # ------------------------------------------------------------------ bad input
