@@ -9,6 +9,7 @@ from rankopt._lazy import lazy_attributes
 _LAZY = {
     "ModelFileError": "rankopt.data.model_file",
     "SvmLightData": "rankopt.data.loaders",
+    "fetch_mslr_sample": "rankopt.data.mslr",
     "load_digits": "rankopt.data.loaders",
     "load_model": "rankopt.data.model_file",
     "read_svmlight": "rankopt.data.loaders",

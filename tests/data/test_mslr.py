@@ -86,3 +86,10 @@ def test_the_real_sample(tmp_path):
         data = mslr.fetch_mslr_sample(subset, data_home=tmp_path)
         assert data.X.shape == (5000, 136) and np.unique(data.qid).size == 43
         assert set(np.unique(data.y)) == {0, 1, 2, 3, 4}
+
+
+def test_fetcher_is_importable_from_rankopt_data():
+    import rankopt.data
+
+    assert rankopt.data.fetch_mslr_sample is mslr.fetch_mslr_sample
+    assert "fetch_mslr_sample" in dir(rankopt.data)
