@@ -45,7 +45,7 @@ from pytest_benchmark.utils import load_timer
 
 import rankopt
 from rankopt.inference import batched
-from rankopt.inference.batched import most_violated_rankings, most_violated_rankings_per_query
+from rankopt.api import most_violated_rankings, most_violated_rankings_per_query
 
 MAX_DOCS = 1_000_000
 MAX_LOOP_DOCS = 100_000

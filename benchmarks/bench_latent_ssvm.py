@@ -26,7 +26,8 @@ from oracles.latent_ssvm import greedy_ranks_reference  # noqa: E402
 from rankopt.data.bags import Bags  # noqa: E402
 from rankopt.data.mil import load_mil  # noqa: E402
 from rankopt.exceptions import ConvergenceWarning  # noqa: E402
-from rankopt.models.latent import LatentAPSVM, LatentSSVMProblem, LatentRankingCCCP  # noqa: E402
+from rankopt.models.latent import LatentSSVMProblem, LatentRankingCCCP
+from rankopt.estimators.latent import LatentAPSVM# noqa: E402
 from rankopt.plugins import default_registry  # noqa: E402
 
 

@@ -33,7 +33,7 @@ import rankopt.models.ranking as ranking_model
 from rankopt import RankSVM
 from rankopt._validation import check_qid
 from rankopt.features.linear import LinearFeatureMap
-from rankopt.inference.batched import most_violated_rankings_per_query
+from rankopt.api import most_violated_rankings_per_query
 
 lightgbm = pytest.importorskip("lightgbm")
 

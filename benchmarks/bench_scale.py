@@ -184,7 +184,7 @@ def measure(case: dict, data_dir: str | None = None, isolated: bool = True) -> d
             da.store(X, loaded, lock=False, scheduler="threads")
             X = loaded
         else:
-            from rankopt.data.backends import dask_client
+            from rankopt.data import dask_client
 
             client = dask_client(n_workers=case["workers"], threads_per_worker=1, processes=case["processes"],
                                  memory_limit=case["memory_limit"], dashboard_address=":0")

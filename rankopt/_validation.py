@@ -109,19 +109,14 @@ def check_non_empty_shape(shape, name: str = "X") -> None:
             )
 
 
-def check_matrix(X, name: str = "X"):
-    """A 2-D, non-empty, finite design matrix: dense float32/float64, CSR, or a Dask array.
+def check_in_memory_matrix(X, name: str = "X"):
+    """A 2-D, non-empty, finite in-memory design matrix: dense float32/float64 or CSR.
 
-    A Dask array is checked chunk by chunk where its chunks are and never
-    gathered (:func:`rankopt.data.dask_backend.check_dask_matrix`).
+    Lists, integer and boolean arrays and other sparse formats are converted;
+    anything else is refused.  Arrays that live elsewhere (Dask) are checked
+    by their own backend: :func:`rankopt.data.backends.check_matrix` is the
+    entry point that dispatches to both.
     """
-    from rankopt.data.backends import dask_array_type
-
-    dask_array = dask_array_type()
-    if dask_array is not None and isinstance(X, dask_array):
-        from rankopt.data.dask_backend import check_dask_matrix
-
-        return check_dask_matrix(X, name)
     if sp.issparse(X):
         X = sp.csr_matrix(X) if X.format != "csr" else X
         if X.dtype not in (np.float32, np.float64):

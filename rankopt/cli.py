@@ -231,7 +231,7 @@ def _max_abs_scaled(X):
 def _train(args) -> None:
     from rankopt.data.model_file import save_model
     from rankopt.exceptions import ConvergenceWarning
-    from rankopt.models.rank_svm import RankSVM
+    from rankopt.estimators.rank_svm import RankSVM
 
     data, relevant = _read_data(args.data, args)
     model = RankSVM(loss=args.loss, C=args.C, tol=args.tol, max_iter=args.max_iter,

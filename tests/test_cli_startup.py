@@ -17,7 +17,8 @@ import pytest
 HEAVY_PACKAGES = ("sklearn", "matplotlib", "pandas", "joblib", "lightgbm", "dask", "tqdm", "clarabel", "daqp")
 #: rankopt's own heavy modules: the estimators, the solvers, the experiments' runners.
 HEAVY_MODULES = (
-    "rankopt.models.rank_svm", "rankopt.models.high_order", "rankopt.models.latent",
+    "rankopt.estimators.rank_svm", "rankopt.estimators.high_order", "rankopt.estimators.latent",
+    "rankopt.models.high_order", "rankopt.models.latent",
     "rankopt.engine.cutting_plane", "rankopt.engine.cccp", "rankopt.engine.qp", "scipy.stats",
 )
 
@@ -59,7 +60,7 @@ def test_import_rankopt_is_light_and_its_names_load_on_first_access():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                           cwd=tempfile.gettempdir())
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False", "rankopt.models.rank_svm"]
+    assert done.stdout.split() == ["False", "rankopt.estimators.rank_svm"]
 
 
 def test_unknown_attribute_of_a_lazy_package_is_an_attribute_error():
@@ -73,8 +74,10 @@ def test_unknown_attribute_of_a_lazy_package_is_an_attribute_error():
             module.no_such_name  # noqa: B018
 
 
-def test_high_order_models_are_still_importable_from_the_estimators_module():
-    from rankopt.models import high_order, high_order_plugin
+def test_estimators_and_model_plugins_live_apart():
+    import rankopt
+    from rankopt import estimators, models
 
-    assert high_order.HOBModel is high_order_plugin.HOBModel
-    assert high_order.HOAPModel is high_order_plugin.HOAPModel
+    assert rankopt.RankSVM is estimators.RankSVM and rankopt.HOAPSVM is estimators.HOAPSVM
+    assert not hasattr(models, "RankSVM")
+    assert sorted(estimators.__all__) == ["HOAPSVM", "HOBSVM", "LatentAPSVM", "LatentSSVM", "LatentSVM", "RankSVM"]

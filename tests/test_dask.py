@@ -10,8 +10,8 @@ import scipy.sparse as sp
 from dask.callbacks import Callback
 
 from rankopt import RankSVM
-from rankopt._validation import check_matrix
-from rankopt.data.backends import backend_for, dask_client, open_npy
+from rankopt.data import dask_client, open_npy
+from rankopt.data.backends import backend_for, check_matrix
 from rankopt.data.dask_backend import DaskBackend
 from rankopt.exceptions import ConvergenceWarning
 from rankopt.features.linear import LinearFeatureMap

@@ -28,7 +28,7 @@ from oracles.brute_force import all_objectives, auc_loss, ndcg_loss
 import rankopt
 from rankopt import hookimpl
 from rankopt.engine import solve_cutting_plane
-from rankopt.inference import most_violated_ranking
+from rankopt.api import most_violated_ranking
 from rankopt.losses import APLoss, NDCGLoss, PositionDiscountLoss, RankLoss
 from rankopt.exceptions import PluginLoadWarning
 from rankopt.plugins import (

@@ -9,9 +9,11 @@ from rankopt._lazy import lazy_attributes
 _LAZY = {
     "ModelFileError": "rankopt.data.model_file",
     "SvmLightData": "rankopt.data.loaders",
+    "dask_client": "rankopt.data.dask_backend",
     "fetch_mslr_sample": "rankopt.data.mslr",
     "load_digits": "rankopt.data.loaders",
     "load_model": "rankopt.data.model_file",
+    "open_npy": "rankopt.data.dask_backend",
     "read_svmlight": "rankopt.data.loaders",
     "save_model": "rankopt.data.model_file",
     "write_svmlight": "rankopt.data.loaders",

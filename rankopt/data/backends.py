@@ -35,16 +35,15 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt._validation import all_finite
+from rankopt._validation import all_finite, check_in_memory_matrix
 
 __all__ = [
     "DataBackend",
     "NumpyBackend",
     "SparseBackend",
     "backend_for",
+    "check_matrix",
     "dask_array_type",
-    "dask_client",
-    "open_npy",
     "register_backend",
 ]
 
@@ -69,6 +68,14 @@ class DataBackend(abc.ABC):
     @abc.abstractmethod
     def all_finite(self, X) -> bool:
         """Whether every stored entry of X is finite (without an n × d temporary)."""
+
+    def validate(self, X, name: str = "X"):
+        """X checked (2-D, non-empty, real, finite) and converted to a type this backend computes on.
+
+        The default suits arrays in memory (:func:`rankopt._validation.check_in_memory_matrix`);
+        a backend for arrays that live elsewhere overrides it to check them where they are.
+        """
+        return check_in_memory_matrix(X, name)
 
 
 def _rows_per_block(n_features: int) -> int:
@@ -145,9 +152,8 @@ def _load_lazy_backends() -> None:
 def backend_for(X) -> DataBackend:
     """The backend for X's type; a ValueError names the type when there is none.
 
-    X is expected to have passed :func:`rankopt._validation.check_matrix`,
-    which turns lists, other sparse formats and integer data into one of the
-    supported types.
+    X is expected to have passed :func:`check_matrix`, which turns lists,
+    other sparse formats and integer data into one of the supported types.
     """
     _load_lazy_backends()
     backend = _dispatch(X)
@@ -169,73 +175,21 @@ def dask_array_type() -> type | None:
     return None if module is None else module.Array
 
 
+def check_matrix(X, name: str = "X"):
+    """A 2-D, non-empty, finite design matrix of a type some backend computes on.
+
+    The backend registered for X's type validates it (a Dask array is checked
+    chunk by chunk where its chunks are, never gathered); input of no
+    registered type — lists, other sparse formats, integer data — is checked
+    and converted as an in-memory array.
+    """
+    _load_lazy_backends()
+    backend = _dispatch(X)
+    return (NUMPY if backend is None else backend).validate(X, name)
+
+
 NUMPY = NumpyBackend()
 SPARSE = SparseBackend()
 register_backend(np.ndarray, NUMPY)
 register_backend(sp.csr_matrix, SPARSE)
 register_backend(sp.csr_array, SPARSE)
-
-
-def dask_client(address=None, *, timeout=10, **cluster_kwargs):
-    """A ``dask.distributed`` client: to the scheduler at ``address``, or a new ``LocalCluster``.
-
-    Use it as a context manager around fitting on a Dask array; rankopt
-    computes on Dask's active scheduler, which a client makes itself::
-
-        with dask_client() as client:             # LocalCluster on this machine
-            RankSVM().fit(X_dask, y)
-        with dask_client("tcp://10.0.0.5:8786"):  # an existing cluster
-            RankSVM().fit(X_dask, y)
-
-    Parameters
-    ----------
-    address : str, optional
-        A scheduler address.  None starts a ``LocalCluster`` that closes with
-        the client.
-    timeout : float, default 10
-        Seconds to wait for the scheduler.
-    **cluster_kwargs
-        Passed to ``LocalCluster`` (``n_workers``, ``threads_per_worker``,
-        ``processes``, ``memory_limit``, …); only without ``address``.
-
-    Raises
-    ------
-    ImportError
-        ``dask.distributed`` is not installed.
-    ConnectionError
-        The scheduler at ``address`` cannot be reached within ``timeout``.
-    """
-    from rankopt.data.dask_backend import import_dask
-
-    distributed = import_dask("distributed")
-    if address is None:
-        return distributed.Client(timeout=timeout, **cluster_kwargs)
-    if cluster_kwargs:
-        raise ValueError(
-            f"expected no LocalCluster options with a scheduler address, got {sorted(cluster_kwargs)} instead"
-        )
-    try:
-        # Connect once without becoming Dask's default: a Client that fails to connect
-        # stays registered as the default (distributed 2026.8), breaking later computations.
-        distributed.Client(address, timeout=timeout, set_as_default=False).close()
-    except ValueError as exc:
-        raise ValueError(
-            f"expected a Dask scheduler address such as 'tcp://host:8786', got {address!r} instead: {exc}"
-        ) from exc
-    except (OSError, TimeoutError) as exc:
-        raise ConnectionError(
-            f"cannot reach the Dask scheduler at {address!r} within {timeout:g} s: {exc}"
-        ) from exc
-    return distributed.Client(address, timeout=timeout)
-
-
-def open_npy(path, chunk_rows=None):
-    """A Dask array over a ``.npy`` file whose chunks are read on the workers.
-
-    Only the path travels in the task graph; each task memory-maps the file
-    and reads its block of rows, so the file never has to fit in memory.
-    See :func:`rankopt.data.dask_backend.open_npy`.
-    """
-    from rankopt.data.dask_backend import open_npy as _open_npy
-
-    return _open_npy(path, chunk_rows)

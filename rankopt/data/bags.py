@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt._validation import check_binary_labels, check_matrix, query_ids
+from rankopt._validation import check_binary_labels, query_ids
+from rankopt.data.backends import check_matrix
 
 __all__ = ["Bags", "check_bags"]
 

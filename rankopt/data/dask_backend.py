@@ -3,7 +3,7 @@
 Imported by :mod:`rankopt.data.backends` when a Dask array is first seen.
 The products are computed where the chunks are, on Dask's active scheduler
 (the ``dask.distributed`` client, if one is active, as
-:func:`rankopt.data.backends.dask_client` makes one; else Dask's default):
+:func:`dask_client` makes one; else Dask's default):
 
 * scores: each chunk computes its rows' partial X w, summed over column
   chunks; the N-vector s is gathered on the driver, where the
@@ -130,6 +130,9 @@ class DaskBackend(DataBackend):
     def all_finite(self, X):
         return bool(da.isfinite(X).all().compute())
 
+    def validate(self, X, name: str = "X"):
+        return check_dask_matrix(X, name)
+
 
 register_backend(da.Array, DaskBackend())
 
@@ -179,6 +182,60 @@ def check_dask_matrix(X, name: str = "X"):
         "%s: Dask array of shape %s, %s, in %d x %d chunks", name, X.shape, X.dtype, *X.numblocks
     )
     return X
+
+
+# ------------------------------------------------------------------ clusters
+
+
+def dask_client(address=None, *, timeout=10, **cluster_kwargs):
+    """A ``dask.distributed`` client: to the scheduler at ``address``, or a new ``LocalCluster``.
+
+    Use it as a context manager around fitting on a Dask array; rankopt
+    computes on Dask's active scheduler, which a client makes itself::
+
+        with dask_client() as client:             # LocalCluster on this machine
+            RankSVM().fit(X_dask, y)
+        with dask_client("tcp://10.0.0.5:8786"):  # an existing cluster
+            RankSVM().fit(X_dask, y)
+
+    Parameters
+    ----------
+    address : str, optional
+        A scheduler address.  None starts a ``LocalCluster`` that closes with
+        the client.
+    timeout : float, default 10
+        Seconds to wait for the scheduler.
+    **cluster_kwargs
+        Passed to ``LocalCluster`` (``n_workers``, ``threads_per_worker``,
+        ``processes``, ``memory_limit``, …); only without ``address``.
+
+    Raises
+    ------
+    ImportError
+        ``dask.distributed`` is not installed.
+    ConnectionError
+        The scheduler at ``address`` cannot be reached within ``timeout``.
+    """
+    distributed = import_dask("distributed")
+    if address is None:
+        return distributed.Client(timeout=timeout, **cluster_kwargs)
+    if cluster_kwargs:
+        raise ValueError(
+            f"expected no LocalCluster options with a scheduler address, got {sorted(cluster_kwargs)} instead"
+        )
+    try:
+        # Connect once without becoming Dask's default: a Client that fails to connect
+        # stays registered as the default (distributed 2026.8), breaking later computations.
+        distributed.Client(address, timeout=timeout, set_as_default=False).close()
+    except ValueError as exc:
+        raise ValueError(
+            f"expected a Dask scheduler address such as 'tcp://host:8786', got {address!r} instead: {exc}"
+        ) from exc
+    except (OSError, TimeoutError) as exc:
+        raise ConnectionError(
+            f"cannot reach the Dask scheduler at {address!r} within {timeout:g} s: {exc}"
+        ) from exc
+    return distributed.Client(address, timeout=timeout)
 
 
 # ------------------------------------------------------------------ on-disk arrays

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt._validation import check_matrix
+from rankopt.data.backends import check_matrix
 
 __all__ = ["SvmLightData", "load_digits", "read_svmlight", "write_svmlight"]
 

@@ -84,14 +84,14 @@ _LATENT = (*_COMMON, "intercept_", "objective_", "objectives_", "init_objectives
 #: The estimators a model file can hold, by class name.
 EXPORTS: dict[str, ModelExport] = {
     "RankSVM": ModelExport(
-        "rankopt.models.rank_svm", values=(*_COMMON, "inference_", "n_easy_", "n_hard_constraints_")
+        "rankopt.estimators.rank_svm", values=(*_COMMON, "inference_", "n_easy_", "n_hard_constraints_")
     ),
-    "LatentAPSVM": ModelExport("rankopt.models.latent", values=(*_LATENT, "inference_")),
-    "LatentSSVM": ModelExport("rankopt.models.latent", values=_LATENT),
-    "LatentSVM": ModelExport("rankopt.models.latent", values=_LATENT),
-    "HOBSVM": ModelExport("rankopt.models.high_order", values=(*_COMMON, "eta_", "fitted_with_pairs_"),
+    "LatentAPSVM": ModelExport("rankopt.estimators.latent", values=(*_LATENT, "inference_")),
+    "LatentSSVM": ModelExport("rankopt.estimators.latent", values=_LATENT),
+    "LatentSVM": ModelExport("rankopt.estimators.latent", values=_LATENT),
+    "HOBSVM": ModelExport("rankopt.estimators.high_order", values=(*_COMMON, "eta_", "fitted_with_pairs_"),
                           arrays=_HIGH_ORDER),
-    "HOAPSVM": ModelExport("rankopt.models.high_order",
+    "HOAPSVM": ModelExport("rankopt.estimators.high_order",
                            values=(*_COMMON, "eta_", "fitted_with_pairs_", "objectives_"),
                            arrays={**_HIGH_ORDER, "init_coef_": lambda d: (3 * d,)}),
 }

@@ -80,7 +80,7 @@ def hoap_C(C_ap: float, n_samples: int) -> float:
 
     With w₂ = 0, HOAPSVM(C) (Ψ/n) minimises ¼‖v‖² + C ξ(v/n) over v = w⁺ − w⁻,
     which is (n²/2)(½‖a‖² + (2C/n²) ξ(a)) for a = v/n: AP-SVM with C_ap = 2C/n²
-    (tests/models/test_high_order.py checks it against RankSVM).
+    (tests/estimators/test_high_order.py checks it against RankSVM).
     """
     return 0.5 * float(n_samples) ** 2 * float(C_ap)
 

@@ -156,7 +156,7 @@ def run_demo(*, classes=DIGIT_CLASSES, C: float = DEMO_C, test_size: float = TES
     from rankopt._validation import check_positive_float
     from rankopt.data.loaders import load_digits
     from rankopt.metrics import average_precision, ndcg
-    from rankopt.models.rank_svm import RankSVM
+    from rankopt.estimators.rank_svm import RankSVM
 
     C = check_positive_float(C, "C")
     classes = tuple(int(c) for c in classes)

@@ -51,7 +51,7 @@ __all__ = [
 
 DATASETS = ("musk1", "musk2", "elephant")
 
-#: name → (display name, estimator class name in :mod:`rankopt.models.latent`, fixed parameters,
+#: name → (display name, estimator class name in :mod:`rankopt.estimators.latent`, fixed parameters,
 #: hyperparameter grid).
 METHODS = {
     "latent_svm": (
@@ -132,7 +132,7 @@ class LatentExperimentResult:
 
 def _estimator_class(method: str):
     """The estimator class of ``method`` (a key of :data:`METHODS`)."""
-    from rankopt.models import latent
+    from rankopt.estimators import latent
 
     return getattr(latent, METHODS[method][1])
 

@@ -88,7 +88,7 @@ def _import_lightgbm():
 
 def _fit(method: str, C, X, y, qid, relevant_at, seed):
     """Fit one method; (model, CPU seconds).  LightGBM gets group sizes from the sorted queries."""
-    from rankopt.models.rank_svm import RankSVM
+    from rankopt.estimators.rank_svm import RankSVM
 
     start = time.process_time()
     if method == "lightgbm":

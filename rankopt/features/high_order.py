@@ -24,7 +24,7 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt._validation import check_matrix
+from rankopt.data.backends import check_matrix
 from rankopt.data.backends import backend_for
 from rankopt.features.base import FeatureMap
 from rankopt.graphcut import Labelings, check_edges, max_marginals

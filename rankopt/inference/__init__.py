@@ -1,4 +1,10 @@
-"""Loss-augmented inference for rank losses."""
-from rankopt.inference.base import InferenceMethod, RankingInference, most_violated_ranking
+"""Loss-augmented inference for rank losses.
 
-__all__ = ["InferenceMethod", "RankingInference", "most_violated_ranking"]
+The calls that take plugin names (``most_violated_ranking``,
+``most_violated_rankings``) are public in :mod:`rankopt.api` and at the top
+level (``rankopt.most_violated_ranking``); this package is the layer below
+the plugin registry and receives one.
+"""
+from rankopt.inference.base import InferenceMethod, PluginLookup, RankingInference
+
+__all__ = ["InferenceMethod", "PluginLookup", "RankingInference"]

@@ -10,18 +10,32 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
 from rankopt._validation import check_scores
-from rankopt.exceptions import brief
 from rankopt.inference import _observation, _order
 from rankopt.losses.base import CompiledForm, KernelCode, RankLoss
 from rankopt.losses.qs_check import size_unsupported_reason, unsupported_reason
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rankopt.plugins import PluginRegistry
+    from rankopt.losses.base import Loss
+
+
+class PluginLookup(Protocol):
+    """What the inference layer asks of the plugin registry: names turned into objects.
+
+    :class:`rankopt.plugins.PluginRegistry` is one; the layers below the
+    registry receive it as an argument and never import it, so that names are
+    resolved on top (:mod:`rankopt.api`) and objects flow down.
+    """
+
+    def resolve_loss(self, loss: "str | Loss") -> "Loss": ...
+
+    def resolve_method(
+        self, method: "str | InferenceMethod", loss: RankLoss, n_pos: int | None = None, n_neg: int | None = None
+    ) -> "InferenceMethod": ...
 
 
 class InferenceMethod(abc.ABC):
@@ -191,9 +205,12 @@ def ranking_from_ranks(
 
 
 def most_violated_ranking(
-    loss, pos_scores, neg_scores, method: str = "auto", *, registry: "PluginRegistry | None" = None
+    loss, pos_scores, neg_scores, method: str = "auto", *, registry: PluginLookup
 ) -> RankingInference:
     """Solve loss-augmented inference: argmax_R w·Ψ(X, R) + Δ(R*, R).
+
+    The layer below the plugin registry: ``registry`` is required (the
+    public :func:`rankopt.most_violated_ranking` supplies the default one).
 
     Parameters
     ----------
@@ -205,16 +222,13 @@ def most_violated_ranking(
     method : str, default "auto"
         A registered inference method (``"greedy"``, …) or ``"auto"``, the
         fastest method that is exact for ``loss``.
-    registry : PluginRegistry, optional
-        Where names are looked up; the default registry otherwise.
+    registry : PluginLookup
+        Where names are looked up (a :class:`rankopt.plugins.PluginRegistry`).
 
     Returns
     -------
     RankingInference
     """
-    from rankopt.plugins import default_registry
-
-    registry = default_registry() if registry is None else registry
     loss = registry.resolve_loss(loss)
     if not isinstance(loss, RankLoss):
         raise ValueError(
@@ -239,34 +253,3 @@ def most_violated_ranking(
         return ranking_from_ranks(loss, pos, neg, neg_ranks)
     except RanksOutOfRangeError as exc:
         raise RuntimeError(f"inference method {solver.name!r} broke its contract: {exc}") from None
-
-
-def checked_delta_diff(loss: RankLoss, j, i, n_pos: int, n_neg: int) -> np.ndarray:
-    """``loss.delta_diff`` with its contract enforced: a finite array shaped like ``i``.
-
-    Used on the Python path, where a plugin's derivative runs inside the
-    inference loop; a plugin that raises or returns NaN is named in the error.
-    """
-    try:
-        out = np.asarray(loss.delta_diff(j, i, n_pos, n_neg), dtype=np.float64)
-    except Exception as exc:
-        raise RuntimeError(
-            f"loss {loss.name!r} ({type(loss).__module__}.{type(loss).__qualname__}) raised in "
-            f"delta_diff(j of shape {np.shape(j)}, i of shape {np.shape(i)}, n_pos={n_pos}, "
-            f"n_neg={n_neg}): {type(exc).__name__}: {brief(str(exc))}"
-        ) from exc
-    expected = np.broadcast_shapes(np.shape(j), np.shape(i))
-    if out.shape != expected:
-        raise RuntimeError(
-            f"loss {loss.name!r} broke its contract: expected delta_diff to return the broadcast "
-            f"shape {expected} of j and i, got shape {out.shape} instead"
-        )
-    finite = np.isfinite(out)
-    if not finite.all():
-        k = np.unravel_index(np.argmin(finite), out.shape)
-        jj, ii = np.broadcast_to(j, expected)[k], np.broadcast_to(i, expected)[k]
-        raise RuntimeError(
-            f"loss {loss.name!r} broke its contract: expected finite delta_diff values, got the "
-            f"non-finite {float(out[k])!r} at j={jj}, i={ii} for n_pos={n_pos}, n_neg={n_neg} instead"
-        )
-    return out

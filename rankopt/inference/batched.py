@@ -44,20 +44,16 @@ import logging
 import numbers
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rankopt.inference import _batched
 from rankopt.inference.ap_methods import SearchMethod, SelectMethod
-from rankopt.inference.base import kernel_arguments, most_violated_ranking
+from rankopt.inference.base import PluginLookup, kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
 from rankopt.inference.qs import QSMethod
 from rankopt.losses.base import KernelCode, RankLoss
 from rankopt.losses.pairwise import PairwiseLoss
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rankopt.plugins import PluginRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +95,7 @@ def most_violated_rankings(
     method: str = "auto",
     *,
     n_threads: int | None = None,
-    registry: "PluginRegistry | None" = None,
+    registry: PluginLookup,
 ) -> BatchedRankingInference:
     """Loss-augmented inference for every query: argmax_R w·Ψ_q(R) + Δ_q(R*_q, R).
 
@@ -119,8 +115,9 @@ def most_violated_rankings(
         Most threads the queries are spread over; default:
         :func:`default_threads` (``OMP_NUM_THREADS``, else every core).  A batch uses one thread per
         :data:`DOCS_PER_THREAD` documents at most.
-    registry : PluginRegistry, optional
-        Where names are looked up; the default registry otherwise.
+    registry : PluginLookup
+        Where names are looked up (a :class:`rankopt.plugins.PluginRegistry`;
+        :func:`rankopt.api.most_violated_rankings` supplies the default one).
 
     Returns
     -------
@@ -175,7 +172,7 @@ def _threads_for(n_docs: int, n_threads: int) -> int:
 
 
 def most_violated_rankings_per_query(
-    loss, scores, relevance, offsets, method: str = "auto", *, registry: "PluginRegistry | None" = None
+    loss, scores, relevance, offsets, method: str = "auto", *, registry: PluginLookup
 ) -> BatchedRankingInference:
     """:func:`most_violated_rankings` by one single-query call per query, in Python.
 
@@ -190,7 +187,7 @@ def most_violated_rankings_per_query(
     return _per_query(loss, scores, relevance, offsets, method, registry)
 
 
-def ground_truth_coefficients(loss, relevance, offsets, *, registry: "PluginRegistry | None" = None) -> np.ndarray:
+def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLookup) -> np.ndarray:
     """Coefficients of Ψ_q(R*_q) for every document, in input order.
 
     The ground truth puts the higher grades first: 1/|P| for a relevant and
@@ -335,10 +332,7 @@ def _pairwise_query(scores: np.ndarray, grades: np.ndarray):
 # ---------------------------------------------------------------- validation
 
 
-def _resolve_rank_loss(loss, registry) -> RankLoss:
-    from rankopt.plugins import default_registry
-
-    registry = default_registry() if registry is None else registry
+def _resolve_rank_loss(loss, registry: PluginLookup) -> RankLoss:
     loss = registry.resolve_loss(loss)
     if not isinstance(loss, RankLoss):
         raise ValueError(
@@ -355,9 +349,6 @@ def _resolve_binary_method(loss, method, registry, offsets):
     query: asked as |P| = 1, |N| = n − 1, as :func:`_compiled_kernel` builds
     the table.
     """
-    from rankopt.plugins import default_registry
-
-    registry = default_registry() if registry is None else registry
     longest = int(np.max(np.diff(offsets), initial=0))
     return registry.resolve_method(method, loss, 1, max(longest - 1, 1))
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from rankopt.hookspecs import hookimpl
-from rankopt.inference.base import InferenceMethod, checked_delta_diff, descending_order
-from rankopt.losses.base import RankLoss
+from rankopt.inference.base import InferenceMethod, descending_order
+from rankopt.losses.base import RankLoss, checked_delta_diff
 
 #: Largest dynamic-programming table (in float64 entries) held at once.
 DEFAULT_MEMORY_BUDGET = 1 << 20

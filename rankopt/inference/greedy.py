@@ -5,8 +5,8 @@ import numpy as np
 
 from rankopt.hookspecs import hookimpl
 from rankopt.inference import _greedy
-from rankopt.inference.base import InferenceMethod, checked_delta_diff, descending_order, kernel_arguments
-from rankopt.losses.base import RankLoss
+from rankopt.inference.base import InferenceMethod, descending_order, kernel_arguments
+from rankopt.losses.base import RankLoss, checked_delta_diff
 
 
 class GreedyMethod(InferenceMethod):

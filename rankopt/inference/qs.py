@@ -23,8 +23,8 @@ import numpy as np
 
 from rankopt.hookspecs import hookimpl
 from rankopt.inference import _qs
-from rankopt.inference.base import InferenceMethod, checked_delta_diff, descending_order, kernel_arguments
-from rankopt.losses.base import KernelCode, RankLoss
+from rankopt.inference.base import InferenceMethod, descending_order, kernel_arguments
+from rankopt.losses.base import KernelCode, RankLoss, checked_delta_diff
 
 
 class QSMethod(InferenceMethod):

@@ -36,6 +36,8 @@ from typing import Any, Callable, ClassVar, Hashable
 
 import numpy as np
 
+from rankopt.exceptions import brief
+
 
 class OutputKind(str, enum.Enum):
     """The structured output a loss is defined on; it selects the model."""
@@ -450,3 +452,34 @@ def pattern_counts(pattern: np.ndarray) -> tuple[np.ndarray, int]:
         raise ValueError(f"expected a 1-D ±-pattern, got shape {pattern.shape} instead")
     positions = np.flatnonzero(pattern) + 1
     return positions, pattern.size - positions.size
+
+
+def checked_delta_diff(loss: RankLoss, j, i, n_pos: int, n_neg: int) -> np.ndarray:
+    """``loss.delta_diff`` with its contract enforced: a finite array shaped like ``i``.
+
+    Used on the Python path, where a plugin's derivative runs inside the
+    inference loop; a plugin that raises or returns NaN is named in the error.
+    """
+    try:
+        out = np.asarray(loss.delta_diff(j, i, n_pos, n_neg), dtype=np.float64)
+    except Exception as exc:
+        raise RuntimeError(
+            f"loss {loss.name!r} ({type(loss).__module__}.{type(loss).__qualname__}) raised in "
+            f"delta_diff(j of shape {np.shape(j)}, i of shape {np.shape(i)}, n_pos={n_pos}, "
+            f"n_neg={n_neg}): {type(exc).__name__}: {brief(str(exc))}"
+        ) from exc
+    expected = np.broadcast_shapes(np.shape(j), np.shape(i))
+    if out.shape != expected:
+        raise RuntimeError(
+            f"loss {loss.name!r} broke its contract: expected delta_diff to return the broadcast "
+            f"shape {expected} of j and i, got shape {out.shape} instead"
+        )
+    finite = np.isfinite(out)
+    if not finite.all():
+        k = np.unravel_index(np.argmin(finite), out.shape)
+        jj, ii = np.broadcast_to(j, expected)[k], np.broadcast_to(i, expected)[k]
+        raise RuntimeError(
+            f"loss {loss.name!r} broke its contract: expected finite delta_diff values, got the "
+            f"non-finite {float(out[k])!r} at j={jj}, i={ii} for n_pos={n_pos}, n_neg={n_neg} instead"
+        )
+    return out

@@ -28,7 +28,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from rankopt.exceptions import brief
-from rankopt.losses.base import KernelCode, KeyedCache, RankLoss
+from rankopt.losses.base import KernelCode, KeyedCache, RankLoss, checked_delta_diff
 
 __all__ = [
     "CONDITIONS",
@@ -165,8 +165,8 @@ def check_qs_suitable(
 
     Parameters
     ----------
-    loss : RankLoss or str
-        The loss, or a registered rank-loss name.
+    loss : RankLoss
+        The loss (:func:`rankopt.check_qs_suitable` also takes a registered name).
     n_pos_grid, n_neg_grid : sequence of int
         Problem sizes |P| and |N| to test; all pairs are used.
     random_state : int, numpy.random.Generator or None
@@ -180,12 +180,8 @@ def check_qs_suitable(
         counterexample; ``report.raise_if_unsuitable()`` raises it as a
         :class:`QSSuitabilityError` (a ValueError).
     """
-    if isinstance(loss, str):
-        from rankopt.plugins import default_registry
-
-        loss = default_registry().resolve_loss(loss)
     if not isinstance(loss, RankLoss):
-        raise ValueError(f"expected a RankLoss instance or a rank-loss name, got {loss!r} instead")
+        raise ValueError(f"expected a RankLoss instance, got {loss!r} instead")
     sizes = list(itertools.product(_size_grid(n_pos_grid, "n_pos_grid"), _size_grid(n_neg_grid, "n_neg_grid")))
     rng = np.random.default_rng(random_state)
     passed: list[str] = []
@@ -387,8 +383,6 @@ def _check_c1(loss: RankLoss, sizes, rng) -> None:
 
 
 def _check_c2(loss: RankLoss, sizes, rng) -> str | None:
-    from rankopt.inference.base import checked_delta_diff
-
     compiled = []
     for n_pos, n_neg in sizes:
         for pattern in _random_patterns(rng, n_pos, n_neg):
@@ -480,8 +474,6 @@ def _compiled_diff(loss, form, j, i, n_pos, n_neg) -> np.ndarray:
 
 
 def _check_c3(loss: RankLoss, sizes) -> None:
-    from rankopt.inference.base import checked_delta_diff
-
     for n_pos, n_neg in sizes:
         if n_neg < 2:
             continue

@@ -1,17 +1,8 @@
-"""Models (problem builders) and the public estimators.
+"""Model plugins: each builds the structured problem the engine solves for one kind of output.
 
-``RankSVM`` is imported on first access (PEP 562's module ``__getattr__``):
-the plugin registry imports :mod:`rankopt.models.base` and must not pay for
-scikit-learn through this package.
+The public estimators that use them (``RankSVM``, ``HOBSVM``, ``LatentAPSVM``,
+…) are in :mod:`rankopt.estimators`.
 """
 from rankopt.models.base import Model
 
-__all__ = ["Model", "RankSVM"]
-
-
-def __getattr__(name: str):
-    if name == "RankSVM":
-        from rankopt.models.rank_svm import RankSVM
-
-        return RankSVM
-    raise AttributeError(f"module 'rankopt.models' has no attribute {name!r}")
+__all__ = ["Model"]

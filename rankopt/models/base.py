@@ -10,7 +10,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rankopt.engine.problem import StructuredProblem
     from rankopt.features.base import FeatureMap
     from rankopt.losses.base import Loss
-    from rankopt.plugins import PluginRegistry
+    from rankopt.inference.base import PluginLookup
 
 
 class Model(abc.ABC):
@@ -32,6 +32,11 @@ class Model(abc.ABC):
         feature_map: "FeatureMap",
         *,
         inference: str = "auto",
-        registry: "PluginRegistry",
+        registry: "PluginLookup",
     ) -> "StructuredProblem":
-        """A :class:`~rankopt.engine.StructuredProblem` over validated ``X`` and bool ``y``."""
+        """A :class:`~rankopt.engine.StructuredProblem` over validated ``X`` and bool ``y``.
+
+        ``registry`` is the plugin registry the estimator resolved its names
+        with (:class:`rankopt.plugins.PluginRegistry`), for the inference
+        method's name; the model never imports the registry itself.
+        """

@@ -1,9 +1,9 @@
 """The high-order models as plugins: HOB-SVM's and HOAP-SVM's problem builders.
 
-They live apart from the estimators of :mod:`rankopt.models.high_order` so
-that registering them (every plugin manager does, ``rankopt plugins`` lists
-them) imports neither scikit-learn nor the engine's solvers: the problems are
-imported when a problem is built.
+They live apart from the problems of :mod:`rankopt.models.high_order` so that
+registering them (every plugin manager does, ``rankopt plugins`` lists them)
+imports neither graph cuts nor the engine's solvers: the problems are imported
+when a problem is built.
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ class HOBModel(Model):
     output_kind = OutputKind.LABELING
 
     def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry):
-        from rankopt.models.high_order import HOBProblem, _check_input
+        from rankopt.models.high_order import HOBProblem, check_input
 
-        _check_input(X, feature_map)
+        check_input(X, feature_map)
         if not isinstance(loss, LabelingLoss):
             raise ValueError(f"expected a labeling loss such as 'zero_one', got {loss.name!r} instead")
         if inference != "auto":
@@ -39,9 +39,9 @@ class HOAPModel(Model):
 
     def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry):
         """A :class:`~rankopt.models.high_order.HOAPProblem` — a :class:`~rankopt.engine.CCCPProblem`, solved by CCCP."""
-        from rankopt.models.high_order import HOAPProblem, _check_input
+        from rankopt.models.high_order import HOAPProblem, check_input
 
-        _check_input(X, feature_map)
+        check_input(X, feature_map)
         if not isinstance(loss, RankLoss):
             raise ValueError(f"expected a rank loss such as 'ap', got {loss.name!r} instead")
         return HOAPProblem(X, y, loss, feature_map, inference, registry)

@@ -121,7 +121,7 @@ class QueryRankingProblem(StructuredProblem):
         self._n_rows = n_rows
         self.relevance = np.ascontiguousarray(relevance if self.rows is None else relevance[self.rows])
         self._psi_star = feature_map.combine(
-            X, self._scatter(ground_truth_coefficients(loss, self.relevance, self.offsets))
+            X, self._scatter(ground_truth_coefficients(loss, self.relevance, self.offsets, registry=registry))
         )
 
     def _scatter(self, grouped_coef: np.ndarray) -> np.ndarray:

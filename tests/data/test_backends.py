@@ -9,7 +9,8 @@ import scipy.sparse as sp
 import rankopt._validation as validation
 import rankopt.data.backends as backends
 from rankopt import RankSVM
-from rankopt._validation import all_finite, check_matrix
+from rankopt._validation import all_finite
+from rankopt.data.backends import check_matrix
 from rankopt.data.backends import NumpyBackend, SparseBackend, backend_for, register_backend
 from rankopt.exceptions import ConvergenceWarning
 from rankopt.features.linear import LinearFeatureMap

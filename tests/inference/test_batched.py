@@ -7,11 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rankopt.inference import batched
-from rankopt.inference.batched import (
-    ground_truth_coefficients,
-    most_violated_rankings,
-    most_violated_rankings_per_query,
-)
+from rankopt.api import ground_truth_coefficients, most_violated_rankings, most_violated_rankings_per_query
 from rankopt.losses import PositionDiscountLoss, RankLoss
 from rankopt.plugins import default_registry
 

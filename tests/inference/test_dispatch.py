@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles.brute_force import LOSSES, brute_force_max, ndcg_loss
 
 from rankopt import check_qs_suitable, most_violated_ranking
-from rankopt.inference.base import checked_delta_diff
 from rankopt.losses import APLoss, AUCLoss, CompiledForm, KernelCode, NDCGLoss, PositionDiscountLoss, RankLoss
+from rankopt.losses.base import checked_delta_diff
 from rankopt.plugins import default_registry
-from oracles.brute_force import LOSSES, brute_force_max, ndcg_loss
 
 
 class HalfAP(APLoss):
@@ -318,7 +318,7 @@ def test_rank_svm_resolves_auto_for_its_problem_size():
 
 def test_batched_inference_resolves_the_method_for_its_longest_query(rng):
     """A batch holding one query past the bend gets a method exact for that query too."""
-    from rankopt.inference.batched import most_violated_rankings, most_violated_rankings_per_query
+    from rankopt.api import most_violated_rankings, most_violated_rankings_per_query
 
     sizes = [6, 50, 4]
     offsets = np.concatenate([[0], np.cumsum(sizes)])

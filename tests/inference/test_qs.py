@@ -12,15 +12,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracles.losses import ChakrabartiLoss, PrecisionAtKLoss
 from oracles.brute_force import brute_force_max, ndcg_loss
+from oracles.losses import ChakrabartiLoss, PrecisionAtKLoss
 
 import rankopt
 from rankopt._validation import check_scores
 from rankopt.inference import _qs
-from rankopt.inference.base import ranking_from_ranks
+from rankopt.inference.base import kernel_arguments, ranking_from_ranks
 from rankopt.inference.general import DPMethod
-from rankopt.inference.base import kernel_arguments
 from rankopt.inference.qs import QSMethod
 from rankopt.losses import (
     APLoss,

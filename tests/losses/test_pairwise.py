@@ -8,7 +8,7 @@ from oracles.pairwise import best_over_labelings, best_over_rankings
 import rankopt
 import rankopt.testing
 from rankopt.inference import _pairwise
-from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings
+from rankopt.api import ground_truth_coefficients, most_violated_rankings
 from rankopt.losses import AUCLoss, PairwiseLoss
 from rankopt.plugins import default_registry
 
@@ -151,7 +151,7 @@ def test_methods_of_the_graded_loss():
 def test_many_grades_and_large_queries_equal_the_pair_matrix(monkeypatch):
     """O(n log n) counting = the O(n²) definition (the per-query reference) on larger queries."""
     from rankopt.inference import batched
-    from rankopt.inference.batched import most_violated_rankings_per_query
+    from rankopt.api import most_violated_rankings_per_query
 
     monkeypatch.setattr(batched, "DOCS_PER_THREAD", 1)
 
@@ -177,7 +177,7 @@ def test_kernel_sort_handles_any_scores(case):
     # The kernel orders scores by distribution (std::sort when they crowd into
     # few buckets, one run when they cannot be spread); the counts must be the
     # pair matrix's whatever the scores.
-    from rankopt.inference.batched import most_violated_rankings_per_query
+    from rankopt.api import most_violated_rankings_per_query
 
     rng = np.random.default_rng(11)
     n = 400

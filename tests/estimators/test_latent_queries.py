@@ -8,7 +8,8 @@ from rankopt.data.bags import Bags, check_bags
 from rankopt.features.linear import LinearFeatureMap
 from rankopt.metrics import mean_average_precision
 from rankopt.losses.ap import APLoss
-from rankopt.models.latent import BagQueries, LatentAPSVM, LatentRankingCCCP, LatentSSVM, LatentSVM
+from rankopt.models.latent import BagQueries, LatentRankingCCCP
+from rankopt.estimators.latent import LatentAPSVM, LatentSSVM, LatentSVM
 from rankopt.plugins import default_registry
 from test_latent import _bag_rows, _latent_ap_brute, _tiny, _value
 

@@ -62,7 +62,7 @@ def test_parallel_grid_search_in_processes_matches_serial(data):
 
 
 def test_grid_search_on_joblibs_dask_backend(data):
-    from rankopt.data.backends import dask_client
+    from rankopt.data import dask_client
 
     X, y = data
     serial = _search().fit(X, y)

@@ -12,7 +12,7 @@ from sklearn.model_selection import GridSearchCV, GroupKFold
 from rankopt import RankSVM
 from rankopt.exceptions import ConvergenceWarning
 from rankopt.metrics import average_precision, mean_average_precision
-from rankopt.models.progress import MonitoredIterationRecord
+from rankopt.estimators.progress import MonitoredIterationRecord
 
 
 @pytest.fixture(scope="module")

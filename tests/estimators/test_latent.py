@@ -10,15 +10,8 @@ from rankopt import ConvergenceWarning
 from rankopt.data.bags import check_bags
 from rankopt.features.linear import LinearFeatureMap
 from rankopt.losses.ap import APLoss
-from rankopt.models.latent import (
-    LatentAPSVM,
-    LatentRankingCCCP,
-    LatentSSVM,
-    LatentSSVMProblem,
-    LatentSVM,
-    LatentSVMCCCP,
-    ssvm_pattern_value,
-)
+from rankopt.models.latent import LatentRankingCCCP, LatentSSVMProblem, LatentSVMCCCP, ssvm_pattern_value
+from rankopt.estimators.latent import LatentAPSVM, LatentSSVM, LatentSVM
 from rankopt.plugins import default_registry
 
 FM = LinearFeatureMap()
@@ -165,8 +158,13 @@ def test_random_state_reproducible_and_inputs_equivalent(rng):
     ids = np.repeat(np.arange(len(bags)) * 7, [len(bag) for bag in bags])
     c = LatentAPSVM(C=5.0, n_init=2, random_state=3).fit(stacked, np.repeat(y, [len(bag) for bag in bags]), bags=ids)
     np.testing.assert_allclose(c.coef_, a.coef_, atol=1e-8)
-    sparse = LatentAPSVM(C=5.0, n_init=2, random_state=3).fit([sp.csr_matrix(bag) for bag in bags], y)
-    np.testing.assert_allclose(sparse.coef_, a.coef_, atol=1e-6)
+    # CSR products round differently from dense ones, and CCCP is not convex: at the default tol two
+    # inner solves a rounding apart can impute different latent choices and end in different local
+    # optima. Solved tightly, both reach the same optimum.
+    dense = LatentAPSVM(C=5.0, n_init=2, random_state=3, tol=1e-7).fit(bags, y)
+    sparse = LatentAPSVM(C=5.0, n_init=2, random_state=3, tol=1e-7).fit([sp.csr_matrix(bag) for bag in bags], y)
+    assert sparse.objective_ == pytest.approx(dense.objective_, rel=1e-9)
+    np.testing.assert_allclose(sparse.coef_, dense.coef_, atol=1e-6)
 
 
 def test_two_step_prediction(rng):

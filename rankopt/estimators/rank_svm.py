@@ -14,7 +14,6 @@ from rankopt._validation import (
     check_eval_set,
     check_feature_names,
     check_grades,
-    check_matrix,
     check_n_features,
     check_positive_float,
     check_positive_int,
@@ -22,12 +21,12 @@ from rankopt._validation import (
     check_relevant_at,
     relevant_from_grades,
 )
-from rankopt.data.backends import backend_for
+from rankopt.data.backends import backend_for, check_matrix
 from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.losses.base import Loss, OutputKind, RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
 from rankopt.models.approx import check_approx, fit_approx
-from rankopt.models.progress import ValidationMonitor, iteration_callback, verbose_logging
+from rankopt.estimators.progress import ValidationMonitor, iteration_callback, verbose_logging
 from rankopt.models.ranking import queries_to_order
 
 logger = logging.getLogger(__name__)
@@ -64,7 +63,7 @@ class RankSVM(BaseEstimator):
         Show every cutting-plane iteration (primal objective, duality gap,
         violation, and the validation AP with ``eval_set``): INFO records on
         the ``rankopt`` logger, printed on stderr during the fit when logging
-        is not configured (:mod:`rankopt.models.progress`).
+        is not configured (:mod:`rankopt.estimators.progress`).
     approx : float or None, default None
         AP-SVM-APPX (Mohapatra et al. (2014) §3.3, ``loss="ap"`` only): a
         percentage k in (0, 100].  A binary SVM (same C, tol, max_iter)
@@ -146,7 +145,7 @@ class RankSVM(BaseEstimator):
         The inference method used (None for labeling losses).
     history_ : list of IterationRecord
         Primal objective, dual objective and duality gap per iteration; with
-        ``eval_set``, :class:`~rankopt.models.progress.MonitoredIterationRecord`
+        ``eval_set``, :class:`~rankopt.estimators.progress.MonitoredIterationRecord`
         whose ``validation_score`` is the validation metric of that iterate.
     best_iteration_ : int or None
         With ``eval_set``: the iteration (1-based, as in ``history_``) with
@@ -196,7 +195,7 @@ class RankSVM(BaseEstimator):
         X may be a NumPy array (float32 stays float32), a scipy.sparse
         matrix, or a Dask array (dense or CSR chunks, e.g. on disk): its
         products run on Dask's active scheduler — a ``dask.distributed``
-        client if one is active (:func:`rankopt.data.backends.dask_client`)
+        client if one is active (:func:`rankopt.data.dask_client`)
         — and only the N scores and d-vectors reach this process.  See
         ``docs/scale.md``.
 

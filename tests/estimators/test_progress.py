@@ -14,8 +14,8 @@ import pytest
 from rankopt import HOAPSVM, HOBSVM, LatentAPSVM, RankSVM
 from rankopt.engine.cutting_plane import IterationRecord
 from rankopt.exceptions import ConvergenceWarning
-from rankopt.models import progress
-from rankopt.models.progress import IterationProgress, verbose_logging
+from rankopt.estimators import progress
+from rankopt.estimators.progress import IterationProgress, verbose_logging
 
 SCRIPT = textwrap.dedent(
     """
@@ -138,7 +138,7 @@ def test_verbose_logging_attaches_a_stderr_handler_only_for_the_block(capsys):
         with verbose_logging(True):
             assert package.getEffectiveLevel() == logging.INFO
             assert len(package.handlers) == 1
-            logging.getLogger("rankopt.models.progress").info("visible")
+            logging.getLogger("rankopt.estimators.progress").info("visible")
             with verbose_logging(True):  # a nested verbose fit adds nothing
                 assert len(package.handlers) == 1
         assert package.handlers == [] and package.level == logging.NOTSET
@@ -164,7 +164,7 @@ def test_verbose_logging_uses_configured_handlers(caplog):
     handlers = list(package.handlers)
     with verbose_logging(True):
         assert package.handlers == handlers  # pytest's handlers on the root logger take the records
-        logging.getLogger("rankopt.models.progress").info("to the configured handler")
+        logging.getLogger("rankopt.estimators.progress").info("to the configured handler")
     assert "to the configured handler" in caplog.text
 
 
@@ -187,8 +187,8 @@ def test_cccp_lines_count_the_steps_from_the_inner_restarts(caplog):
 
 
 def test_one_implementation():
-    import rankopt.models.high_order as high_order
-    import rankopt.models.rank_svm as rank_svm
+    import rankopt.estimators.high_order as high_order
+    import rankopt.estimators.rank_svm as rank_svm
 
     assert not hasattr(rank_svm, "_log_iteration") and not hasattr(high_order, "_log_iteration")
     assert progress.IterationProgress is IterationProgress
@@ -216,7 +216,7 @@ def test_estimators_are_quiet_by_default(rng, caplog):
         HOAPSVM(C=10.0, cccp_max_iter=1, max_iter=20).fit(X, y)
         LatentAPSVM(n_init=1, random_state=0, cccp_max_iter=1).fit([row[None] for row in X], y)
     assert not [r for r in caplog.records if " iteration " in r.getMessage() and r.levelno >= logging.INFO
-                and r.name == "rankopt.models.progress"]
+                and r.name == "rankopt.estimators.progress"]
 
 
 @pytest.mark.parametrize("cls", [LatentAPSVM])

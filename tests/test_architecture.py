@@ -1,0 +1,159 @@
+"""The package's layering, read from its source with ``ast`` (nothing is imported).
+
+Every ``import`` and ``from … import`` of a rankopt module counts — at module
+level, under ``if TYPE_CHECKING:`` or inside a function — because a reader
+following a name walks them all.  The import graph must have no circle, and
+the layers must point one way: estimators → engine / model plugins → losses
+and inference kernels, with the plugin registry above the layers it
+resolves names for.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "rankopt"
+
+
+def _module_names() -> dict[str, Path]:
+    """Dotted module name → file, for every .py and .pyx module of the package."""
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")) + sorted(PACKAGE.rglob("*.pyx")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+MODULES = _module_names()
+
+
+def _owning_module(dotted: str) -> str | None:
+    """The longest prefix of ``dotted`` that is a module of the package (``a.b.name`` → ``a.b``)."""
+    while dotted and dotted not in MODULES:
+        dotted = dotted.rpartition(".")[0]
+    return dotted or None
+
+
+def _imports_of(module: str, path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                origin = ".".join(base + ([node.module] if node.module else []))
+            else:
+                origin = node.module or ""
+            # ``from pkg import submodule`` imports the submodule, ``from mod import name`` the module.
+            targets = [f"{origin}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if target.split(".")[0] == "rankopt":
+                owner = _owning_module(target)
+                if owner is not None and owner != module:
+                    found.add(owner)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {name: _imports_of(name, path) for name, path in MODULES.items() if path.suffix == ".py"}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for succ in successors:
+                if succ not in index:
+                    index[succ] = low[succ] = len(index)
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(graph.get(succ, ())))))
+                    advanced = True
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_graph_is_read():
+    graph = import_graph()
+    assert "rankopt.estimators.rank_svm" in graph
+    assert "rankopt.engine.cutting_plane" in graph["rankopt.estimators.rank_svm"]
+    # function-local and typing-only imports count
+    assert "rankopt.plugins" in graph["rankopt.estimators.rank_svm"]
+    assert "rankopt.inference.base" in graph["rankopt.models.base"]
+
+
+def test_circles_are_found():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles():
+    found = circles(import_graph())
+    assert not found, "import circles in rankopt (each line one circle):\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+#: Layers that must not import the ones named after them.
+LOWER_LAYERS = {
+    "rankopt._validation": ("rankopt",),
+    "rankopt.exceptions": ("rankopt",),
+    "rankopt.losses": ("rankopt.plugins", "rankopt.api", "rankopt.estimators", "rankopt.engine", "rankopt.models"),
+    "rankopt.inference": ("rankopt.plugins", "rankopt.api", "rankopt.estimators", "rankopt.engine", "rankopt.models"),
+    "rankopt.engine": ("rankopt.plugins", "rankopt.api", "rankopt.estimators", "rankopt.models"),
+    "rankopt.models": ("rankopt.plugins", "rankopt.api", "rankopt.estimators"),
+    "rankopt.features": ("rankopt.plugins", "rankopt.api", "rankopt.estimators", "rankopt.models"),
+    "rankopt.data.backends": ("rankopt.data.dask_backend",),
+}
+
+
+@pytest.mark.parametrize("layer", sorted(LOWER_LAYERS))
+def test_layers_point_one_way(layer):
+    forbidden = LOWER_LAYERS[layer]
+    bad = sorted(
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if module == layer or module.startswith(layer + ".")
+        for target in targets
+        if any(target == f or target.startswith(f + ".") for f in forbidden)
+    )
+    assert not bad, "\n".join(bad)
