@@ -7,6 +7,7 @@ a kernel is suspected of reading out of bounds:
 
     RANKOPT_CYTHON_DEBUG=1 pip install --no-build-isolation -e .
 """
+
 import os
 import sys
 
@@ -62,5 +63,5 @@ setup(
         # Generated C++ goes into the build tree, never next to the sources; one
         # tree per mode, since cythonize regenerates by timestamp, not directives.
         build_dir="build/cython-debug" if DEBUG else "build/cython",
-    ),
+    )
 )

@@ -32,6 +32,7 @@ One paired ratio is reported without a target: ``per_doc_balanced``, the
 |P| (Theorem 2: O(|N| log |P| + |P| log |N|)), so the ``per_doc`` baseline, at
 0.1 % relevant, is qs's fastest regime; this one compares like with like.
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,8 +45,8 @@ from bench_inference import _alternate
 from pytest_benchmark.utils import load_timer
 
 import rankopt
-from rankopt.inference import batched
 from rankopt.api import most_violated_rankings, most_violated_rankings_per_query
+from rankopt.inference import batched
 
 MAX_DOCS = 1_000_000
 MAX_LOOP_DOCS = 100_000
@@ -62,7 +63,7 @@ class Batch:
     def id(self) -> str:
         return f"Q{self.n_queries}-n{self.n_docs}"
 
-    @functools.cache
+    @functools.cache  # noqa: B019 - a handful of frozen cases, kept for the whole run on purpose
     def arrays(self):
         """(scores, 0/1 relevance, grades 0–4, offsets)."""
         rng = np.random.default_rng(self.seed)
@@ -105,7 +106,11 @@ def test_batched(benchmark, batch, loss, n_threads, monkeypatch):
     benchmark.group = f"batched-{batch.id}-{loss}"
     result = benchmark(most_violated_rankings, loss, scores, relevance, offsets, "auto", n_threads=n_threads)
     benchmark.extra_info.update(
-        bench="batched", loss=loss, n_queries=batch.n_queries, n_docs=batch.n_docs, n_threads=n_threads,
+        bench="batched",
+        loss=loss,
+        n_queries=batch.n_queries,
+        n_docs=batch.n_docs,
+        n_threads=n_threads,
         queries_used=int(result.usable.sum()),
     )
 

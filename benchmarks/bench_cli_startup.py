@@ -19,6 +19,7 @@ succeed.
 
 Rounds: ``full`` — 15 per command; ``small`` (CI, ``--benchmark-disable``) — 1.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,7 +49,7 @@ def _run(argv: list[str]) -> tuple[float, float]:
     """Wall seconds and child CPU seconds (user + system) of one run of ``argv``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    completed = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    completed = subprocess.run(argv, capture_output=True, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if completed.returncode != 0:
@@ -80,8 +81,11 @@ def test_cli_startup(benchmark, request, args):
     base_wall, base_cpu = float(np.median(base_walls)), float(np.median(base_cpus))
     benchmark.extra_info.update(
         command=" ".join(["rankopt", *args]),
-        wall_median=wall, cpu_median=cpu,
-        baseline_wall_median=base_wall, baseline_cpu_median=base_cpu,
-        wall_ratio=wall / base_wall, cpu_ratio=cpu / max(base_cpu, 1e-3),
+        wall_median=wall,
+        cpu_median=cpu,
+        baseline_wall_median=base_wall,
+        baseline_cpu_median=base_cpu,
+        wall_ratio=wall / base_wall,
+        cpu_ratio=cpu / max(base_cpu, 1e-3),
         target_seconds=TARGET_SECONDS,
     )

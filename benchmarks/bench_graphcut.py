@@ -19,6 +19,7 @@ Graphs (``--bench-scale`` / ``RANKOPT_BENCH_SCALE``):
 Unaries are N(0, 1) per label, penalties Exp(mean 0.5): many nodes are
 pulled both ways, as in mid-training.
 """
+
 from __future__ import annotations
 
 import numpy as np

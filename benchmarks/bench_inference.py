@@ -41,6 +41,7 @@ score distribution, |P|, |N|), the loss, the method (and the one "auto"
 resolved to), and the fraction of negatives the call put below every
 positive; ``benchmarks/plot_results.py`` reads it from the JSON report.
 """
+
 from __future__ import annotations
 
 import functools
@@ -65,8 +66,10 @@ def _greedy_limit(n_pos: int, n_neg: int) -> str | None:
 
 def _dp_limit(n_pos: int, n_neg: int) -> str | None:
     if n_pos * n_neg > 1e7 or n_neg > 10_000:
-        return (f"|P||N| = {n_pos * n_neg:.1e}, |N| = {n_neg}: above |P||N| = 1e7 or |N| = 1e4 the "
-                f"O(|P||N|) dynamic programme, which loops over the negatives in Python, takes seconds per call")
+        return (
+            f"|P||N| = {n_pos * n_neg:.1e}, |N| = {n_neg}: above |P||N| = 1e7 or |N| = 1e4 the "
+            f"O(|P||N|) dynamic programme, which loops over the negatives in Python, takes seconds per call"
+        )
     return None
 
 

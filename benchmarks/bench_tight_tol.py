@@ -31,6 +31,7 @@ full] [--rounds N] [--only SUBSTRING]`` prints the same tables without
 pytest.  ``--bench-scale small`` runs three losses at C ∈ {1, 10} on the first
 150 samples of breast_cancer, once each, in a few seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,7 +64,7 @@ SCALE_C = (10.0, 100.0)
 SCALE_MAX_ITER = 5000
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def dataset(name: str, n_samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(X, y) of a case: breast_cancer standardised, or digits d one-vs-rest with X / 16."""
     from sklearn.datasets import load_breast_cancer, load_digits
@@ -75,7 +76,7 @@ def dataset(name: str, n_samples: int | None = None) -> tuple[np.ndarray, np.nda
         return X, y
     if name.startswith("digits"):
         X, digit = load_digits(return_X_y=True)
-        return X[:n_samples] / 16.0, digit[:n_samples] == int(name[len("digits"):])
+        return X[:n_samples] / 16.0, digit[:n_samples] == int(name[len("digits") :])
     raise ValueError(f"expected a data set breast_cancer or digits<d>, got {name!r} instead")
 
 
@@ -92,8 +93,9 @@ def linear_svc(C: float, y: np.ndarray):
 
     weights = zero_one_weights(y)
     class_weight = {True: float(weights[y][0]), False: float(weights[~y][0])}
-    return LinearSVC(loss="hinge", fit_intercept=False, C=C, class_weight=class_weight, dual=True,
-                     tol=SVC_TOL, max_iter=1_000_000)
+    return LinearSVC(
+        loss="hinge", fit_intercept=False, C=C, class_weight=class_weight, dual=True, tol=SVC_TOL, max_iter=1_000_000
+    )
 
 
 def hinge_objective(w: np.ndarray, X: np.ndarray, y: np.ndarray, C: float) -> float:
@@ -165,8 +167,8 @@ def measure_case(name: str, loss: str, C: float, n_samples: int | None, rounds: 
         linearsvc_iter=int(np.max(svc.n_iter_)),
     )
     if loss == "zero_one":  # the same problem: how far LinearSVC's answer is from rankopt's
-        info["linearsvc_objective_excess"] = (
-            hinge_objective(svc.coef_.ravel(), X, y, C) - hinge_objective(ranker.coef_, X, y, C)
+        info["linearsvc_objective_excess"] = hinge_objective(svc.coef_.ravel(), X, y, C) - hinge_objective(
+            ranker.coef_, X, y, C
         )
     return info, ranker
 
@@ -209,7 +211,8 @@ def measure_scale(n: int, d: int) -> dict:
 def tight_tol_table(records: list[dict]) -> str:
     """Markdown: case, both medians (CPU s), the ratio and whether it meets the target."""
     lines = [
-        f"| case | rankopt CPU s | LinearSVC CPU s | ratio | ≤ {TARGET_RATIO:g} | iterations | max planes | gap / (C·tol) |",
+        f"| case | rankopt CPU s | LinearSVC CPU s | ratio | ≤ {TARGET_RATIO:g} | iterations | max planes "
+        "| gap / (C·tol) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
@@ -222,12 +225,16 @@ def tight_tol_table(records: list[dict]) -> str:
 
 
 def scale_table(info: dict) -> str:
-    lines = ["| case | C | CPU s | iterations | s / iteration | max planes | gap / (C·tol) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| case | C | CPU s | iterations | s / iteration | max planes | gap / (C·tol) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for C in SCALE_C:
         r = info[f"C{C:g}"]
-        lines.append(f"| {info['case']} | {C:g} | {r['seconds']:.3g} | {r['n_iter']} | {r['seconds_per_iter']:.3g} | "
-                     f"{r['max_planes']} | {r['duality_gap'] / r['certified_gap']:.2f} |")
+        lines.append(
+            f"| {info['case']} | {C:g} | {r['seconds']:.3g} | {r['n_iter']} | {r['seconds_per_iter']:.3g} | "
+            f"{r['max_planes']} | {r['duality_gap'] / r['certified_gap']:.2f} |"
+        )
     lines.append(f"\nC = 100 / C = 10 time per iteration: {info['ratio']:.3g} (target ≤ {info['target_ratio']:g})")
     return "\n".join(lines)
 
@@ -238,6 +245,7 @@ def assert_certified(ranker, C: float, tol: float) -> None:
 
 
 # ------------------------------------------------------------------ pytest
+
 
 def _cases(scale: str) -> list[tuple[str, str, float]]:
     spec = CASES[scale]
@@ -256,6 +264,7 @@ except ModuleNotFoundError:  # pragma: no cover - the script needs no pytest
     pytest = None
 
 if pytest is not None:
+
     @pytest.fixture(scope="module")
     def report(request):
         """Collects the cases' records and prints their tables when the module ends."""
@@ -295,6 +304,7 @@ def test_scale_c_ratio(benchmark, request, report):
 
 
 # ------------------------------------------------------------------ script
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

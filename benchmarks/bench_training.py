@@ -22,6 +22,7 @@ the binary SVM baseline (``loss="zero_one"``) and AP-SVM-APPX with k = 50
 ``--bench-scale small`` trains one digit class and one Cora subject on the
 first 300 samples of each.
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,7 +45,7 @@ N_SAMPLES = {"full": None, "small": 300}
 ROUNDS = {"full": 3, "small": 1}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _dataset(name, n_samples):
     """(X, class of each sample), the first ``n_samples`` samples."""
     if name == "digits":

@@ -9,6 +9,7 @@ chooses the sizes the benchmark modules parametrise over:
 * ``full`` — the sweeps of Mohapatra et al. (2018) Figs. 1–2 up to |N| = 10⁶ and
   the digits training runs; minutes of run time.  Ask for it explicitly.
 """
+
 import os
 
 import pytest

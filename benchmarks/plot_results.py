@@ -14,6 +14,7 @@ when the report holds them.
 Only the JSON is read; nothing is re-run.  Sizes a report does not hold
 (e.g. a ``--bench-scale small`` run) show as "not measured".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -88,17 +89,19 @@ def plot(records, out: Path, stat: str = "median") -> None:
             fixed = sorted({(r["n_pos"] if xkey == "n_neg" else r["n_neg"]) for r in in_sweep})
             for method in methods + list(REFERENCES):
                 points = sorted(
-                    (r[xkey], r["median"]) for r in in_sweep
+                    (r[xkey], r["median"])
+                    for r in in_sweep
                     if r["method"] == method and (method in REFERENCES or r["loss"] == loss)
                 )
                 if not points:
                     continue
-                xs, ys = zip(*points)
+                xs, ys = zip(*points, strict=True)
                 if method in REFERENCES:
                     style = dict(color="black", linestyle="--" if method == "numpy.sort" else ":", marker="")
                 else:
-                    style = dict(color=colours[method], marker="o", markersize=3,
-                                 linestyle="-" if method != "auto" else "-.")
+                    style = dict(
+                        color=colours[method], marker="o", markersize=3, linestyle="-" if method != "auto" else "-."
+                    )
                 ax.plot(xs, ys, label=method, **style)
             ax.set_xscale("log")
             ax.set_yscale("log")
@@ -113,8 +116,9 @@ def plot(records, out: Path, stat: str = "median") -> None:
             ax.grid(True, which="both", alpha=0.3)
             if row == 0 and col == 0:
                 ax.legend(fontsize=8)
-    fig.suptitle(f"rankopt loss-augmented inference: {stat} time of one most_violated_ranking call "
-                 f"(mid-training scores)")
+    fig.suptitle(
+        f"rankopt loss-augmented inference: {stat} time of one most_violated_ranking call (mid-training scores)"
+    )
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
@@ -131,14 +135,13 @@ def median_table(records) -> str:
     columns = methods + list(REFERENCES)
     header = "| case | sweeps | loss | " + " | ".join(columns) + " |"
     lines = [header, "|" + "---|" * (3 + len(columns))]
-    cases = sorted({(r["dist"], r["n_pos"], r["n_neg"], tuple(r["sweeps"])) for r in records},
-                   key=lambda c: (c[0] != "mid", c[0], c[2], c[1]))
+    cases = sorted(
+        {(r["dist"], r["n_pos"], r["n_neg"], tuple(r["sweeps"])) for r in records},
+        key=lambda c: (c[0] != "mid", c[0], c[2], c[1]),
+    )
     for dist, n_pos, n_neg, sweeps in cases:
         for loss in LOSSES:
-            cells = [
-                _ms(median_of(records, dist=dist, n_pos=n_pos, n_neg=n_neg, method=m, loss=loss))
-                for m in columns
-            ]
+            cells = [_ms(median_of(records, dist=dist, n_pos=n_pos, n_neg=n_neg, method=m, loss=loss)) for m in columns]
             lines.append(f"| {dist} P={n_pos} N={n_neg} | {','.join(sweeps)} | {loss} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -162,6 +165,7 @@ def _ratio_line(label, num, den, target, *, note="") -> str:
 
 def targets_table(records) -> str:
     """The speed targets of the brief, as ratios of medians."""
+
     def t(method, loss=None, dist="mid", n_pos=1000, n_neg=1_000_000):
         return median_of(records, dist=dist, n_pos=n_pos, n_neg=n_neg, method=method, loss=loss)
 
@@ -172,24 +176,55 @@ def targets_table(records) -> str:
         greedy_at, n_neg = t("greedy", loss), 1_000_000
         note = ""
         if greedy_at is None:  # excluded at 10⁶: use the largest |N| of the |P| = 10³ sweep measured
-            measured = sorted(r["n_neg"] for r in records if r["method"] == "greedy" and r["loss"] == loss
-                              and r["dist"] == "mid" and r["n_pos"] == 1000 and "neg" in r["sweeps"])
+            measured = sorted(
+                r["n_neg"]
+                for r in records
+                if r["method"] == "greedy"
+                and r["loss"] == loss
+                and r["dist"] == "mid"
+                and r["n_pos"] == 1000
+                and "neg" in r["sweeps"]
+            )
             if measured:
                 n_neg = measured[-1]
                 greedy_at = t("greedy", loss, n_neg=n_neg)
                 note = f" greedy excluded at N=10⁶; measured at N={_size(n_neg)}"
-        lines.append(_ratio_line(f"greedy({loss}) / qs({loss}), P=10³ N={_size(n_neg)}",
-                                 greedy_at, t("qs", loss, n_neg=n_neg), "≥ 50", note=note))
+        lines.append(
+            _ratio_line(
+                f"greedy({loss}) / qs({loss}), P=10³ N={_size(n_neg)}",
+                greedy_at,
+                t("qs", loss, n_neg=n_neg),
+                "≥ 50",
+                note=note,
+            )
+        )
     for loss in LOSSES:
         lines.append(_ratio_line(f"auto({loss}) / qs({loss}), P=10³ N=10⁶", t("auto", loss), t("qs", loss), "≤ 1.1"))
-    lines.append(_ratio_line("greedy(ap) / search(ap), P=10³ N=10⁵",
-                             t("greedy", "ap", n_neg=100_000), t("search", "ap", n_neg=100_000), "≥ 5"))
-    lines.append(_ratio_line("search(ap) / select(ap), late training, P=10³ N=10⁵",
-                             t("search", "ap", dist="late", n_neg=100_000),
-                             t("select", "ap", dist="late", n_neg=100_000), "≥ 1"))
+    lines.append(
+        _ratio_line(
+            "greedy(ap) / search(ap), P=10³ N=10⁵",
+            t("greedy", "ap", n_neg=100_000),
+            t("search", "ap", n_neg=100_000),
+            "≥ 5",
+        )
+    )
+    lines.append(
+        _ratio_line(
+            "search(ap) / select(ap), late training, P=10³ N=10⁵",
+            t("search", "ap", dist="late", n_neg=100_000),
+            t("select", "ap", dist="late", n_neg=100_000),
+            "≥ 1",
+        )
+    )
     for loss in LOSSES:
-        lines.append(_ratio_line(f"greedy({loss}) / qs({loss}), first iteration (w = 0), P=10³ N=10⁶",
-                                 t("greedy", loss, dist="first"), t("qs", loss, dist="first"), "≥ 50"))
+        lines.append(
+            _ratio_line(
+                f"greedy({loss}) / qs({loss}), first iteration (w = 0), P=10³ N=10⁶",
+                t("greedy", loss, dist="first"),
+                t("qs", loss, dist="first"),
+                "≥ 50",
+            )
+        )
     return "\n".join(lines)
 
 
@@ -207,8 +242,10 @@ def paired_table(records) -> str:
         target = PAIRED_TARGETS.get((r["numerator"], r["denominator"]))
         if target is None:
             continue
-        label = (f"{r['numerator']}({r['loss']}) / {r['denominator']}({r['loss']}), P={_size(r['n_pos'])} "
-                 f"N={_size(r['n_neg'])}, {r['numerator_calls']} + {r['denominator_calls']} calls")
+        label = (
+            f"{r['numerator']}({r['loss']}) / {r['denominator']}({r['loss']}), P={_size(r['n_pos'])} "
+            f"N={_size(r['n_neg'])}, {r['numerator_calls']} + {r['denominator_calls']} calls"
+        )
         lines.append(_ratio_line(label, r["numerator_median"], r["denominator_median"], target))
     return "\n".join(lines)
 
@@ -218,6 +255,7 @@ def training_table(records) -> str:
         "| query | P / N | run | fit (ms) | iterations | inference (ms) | inference ms/iter | train AP |",
         "|---|---|---|---|---|---|---|---|",
     ]
+
     def key(r):
         return (r["dataset"], r["query_class"], r["loss"] != "zero_one", r["loss"], r["method"])
 
@@ -232,16 +270,32 @@ def training_table(records) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("json", type=Path, nargs="?", default=Path("results/bench.json"),
-                        help="pytest-benchmark report (--benchmark-json); default results/bench.json")
-    parser.add_argument("--out", type=Path, default=Path("results/bench_inference.png"),
-                        help="where to write the sweep plot; default results/bench_inference.png")
-    parser.add_argument("--stat", choices=("median", "min"), default="median",
-                        help="time statistic to plot and tabulate (min resists a loaded machine); default median")
+    parser.add_argument(
+        "json",
+        type=Path,
+        nargs="?",
+        default=Path("results/bench.json"),
+        help="pytest-benchmark report (--benchmark-json); default results/bench.json",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results/bench_inference.png"),
+        help="where to write the sweep plot; default results/bench_inference.png",
+    )
+    parser.add_argument(
+        "--stat",
+        choices=("median", "min"),
+        default="median",
+        help="time statistic to plot and tabulate (min resists a loaded machine); default median",
+    )
     args = parser.parse_args(argv)
     if not args.json.is_file():
-        print(f"plot_results: expected a pytest-benchmark JSON report at {args.json}, found none; run "
-              f"`pytest benchmarks/ --benchmark-json={args.json}` first", file=sys.stderr)
+        print(
+            f"plot_results: expected a pytest-benchmark JSON report at {args.json}, found none; run "
+            f"`pytest benchmarks/ --benchmark-json={args.json}` first",
+            file=sys.stderr,
+        )
         return 2
     inference, training, paired = load(args.json, args.stat)
     if not inference and not training and not paired:
@@ -270,7 +324,7 @@ def main(argv=None) -> int:
         print("\n### AP-SVM at scale, C = 100 against C = 10 (bench_tight_tol.py)\n")
         print(scale_table(info))
     if training:
-        print("\n### Training on digits (one-vs-rest), C = %g\n" % training[0]["C"])
+        print(f"\n### Training on digits (one-vs-rest), C = {training[0]['C']:g}\n")
         print(training_table(training))
     return 0
 

@@ -8,10 +8,11 @@ The public names below are imported on first access (PEP 562's module
 the engine, so that ``rankopt --version`` and ``rankopt --help`` answer at
 once.  ``from rankopt import RankSVM`` works as usual.
 """
+
 from __future__ import annotations
 
 from rankopt._lazy import lazy_attributes
-from rankopt.hookspecs import hookimpl
+from rankopt.hookspecs import hookimpl as hookimpl
 
 __version__ = "0.1.0"
 

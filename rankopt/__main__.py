@@ -1,4 +1,5 @@
 """``python -m rankopt``: the ``rankopt`` command."""
+
 from rankopt.cli import main
 
 if __name__ == "__main__":

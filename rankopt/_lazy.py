@@ -5,6 +5,7 @@ modules pull in NumPy-heavy solvers, scikit-learn or the Cython kernels;
 importing them lazily keeps ``rankopt --version`` and ``rankopt plugins``
 fast.  One helper, so the three packages behave alike.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -12,6 +12,7 @@ extra that installs it, as the README installs extras::
 The ``rankopt`` command prints that line as ``rankopt: error: …`` (exit
 status 2) instead of a traceback.
 """
+
 from __future__ import annotations
 
 import importlib

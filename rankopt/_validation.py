@@ -3,8 +3,10 @@
 The Cython kernels run without bounds checks, so everything that reaches
 them passes through here first.  Errors read "expected …, got … instead".
 """
+
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 
@@ -186,8 +188,10 @@ def check_eval_set(eval_set) -> tuple:
     X, y and qid by the estimator.
     """
     if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
-        got = f"a {type(eval_set).__name__} of {len(eval_set)} items" if isinstance(eval_set, (tuple, list)) else (
-            type(eval_set).__name__
+        got = (
+            f"a {type(eval_set).__name__} of {len(eval_set)} items"
+            if isinstance(eval_set, (tuple, list))
+            else (type(eval_set).__name__)
         )
         raise ValueError(f"expected eval_set=(X_val, y_val) or (X_val, y_val, qid_val), got {got} instead")
     X_val, y_val, *rest = eval_set
@@ -219,9 +223,7 @@ def check_binary_labels(y, n_samples: int | None = None, name: str = "y") -> np.
         raise ValueError(f"expected {name} to hold labels in {{0, 1}} or {{-1, 1}}, got NaN or infinity instead")
     values = set(np.unique(y).tolist())
     if not (values <= {0, 1} or values <= {-1, 1}):
-        raise ValueError(
-            f"expected {name} to hold labels in {{0, 1}} or {{-1, 1}}, got {sorted(values)} instead"
-        )
+        raise ValueError(f"expected {name} to hold labels in {{0, 1}} or {{-1, 1}}, got {sorted(values)} instead")
     positive = y > 0
     if positive.all() or not positive.any():
         raise ValueError(
@@ -232,7 +234,7 @@ def check_binary_labels(y, n_samples: int | None = None, name: str = "y") -> np.
 
 
 def check_positive_float(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"expected {name} to be a positive finite number, got {value!r} instead")
     return float(value)
 
@@ -277,10 +279,11 @@ class QueryIndex:
         return np.diff(self.offsets)
 
     @classmethod
-    def single(cls, n_samples: int) -> "QueryIndex":
+    def single(cls, n_samples: int) -> QueryIndex:
         """All rows as one query (qid 0)."""
-        return cls(np.arange(n_samples, dtype=np.intp), np.array([0, n_samples], dtype=np.intp),
-                   np.zeros(1, dtype=np.int64))
+        return cls(
+            np.arange(n_samples, dtype=np.intp), np.array([0, n_samples], dtype=np.intp), np.zeros(1, dtype=np.int64)
+        )
 
 
 def check_qid(qid, n_samples: int, name: str = "qid") -> QueryIndex:
@@ -303,9 +306,7 @@ def query_ids(qid, n_samples: int, name: str = "qid", per: str = "row of X") -> 
     if arr.ndim != 1:
         raise ValueError(f"expected {name} to be 1-D, got an array of shape {arr.shape} instead")
     if arr.shape[0] != n_samples:
-        raise ValueError(
-            f"expected {name} to have {n_samples} entries (one per {per}), got {arr.shape[0]} instead"
-        )
+        raise ValueError(f"expected {name} to have {n_samples} entries (one per {per}), got {arr.shape[0]} instead")
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
         raise ValueError(
             f"expected {name} to hold integer query ids, got {describe_values(arr)} (dtype {arr.dtype}) instead"

@@ -104,6 +104,5 @@ def check_qs_suitable(
     conditions and parameters), taking a registered rank-loss name as well
     as a :class:`~rankopt.losses.RankLoss`.
     """
-    if isinstance(loss, str):
-        loss = _lookup(registry).resolve_loss(loss)
-    return qs_check.check_qs_suitable(loss, n_pos_grid, n_neg_grid, random_state)
+    resolved = _lookup(registry).resolve_loss(loss) if isinstance(loss, str) else loss
+    return qs_check.check_qs_suitable(resolved, n_pos_grid, n_neg_grid, random_state)

@@ -29,6 +29,7 @@ Models are saved in rankopt's versioned ``.npz`` format
 cutting-plane iteration when training).  Bad files and bad parameters end
 with one line ``rankopt: error: …`` on stderr and exit status 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,71 +60,111 @@ def build_parser() -> argparse.ArgumentParser:
     from rankopt.experiments.demo import DEMO_C
 
     parser = argparse.ArgumentParser(
-        prog="rankopt",
-        description="Learning to rank by directly optimising AP, NDCG or ROC area with structural SVMs.",
+        prog="rankopt", description="Learning to rank by directly optimising AP, NDCG or ROC area with structural SVMs."
     )
     parser.add_argument("--version", action="version", version=f"rankopt {__version__}")
     # Accepted before or after the subcommand; SUPPRESS keeps a subcommand's
     # default from overwriting a -v given before it.
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level on stderr")
     verbose = argparse.ArgumentParser(add_help=False)
-    verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                         help="log progress at INFO level on stderr")
+    verbose.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log progress at INFO level on stderr"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    train = sub.add_parser("train", parents=[verbose], help="fit a RankSVM on an SVM-light/LETOR file",
-                           description="Fit a RankSVM on an SVM-light/LETOR file (one query, or every qid: "
-                                       "in it) and save it.")
-    train.add_argument("data", metavar="DATA.svmlight",
-                       help="training samples: labels in {0,1} or {-1,+1}, or grades >= 0; optional qid:")
+    train = sub.add_parser(
+        "train",
+        parents=[verbose],
+        help="fit a RankSVM on an SVM-light/LETOR file",
+        description="Fit a RankSVM on an SVM-light/LETOR file (one query, or every qid: in it) and save it.",
+    )
+    train.add_argument(
+        "data",
+        metavar="DATA.svmlight",
+        help="training samples: labels in {0,1} or {-1,+1}, or grades >= 0; optional qid:",
+    )
     train.add_argument("model", metavar="MODEL_FILE", help="where to write the model (.npz format)")
-    train.add_argument("--loss", default="ap",
-                       help='"ap", "ndcg", "auc", "pairwise" (trains on the grades), "zero_one" '
-                            'or a plugin\'s loss (default: ap)')
+    train.add_argument(
+        "--loss",
+        default="ap",
+        help='"ap", "ndcg", "auc", "pairwise" (trains on the grades), "zero_one" or a plugin\'s loss (default: ap)',
+    )
     train.add_argument("--C", type=float, default=1.0, help="slack weight (default: 1.0)")
     train.add_argument("--tol", type=float, default=1e-3, help="cutting-plane tolerance (default: 1e-3)")
     train.add_argument("--max-iter", type=int, default=1000, help="cutting-plane iterations (default: 1000)")
-    train.add_argument("--inference", default="auto",
-                       help='loss-augmented inference method, or "auto" (default: auto)')
-    train.add_argument("--relevant-at", type=float, default=1.0, metavar="GRADE",
-                       help="grades from this one on count as relevant for a binary loss (default: 1, "
-                            "LETOR's convention for MAP)")
-    train.add_argument("--scale", choices=("none", "max-abs"), default="none",
-                       help="max-abs: train on every feature divided by its largest absolute value in DATA "
-                            "(sparsity kept), then fold the scales into the saved weights, which score raw "
-                            "features; much faster on raw features of very different ranges (default: none)")
-    train.add_argument("--zero-based", **_ZERO_BASED_OPTION)
+    train.add_argument("--inference", default="auto", help='loss-augmented inference method, or "auto" (default: auto)')
+    train.add_argument(
+        "--relevant-at",
+        type=float,
+        default=1.0,
+        metavar="GRADE",
+        help="grades from this one on count as relevant for a binary loss (default: 1, LETOR's convention for MAP)",
+    )
+    train.add_argument(
+        "--scale",
+        choices=("none", "max-abs"),
+        default="none",
+        help="max-abs: train on every feature divided by its largest absolute value in DATA "
+        "(sparsity kept), then fold the scales into the saved weights, which score raw "
+        "features; much faster on raw features of very different ranges (default: none)",
+    )
+    _add_zero_based_option(train)
     train.set_defaults(handler=_train)
 
-    predict = sub.add_parser("predict", parents=[verbose], help="write one ranking score per sample",
-                             description="Score every line of an SVM-light file, one score per line.")
+    predict = sub.add_parser(
+        "predict",
+        parents=[verbose],
+        help="write one ranking score per sample",
+        description="Score every line of an SVM-light file, one score per line.",
+    )
     predict.add_argument("model", metavar="MODEL_FILE")
     predict.add_argument("data", metavar="DATA.svmlight")
     predict.add_argument("--output", "-o", metavar="FILE", help="write the scores here (default: stdout)")
-    predict.add_argument("--zero-based", **_ZERO_BASED_OPTION)
+    _add_zero_based_option(predict)
     predict.set_defaults(handler=_predict)
 
     evaluate = sub.add_parser(
-        "evaluate", parents=[verbose], help="print MAP, NDCG@k and P@10 (AP, NDCG, ROC AUC, P@10 for one query)",
+        "evaluate",
+        parents=[verbose],
+        help="print MAP, NDCG@k and P@10 (AP, NDCG, ROC AUC, P@10 for one query)",
         description="Rank a file's queries with a model and print MAP, NDCG@1/5/10 and P@10 averaged over "
-                    "queries; a file without qid: is one query, scored by AP, NDCG, ROC AUC and P@10.")
+        "queries; a file without qid: is one query, scored by AP, NDCG, ROC AUC and P@10.",
+    )
     evaluate.add_argument("model", metavar="MODEL_FILE")
     evaluate.add_argument("data", metavar="DATA.svmlight")
-    evaluate.add_argument("--per-query", metavar="FILE",
-                          help="also write each query's metrics here (tab-separated, one line per qid)")
-    evaluate.add_argument("--relevant-at", type=float, default=None, metavar="GRADE",
-                          help="grades from this one on count as relevant for MAP and P@10 (default: the model's)")
-    evaluate.add_argument("--zero-based", **_ZERO_BASED_OPTION)
+    evaluate.add_argument(
+        "--per-query", metavar="FILE", help="also write each query's metrics here (tab-separated, one line per qid)"
+    )
+    evaluate.add_argument(
+        "--relevant-at",
+        type=float,
+        default=None,
+        metavar="GRADE",
+        help="grades from this one on count as relevant for MAP and P@10 (default: the model's)",
+    )
+    _add_zero_based_option(evaluate)
     evaluate.set_defaults(handler=_evaluate)
 
-    plugins = sub.add_parser("plugins", parents=[verbose], help="list the registered plugins",
-                             description="List every registered loss, inference method, model and feature map.")
+    plugins = sub.add_parser(
+        "plugins",
+        parents=[verbose],
+        help="list the registered plugins",
+        description="List every registered loss, inference method, model and feature map.",
+    )
     plugins.set_defaults(handler=_plugins)
 
-    demo = sub.add_parser("demo", parents=[verbose], help="compare the four SVMs on scikit-learn's digits",
-                          description="Binary, AP, NDCG and ROC-area SVMs on the digits, one query per class.")
-    demo.add_argument("--output-dir", default=".", metavar="DIR",
-                      help="where to write rankopt-demo-pr.png and rankopt-demo-results.json (default: .)")
+    demo = sub.add_parser(
+        "demo",
+        parents=[verbose],
+        help="compare the four SVMs on scikit-learn's digits",
+        description="Binary, AP, NDCG and ROC-area SVMs on the digits, one query per class.",
+    )
+    demo.add_argument(
+        "--output-dir",
+        default=".",
+        metavar="DIR",
+        help="where to write rankopt-demo-pr.png and rankopt-demo-results.json (default: .)",
+    )
     demo.add_argument("--quick", action="store_true", help="three classes instead of ten")
     demo.add_argument("--C", type=float, default=DEMO_C, help=f"slack weight of every method (default: {DEMO_C:g})")
     demo.set_defaults(handler=_demo)
@@ -140,10 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: The --zero-based option of the commands that read data files.
-_ZERO_BASED_OPTION = dict(
-    choices=("auto", "yes", "no"), default="auto",
-    help="whether feature indices start at 0; auto: when index 0 occurs in the file (default: auto)",
-)
+def _add_zero_based_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--zero-based",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="whether feature indices start at 0; auto: when index 0 occurs in the file (default: auto)",
+    )
+
+
 _ZERO_BASED = {"auto": "auto", "yes": True, "no": False}
 
 
@@ -219,8 +265,9 @@ def _max_abs_scaled(X):
     import numpy as np
     import scipy.sparse as sp
 
-    scale = np.asarray(abs(X).max(axis=0).todense() if sp.issparse(X) else np.abs(X).max(axis=0),
-                       dtype=np.float64).ravel()
+    scale = np.asarray(
+        abs(X).max(axis=0).todense() if sp.issparse(X) else np.abs(X).max(axis=0), dtype=np.float64
+    ).ravel()
     scale[scale == 0] = 1.0
     logger.info("features scaled by their largest absolute values, from %.3g to %.3g", scale.min(), scale.max())
     if sp.issparse(X):
@@ -230,12 +277,19 @@ def _max_abs_scaled(X):
 
 def _train(args) -> None:
     from rankopt.data.model_file import save_model
-    from rankopt.exceptions import ConvergenceWarning
     from rankopt.estimators.rank_svm import RankSVM
+    from rankopt.exceptions import ConvergenceWarning
 
     data, relevant = _read_data(args.data, args)
-    model = RankSVM(loss=args.loss, C=args.C, tol=args.tol, max_iter=args.max_iter,
-                    inference=args.inference, verbose=args.verbose, relevant_at=args.relevant_at)
+    model = RankSVM(
+        loss=args.loss,
+        C=args.C,
+        tol=args.tol,
+        max_iter=args.max_iter,
+        inference=args.inference,
+        verbose=args.verbose,
+        relevant_at=args.relevant_at,
+    )
     X, scale = data.X, None
     if args.scale == "max-abs":
         X, scale = _max_abs_scaled(X)
@@ -255,8 +309,9 @@ def _train(args) -> None:
     if relevant is not None:
         samples = f"{data.X.shape[0]} samples ({int(relevant.sum())} relevant)"
     else:
-        samples = (f"{data.X.shape[0]} samples in {model.n_queries_} queries "
-                   f"({model.n_queries_used_} with documents to order)")
+        samples = (
+            f"{data.X.shape[0]} samples in {model.n_queries_} queries ({model.n_queries_used_} with documents to order)"
+        )
     print(
         f"trained RankSVM(loss={model.loss_.name!r}, C={model.C:g}) on {samples} x {data.X.shape[1]} features: "
         f"{model.n_iter_} iterations, {status}; wrote {args.model}"
@@ -306,8 +361,12 @@ def _evaluate(args) -> None:
     }
     if relevant is not None:  # one query of binary labels
         print(f"{'samples':<9}{data.X.shape[0]} ({int(relevant.sum())} relevant)")
-        for label, metric in (("AP", average_precision), ("NDCG", ndcg), ("ROC AUC", roc_auc),
-                              ("P@10", precision_at_k)):
+        for label, metric in (
+            ("AP", average_precision),
+            ("NDCG", ndcg),
+            ("ROC AUC", roc_auc),
+            ("P@10", precision_at_k),
+        ):
             print(f"{label:<9}{metric(relevant, scores):.4f}")
     else:
         defined = ~np.isnan(per_query["AP"])
@@ -316,8 +375,10 @@ def _evaluate(args) -> None:
                 f"expected some query of {data.path!r} to hold a relevant document (grade >= {relevant_at:g}), "
                 "got none instead"
             )
-        print(f"{'queries':<9}{defined.size} ({int(defined.sum())} with a relevant document, averaged over), "
-              f"{data.X.shape[0]} documents")
+        print(
+            f"{'queries':<9}{defined.size} ({int(defined.sum())} with a relevant document, averaged over), "
+            f"{data.X.shape[0]} documents"
+        )
         for label, values in per_query.items():
             name = "MAP" if label == "AP" else label
             print(f"{name:<9}{np.nanmean(values[defined]):.4f}")
@@ -326,7 +387,7 @@ def _evaluate(args) -> None:
         sizes = np.unique(qid, return_counts=True)[1]
         with open(args.per_query, "w", encoding="utf-8") as handle:
             handle.write("\t".join(["qid", "documents", *per_query]) + "\n")
-            for row, (q, size) in enumerate(zip(ids, sizes)):
+            for row, (q, size) in enumerate(zip(ids, sizes, strict=True)):
                 cells = [f"{values[row]:.6f}" for values in per_query.values()]
                 handle.write("\t".join([str(q), str(size), *cells]) + "\n")
         logger.info("wrote %d queries' metrics to %s", ids.size, args.per_query)
@@ -339,7 +400,7 @@ def _plugins(args) -> None:
     header = ("name", "kind", "provider")
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(3)]
     for row in [header, *rows]:
-        print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths)).rstrip())
+        print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 def _demo(args) -> None:

@@ -8,6 +8,11 @@ second, which the modules that only need :func:`brief` or
 pay.
 """
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sklearn.exceptions import ConvergenceWarning
+
 __all__ = ["ConvergenceWarning", "PluginLoadWarning", "brief"]
 
 

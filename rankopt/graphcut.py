@@ -38,6 +38,7 @@ on a graph that has not had a plain ``maxflow()`` yet (also on a ``copy()``).
 :class:`_DynamicCut` is the only place that reuses trees, and its constructor
 runs the plain max-flow, so no code path can reach that state.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,13 +49,7 @@ import scipy.sparse as sp
 
 from rankopt._validation import as_float_vector
 
-__all__ = [
-    "Labelings",
-    "check_edges",
-    "loss_augmented_labeling",
-    "max_marginals",
-    "maximize",
-]
+__all__ = ["Labelings", "check_edges", "loss_augmented_labeling", "max_marginals", "maximize"]
 
 
 def check_edges(edges, n_nodes: int, name: str = "edges") -> np.ndarray:
@@ -66,7 +61,9 @@ def check_edges(edges, n_nodes: int, name: str = "edges") -> np.ndarray:
     try:
         arr = np.asarray(edges)
     except Exception as exc:
-        raise ValueError(f"expected {name} to be an (m, 2) array of node indices, got {type(edges).__name__}: {exc}") from exc
+        raise ValueError(
+            f"expected {name} to be an (m, 2) array of node indices, got {type(edges).__name__}: {exc}"
+        ) from exc
     if arr.size == 0:
         return np.zeros((0, 2), dtype=np.intp)
     if arr.ndim != 2 or arr.shape[1] != 2:
@@ -87,7 +84,9 @@ def check_edges(edges, n_nodes: int, name: str = "edges") -> np.ndarray:
     loops = arr[:, 0] == arr[:, 1]
     if loops.any():
         row = int(np.flatnonzero(loops)[0])
-        raise ValueError(f"expected {name} without self-loops, got the edge {tuple(arr[row].tolist())} (row {row}) instead")
+        raise ValueError(
+            f"expected {name} without self-loops, got the edge {tuple(arr[row].tolist())} (row {row}) instead"
+        )
     return np.ascontiguousarray(arr)
 
 
@@ -195,15 +194,13 @@ class Labelings:
         """The labelings as a dense (k, n) bool array."""
         return self.base[None, :] ^ (self.flips.toarray() != 0)
 
-    def rows(self, index) -> "Labelings":
+    def rows(self, index) -> Labelings:
         return Labelings(self.base, self.flips[np.asarray(index)])
 
     def _edge_flips(self, edges: np.ndarray) -> sp.csr_matrix:
         """(k, m): 1 where edge e's cut status differs from the base's in row k."""
         n, m = self.base.size, edges.shape[0]
-        incidence = sp.csr_matrix(
-            (np.ones(2 * m), (edges.T.ravel(), np.tile(np.arange(m), 2))), shape=(n, m)
-        )
+        incidence = sp.csr_matrix((np.ones(2 * m), (edges.T.ravel(), np.tile(np.arange(m), 2))), shape=(n, m))
         touched = (self.flips @ incidence).tocsr()
         touched.data = (touched.data.round() % 2 == 1).astype(np.float64)  # one endpoint flipped
         touched.eliminate_zeros()

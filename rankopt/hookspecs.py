@@ -24,6 +24,7 @@ Each hook returns a list of *classes*; rankopt instantiates them on demand
 (``rankopt.get_loss("rbp")``).  Names must be unique across all plugins: a
 second provider of the same name is rejected with an error naming both.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -43,7 +44,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 @hookspec
-def rankopt_losses() -> "list[type[Loss]]":
+def rankopt_losses() -> list[type[Loss]]:
     """Return the loss classes this plugin provides.
 
     Each class subclasses :class:`rankopt.losses.RankLoss` (a loss over
@@ -55,7 +56,7 @@ def rankopt_losses() -> "list[type[Loss]]":
 
 
 @hookspec
-def rankopt_feature_maps() -> "list[type[FeatureMap]]":
+def rankopt_feature_maps() -> list[type[FeatureMap]]:
     """Return the joint-feature-map classes this plugin provides.
 
     A feature map turns the input samples and a structured output into the
@@ -65,7 +66,7 @@ def rankopt_feature_maps() -> "list[type[FeatureMap]]":
 
 
 @hookspec
-def rankopt_models() -> "list[type[Model]]":
+def rankopt_models() -> list[type[Model]]:
     """Return the model classes this plugin provides.
 
     A model turns training data, a loss and a feature map into a
@@ -75,7 +76,7 @@ def rankopt_models() -> "list[type[Model]]":
 
 
 @hookspec
-def rankopt_inference_methods() -> "list[type[InferenceMethod]]":
+def rankopt_inference_methods() -> list[type[InferenceMethod]]:
     """Return the loss-augmented inference method classes this plugin provides.
 
     A method computes, for given positive and negative scores, the optimal

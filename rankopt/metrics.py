@@ -20,6 +20,7 @@ trec_eval would count it as 0, LightGBM as 1 — and ``average=False``
 returns NaN for it.  Precision@k divides by min(k, query size), as the
 single-query one does (trec_eval divides by k).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -114,9 +115,9 @@ def precision_at_k(y_true, scores, qid=None, k: int = 10, *, relevant_at=1, aver
         )
     k = check_positive_int(k, "k")
     if qid is not None:
-        return _over_queries(_precision_at_k_sorted, y_true, scores, qid, average,
-                             relevant_at=relevant_at, k=k)
-    return _precision_at_k_sorted(*_prepare(y_true, scores), k)
+        return _over_queries(_precision_at_k_sorted, y_true, scores, qid, average, relevant_at=relevant_at, k=k)
+    positive, sorted_scores = _prepare(y_true, scores)
+    return _precision_at_k_sorted(positive, sorted_scores, k)
 
 
 def _precision_at_k_sorted(positive, sorted_scores, k) -> float:

@@ -11,6 +11,7 @@ subclass the right base, carry a unique non-empty name and honour the cheap
 parts of its contract; a plugin that fails is unregistered again and the
 error names it.
 """
+
 from __future__ import annotations
 
 import enum
@@ -20,6 +21,7 @@ import importlib.metadata
 import os
 import warnings
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pluggy
@@ -159,9 +161,7 @@ class RankoptPluginManager(pluggy.PluginManager):
             try:
                 contributed = impl.function()
             except Exception as exc:
-                raise PluginContractError(
-                    f"plugin {provider!r}: its {kind.hook_name}() hook raised {exc!r}"
-                ) from exc
+                raise PluginContractError(f"plugin {provider!r}: its {kind.hook_name}() hook raised {exc!r}") from exc
             if not isinstance(contributed, (list, tuple)):
                 raise PluginContractError(
                     f"plugin {provider!r}: expected {kind.hook_name}() to return a list of "
@@ -203,11 +203,10 @@ def _validate_class(kind: PluginKind, cls, provider: str) -> PluginInfo:
         instance = cls()
     except Exception as exc:
         raise PluginContractError(
-            f"{where}: {kind.value} {name!r} ({cls.__qualname__}) cannot be constructed "
-            f"without arguments: {exc!r}"
+            f"{where}: {kind.value} {name!r} ({cls.__qualname__}) cannot be constructed without arguments: {exc!r}"
         ) from exc
     if kind is PluginKind.LOSS:
-        _smoke_test_loss(instance, where)
+        _smoke_test_loss(cast(Loss, instance), where)
     return PluginInfo(name, kind, provider, cls)
 
 
@@ -331,12 +330,10 @@ class PluginRegistry:
     def _lookup(self, kind: PluginKind, name: str) -> PluginInfo:
         available = self.plugin_manager.catalogue()[kind]
         if not isinstance(name, str) or name not in available:
-            raise ValueError(
-                f"unknown {kind.value} {name!r}: expected one of {sorted(available)}"
-            )
+            raise ValueError(f"unknown {kind.value} {name!r}: expected one of {sorted(available)}")
         return available[name]
 
-    def list(self, kind: PluginKind | None = None) -> list[PluginInfo]:
+    def list(self, kind: str | PluginKind | None = None) -> list[PluginInfo]:
         catalogue = self.plugin_manager.catalogue()
         kinds = list(PluginKind) if kind is None else [PluginKind(kind)]
         return [info for k in kinds for _, info in sorted(catalogue[k].items())]
@@ -374,15 +371,14 @@ class PluginRegistry:
 
         if method == "auto":
             candidates = sorted(
-                (info.cls() for info in self.list(PluginKind.INFERENCE_METHOD)),
-                key=lambda m: (m.auto_priority, m.name),
+                (info.cls() for info in self.list(PluginKind.INFERENCE_METHOD)), key=lambda m: (m.auto_priority, m.name)
             )
             reasons = {}
             for candidate in candidates:  # fastest first; the first exact one wins
                 reasons[candidate.name] = reason_against(candidate)
                 if reasons[candidate.name] is None:
                     return candidate
-            details = "; ".join(f"{name}: {brief(reason, 200)}" for name, reason in reasons.items())
+            details = "; ".join(f"{name}: {brief(str(reason), 200)}" for name, reason in reasons.items())
             raise ValueError(f"no registered inference method is exact for loss {loss.name!r} ({details})")
         try:
             solver = self._lookup(PluginKind.INFERENCE_METHOD, method).cls()
@@ -397,7 +393,7 @@ class PluginRegistry:
         return solver
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def default_registry() -> PluginRegistry:
     """The registry of the default plugin manager, built on first use."""
     return PluginRegistry(create_plugin_manager())

@@ -21,6 +21,7 @@ a rank loss the way rankopt's own losses are verified:
 
 Both raise :class:`AssertionError` describing the first failure.
 """
+
 from __future__ import annotations
 
 import itertools

@@ -4,6 +4,7 @@
 oracles as ``from oracles.brute_force import ...`` (pyproject.toml is not
 touched for this).
 """
+
 import copy
 import os
 import sys

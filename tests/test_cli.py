@@ -1,27 +1,21 @@
 """The ``rankopt`` command, the SVM-light helpers and the model file format."""
+
 from __future__ import annotations
 
 import json
 import logging
 import re
 import subprocess
-import tempfile
 import sys
+import tempfile
 
 import numpy as np
 import pytest
-
 from oracles.model_files import rewrite_archive
+
 from rankopt import RankSVM, __version__
 from rankopt.cli import build_parser, main
-from rankopt.data import (
-    ModelFileError,
-    load_digits,
-    load_model,
-    read_svmlight,
-    save_model,
-    write_svmlight,
-)
+from rankopt.data import ModelFileError, load_digits, load_model, read_svmlight, save_model, write_svmlight
 from rankopt.data.model_file import MODEL_FORMAT_VERSION
 from rankopt.metrics import average_precision, ndcg, precision_at_k, roc_auc
 
@@ -95,8 +89,7 @@ def test_train_predict_evaluate_round_trip(tmp_path, files, digits_split, capsys
     assert status == 0, err
     printed = {line[:9].strip(): line[9:].strip() for line in out.strip().splitlines()}
     assert printed["samples"] == f"{X_test.shape[0]} ({int(y_test.sum())} relevant)"
-    for label, metric in (("AP", average_precision), ("NDCG", ndcg), ("ROC AUC", roc_auc),
-                          ("P@10", precision_at_k)):
+    for label, metric in (("AP", average_precision), ("NDCG", ndcg), ("ROC AUC", roc_auc), ("P@10", precision_at_k)):
         assert float(printed[label]) == pytest.approx(metric(y_test, scores), abs=5e-5)
     assert float(printed["AP"]) > 0.8  # the model learned something
 
@@ -125,8 +118,9 @@ def test_one_qid_trains_the_single_query_model_several_train_over_queries(tmp_pa
     status, out, _ = run(capsys, "train", two, tmp_path / "m2")
     assert status == 0 and "in 2 queries" in out
     qid = np.repeat([1, 2], [150, 150])
-    np.testing.assert_allclose(load_model(tmp_path / "m2").coef_, RankSVM().fit(X, y, qid=qid).coef_,
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        load_model(tmp_path / "m2").coef_, RankSVM().fit(X, y, qid=qid).coef_, rtol=1e-9, atol=1e-12
+    )
     status, out, _ = run(capsys, "predict", model_file, two)
     assert status == 0 and len(out.splitlines()) == y.size
 
@@ -161,10 +155,13 @@ def test_plugins_lists_name_kind_provider(capsys):
     rows = [line.split() for line in out.strip().splitlines()]
     assert rows[0] == ["name", "kind", "provider"]
     listed = {tuple(row) for row in rows[1:]}
-    for expected in [("ap", "loss", "rankopt.losses.ap"), ("ndcg", "loss", "rankopt.losses.discount"),
-                     ("zero_one", "loss", "rankopt.losses.zero_one"),
-                     ("greedy", "inference_method", "rankopt.inference.greedy"),
-                     ("linear", "feature_map", "rankopt.features.linear")]:
+    for expected in [
+        ("ap", "loss", "rankopt.losses.ap"),
+        ("ndcg", "loss", "rankopt.losses.discount"),
+        ("zero_one", "loss", "rankopt.losses.zero_one"),
+        ("greedy", "inference_method", "rankopt.inference.greedy"),
+        ("linear", "feature_map", "rankopt.features.linear"),
+    ]:
         assert expected in listed
 
 
@@ -195,21 +192,25 @@ def test_unknown_loss(tmp_path, files, capsys):
     assert not (tmp_path / "m").exists()
 
 
-@pytest.mark.parametrize("option", [("--C", "-1"), ("--tol", "0"), ("--max-iter", "0"),
-                                    ("--inference", "no_such_method")])
+@pytest.mark.parametrize(
+    "option", [("--C", "-1"), ("--tol", "0"), ("--max-iter", "0"), ("--inference", "no_such_method")]
+)
 def test_bad_parameters(tmp_path, files, capsys, option):
     status, _, err = run(capsys, "train", files[0], tmp_path / "m", *option)
     assert_one_line_error(status, err)
 
 
-@pytest.mark.parametrize("content, fragment", [
-    (b"junk line\n", "as SVM-light"),
-    (b"", "empty file"),
-    (b"1 1:1\n-2 1:2\n0 2:1\n", "grades >= 0"),
-    (b"1.5 1:1\n2 1:2\n0 2:1\n", "grades >= 0, got 1.5"),
-    (b"1 1:1\n1 2:1\n", "both a positive and a negative"),
-    (b"1 1:nan\n0 2:1\n", "finite"),
-])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        (b"junk line\n", "as SVM-light"),
+        (b"", "empty file"),
+        (b"1 1:1\n-2 1:2\n0 2:1\n", "grades >= 0"),
+        (b"1.5 1:1\n2 1:2\n0 2:1\n", "grades >= 0, got 1.5"),
+        (b"1 1:1\n1 2:1\n", "both a positive and a negative"),
+        (b"1 1:nan\n0 2:1\n", "finite"),
+    ],
+)
 def test_bad_training_files(tmp_path, capsys, content, fragment):
     data = tmp_path / "bad.svm"
     data.write_bytes(content)
@@ -230,9 +231,7 @@ def test_data_with_fewer_features_than_the_model_is_widened(tmp_path, model_file
     status, out, _ = run(capsys, "predict", model_file, data)
     assert status == 0
     coef = load_model(model_file).coef_
-    np.testing.assert_allclose(np.array(out.split(), dtype=float),
-                               [coef[0] + 0.5 * coef[4], coef[1]], rtol=1e-9)
-
+    np.testing.assert_allclose(np.array(out.split(), dtype=float), [coef[0] + 0.5 * coef[4], coef[1]], rtol=1e-9)
 
 
 @pytest.mark.parametrize("kind", ["text", "truncated", "foreign_npz", "no_coef", "bad_coef", "bad_json"])
@@ -261,8 +260,13 @@ def test_model_of_another_format_version(tmp_path, model_file, files, capsys):
     future = tmp_path / "future.model"
     rewrite_archive(model_file, future, format_version=MODEL_FORMAT_VERSION + 1, rankopt_version="9.9.9")
     status, _, err = run(capsys, "evaluate", future, files[1])
-    assert_one_line_error(status, err, f"format version {MODEL_FORMAT_VERSION + 1}", "rankopt 9.9.9",
-                          f"reads version {MODEL_FORMAT_VERSION} only")
+    assert_one_line_error(
+        status,
+        err,
+        f"format version {MODEL_FORMAT_VERSION + 1}",
+        "rankopt 9.9.9",
+        f"reads version {MODEL_FORMAT_VERSION} only",
+    )
 
 
 def test_model_file_records_how_it_was_trained(model_file):
@@ -272,9 +276,17 @@ def test_model_file_records_how_it_was_trained(model_file):
         assert str(archive["rankopt_version"]) == __version__
         assert str(archive["loss"]) == "ap"
         assert str(archive["model_type"]) == "RankSVM"
-        assert json.loads(str(archive["params"])) == {"loss": "ap", "C": 1.0, "tol": 1e-3, "max_iter": 1000,
-                                                      "inference": "auto", "verbose": False, "approx": None,
-                                                      "relevant_at": 1, "early_stopping_patience": None}
+        assert json.loads(str(archive["params"])) == {
+            "loss": "ap",
+            "C": 1.0,
+            "tol": 1e-3,
+            "max_iter": 1000,
+            "inference": "auto",
+            "verbose": False,
+            "approx": None,
+            "relevant_at": 1,
+            "early_stopping_patience": None,
+        }
 
 
 def test_save_model_needs_a_fitted_model(tmp_path):
@@ -312,8 +324,13 @@ def test_svmlight_round_trip_is_one_based(tmp_path):
 
 def _python_m_rankopt(*argv):
     # From a neutral directory: the checkout itself would shadow the installed package.
-    return subprocess.run([sys.executable, "-m", "rankopt", *map(str, argv)],
-                          capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir())
+    return subprocess.run(
+        [sys.executable, "-m", "rankopt", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tempfile.gettempdir(),
+    )
 
 
 def test_python_m_rankopt_runs_the_command(tmp_path, files):
@@ -380,7 +397,9 @@ def test_every_subcommand_has_a_description_and_every_option_a_help_text():
         for action in sub._actions:
             if action.option_strings and action.dest != "help":
                 assert action.help and action.help is not argparse.SUPPRESS or action.dest == "verbose", (
-                    name, action.option_strings)
+                    name,
+                    action.option_strings,
+                )
     helps = {action.dest: action.help for action in subparsers._choices_actions}
     for name in ("cora", "latent", "letor"):  # the long ones say how long in rankopt --help
         assert re.search(r"~\d+ min", helps[name]), helps[name]

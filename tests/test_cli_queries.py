@@ -1,4 +1,5 @@
 """The rankopt command on LETOR files: qid:, graded labels, zero-based indices, metrics over queries."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,8 +61,9 @@ def test_train_over_queries_and_evaluate_prints_metrics_averaged_over_queries(tm
     rows = [line.split("\t") for line in per_query.read_text().splitlines()]
     assert rows[0] == ["qid", "documents", "AP", "NDCG@1", "NDCG@5", "NDCG@10", "P@10"]
     assert [int(r[0]) for r in rows[1:]] == [9, 10, 11, 12] and all(r[1] == "15" for r in rows[1:])
-    np.testing.assert_allclose([float(r[2]) for r in rows[1:]],
-                               mean_average_precision(g, scores, q, 2, average=False), atol=5e-7)
+    np.testing.assert_allclose(
+        [float(r[2]) for r in rows[1:]], mean_average_precision(g, scores, q, 2, average=False), atol=5e-7
+    )
 
 
 def test_train_help_names_every_built_in_loss(capsys):
@@ -77,8 +79,9 @@ def test_zero_based_files_are_detected_and_give_the_same_model(tmp_path, letor, 
     for name in ("one", "zero"):
         status, _, err = run(capsys, "train", paths["train", name], tmp_path / f"{name}.model", "--loss", "pairwise")
         assert status == 0, err
-    np.testing.assert_allclose(load_model(tmp_path / "zero.model").coef_, load_model(tmp_path / "one.model").coef_,
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        load_model(tmp_path / "zero.model").coef_, load_model(tmp_path / "one.model").coef_, rtol=1e-9
+    )
     assert read_svmlight(paths["train", "zero"], zero_based="auto").zero_based
     assert not read_svmlight(paths["train", "one"], zero_based="auto").zero_based
     # read as one-based, the zero-based file has an index 0 and is refused
@@ -132,11 +135,14 @@ def test_a_file_read_in_the_wrong_base_against_a_model_gets_a_hint(tmp_path, let
     assert status == 2 and "at most 6 features" in err and "--zero-based" in err
 
 
-@pytest.mark.parametrize("content, fragment", [
-    (b"1 qid:1 1:1\n0 qid:2 2:1\n", "some query (qid) to hold both a relevant document"),
-    (b"1 qid:1 1:1\n0 qid:1 2:1\n", "relevant_at=5 to be reached"),
-    (b"-3 qid:1 1:1\n0 qid:1 2:1\n", "grades >= 0"),
-])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        (b"1 qid:1 1:1\n0 qid:2 2:1\n", "some query (qid) to hold both a relevant document"),
+        (b"1 qid:1 1:1\n0 qid:1 2:1\n", "relevant_at=5 to be reached"),
+        (b"-3 qid:1 1:1\n0 qid:1 2:1\n", "grades >= 0"),
+    ],
+)
 def test_bad_letor_files(tmp_path, capsys, content, fragment):
     data = tmp_path / "bad.txt"
     data.write_bytes(content)
@@ -169,5 +175,6 @@ def test_train_with_max_abs_scaling_saves_weights_for_raw_features(tmp_path, cap
     np.testing.assert_allclose(model.coef_, reference.coef_ / scale, rtol=1e-6, atol=1e-12)
     status, out, err = run(capsys, "predict", model_file, path)
     assert status == 0, err
-    np.testing.assert_allclose(np.loadtxt(out.splitlines()), reference.decision_function(data.X.toarray() / scale),
-                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(
+        np.loadtxt(out.splitlines()), reference.decision_function(data.X.toarray() / scale), rtol=1e-6, atol=1e-9
+    )

@@ -4,6 +4,7 @@ Their start-up time is measured in benchmarks/bench_cli_startup.py; here the
 reason for it is checked without timing anything: the modules a command
 imports, listed by a fresh interpreter after running it.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,15 @@ import pytest
 HEAVY_PACKAGES = ("sklearn", "matplotlib", "pandas", "joblib", "lightgbm", "dask", "tqdm", "clarabel", "daqp")
 #: rankopt's own heavy modules: the estimators, the solvers, the experiments' runners.
 HEAVY_MODULES = (
-    "rankopt.estimators.rank_svm", "rankopt.estimators.high_order", "rankopt.estimators.latent",
-    "rankopt.models.high_order", "rankopt.models.latent",
-    "rankopt.engine.cutting_plane", "rankopt.engine.cccp", "rankopt.engine.qp", "scipy.stats",
+    "rankopt.estimators.rank_svm",
+    "rankopt.estimators.high_order",
+    "rankopt.estimators.latent",
+    "rankopt.models.high_order",
+    "rankopt.models.latent",
+    "rankopt.engine.cutting_plane",
+    "rankopt.engine.cccp",
+    "rankopt.engine.qp",
+    "scipy.stats",
 )
 
 PROBE = """
@@ -34,16 +41,31 @@ print("MODULES=" + json.dumps(sorted(sys.modules)))
 
 
 def _modules_after(argv: list[str]) -> set[str]:
-    done = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True,
-                          timeout=120, cwd=tempfile.gettempdir())
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(argv=argv)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tempfile.gettempdir(),
+    )
     assert done.returncode == 0, done.stderr
     line = [line for line in done.stdout.splitlines() if line.startswith("MODULES=")][-1]
-    return set(json.loads(line[len("MODULES="):]))
+    return set(json.loads(line[len("MODULES=") :]))
 
 
-@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["plugins"], ["cora", "--help"],
-                                  ["latent", "--help"], ["letor", "--help"], ["demo", "--help"]],
-                         ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--version"],
+        ["--help"],
+        ["plugins"],
+        ["cora", "--help"],
+        ["latent", "--help"],
+        ["letor", "--help"],
+        ["demo", "--help"],
+    ],
+    ids=" ".join,
+)
 def test_light_commands_import_no_heavy_module(argv):
     modules = _modules_after(argv)
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY_PACKAGES or m in HEAVY_MODULES)
@@ -51,14 +73,17 @@ def test_light_commands_import_no_heavy_module(argv):
 
 
 def test_import_rankopt_is_light_and_its_names_load_on_first_access():
-    probe = ("import sys, rankopt; before = 'sklearn' in sys.modules; "
-             "from rankopt import RankSVM, HOAPSVM, LatentAPSVM, solve_cutting_plane, ConvergenceWarning; "
-             "import sklearn.exceptions; "
-             "assert ConvergenceWarning is sklearn.exceptions.ConvergenceWarning; "
-             "assert set(rankopt.__all__) <= set(dir(rankopt)); "
-             "print(before, RankSVM.__module__)")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
-                          cwd=tempfile.gettempdir())
+    probe = (
+        "import sys, rankopt; before = 'sklearn' in sys.modules; "
+        "from rankopt import RankSVM, HOAPSVM, LatentAPSVM, solve_cutting_plane, ConvergenceWarning; "
+        "import sklearn.exceptions; "
+        "assert ConvergenceWarning is sklearn.exceptions.ConvergenceWarning; "
+        "assert set(rankopt.__all__) <= set(dir(rankopt)); "
+        "print(before, RankSVM.__module__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir()
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "rankopt.estimators.rank_svm"]
 

@@ -1,4 +1,5 @@
 """The Cora experiment's protocol: per-fold inner CV, HOAP-SVM's own search, raw results that rebuild the table."""
+
 import numpy as np
 import pytest
 
@@ -18,7 +19,7 @@ def searched(tmp_path_factory):
     """A quick run whose grids have two points, so every method is chosen by inner CV per outer fold."""
     path = tmp_path_factory.mktemp("cora") / "result.json"
     result = run_cora_experiment(
-        quick=True, subjects=[3], subsample=150, C_grid=(0.1, 10.0), hoap_C_grid=(0.1, 10.0), json_output=path,
+        quick=True, subjects=[3], subsample=150, C_grid=(0.1, 10.0), hoap_C_grid=(0.1, 10.0), json_output=path
     )
     return result, path
 

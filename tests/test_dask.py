@@ -1,4 +1,5 @@
 """The Dask backend: validation without gathering, products per chunk, out-of-core and distributed fits."""
+
 import warnings
 
 import dask
@@ -6,7 +7,6 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from dask.callbacks import Callback
 
 from rankopt import RankSVM
@@ -91,16 +91,20 @@ def _non_finite():
     return da.from_array(X, chunks=5)
 
 
-@pytest.mark.parametrize("make, fragments", [
-    (_unknown_chunks, ["unknown chunk sizes", "compute_chunk_sizes"]),
-    (_mixed_dtypes, ["mixed dtypes", "chunk (0, 0)", "float64", "X's dtype float32"]),
-    (_non_finite, ["finite", "chunk (1, 0)"]),
-    (lambda: da.ones((10, 3), chunks=5).map_blocks(sp.coo_matrix), ["no backend", "coo_matrix"]),
-    (lambda: da.ones((10, 3), chunks=5, dtype=complex), ["complex"]),
-    (lambda: da.ones(10, chunks=5), ["2-D"]),
-    (lambda: da.ones((0, 3), chunks=5), ["non-empty"]),
-    (lambda: da.ones((10, 3), chunks=5, dtype="datetime64[s]"), ["real numbers"]),
-], ids=["unknown-chunks", "mixed-dtypes", "non-finite", "coo-chunks", "complex", "1-D", "empty", "datetime"])
+@pytest.mark.parametrize(
+    "make, fragments",
+    [
+        (_unknown_chunks, ["unknown chunk sizes", "compute_chunk_sizes"]),
+        (_mixed_dtypes, ["mixed dtypes", "chunk (0, 0)", "float64", "X's dtype float32"]),
+        (_non_finite, ["finite", "chunk (1, 0)"]),
+        (lambda: da.ones((10, 3), chunks=5).map_blocks(sp.coo_matrix), ["no backend", "coo_matrix"]),
+        (lambda: da.ones((10, 3), chunks=5, dtype=complex), ["complex"]),
+        (lambda: da.ones(10, chunks=5), ["2-D"]),
+        (lambda: da.ones((0, 3), chunks=5), ["non-empty"]),
+        (lambda: da.ones((10, 3), chunks=5, dtype="datetime64[s]"), ["real numbers"]),
+    ],
+    ids=["unknown-chunks", "mixed-dtypes", "non-finite", "coo-chunks", "complex", "1-D", "empty", "datetime"],
+)
 def test_bad_dask_arrays_are_named(make, fragments):
     with pytest.raises(ValueError) as excinfo:
         check_matrix(make())
@@ -199,12 +203,14 @@ def test_latent_models_on_dask(rng, name):
         model = cls(n_init=1, random_state=0).fit(Xd, y, bags=ids)
     np.testing.assert_allclose(model.coef_, reference.coef_, atol=1e-9)
     assert seen.largest < X.nbytes
-    np.testing.assert_allclose(model.decision_function(Xd, bags=ids), reference.decision_function(X, bags=ids),
-                               atol=1e-9)
+    np.testing.assert_allclose(
+        model.decision_function(Xd, bags=ids), reference.decision_function(X, bags=ids), atol=1e-9
+    )
 
 
-@pytest.mark.parametrize("make", [lambda X: X.astype(np.float32), lambda X: da.from_array(X, chunks=(10, 2))],
-                         ids=["float32", "dask"])
+@pytest.mark.parametrize(
+    "make", [lambda X: X.astype(np.float32), lambda X: da.from_array(X, chunks=(10, 2))], ids=["float32", "dask"]
+)
 def test_hob_svm_on_other_backends(rng, make):
     from rankopt import HOBSVM
 
@@ -276,8 +282,9 @@ def test_scheduler_at_an_address(rng):
     import distributed
 
     X, y = _ranking_data(rng, n=300)
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
-                                  dashboard_address=":0") as cluster:
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=":0"
+    ) as cluster:
         with dask_client(cluster.scheduler_address) as client:
             assert client.scheduler.address == cluster.scheduler_address
             model = _fit(da.from_array(X, chunks=(100, 6)), y)

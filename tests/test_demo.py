@@ -1,4 +1,5 @@
 """The digits demo: its results table, JSON, plot and the ``rankopt demo`` command."""
+
 from __future__ import annotations
 
 import json
@@ -7,14 +8,7 @@ import numpy as np
 import pytest
 
 from rankopt.cli import main
-from rankopt.experiments.demo import (
-    JSON_FILE,
-    METHODS,
-    PLOT_FILE,
-    QUICK_CLASSES,
-    ROW_COLUMNS,
-    run_demo,
-)
+from rankopt.experiments.demo import JSON_FILE, METHODS, PLOT_FILE, QUICK_CLASSES, ROW_COLUMNS, run_demo
 from rankopt.experiments.report import format_table, interpolated_precision
 from rankopt.metrics import average_precision
 
@@ -27,9 +21,7 @@ def result():
 
 
 def test_one_row_per_class_and_method_with_the_expected_columns(result):
-    assert [(r["class"], r["method"]) for r in result.rows] == [
-        (c, m) for c in (0, 8) for m in METHOD_NAMES
-    ]
+    assert [(r["class"], r["method"]) for r in result.rows] == [(c, m) for c in (0, 8) for m in METHOD_NAMES]
     losses = dict(METHODS)
     for row in result.rows:
         assert tuple(row) == ROW_COLUMNS
@@ -57,7 +49,7 @@ def test_every_method_ranks_the_test_half_well(result):
 def test_summary_and_table(result):
     summary = result.method_summary()
     assert list(summary) == METHOD_NAMES
-    for method, s in summary.items():
+    for s in summary.values():
         assert s["n_fits"] == 2 and s["max_n_iter"] >= s["mean_n_iter"] >= 1
     table = format_table(result)
     for text in ["test AP", "test NDCG", "class 0", "class 8", "mean", "fit time", *METHOD_NAMES]:

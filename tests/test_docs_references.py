@@ -6,6 +6,7 @@ of corrections); a reader of the repository could open none of them.  The
 bibliography (docs/bibliography.md) and the corrections section of
 docs/maths.md replace them.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,21 +17,38 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("rankopt", "docs", "README.md", "benchmarks", "tests", "plugins")
-NICKNAMES = ["qs-rank" + "-losses", "efficient" + "-ap-svm", "latent" + "-ap-svm", "high-order" + "-ranking(?!-results)"]
-FORBIDDEN = re.compile("|".join([*NICKNAMES, r"NOTES" + r"\.md", r"papers/", r"\b[\w-]+-(?:ranking|svm|losses)\.txt\b"]))
+NICKNAMES = [
+    "qs-rank" + "-losses",
+    "efficient" + "-ap-svm",
+    "latent" + "-ap-svm",
+    "high-order" + "-ranking(?!-results)",
+]
+FORBIDDEN = re.compile(
+    "|".join([*NICKNAMES, r"NOTES" + r"\.md", r"papers/", r"\b[\w-]+-(?:ranking|svm|losses)\.txt\b"])
+)
 
 
 def tracked_text_files() -> list[Path]:
     try:
         listed = subprocess.run(["git", "ls-files", *SCANNED], cwd=ROOT, capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):  # not a git checkout (an sdist): scan the directories
-        paths = [p for name in SCANNED for p in ([ROOT / name] if (ROOT / name).is_file()
-                                                  else (ROOT / name).rglob("*")) if p.is_file()]
+        paths = [
+            p
+            for name in SCANNED
+            for p in ([ROOT / name] if (ROOT / name).is_file() else (ROOT / name).rglob("*"))
+            if p.is_file()
+        ]
     else:
         paths = [ROOT / line for line in listed.stdout.splitlines()]
     this_file = Path(__file__).resolve()  # it spells the forbidden references out, to test the check
-    return [p for p in paths if p.resolve() != this_file and p.suffix in {".py", ".pyx", ".pxd", ".md", ".toml", ".txt", ".cfg", ".json", ".jsonl"}
-            and "build" not in p.relative_to(ROOT).parts and p.exists()]
+    return [
+        p
+        for p in paths
+        if p.resolve() != this_file
+        and p.suffix in {".py", ".pyx", ".pxd", ".md", ".toml", ".txt", ".cfg", ".json", ".jsonl"}
+        and "build" not in p.relative_to(ROOT).parts
+        and p.exists()
+    ]
 
 
 def test_no_reference_to_paper_nicknames_or_files_outside_the_repository():
@@ -42,10 +60,16 @@ def test_no_reference_to_paper_nicknames_or_files_outside_the_repository():
     assert not found, "cite papers by author and year (docs/bibliography.md):\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("line", [
-    "see ``qs-rank" "-losses`` §4.1", "(w₂ = 0, papers/" "NOTES.md)", "`latent-ap" "-svm.txt` Table 1",
-    "with NOTES" ".md's correction", "`high-order" "-ranking` eq. 7",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "see ``qs-rank-losses`` §4.1",
+        "(w₂ = 0, papers/NOTES.md)",
+        "`latent-ap-svm.txt` Table 1",
+        "with NOTES.md's correction",
+        "`high-order-ranking` eq. 7",
+    ],
+)
 def test_the_check_catches_each_kind_of_reference(line):
     assert FORBIDDEN.search(line)
 
@@ -65,6 +89,5 @@ def test_bibliography_gives_authors_title_venue_and_year_and_maths_states_the_co
         assert f"**{citation}**" in bibliography and title in bibliography and venue in bibliography
     maths = (ROOT / "docs" / "maths.md").read_text(encoding="utf-8")
     corrections = maths.split("## Corrections to the papers", 1)[1]
-    for fragment in ("Lemma 6", "Remark 1", "§4.2", "Algorithm 3, step 3", "§3.3", "Prop. 5", "eq. (18)",
-                     "eq. (14)"):
+    for fragment in ("Lemma 6", "Remark 1", "§4.2", "Algorithm 3, step 3", "§3.3", "Prop. 5", "eq. (18)", "eq. (14)"):
         assert fragment in corrections, fragment

@@ -4,6 +4,7 @@ These tests need the package installed (``pip install ./plugins/rankopt-rbp``,
 which the CI command does); they fail, rather than skip, when it is missing,
 so that a CI run cannot pass without exercising the entry-point path.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -92,8 +93,9 @@ def _tiny_instances():
 def test_most_violated_ranking_matches_brute_force(rbp_module, persistence):
     loss = rbp_module.RBPLoss(persistence)
     oracle = rbp_oracle_loss(persistence)
-    methods = [info.name for info in rankopt.list_plugins("inference_method")
-               if info.cls().unsupported_reason(loss) is None]
+    methods = [
+        info.name for info in rankopt.list_plugins("inference_method") if info.cls().unsupported_reason(loss) is None
+    ]
     assert "greedy" in methods
     for pos, neg in _tiny_instances():
         expected = brute_force_max(oracle, pos, neg)

@@ -1,21 +1,16 @@
 """rankopt.graphcut against brute force over all 2ⁿ labelings and a networkx min-cut reference."""
+
 import itertools
 import subprocess
-import tempfile
 import sys
+import tempfile
 import textwrap
 
 import networkx as nx
 import numpy as np
 import pytest
 
-from rankopt.graphcut import (
-    Labelings,
-    check_edges,
-    loss_augmented_labeling,
-    max_marginals,
-    maximize,
-)
+from rankopt.graphcut import Labelings, check_edges, loss_augmented_labeling, max_marginals, maximize
 
 
 def all_labelings(n):
@@ -103,7 +98,7 @@ def nx_max_score(u1, u0, edges, penalty, clamp=None):
         d = u1[i] - u0[i]
         g.add_edge("s", i, capacity=max(d, 0.0))
         g.add_edge(i, "t", capacity=max(-d, 0.0))
-    for (a, b), p in zip(edges, penalty):
+    for (a, b), p in zip(edges, penalty, strict=True):
         for x, y in ((a, b), (b, a)):
             if g.has_edge(x, y):
                 g[x][y]["capacity"] += p
@@ -205,8 +200,9 @@ def test_dynamic_cuts_never_reuse_trees_before_a_plain_maxflow():
         print("ok")
         """
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            cwd=tempfile.gettempdir())  # the checkout would shadow the installed package
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir()
+    )  # the checkout would shadow the installed package
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
 

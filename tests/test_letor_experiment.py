@@ -1,4 +1,5 @@
 """The letor experiment on a small synthetic LETOR set (no download)."""
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,9 @@ def test_quick_run_fills_every_row_and_the_table(tmp_path, data):
 
 def test_missing_lightgbm_gives_an_install_hint(monkeypatch, data):
     monkeypatch.setitem(sys.modules, "lightgbm", None)  # import lightgbm now raises ModuleNotFoundError
-    with pytest.raises(ModuleNotFoundError, match=r'needs lightgbm, which is not installed: pip install "rankopt\[experiments\]"'):
+    with pytest.raises(
+        ModuleNotFoundError, match=r'needs lightgbm, which is not installed: pip install "rankopt\[experiments\]"'
+    ):
         letor.run_letor_experiment(data=data, quick=True)
     # without LightGBM the linear methods still run
     result = letor.run_letor_experiment(data=data, quick=True, methods=("pairwise",))
@@ -78,5 +81,7 @@ def test_progress_plan_and_the_quick_warning(data):
     full = letor.run_letor_experiment(data=data, methods=("pairwise",), C_grid=(1.0,))
     assert not full.quick and "WARNING" not in letor.format_table(full)
     args = build_parser().parse_args(["letor", "--quick", "--methods", "ap", "lightgbm"])
-    assert letor.plan(args).startswith("letor --quick: ap, lightgbm") and "8 fits; a few seconds" in letor.plan(args)  # 1 x 2 C x 3 folds + 2 final
+    assert letor.plan(args).startswith("letor --quick: ap, lightgbm") and "8 fits; a few seconds" in letor.plan(
+        args
+    )  # 1 x 2 C x 3 folds + 2 final
     assert "about a minute" in letor.plan(build_parser().parse_args(["letor"]))

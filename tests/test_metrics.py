@@ -1,4 +1,5 @@
 """rankopt.metrics against scikit-learn and direct computations, with and without ties."""
+
 import itertools
 
 import numpy as np

@@ -1,8 +1,11 @@
 """Metrics over queries against scikit-learn (per query, ties included) and ir-measures (trec_eval)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, ndcg_score
 
 from rankopt.metrics import average_precision, mean_average_precision, ndcg_at_k, precision_at_k
@@ -57,14 +60,15 @@ def test_mean_average_precision_equals_sklearn_per_query(rng, ties, relevant_at)
         return average_precision_score(relevant, s)
 
     expected = _per_query_sklearn(grades, scores, qid, reference)
-    np.testing.assert_allclose(mean_average_precision(grades, scores, qid, relevant_at, average=False), expected,
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        mean_average_precision(grades, scores, qid, relevant_at, average=False), expected, rtol=1e-12, atol=1e-12
+    )
     assert mean_average_precision(grades, scores, qid, relevant_at) == pytest.approx(np.nanmean(expected), abs=1e-12)
 
 
 def _trec(grades, scores, qid):
-    qrels = [ir_measures.Qrel(str(q), f"d{i}", int(g)) for i, (g, q) in enumerate(zip(grades, qid))]
-    run = [ir_measures.ScoredDoc(str(q), f"d{i}", float(s)) for i, (s, q) in enumerate(zip(scores, qid))]
+    qrels = [ir_measures.Qrel(str(q), f"d{i}", int(g)) for i, (g, q) in enumerate(zip(grades, qid, strict=True))]
+    run = [ir_measures.ScoredDoc(str(q), f"d{i}", float(s)) for i, (s, q) in enumerate(zip(scores, qid, strict=True))]
     return qrels, run
 
 
@@ -86,8 +90,11 @@ def test_metrics_equal_ir_measures_without_ties(rng):
         (mean_average_precision(grades, scores, qid, average=False), AP, has_relevant),
         (ap_at_2, AP(rel=2), ~np.isnan(ap_at_2)),
         (ndcg_at_k(grades, scores, qid, k=10, gains="linear", average=False), nDCG @ 10, has_relevant),
-        (ndcg_at_k(grades, scores, qid, k=5, gains="exponential", average=False),
-         nDCG(gains={g: 2**g - 1 for g in range(5)}) @ 5, has_relevant),
+        (
+            ndcg_at_k(grades, scores, qid, k=5, gains="exponential", average=False),
+            nDCG(gains={g: 2**g - 1 for g in range(5)}) @ 5,
+            has_relevant,
+        ),
         # trec_eval divides by k; ours by min(k, n): equal on queries of at least k documents
         (precision_at_k(grades, scores, qid, 10, average=False), P @ 10, has_relevant & long_enough),
     ]:
@@ -98,7 +105,7 @@ def test_metrics_equal_ir_measures_without_ties(rng):
 def test_precision_at_k_over_queries_averages_the_single_query_one_with_ties(rng):
     grades, scores, qid = _queries(rng, ties=True)
     values = precision_at_k(grades, scores, qid, 5, average=False)
-    for value, q in zip(values, np.unique(qid)):
+    for value, q in zip(values, np.unique(qid), strict=True):
         relevant = grades[qid == q] >= 1
         if not relevant.any():
             assert np.isnan(value)
@@ -139,13 +146,19 @@ def test_queries_without_relevant_documents_are_left_out():
         (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1]), r"expected qid to have 2 entries"),
         (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1.0, np.nan]), r"expected qid.*NaN"),
         (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1.5, 1]), r"expected qid to hold integer query ids"),
-        (lambda: mean_average_precision([0, -1], [0.1, 0.2], [1, 1]),
-         r"expected y_true to hold integer relevance grades >= 0"),
-        (lambda: mean_average_precision([0, 0.5], [0.1, 0.2], [1, 1]),
-         r"expected y_true to hold integer relevance grades"),
+        (
+            lambda: mean_average_precision([0, -1], [0.1, 0.2], [1, 1]),
+            r"expected y_true to hold integer relevance grades >= 0",
+        ),
+        (
+            lambda: mean_average_precision([0, 0.5], [0.1, 0.2], [1, 1]),
+            r"expected y_true to hold integer relevance grades",
+        ),
         (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1, 1], relevant_at=2), r"relevant_at=2"),
-        (lambda: mean_average_precision([0, 1], [0.1, 0.2], [1, 1], relevant_at=0),
-         r"expected relevant_at to be a positive"),
+        (
+            lambda: mean_average_precision([0, 1], [0.1, 0.2], [1, 1], relevant_at=0),
+            r"expected relevant_at to be a positive",
+        ),
         (lambda: ndcg_at_k([0, 0], [0.1, 0.2], [1, 2]), r"some query \(qid\) to hold a document of grade > 0"),
         (lambda: ndcg_at_k([0, 1], [0.1, 0.2], [1, 2], k=0), r"expected k to be a positive integer"),
         (lambda: ndcg_at_k([0, 1], [0.1, 0.2], [1, 2], gains="log"), r"expected gains to be one of"),
@@ -157,23 +170,24 @@ def test_bad_input_names_the_parameter(call, pattern):
         call()
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
-
-
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-3, 3), st.integers(0, 2)), min_size=1, max_size=30),
-       st.randoms(use_true_random=False))
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(-3, 3), st.integers(0, 2)), min_size=1, max_size=30),
+    st.randoms(use_true_random=False),
+)
 def test_metrics_do_not_depend_on_row_order_or_qid_values(rows, random):
     """Ties included: permuting rows and renaming queries changes nothing."""
-    grades, scores, qid = (np.array(c) for c in zip(*rows))
+    grades, scores, qid = (np.array(c) for c in zip(*rows, strict=True))
     scores = scores.astype(float)
     if not grades.any():
         return
     perm = np.array(random.sample(range(grades.size), grades.size))
     renamed = 1000 - 7 * qid  # a decreasing renaming reverses the query order
-    for metric in (lambda g, s, q: mean_average_precision(g, s, q, average=False),
-                   lambda g, s, q: ndcg_at_k(g, s, q, k=3, average=False),
-                   lambda g, s, q: precision_at_k(g, s, q, 2, average=False)):
+    for metric in (
+        lambda g, s, q: mean_average_precision(g, s, q, average=False),
+        lambda g, s, q: ndcg_at_k(g, s, q, k=3, average=False),
+        lambda g, s, q: precision_at_k(g, s, q, 2, average=False),
+    ):
         base = metric(grades, scores, qid)
         np.testing.assert_allclose(metric(grades[perm], scores[perm], qid[perm]), base, rtol=1e-12)
         np.testing.assert_allclose(metric(grades, scores, renamed)[::-1], base, rtol=1e-12)

@@ -4,6 +4,7 @@ A dependency is made missing by ``sys.modules[name] = None`` (Python then
 raises ModuleNotFoundError on import) or, for the data packages located
 without importing them, by a ``find_spec`` that does not find them.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -42,8 +43,9 @@ def assert_one_line_hint(status, err, module, extra):
 
 
 def test_hint_matches_the_readme_and_the_extras_of_pyproject():
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     root = Path(__file__).resolve().parents[1]
     extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
@@ -112,5 +114,8 @@ def test_dask_without_the_scale_extra(monkeypatch, module):
     from rankopt.data.dask_backend import import_dask
 
     hide(monkeypatch, module.split(".")[0])
-    with pytest.raises(MissingDependencyError, match=r'needs (dask|distributed), which is not installed: pip install "rankopt\[scale\]"'):
+    with pytest.raises(
+        MissingDependencyError,
+        match=r'needs (dask|distributed), which is not installed: pip install "rankopt\[scale\]"',
+    ):
         import_dask(module)

@@ -1,4 +1,5 @@
 """Fitted estimators round-trip through pickle/joblib and the plain .npz + JSON model file."""
+
 import io
 import json
 import pickle
@@ -8,8 +9,8 @@ import joblib
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from oracles.model_files import rewrite_archive
+
 from rankopt import HOAPSVM, HOBSVM, LatentAPSVM, LatentSSVM, LatentSVM, RankSVM
 from rankopt.cli import main
 from rankopt.data.model_file import EXPORTS, MODEL_FORMAT_VERSION, ModelFileError, load_model, save_model
@@ -25,7 +26,7 @@ def _ranking_data(rng, n=200, d=5):
 def _bags(rng, n_bags=10, d=4):
     bags = [rng.standard_normal((int(rng.integers(2, 4)), d)) for _ in range(n_bags)]
     y = np.arange(n_bags) % 2
-    for bag, label in zip(bags, y):
+    for bag, label in zip(bags, y, strict=True):
         if label:
             bag[0, 0] += 3.0
     return bags, y
@@ -54,9 +55,7 @@ def _fitted(name, rng):
             if name == "HOBSVM":
                 model = HOBSVM(C=5.0, eta=0.5).fit(X, y, groups=groups)
             else:
-                model = HOAPSVM(C=5.0, eta=0.5, init=np.zeros(3 * X.shape[1]), cccp_max_iter=3).fit(
-                    X, y, groups=groups
-                )
+                model = HOAPSVM(C=5.0, eta=0.5, init=np.zeros(3 * X.shape[1]), cccp_max_iter=3).fit(X, y, groups=groups)
             return model, lambda m: m.decision_function(X, groups=groups)
         else:
             X, y = _bags(rng)
@@ -143,7 +142,6 @@ def test_cli_refuses_a_latent_model(tmp_path, rng, capsys):
     assert "holds a LatentSVM model, expected a RankSVM model" in err
 
 
-
 @pytest.fixture
 def model_path(tmp_path, rng):
     model, _ = _fitted("RankSVM", rng)
@@ -151,18 +149,31 @@ def model_path(tmp_path, rng):
     return tmp_path / "good.npz"
 
 
-@pytest.mark.parametrize("changes, fragments", [
-    ({"model_type": "HOBSVM9000"}, ["type 'HOBSVM9000'", "cannot read", "RankSVM"]),
-    ({"format_version": 1, "rankopt_version": "0.0.9"}, ["format version 1", "rankopt 0.0.9", "retrain"]),
-    ({"format_version": MODEL_FORMAT_VERSION + 1}, [f"format version {MODEL_FORMAT_VERSION + 1}"]),
-    ({"fitted": None}, ["lacks ['fitted']"]),
-    ({"fitted": json.dumps({"n_features_in_": 5})}, ["lacks", "n_iter_"]),
-    ({"coef": np.ones(3)}, ["expected coef_ to hold finite weights of shape (5,)", "shape (3,)"]),
-    ({"coef": np.array([1.0, np.nan, 0, 0, 0])}, ["finite weights"]),
-    ({"params": json.dumps({"no_such_param": 1})}, ["damaged", "no_such_param"]),
-    ({"params": "{not json"}, ["damaged"]),
-], ids=["unknown-type", "version-1", "future-version", "no-fitted", "missing-value", "short-coef", "nan-coef",
-        "unknown-param", "bad-json"])
+@pytest.mark.parametrize(
+    "changes, fragments",
+    [
+        ({"model_type": "HOBSVM9000"}, ["type 'HOBSVM9000'", "cannot read", "RankSVM"]),
+        ({"format_version": 1, "rankopt_version": "0.0.9"}, ["format version 1", "rankopt 0.0.9", "retrain"]),
+        ({"format_version": MODEL_FORMAT_VERSION + 1}, [f"format version {MODEL_FORMAT_VERSION + 1}"]),
+        ({"fitted": None}, ["lacks ['fitted']"]),
+        ({"fitted": json.dumps({"n_features_in_": 5})}, ["lacks", "n_iter_"]),
+        ({"coef": np.ones(3)}, ["expected coef_ to hold finite weights of shape (5,)", "shape (3,)"]),
+        ({"coef": np.array([1.0, np.nan, 0, 0, 0])}, ["finite weights"]),
+        ({"params": json.dumps({"no_such_param": 1})}, ["damaged", "no_such_param"]),
+        ({"params": "{not json"}, ["damaged"]),
+    ],
+    ids=[
+        "unknown-type",
+        "version-1",
+        "future-version",
+        "no-fitted",
+        "missing-value",
+        "short-coef",
+        "nan-coef",
+        "unknown-param",
+        "bad-json",
+    ],
+)
 def test_bad_model_files_are_named(tmp_path, model_path, changes, fragments):
     bad = tmp_path / "bad.npz"
     rewrite_archive(model_path, bad, **changes)
@@ -210,7 +221,8 @@ def test_feature_names_are_saved_and_checked_after_loading(tmp_path, rng):
     assert not hasattr(load_model(tmp_path / "plain.npz"), "feature_names_in_")
     # a wrong list is a damaged file
     fitted = json.loads(str(np.load(tmp_path / "named.npz")["fitted"][()]))
-    rewrite_archive(tmp_path / "named.npz", tmp_path / "bad.npz",
-                    fitted=json.dumps({**fitted, "feature_names_in_": ["f0"]}))
+    rewrite_archive(
+        tmp_path / "named.npz", tmp_path / "bad.npz", fitted=json.dumps({**fitted, "feature_names_in_": ["f0"]})
+    )
     with pytest.raises(ModelFileError, match="expected feature_names_in_ to hold 5 column names"):
         load_model(tmp_path / "bad.npz")

@@ -9,6 +9,7 @@ target rather than the running environment keeps the environment untouched
 (other test runs sharing it never see the throwaway loss, and an
 interrupted run leaves nothing behind).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,8 +17,8 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -27,10 +28,10 @@ from oracles.brute_force import all_objectives, auc_loss, ndcg_loss
 
 import rankopt
 from rankopt import hookimpl
-from rankopt.engine import solve_cutting_plane
 from rankopt.api import most_violated_ranking
-from rankopt.losses import APLoss, NDCGLoss, PositionDiscountLoss, RankLoss
+from rankopt.engine import solve_cutting_plane
 from rankopt.exceptions import PluginLoadWarning
+from rankopt.losses import APLoss, NDCGLoss, PositionDiscountLoss, RankLoss
 from rankopt.plugins import (
     AUTOLOAD_ENV,
     BUILTIN_PLUGINS,
@@ -46,6 +47,7 @@ THROWAWAY_LOSS = "throwaway_auc"
 
 
 # ---------------------------------------------------------------- test plugins
+
 
 class ReciprocalRankDiscountLoss(PositionDiscountLoss):
     """A position-discount loss with D(i) = 1/i (convex, decreasing)."""
@@ -168,6 +170,7 @@ def test_get_loss():
 
 # ---------------------------------------------------- no manager at import time
 
+
 def run_python(code, *, env_extra=None, drop=(), pythonpath=None):
     env = dict(os.environ)
     for key in drop:
@@ -176,7 +179,11 @@ def run_python(code, *, env_extra=None, drop=(), pythonpath=None):
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     completed = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
         cwd=tempfile.gettempdir(),  # the checkout itself would shadow the installed package
     )
     assert completed.returncode == 0, f"subprocess failed:\n{completed.stdout}\n{completed.stderr}"
@@ -210,6 +217,7 @@ def test_importing_rankopt_builds_no_plugin_manager():
 
 
 # ---------------------------------------------------------- run-time registration
+
 
 @pytest.mark.parametrize("loss_cls", [ReciprocalRankDiscountLoss, HalfAUCLoss])
 def test_loss_registered_on_a_new_manager_is_listed_and_usable(rng, loss_cls):
@@ -272,6 +280,7 @@ def test_python_path_loss_trains_like_its_compiled_twin(rng):
 
 # ----------------------------------------------------------------- duplicates
 
+
 def test_duplicate_of_a_builtin_name_is_rejected_naming_both_providers():
     pm = rankopt.create_plugin_manager(autoload=False)
 
@@ -325,8 +334,11 @@ def test_registering_the_same_object_twice_gives_a_short_message():
     pm = rankopt.create_plugin_manager(autoload=False)
     plugin = LossPlugin(HalfAUCLoss)
     pm.register(plugin, name="one")
-    with pytest.raises(ValueError, match=r"^expected a plugin not registered yet, got .*LossPlugin object again "
-                                         r"\(registered as 'one'\)") as excinfo:
+    with pytest.raises(
+        ValueError,
+        match=r"^expected a plugin not registered yet, got .*LossPlugin object again "
+        r"\(registered as 'one'\)",
+    ) as excinfo:
         pm.register(plugin, name="two")
     assert len(str(excinfo.value)) < 300
     with pytest.raises(ValueError, match="module rankopt.losses.ap again"):
@@ -334,6 +346,7 @@ def test_registering_the_same_object_twice_gives_a_short_message():
 
 
 # -------------------------------------------------------- contract violations
+
 
 class _EmptyName(HalfAUCLoss):
     name = ""
@@ -389,7 +402,8 @@ class _WrongParams(HalfAUCLoss):
 BROKEN_PLUGINS = {
     "scalar-delta-diff": (lambda: LossPlugin(_ScalarDiff), r"broadcast shape \(2,\) of j and i, got shape \(\)"),
     "get-params-not-the-init-parameters": (
-        lambda: LossPlugin(_WrongParams), r"get_params\(deep=False\).*names \[\] but __init__ takes \['p'\]"
+        lambda: LossPlugin(_WrongParams),
+        r"get_params\(deep=False\).*names \[\] but __init__ takes \['p'\]",
     ),
     "not-a-subclass": (lambda: LossPlugin(int), r"subclasses of rankopt\.losses\.base\.Loss"),
     "an-instance-not-a-class": (lambda: LossPlugin(HalfAUCLoss()), r"subclasses of rankopt\.losses\.base\.Loss"),
@@ -433,6 +447,7 @@ def test_broken_plugin_on_the_default_manager_leaves_it_working(rng):
 
 # ------------------------------------------------------------------ entry points
 
+
 @pytest.fixture(scope="session")
 def throwaway_site(tmp_path_factory):
     """The throwaway package pip-installed into a temporary site directory.
@@ -446,10 +461,22 @@ def throwaway_site(tmp_path_factory):
     site = root / "site"
     completed = subprocess.run(
         [
-            sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-            "--disable-pip-version-check", "-q", "--target", str(site), str(source),
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "-q",
+            "--target",
+            str(site),
+            str(source),
         ],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert completed.returncode == 0, f"pip install failed:\n{completed.stdout}\n{completed.stderr}"
     yield site
@@ -542,6 +569,7 @@ def test_case5_scalar_delta_diff_error_names_the_shape_only():
 
 # ------------------------------------------------- broken entry-point plugins (issue 14, case 8)
 
+
 class _BrokenContractModule:
     @hookimpl
     def rankopt_losses(self):
@@ -572,8 +600,7 @@ def broken_entry_points(monkeypatch):
     ]
     real = importlib.metadata.entry_points
     monkeypatch.setattr(
-        importlib.metadata, "entry_points",
-        lambda **kw: points if kw.get("group") == "rankopt" else real(**kw),
+        importlib.metadata, "entry_points", lambda **kw: points if kw.get("group") == "rankopt" else real(**kw)
     )
     default_registry.cache_clear()
     yield

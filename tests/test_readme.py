@@ -6,6 +6,7 @@ here (as it would for a reader who runs it alone).  docs/plugins.md's blocks
 are fragments of a step-by-step text (``MyLoss`` stands for the reader's
 loss) and are not run.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,15 +28,16 @@ def python_blocks(path: Path) -> list[str]:
 def test_the_readme_has_the_quickstarts():
     blocks = python_blocks(README)
     assert len(blocks) >= 3
-    assert any("RankSVM(loss=\"ap\"" in b for b in blocks)
+    assert any('RankSVM(loss="ap"' in b for b in blocks)
     assert any("register(MyPlugin()" in b for b in blocks)
 
 
 @pytest.mark.parametrize("index", range(len(python_blocks(README))))
 def test_readme_python_block_runs_alone(index):
     code = python_blocks(README)[index]
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          cwd=tempfile.gettempdir())
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tempfile.gettempdir()
+    )
     assert done.returncode == 0, f"README block {index} failed:\n{code}\n{done.stderr[-3000:]}"
 
 
@@ -44,15 +46,11 @@ def test_rerunning_the_plugin_quickstart_in_one_process_gives_a_short_message():
     # The fit is not what is tested here: stop the block before it.
     code = quickstart.split("ranker = ")[0]
     probe = (
-        f"code = {code!r}\n"
-        "exec(code, {})\n"
-        "try:\n"
-        "    exec(code, {})\n"
-        "except ValueError as exc:\n"
-        "    print(exc)\n"
+        f"code = {code!r}\nexec(code, {{}})\ntry:\n    exec(code, {{}})\nexcept ValueError as exc:\n    print(exc)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
-                          cwd=tempfile.gettempdir())
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=tempfile.gettempdir()
+    )
     assert done.returncode == 0, done.stderr
     message = done.stdout.strip()
     assert len(message.splitlines()) == 1 and len(message) < 300, message

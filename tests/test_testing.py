@@ -1,10 +1,11 @@
 """rankopt.testing: the checker plugin authors run on their plugins."""
+
 import types
 
 import numpy as np
 import pytest
-
 from oracles.losses import PrecisionAtKLoss
+
 from rankopt import hookimpl
 from rankopt.losses import APLoss, AUCLoss, NDCGLoss, PositionDiscountLoss, ZeroOneLoss
 from rankopt.plugins import DuplicatePluginError
@@ -162,7 +163,10 @@ def test_a_loss_declaring_aps_form_is_checked_on_the_ap_kernels_too():
 
     from rankopt.plugins import PluginKind, default_registry
 
-    exact = [info.name for info in default_registry().list(PluginKind.INFERENCE_METHOD)
-             if info.cls().unsupported_reason(APByValue()) is None]
+    exact = [
+        info.name
+        for info in default_registry().list(PluginKind.INFERENCE_METHOD)
+        if info.cls().unsupported_reason(APByValue()) is None
+    ]
     assert {"select", "search", "qs"} <= set(exact)
     check_loss(APByValue(), n_instances=10)

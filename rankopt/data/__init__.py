@@ -4,6 +4,7 @@ The names below are imported on first access (PEP 562's module
 ``__getattr__``), so that importing a light submodule (``rankopt.data.mil``
 for its list of data sets) does not import SciPy.
 """
+
 from rankopt._lazy import lazy_attributes
 
 _LAZY = {

@@ -24,6 +24,7 @@ Dask array can only exist once ``dask.array`` is imported, so rankopt never
 imports Dask itself unless it is given Dask data.  Other array types can be
 added with :func:`register_backend`.
 """
+
 from __future__ import annotations
 
 import abc

@@ -23,9 +23,11 @@ returned for one search, say).  ``known`` optionally fixes the candidate of
 some bags (partial annotation, Behl et al. (2015) §5.1): one entry per bag,
 the index of the known candidate within its bag or −1 when it is latent.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -55,7 +57,7 @@ class Bags:
         The query of each bag, when the bags come in queries.
     """
 
-    X: object
+    X: Any  # a dense float array or a CSR matrix
     offsets: np.ndarray
     known: np.ndarray | None = None
     ids: np.ndarray | None = None
@@ -110,13 +112,15 @@ class Bags:
         first[1:] = hit_bags[1:] != hit_bags[:-1]
         return values, hits[first]
 
-    def take(self, indices) -> "Bags":
+    def take(self, indices) -> Bags:
         """The bags at ``indices`` (in that order), as a new :class:`Bags`."""
         indices = np.asarray(indices, dtype=np.intp)
         if indices.ndim != 1 or indices.size == 0:
             raise ValueError(f"expected a non-empty 1-D array of bag indices, got shape {indices.shape} instead")
         if indices.min() < -self.n_bags or indices.max() >= self.n_bags:
-            raise ValueError(f"expected bag indices in [0, {self.n_bags}), got {indices.min()}..{indices.max()} instead")
+            raise ValueError(
+                f"expected bag indices in [0, {self.n_bags}), got {indices.min()}..{indices.max()} instead"
+            )
         sizes = self.sizes[indices]
         offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         # Row r of bag k comes from starts[indices[k]] + (r - offsets[k]).
@@ -129,7 +133,7 @@ class Bags:
             None if self.qid is None else self.qid[indices],
         )
 
-    def restrict_to_known(self) -> "Bags":
+    def restrict_to_known(self) -> Bags:
         """Bags whose candidate is known keep only that candidate (used for training)."""
         if self.known is None or np.all(self.known < 0):
             return self
@@ -196,15 +200,17 @@ def _group_ids(ids: np.ndarray):
 
 
 def _check_offsets(offsets, n_rows: int) -> np.ndarray:
-    if not (np.issubdtype(offsets.dtype, np.integer) or (
-        offsets.dtype.kind == "f" and np.all(np.isfinite(offsets)) and np.all(offsets == np.round(offsets))
-    )):
+    if not (
+        np.issubdtype(offsets.dtype, np.integer)
+        or (offsets.dtype.kind == "f" and np.all(np.isfinite(offsets)) and np.all(offsets == np.round(offsets)))
+    ):
         raise ValueError(f"expected integer bag offsets, got dtype {offsets.dtype} instead")
     offsets = offsets.astype(np.int64)
     if offsets.size < 2 or offsets[0] != 0 or offsets[-1] != n_rows:
         raise ValueError(
             f"expected bag offsets running from 0 to the number of rows ({n_rows}), or one bag id per "
-            f"row, got {offsets.size} entries{'' if offsets.size == 0 else f' from {offsets[0]} to {offsets[-1]}'} instead"
+            f"row, got {offsets.size} entries"
+            f"{'' if offsets.size == 0 else f' from {offsets[0]} to {offsets[-1]}'} instead"
         )
     steps = np.diff(offsets)
     if np.any(steps < 0):
@@ -221,9 +227,7 @@ def _check_known(known, sizes: np.ndarray) -> np.ndarray | None:
         return None
     known = np.asarray(known)
     if known.ndim != 1 or known.size != sizes.size:
-        raise ValueError(
-            f"expected known to hold one entry per bag ({sizes.size}), got shape {known.shape} instead"
-        )
+        raise ValueError(f"expected known to hold one entry per bag ({sizes.size}), got shape {known.shape} instead")
     if not np.issubdtype(known.dtype, np.integer):
         raise ValueError(
             f"expected known to hold candidate indices (integers, −1 for latent), got dtype {known.dtype} instead"
@@ -265,7 +269,10 @@ def check_bags(X, bags=None, *, y=None, known=None, qid=None, name: str = "X") -
         result = X
         if known is not None or qid is not None:
             result = Bags(
-                X.X, X.offsets, X.known if known is None else _check_known(known, X.sizes), X.ids,
+                X.X,
+                X.offsets,
+                X.known if known is None else _check_known(known, X.sizes),
+                X.ids,
                 X.qid if qid is None else _bag_qid(qid, X, None, None),
             )
         return result, _bag_labels(y, result, None, None)
@@ -337,6 +344,6 @@ def _bag_labels(y, bags: Bags, perm, X) -> np.ndarray | None:
 
 
 def _bag_qid(qid, bags: Bags, perm, X) -> np.ndarray:
-    return _per_bag(qid, bags, perm, X, "qid", "query id",
-                    lambda values, n: query_ids(values, n, "qid", per="bag or row"))
-
+    return _per_bag(
+        qid, bags, perm, X, "qid", "query id", lambda values, n: query_ids(values, n, "qid", per="bag or row")
+    )

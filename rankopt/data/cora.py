@@ -14,6 +14,7 @@ For ranking (Dokania et al. (2014) §5 transposed to documents), each subject
 is a query whose relevant samples are the papers of that subject, and the
 citation links are the similar pairs E.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -18,6 +18,7 @@ by the in-memory backend for its own type (:class:`~rankopt.data.backends.NumpyB
 or :class:`~rankopt.data.backends.SparseBackend`), so float32 and CSR chunks
 keep their behaviour and precision exactly.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,6 +32,7 @@ from rankopt.data.backends import DataBackend, backend_for, register_backend
 
 logger = logging.getLogger(__name__)
 
+
 def import_dask(module: str = "dask.array"):
     """Import a Dask module, or fail saying how to install it (:func:`rankopt._optional.require`)."""
     from rankopt._optional import require
@@ -40,7 +42,6 @@ def import_dask(module: str = "dask.array"):
 
 da = import_dask("dask.array")
 import dask  # noqa: E402  (dask.array imports it)
-
 
 # ------------------------------------------------------------------ per-chunk kernels (run on the workers)
 
@@ -81,7 +82,7 @@ def _active_client():
     return client if dask.base.get_scheduler() == client.get else None
 
 
-def _rows_to_workers(values: np.ndarray, row_chunks) -> "da.Array":
+def _rows_to_workers(values: np.ndarray, row_chunks):
     """``values`` split like the rows of X, as a Dask array.
 
     On a distributed cluster the pieces are scattered to the workers, so the
@@ -92,10 +93,12 @@ def _rows_to_workers(values: np.ndarray, row_chunks) -> "da.Array":
         return da.from_array(values, chunks=(row_chunks,))
     pieces = np.split(values, np.cumsum(row_chunks)[:-1])
     futures = client.scatter(pieces, hash=False)
-    return da.concatenate([
-        da.from_delayed(dask.delayed(future), shape=piece.shape, dtype=piece.dtype, meta=piece[:0])
-        for future, piece in zip(futures, pieces)
-    ])
+    return da.concatenate(
+        [
+            da.from_delayed(dask.delayed(future), shape=piece.shape, dtype=piece.dtype, meta=piece[:0])
+            for future, piece in zip(futures, pieces, strict=True)
+        ]
+    )
 
 
 class DaskBackend(DataBackend):
@@ -107,7 +110,14 @@ class DaskBackend(DataBackend):
         w = np.asarray(w, dtype=np.float64).astype(X.dtype, copy=False)
         w_chunks = da.from_array(w, chunks=(X.chunks[1],))
         parts = da.blockwise(
-            _chunk_scores, "ij", X, "ij", w_chunks, "j", dtype=X.dtype, adjust_chunks={"j": 1},
+            _chunk_scores,
+            "ij",
+            X,
+            "ij",
+            w_chunks,
+            "j",
+            dtype=X.dtype,
+            adjust_chunks={"j": 1},
             meta=np.empty((0, 0), dtype=X.dtype),
         )
         # With column chunks, the partial scores are summed in X's float type, like one product.
@@ -122,7 +132,14 @@ class DaskBackend(DataBackend):
         # chunks would cast to their own type anyway.
         coef_chunks = _rows_to_workers(coef.astype(X.dtype, copy=False), X.chunks[0])
         parts = da.blockwise(
-            _chunk_combine, "ij", X, "ij", coef_chunks, "i", dtype=np.float64, adjust_chunks={"i": 1},
+            _chunk_combine,
+            "ij",
+            X,
+            "ij",
+            coef_chunks,
+            "i",
+            dtype=np.float64,
+            adjust_chunks={"i": 1},
             meta=np.empty((0, 0), dtype=np.float64),
         )
         return np.asarray(parts.sum(axis=0).compute(), dtype=np.float64)
@@ -160,8 +177,7 @@ def check_dask_matrix(X, name: str = "X"):
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
     reports = da.map_blocks(
-        _chunk_report, X, X.dtype, dtype=bool, chunks=(1, 1, 3), new_axis=2,
-        meta=np.empty((0, 0, 0), dtype=bool),
+        _chunk_report, X, X.dtype, dtype=bool, chunks=(1, 1, 3), new_axis=2, meta=np.empty((0, 0, 0), dtype=bool)
     ).compute()
     for column, problem in ((0, "of a type rankopt has no backend for"), (1, "of another dtype (mixed dtypes)")):
         bad = np.argwhere(~reports[:, :, column])
@@ -178,9 +194,7 @@ def check_dask_matrix(X, name: str = "X"):
         raise ValueError(
             f"expected {name} to be finite, got NaN or infinity instead (in chunk {tuple(int(i) for i in bad[0])})"
         )
-    logger.info(
-        "%s: Dask array of shape %s, %s, in %d x %d chunks", name, X.shape, X.dtype, *X.numblocks
-    )
+    logger.info("%s: Dask array of shape %s, %s, in %d x %d chunks", name, X.shape, X.dtype, *X.numblocks)
     return X
 
 
@@ -232,9 +246,7 @@ def dask_client(address=None, *, timeout=10, **cluster_kwargs):
             f"expected a Dask scheduler address such as 'tcp://host:8786', got {address!r} instead: {exc}"
         ) from exc
     except (OSError, TimeoutError) as exc:
-        raise ConnectionError(
-            f"cannot reach the Dask scheduler at {address!r} within {timeout:g} s: {exc}"
-        ) from exc
+        raise ConnectionError(f"cannot reach the Dask scheduler at {address!r} within {timeout:g} s: {exc}") from exc
     return distributed.Client(address, timeout=timeout)
 
 
@@ -266,5 +278,10 @@ def open_npy(path, chunk_rows=None):
     if chunk_rows is None:
         chunk_rows = max(1, (64 << 20) // max(1, rows.shape[1] * rows.dtype.itemsize))
     token = dask.base.tokenize(rows.path, os.path.getmtime(rows.path), rows.shape, rows.dtype.str, chunk_rows)
-    return da.from_array(rows, chunks=(int(chunk_rows), rows.shape[1]), asarray=False,
-                         meta=np.empty((0, 0), dtype=rows.dtype), name=f"npy-{token}")
+    return da.from_array(
+        rows,
+        chunks=(int(chunk_rows), rows.shape[1]),
+        asarray=False,
+        meta=np.empty((0, 0), dtype=rows.dtype),
+        name=f"npy-{token}",
+    )

@@ -4,6 +4,7 @@ Nothing here downloads: the digits ship inside scikit-learn, and SVM-light
 files are read with scikit-learn's parser.  (The MSLR sample, which is
 fetched once, is :mod:`rankopt.data.mslr`.)
 """
+
 from __future__ import annotations
 
 import os
@@ -108,8 +109,10 @@ def read_svmlight(path, *, n_features: int | None = None, zero_based="auto") -> 
     except ValueError as exc:
         hint = ""
         if zero_based is False and "Invalid index 0" in str(exc):
-            hint = (" (the file counts features from 0, as scikit-learn's dump_svmlight_file does by default: "
-                    "read it with zero_based=True or 'auto', on the command line --zero-based yes or auto)")
+            hint = (
+                " (the file counts features from 0, as scikit-learn's dump_svmlight_file does by default: "
+                "read it with zero_based=True or 'auto', on the command line --zero-based yes or auto)"
+            )
         raise ValueError(f"cannot read {path!r} as SVM-light: {exc}{hint}") from None
     if X.shape[0] == 0:
         raise ValueError(f"expected at least one sample in {path!r}, got an empty file instead")
@@ -130,8 +133,9 @@ def read_svmlight(path, *, n_features: int | None = None, zero_based="auto") -> 
         X = check_matrix(X, name=f"the features of {path!r}")
     except ValueError as exc:
         raise ValueError(str(exc)) from None
-    return SvmLightData(X=X, y=np.asarray(y, dtype=np.float64), qid=qid if qid.size else None, path=path,
-                        zero_based=bool(zero_based))
+    return SvmLightData(
+        X=X, y=np.asarray(y, dtype=np.float64), qid=qid if qid.size else None, path=path, zero_based=bool(zero_based)
+    )
 
 
 def write_svmlight(path, X, y, *, qid=None, comment: str | None = None) -> None:

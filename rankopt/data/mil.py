@@ -13,15 +13,19 @@ Sizes (bags / instances / features): MUSK1 92 / 476 / 166, MUSK2 102 / 6598 /
 166, Elephant 200 / 1391 / 230 — each bag one molecule (conformations) or one
 image (segments); the best instance is the latent variable.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 # Bags (and with it SciPy) is imported by load_mil: the ``rankopt`` command
 # reads MIL_DATASETS to build its parser, and ``rankopt --help`` must not pay for SciPy.
+if TYPE_CHECKING:  # pragma: no cover
+    from rankopt.data.bags import Bags
 
 __all__ = ["MIL_DATASETS", "MILDataset", "load_elephant", "load_mil", "load_musk1", "load_musk2", "mil_csv_dir"]
 
@@ -98,6 +102,7 @@ def load_mil(name: str, dtype=np.float64) -> MILDataset:
     from rankopt.data.bags import check_bags
 
     bags, y = check_bags(table[:, 2:].astype(dtype, copy=False), table[:, 1], y=table[:, 0])
+    assert y is not None  # labels given, labels returned
     return MILDataset(name, bags, y)
 
 

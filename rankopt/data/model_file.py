@@ -27,6 +27,7 @@ own format version whoever wrote it, and rejects every other version, naming
 the release that wrote the file.  Version 1 (rankopt 0.1 before the scale
 work) held RankSVM models only and is not read: retrain.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -89,11 +90,14 @@ EXPORTS: dict[str, ModelExport] = {
     "LatentAPSVM": ModelExport("rankopt.estimators.latent", values=(*_LATENT, "inference_")),
     "LatentSSVM": ModelExport("rankopt.estimators.latent", values=_LATENT),
     "LatentSVM": ModelExport("rankopt.estimators.latent", values=_LATENT),
-    "HOBSVM": ModelExport("rankopt.estimators.high_order", values=(*_COMMON, "eta_", "fitted_with_pairs_"),
-                          arrays=_HIGH_ORDER),
-    "HOAPSVM": ModelExport("rankopt.estimators.high_order",
-                           values=(*_COMMON, "eta_", "fitted_with_pairs_", "objectives_"),
-                           arrays={**_HIGH_ORDER, "init_coef_": lambda d: (3 * d,)}),
+    "HOBSVM": ModelExport(
+        "rankopt.estimators.high_order", values=(*_COMMON, "eta_", "fitted_with_pairs_"), arrays=_HIGH_ORDER
+    ),
+    "HOAPSVM": ModelExport(
+        "rankopt.estimators.high_order",
+        values=(*_COMMON, "eta_", "fitted_with_pairs_", "objectives_"),
+        arrays={**_HIGH_ORDER, "init_coef_": lambda d: (3 * d,)},
+    ),
 }
 
 
@@ -157,6 +161,7 @@ def save_model(model, path) -> None:
     extra = {} if loss is None else {"loss": np.array(loss.name)}
     # An open handle keeps np.savez from appending ".npz" to the caller's name.
     with open(os.fspath(path), "wb") as handle:
+        # numpy's stub lets a **dict fill savez's allow_pickle, hence the two ignores below.
         np.savez(
             handle,
             format=np.array(MODEL_FORMAT),
@@ -165,8 +170,8 @@ def save_model(model, path) -> None:
             model_type=np.array(model_type),
             params=np.array(json.dumps(params)),
             fitted=np.array(json.dumps(fitted)),
-            **extra,
-            **arrays,
+            **extra,  # type: ignore[arg-type]
+            **arrays,  # type: ignore[arg-type]
         )
 
 
@@ -212,8 +217,10 @@ def load_model(path, model_type=None):
     with open(path, "rb") as handle:
         magic = handle.read(len(_ZIP_MAGIC))
     if magic != _ZIP_MAGIC:
-        raise ModelFileError(f"{path!r} is not a rankopt model file (expected an .npz archive "
-                             "written by `rankopt train` or rankopt.data.save_model)")
+        raise ModelFileError(
+            f"{path!r} is not a rankopt model file (expected an .npz archive "
+            "written by `rankopt train` or rankopt.data.save_model)"
+        )
     try:
         with np.load(path, allow_pickle=False) as archive:
             if "format" not in archive.files or str(archive["format"][()]) != MODEL_FORMAT:

@@ -14,6 +14,7 @@ the values recorded here, and caches them like scikit-learn's ``fetch_*``
 functions: under ``data_home``, by default ``$RANKOPT_DATA`` or
 ``~/rankopt_data``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -116,6 +117,8 @@ def _fetch_into(directory: str) -> None:
                     source = tar.extractfile(member)
                 except KeyError:
                     raise OSError(f"expected {member!r} in {os.path.basename(archive)}, got no such file") from None
+                if source is None:
+                    raise OSError(f"expected {member!r} in {os.path.basename(archive)} to be a file, got another kind")
                 partial = os.path.join(tmp, sample.name)
                 with source, open(partial, "wb") as out:
                     shutil.copyfileobj(source, out)
@@ -130,8 +133,20 @@ def download_rankeval_sdist(destination: str) -> str:
     ``--no-build-isolation`` keeps pip from installing rankeval's build
     requirements just to read its metadata: the sdist is never built.
     """
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-               "--no-build-isolation", "--disable-pip-version-check", RANKEVAL_REQUIREMENT, "-d", destination]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--no-build-isolation",
+        "--disable-pip-version-check",
+        RANKEVAL_REQUIREMENT,
+        "-d",
+        destination,
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     archives = [name for name in os.listdir(destination) if name.endswith(".tar.gz")]
     if done.returncode != 0 or not archives:

@@ -5,6 +5,7 @@ The names below are imported on first access (PEP 562's module
 :mod:`rankopt.engine.problem`, and listing the plugins (``rankopt plugins``)
 must not pay for the solvers, the QP libraries and scikit-learn.
 """
+
 from rankopt._lazy import lazy_attributes
 
 _LAZY = {

@@ -9,6 +9,7 @@ the current w, so the objective never increases, even when an inner solve
 stops uncertified (at ``inner_max_iter``, or on a QP failure); convergence is
 claimed only on a certified inner solve.
 """
+
 from __future__ import annotations
 
 import abc
@@ -103,7 +104,7 @@ def best_on_ray(problem: CCCPProblem, C: float, w: np.ndarray, *, rtol: float = 
     if upper > 0.0:
         found = minimize_scalar(phi, bounds=(0.0, upper), method="bounded", options={"xatol": rtol * upper})
         candidates[float(found.x)] = float(found.fun)
-    t = min(candidates, key=candidates.get)
+    t = min(candidates, key=lambda step: candidates[step])
     return t, candidates[t]
 
 
@@ -140,7 +141,7 @@ def solve_cccp(
     stop_reason = "max_iter"
     for iteration in range(1, max_iter + 1):
         result = solve_cutting_plane(
-            problem.convexify(w), C, tol=inner_tol, max_iter=inner_max_iter, w0=w, warn=False, callback=callback,
+            problem.convexify(w), C, tol=inner_tol, max_iter=inner_max_iter, w0=w, warn=False, callback=callback
         )
         inner_results.append(result)
         before = objectives[-1]
@@ -154,13 +155,21 @@ def solve_cccp(
                 f"bound {result.primal_objective:.10g} that convexify() gave for the same w"
             )
         accepted = moved and after <= before
-        steps.append(CCCPStep(before, result.primal_objective, after, result.duality_gap, result.converged,
-                              result.n_iter, accepted))
+        steps.append(
+            CCCPStep(
+                before, result.primal_objective, after, result.duality_gap, result.converged, result.n_iter, accepted
+            )
+        )
         logger.info(
             "CCCP step %d: J %.8g -> %.8g (%s; inner bound %.8g, gap %.3g, %s after %d iterations)",
-            iteration, before, after, "accepted" if accepted else "no lower bound found, w kept",
-            result.primal_objective, result.duality_gap,
-            "certified" if result.converged else f"uncertified: {result.stop_reason}", result.n_iter,
+            iteration,
+            before,
+            after,
+            "accepted" if accepted else "no lower bound found, w kept",
+            result.primal_objective,
+            result.duality_gap,
+            "certified" if result.converged else f"uncertified: {result.stop_reason}",
+            result.n_iter,
         )
         if accepted:
             w = result.w
@@ -180,9 +189,10 @@ def solve_cccp(
     if not converged and stop_reason != "callback":
         last = inner_results[-1]
         reason = (
-            f"max_iter={max_iter} CCCP steps were run" if stop_reason == "max_iter"
+            f"max_iter={max_iter} CCCP steps were run"
+            if stop_reason == "max_iter"
             else f"the last inner cutting plane stopped uncertified ({last.stop_reason}, duality gap "
-                 f"{last.duality_gap:.3g} > C·inner_tol = {C * inner_tol:.3g})"
+            f"{last.duality_gap:.3g} > C·inner_tol = {C * inner_tol:.3g})"
         )
         warnings.warn(f"CCCP did not converge: {reason}", ConvergenceWarning, stacklevel=2)
     return CCCPResult(w, len(inner_results), converged, objectives, inner_results, steps, stop_reason)

@@ -16,6 +16,7 @@ not shown.  A QP answer whose own working-set gap is not small is a QP
 failure: the next solver is tried (:meth:`WorkingSetQP.solve`), and when all
 fail the fit stops with a :class:`ConvergenceWarning` that gives the gap.
 """
+
 from __future__ import annotations
 
 import logging
@@ -167,13 +168,18 @@ def solve_cutting_plane(
             best_primal, best_w = primal, w
         best_dual = max(best_dual, dual)
         gap = best_primal - best_dual
-        record = IterationRecord(
-            iteration, primal, best_dual, gap, violation, qp.n_planes, elapsed, qp_gap, qp_solver
-        )
+        record = IterationRecord(iteration, primal, best_dual, gap, violation, qp.n_planes, elapsed, qp_gap, qp_solver)
         history.append(record)
         logger.debug(
             "iter %d: primal %.6g dual %.6g gap %.3g violation %.3g planes %d (QP %s, gap %.3g)",
-            iteration, primal, best_dual, gap, violation, qp.n_planes, qp_solver or "-", qp_gap,
+            iteration,
+            primal,
+            best_dual,
+            gap,
+            violation,
+            qp.n_planes,
+            qp_solver or "-",
+            qp_gap,
         )
         stop_requested = callback is not None and callback(record, w)
         if gap <= target_gap:
@@ -208,7 +214,8 @@ def solve_cutting_plane(
     final_gap = best_primal - best_dual
     if warn and not converged and stop_reason != "callback":
         cause = (
-            f"max_iter={max_iter} was reached" if stop_reason == "max_iter"
+            f"max_iter={max_iter} was reached"
+            if stop_reason == "max_iter"
             else "no working-set QP solver reached a verified optimum"
         )
         warnings.warn(
@@ -220,11 +227,13 @@ def solve_cutting_plane(
         )
     logger.info(
         "cutting plane %s after %d iterations: primal %.6g, gap %.3g (C·tol %.3g)",
-        "converged" if converged else f"stopped ({stop_reason})", len(history), best_primal, final_gap, target_gap,
+        "converged" if converged else f"stopped ({stop_reason})",
+        len(history),
+        best_primal,
+        final_gap,
+        target_gap,
     )
-    return CuttingPlaneResult(
-        best_w, len(history), converged, history, stop_reason, best_primal, final_gap
-    )
+    return CuttingPlaneResult(best_w, len(history), converged, history, stop_reason, best_primal, final_gap)
 
 
 def _feature_scale(largest: float) -> float:
@@ -272,7 +281,8 @@ class _ScaledQP:
             raise ValueError(
                 f"expected features and C for which the working-set QP can be solved in float64, got features "
                 f"of magnitude {self.magnitude:.3g} with C={self.C:g} instead "
-                f"(C·magnitude² = {self.C_magnitude2:.3g} > {_SOLVABLE_C_SCALE2:g}; {failure}); standardise X or lower C"
+                f"(C·magnitude² = {self.C_magnitude2:.3g} > {_SOLVABLE_C_SCALE2:g}; {failure}); "
+                "standardise X or lower C"
             )
 
     def add(self, plane: np.ndarray, loss: float) -> None:

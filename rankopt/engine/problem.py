@@ -10,6 +10,7 @@ is given to the engine by three things: the ground-truth joint feature
 Ψ(X, Y*), an oracle returning the most violated output's Ψ(X, Ŷ) and Δ for
 a given w, and optional linear constraints on w.
 """
+
 from __future__ import annotations
 
 import abc
@@ -34,7 +35,7 @@ class LinearConstraints:
     The cutting plane starts from the smallest feasible w.
     """
 
-    A: "np.ndarray | sp.csr_matrix"
+    A: np.ndarray | sp.csr_matrix
     b: np.ndarray
 
     def __post_init__(self):
@@ -57,12 +58,10 @@ class LinearConstraints:
         return self.b.size
 
     @classmethod
-    def nonpositive(cls, n_features: int, indices) -> "LinearConstraints":
+    def nonpositive(cls, n_features: int, indices) -> LinearConstraints:
         """w[indices] ≤ 0 — HOB-SVM's w₂ ≤ 0."""
         indices = np.asarray(indices, dtype=np.intp)
-        A = sp.csr_matrix(
-            (np.ones(indices.size), (np.arange(indices.size), indices)), shape=(indices.size, n_features)
-        )
+        A = sp.csr_matrix((np.ones(indices.size), (np.arange(indices.size), indices)), shape=(indices.size, n_features))
         return cls(A, np.zeros(indices.size))
 
 

@@ -34,6 +34,7 @@ The duals are small dense QPs over {α ≥ 0, Σα ≤ C} and go to DAQP, a dual
 active-set solver; the primal goes to Clarabel, an interior-point solver that
 takes sparse constraint rows.
 """
+
 from __future__ import annotations
 
 import logging
@@ -301,8 +302,13 @@ class WorkingSetQP:
             failures.append(f"{name}: gap {solution.gap:.3g} > {gap_tol:.3g}")
             logger.info(
                 "working-set QP with %d planes: the %s answer fails its optimality check "
-                "(primal %.10g, dual %.10g, gap %.3g > %.3g)", k, name, solution.primal, solution.dual,
-                solution.gap, gap_tol,
+                "(primal %.10g, dual %.10g, gap %.3g > %.3g)",
+                k,
+                name,
+                solution.primal,
+                solution.dual,
+                solution.gap,
+                gap_tol,
             )
             if best is None or solution.gap < best.gap:
                 best = solution
@@ -418,7 +424,7 @@ class WorkingSetQP:
         if k:
             blocks.append(sp.hstack([sp.csr_matrix(-self.planes), sp.csr_matrix(-np.ones((k, 1)))]))
         blocks.append(sp.csr_matrix(([-1.0], ([0], [d])), shape=(1, d + 1)))
-        bounds = [-self.losses, [0.0]]
+        bounds = [-self.losses, np.zeros(1)]
         if constraints is not None:
             blocks.append(sp.hstack([sp.csr_matrix(constraints.A), sp.csr_matrix((constraints.n_constraints, 1))]))
             bounds.append(constraints.b)
@@ -429,7 +435,7 @@ class WorkingSetQP:
         x, multipliers = _clarabel(P, q, A, b, f"working-set QP with {k} planes", constraints is not None)
         w = x[:d]
         alpha = np.maximum(multipliers[:k], 0.0)
-        dual = self._lagrangian_dual(alpha, np.maximum(multipliers[k + 1:], 0.0))
+        dual = self._lagrangian_dual(alpha, np.maximum(multipliers[k + 1 :], 0.0))
         self._record_multipliers(alpha)  # may drop planes: after the dual, which uses them all
         return w, dual
 
@@ -508,8 +514,15 @@ def _dense_simplex_qp(H: np.ndarray, f: np.ndarray, weights: np.ndarray) -> np.n
     flags = []
     for eps_prox in (1e-6, -1.0):
         gamma, _, exitflag, _ = daqp.solve(
-            np.ascontiguousarray(H), np.ascontiguousarray(f), np.ascontiguousarray(weights[None, :]),
-            bupper, blower, np.zeros(k + 1, dtype=np.intc), eps_prox=eps_prox, eta_prox=1e-12, primal_tol=1e-10,
+            np.ascontiguousarray(H),
+            np.ascontiguousarray(f),
+            np.ascontiguousarray(weights[None, :]),
+            bupper,
+            blower,
+            np.zeros(k + 1, dtype=np.intc),
+            eps_prox=eps_prox,
+            eta_prox=1e-12,
+            primal_tol=1e-10,
         )
         if exitflag == 1:
             return np.maximum(np.asarray(gamma), 0.0)
@@ -566,6 +579,7 @@ def _line_search(p_delta: float, u, v, lo, hi) -> float:
     the root is bracketed between breakpoints by bisection, then solved on
     its linear piece.
     """
+
     def derivative(t):
         return p_delta - float(v @ np.clip(u + t * v, lo, hi))
 

@@ -5,6 +5,7 @@ structured problem a model plugin (:mod:`rankopt.models`) builds to the engine
 (:mod:`rankopt.engine`).  The names below are imported on first access, so
 that ``import rankopt.estimators`` does not load scikit-learn.
 """
+
 from rankopt._lazy import lazy_attributes
 
 _LAZY = {

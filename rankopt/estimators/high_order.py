@@ -7,6 +7,7 @@ optimises the AP loss of the ranking by s with CCCP.  Their problems, and the
 derivation of HOAP-SVM's convex-concave split, are in
 :mod:`rankopt.models.high_order`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,8 +68,7 @@ class _HighOrderRanker(BaseEstimator):
         if with_pairs != self.fitted_with_pairs_:
             if self.fitted_with_pairs_:
                 raise ValueError(
-                    "expected similar pairs (edges or groups) for the samples to rank, as at fit, got "
-                    "neither instead"
+                    "expected similar pairs (edges or groups) for the samples to rank, as at fit, got neither instead"
                 )
             raise ValueError(
                 "expected no similar pairs: this model was fitted without edges or groups, got "
@@ -274,8 +274,12 @@ class HOAPSVM(_HighOrderRanker):
         y = check_binary_labels(y, inp.n_samples)
         registry = self._registry()
         problem = registry.get_model("high_order_ap").build_problem(
-            inp, y, registry.get_loss("ap"), registry.get_feature_map("high_order"),
-            inference=self.inference, registry=registry,
+            inp,
+            y,
+            registry.get_loss("ap"),
+            registry.get_feature_map("high_order"),
+            inference=self.inference,
+            registry=registry,
         )
         callback = iteration_callback(type(self).__name__, verbose=self.verbose, cccp=True)
         with verbose_logging(self.verbose):
@@ -284,8 +288,14 @@ class HOAPSVM(_HighOrderRanker):
             # units (its C is on another scale), and J is convex along the ray (docs/maths.md).
             ray_scale, _ = best_on_ray(problem, C, w0 / problem.scale)
             result = solve_cccp(
-                problem, C, ray_scale * w0 / problem.scale, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol,
-                inner_max_iter=max_iter, callback=callback,
+                problem,
+                C,
+                ray_scale * w0 / problem.scale,
+                tol=cccp_tol,
+                max_iter=cccp_max_iter,
+                inner_tol=tol,
+                inner_max_iter=max_iter,
+                callback=callback,
             )
         self.eta_ = eta
         self._store(inp, problem.scale * result.w, edges is not None or groups is not None)

@@ -41,6 +41,7 @@ ground-truth feature and move the varying negative part −(1/|N|) Σ Φ_j(ĥ_j)
 to the output side, so that the engine's cutting plane Ψ* − Ψ̂ is exactly
 Ψ(X, Y*, Ĥ) − Ψ(X, Ŷ, Ĥ).
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,12 +53,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from rankopt._validation import (
-    check_feature_names,
-    check_n_features,
-    check_positive_float,
-    check_positive_int,
-)
+from rankopt._validation import check_feature_names, check_n_features, check_positive_float, check_positive_int
 from rankopt.data.bags import Bags, check_bags
 from rankopt.engine.cccp import solve_cccp
 from rankopt.estimators.progress import iteration_callback, verbose_logging
@@ -73,7 +69,9 @@ __all__ = ["LatentAPSVM", "LatentSSVM", "LatentSVM"]
 class _LatentEstimator(BaseEstimator):
     """Shared fit/predict of the latent models (bag input, CCCP with random restarts)."""
 
-    _fit_intercept = False
+    @property
+    def _fit_intercept(self) -> bool:
+        return False
 
     def _registry(self):
         from rankopt.plugins import default_registry
@@ -138,16 +136,26 @@ class _LatentEstimator(BaseEstimator):
                 w0 = 1e-3 * direction / np.linalg.norm(direction)
                 callback = iteration_callback(f"{type(self).__name__} init {init}", verbose=self.verbose, cccp=True)
                 result = solve_cccp(
-                    problem, C, w0, tol=cccp_tol, max_iter=cccp_max_iter, inner_tol=tol, inner_max_iter=max_iter,
+                    problem,
+                    C,
+                    w0,
+                    tol=cccp_tol,
+                    max_iter=cccp_max_iter,
+                    inner_tol=tol,
+                    inner_max_iter=max_iter,
                     callback=callback,
                 )
                 init_objectives.append(result.objectives[-1])
                 logger.info(
                     "%s init %d: objective %.6g after %d CCCP iterations",
-                    type(self).__name__, init, result.objectives[-1], result.n_iter,
+                    type(self).__name__,
+                    init,
+                    result.objectives[-1],
+                    result.n_iter,
                 )
                 if best is None or result.objectives[-1] < best.objectives[-1]:
                     best = result
+        assert best is not None  # n_init ≥ 1
         w = best.w
         if self._fit_intercept:
             self.coef_, self.intercept_ = w[:-1].copy(), float(w[-1])
@@ -190,6 +198,7 @@ class _LatentEstimator(BaseEstimator):
         check_is_fitted(self, "coef_")
         check_feature_names(self, X, reset=False)
         data, labels = check_bags(X, bags, y=y, qid=qid)
+        assert labels is not None  # y given, labels returned
         check_n_features(self, data.n_features)
         scores = np.asarray(data.X @ self.coef_.astype(data.X.dtype, copy=False)).ravel() + self.intercept_
         if data.qid is None:
@@ -271,8 +280,19 @@ class LatentAPSVM(_LatentEstimator):
 
     _fits_queries = True
 
-    def __init__(self, C=1.0, loss="ap", n_init=3, random_state=None, tol=1e-3, max_iter=1000,
-                 cccp_tol=1e-3, cccp_max_iter=50, inference="auto", verbose=False):
+    def __init__(
+        self,
+        C=1.0,
+        loss="ap",
+        n_init=3,
+        random_state=None,
+        tol=1e-3,
+        max_iter=1000,
+        cccp_tol=1e-3,
+        cccp_max_iter=50,
+        inference="auto",
+        verbose=False,
+    ):
         self.C = C
         self.loss = loss
         self.n_init = n_init
@@ -293,9 +313,15 @@ class LatentAPSVM(_LatentEstimator):
         self.loss_ = loss
         pos, neg = _split(data, labels)
         problem = LatentRankingCCCP(
-            pos, neg, loss, registry.get_feature_map("linear"), model="apsvm",
-            inference=self.inference_, registry=registry,
+            pos,
+            neg,
+            loss,
+            registry.get_feature_map("linear"),
+            model="apsvm",
+            inference=self.inference_,
+            registry=registry,
         )
+        assert problem.queries is not None  # the AP-SVM model lays out its queries
         self.n_queries_, self.n_queries_used_ = problem.queries.n_queries, problem.queries.n_used
         return problem
 
@@ -314,8 +340,18 @@ class LatentSSVM(_LatentEstimator):
     attributes as :class:`LatentAPSVM` (no ``inference``), ``verbose`` included.
     """
 
-    def __init__(self, C=1.0, loss="ap", n_init=3, random_state=None, tol=1e-3, max_iter=1000,
-                 cccp_tol=1e-3, cccp_max_iter=50, verbose=False):
+    def __init__(
+        self,
+        C=1.0,
+        loss="ap",
+        n_init=3,
+        random_state=None,
+        tol=1e-3,
+        max_iter=1000,
+        cccp_tol=1e-3,
+        cccp_max_iter=50,
+        verbose=False,
+    ):
         self.C = C
         self.loss = loss
         self.n_init = n_init
@@ -361,8 +397,20 @@ class LatentSVM(_LatentEstimator):
     Others as :class:`LatentAPSVM`.
     """
 
-    def __init__(self, C=1.0, J=None, robust=0.0, fit_intercept=True, n_init=3, random_state=None,
-                 tol=1e-3, max_iter=1000, cccp_tol=1e-3, cccp_max_iter=50, verbose=False):
+    def __init__(
+        self,
+        C=1.0,
+        J=None,
+        robust=0.0,
+        fit_intercept=True,
+        n_init=3,
+        random_state=None,
+        tol=1e-3,
+        max_iter=1000,
+        cccp_tol=1e-3,
+        cccp_max_iter=50,
+        verbose=False,
+    ):
         self.C = C
         self.J = J
         self.robust = robust
@@ -383,7 +431,7 @@ class LatentSVM(_LatentEstimator):
         if self.J is not None:
             check_positive_float(self.J, "J")
         robust = self.robust
-        if isinstance(robust, bool) or not isinstance(robust, numbers.Real) or not 0 <= robust < 1:
+        if isinstance(robust, bool) or not isinstance(robust, numbers.Real) or not 0 <= float(robust) < 1:
             raise ValueError(f"expected robust to be a fraction in [0, 1), got {robust!r} instead")
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise ValueError(f"expected fit_intercept to be True or False, got {self.fit_intercept!r} instead")

@@ -18,6 +18,7 @@ optional dependency, and a user who configured logging keeps full control
 :class:`ValidationMonitor` scores every iterate on held-out data and can
 stop the solve after ``patience`` iterations without improvement.
 """
+
 from __future__ import annotations
 
 import logging
@@ -124,9 +125,10 @@ class ValidationMonitor:
                 f"{len(history)} iterations instead"
             )
         return [
-            MonitoredIterationRecord(**{f.name: getattr(record, f.name) for f in fields(record)},
-                                     validation_score=value)
-            for record, value in zip(history, self.scores)
+            MonitoredIterationRecord(
+                **{f.name: getattr(record, f.name) for f in fields(record)}, validation_score=value
+            )
+            for record, value in zip(history, self.scores, strict=True)
         ]
 
 
@@ -138,8 +140,7 @@ class IterationProgress:
     from the inner solves' restarts at iteration 1.
     """
 
-    def __init__(self, label: str, *, verbose=False, monitor: ValidationMonitor | None = None,
-                 cccp: bool = False):
+    def __init__(self, label: str, *, verbose=False, monitor: ValidationMonitor | None = None, cccp: bool = False):
         self.label = label
         self.verbose = bool(verbose)
         self.monitor = monitor
@@ -155,16 +156,18 @@ class IterationProgress:
             validation = "" if self.monitor is None else f", validation AP {self.monitor.scores[-1]:.4f}"
             logger.info(
                 "%s iteration %d: primal %.6g, gap %.3g, violation %.3g%s",
-                where, record.iteration, record.primal_objective, record.duality_gap, record.violation,
+                where,
+                record.iteration,
+                record.primal_objective,
+                record.duality_gap,
+                record.violation,
                 validation,
             )
         return stop
 
 
-def iteration_callback(label: str, *, verbose=False, monitor: ValidationMonitor | None = None,
-                       cccp: bool = False):
+def iteration_callback(label: str, *, verbose=False, monitor: ValidationMonitor | None = None, cccp: bool = False):
     """An :class:`IterationProgress`, or None when there is nothing to show or monitor."""
     if not verbose and monitor is None:
         return None
     return IterationProgress(label, verbose=verbose, monitor=monitor, cccp=cccp)
-

@@ -1,4 +1,5 @@
 """RankSVM: a linear ranker trained by the 1-slack structural SVM on any loss."""
+
 from __future__ import annotations
 
 import logging
@@ -23,10 +24,10 @@ from rankopt._validation import (
 )
 from rankopt.data.backends import backend_for, check_matrix
 from rankopt.engine.cutting_plane import solve_cutting_plane
+from rankopt.estimators.progress import ValidationMonitor, iteration_callback, verbose_logging
 from rankopt.losses.base import Loss, OutputKind, RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
 from rankopt.models.approx import check_approx, fit_approx
-from rankopt.estimators.progress import ValidationMonitor, iteration_callback, verbose_logging
 from rankopt.models.ranking import queries_to_order
 
 logger = logging.getLogger(__name__)
@@ -167,8 +168,18 @@ class RankSVM(BaseEstimator):
         averages over (1 without ``qid``).
     """
 
-    def __init__(self, loss="ap", C=1.0, tol=1e-3, max_iter=1000, inference="auto", verbose=False,
-                 approx=None, relevant_at=1, early_stopping_patience=None):
+    def __init__(
+        self,
+        loss="ap",
+        C=1.0,
+        tol=1e-3,
+        max_iter=1000,
+        inference="auto",
+        verbose=False,
+        approx=None,
+        relevant_at=1,
+        early_stopping_patience=None,
+    ):
         self.loss = loss
         self.C = C
         self.tol = tol
@@ -210,8 +221,10 @@ class RankSVM(BaseEstimator):
         C = check_positive_float(self.C, "C")
         tol = check_positive_float(self.tol, "tol")
         max_iter = check_positive_int(self.max_iter, "max_iter")
-        patience = None if self.early_stopping_patience is None else check_positive_int(
-            self.early_stopping_patience, "early_stopping_patience"
+        patience = (
+            None
+            if self.early_stopping_patience is None
+            else check_positive_int(self.early_stopping_patience, "early_stopping_patience")
         )
         if not isinstance(self.inference, str):
             raise ValueError(f"expected inference to be a method name, got {self.inference!r} instead")
@@ -230,8 +243,9 @@ class RankSVM(BaseEstimator):
         callback = iteration_callback(type(self).__name__, verbose=self.verbose, monitor=monitor)
         with verbose_logging(self.verbose):
             if queries is not None:
-                problem = model.build_problem(X, y, loss, feature_map, inference=self.inference,
-                                              registry=registry, queries=queries)
+                problem = model.build_problem(
+                    X, y, loss, feature_map, inference=self.inference, registry=registry, queries=queries
+                )
                 result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback)
                 split = None
             elif approx is None:
@@ -240,14 +254,26 @@ class RankSVM(BaseEstimator):
                 split = None
             else:
                 problem, result, split = fit_approx(
-                    X, y, loss, feature_map, approx, C=C, tol=tol, max_iter=max_iter,
-                    inference=self.inference, registry=registry, callback=callback,
+                    X,
+                    y,
+                    loss,
+                    feature_map,
+                    approx,
+                    C=C,
+                    tol=tol,
+                    max_iter=max_iter,
+                    inference=self.inference,
+                    registry=registry,
+                    callback=callback,
                 )
             if result.stop_reason == "callback":  # only the validation monitor stops a solve
                 logger.info(
                     "%s stopped early: no better validation AP for %d iterations; keeping iteration %d "
                     "(validation AP %.4f), not the optimum of the training problem",
-                    type(self).__name__, patience, monitor.best_index + 1, monitor.best_score,
+                    type(self).__name__,
+                    patience,
+                    monitor.best_index + 1,
+                    monitor.best_score,
                 )
         self.coef_ = result.w
         self.n_iter_ = result.n_iter
@@ -312,12 +338,14 @@ class RankSVM(BaseEstimator):
                 return average_precision(y_val, backend.scores(X_val, w))
         else:
             check_qid(qid_val, X_val.shape[0], name="qid_val")
-            relevant_from_grades(check_grades(y_val, X_val.shape[0], name="y_val"),
-                                 check_relevant_at(self.relevant_at), name="y_val")
+            relevant_from_grades(
+                check_grades(y_val, X_val.shape[0], name="y_val"), check_relevant_at(self.relevant_at), name="y_val"
+            )
             relevant_at = self.relevant_at
 
             def score(w):
                 return mean_average_precision(y_val, backend.scores(X_val, w), qid_val, relevant_at=relevant_at)
+
         return ValidationMonitor(score, patience)
 
     def _relevance(self, y, qid, n_samples, loss, model, approx):
@@ -350,7 +378,8 @@ class RankSVM(BaseEstimator):
         if not model.supports_queries:
             logger.info(
                 "the %s loss %r scores documents one by one: qid only sets which documents are relevant",
-                loss.output_kind.value, loss.name,
+                loss.output_kind.value,
+                loss.name,
             )
             return relevance, None, queries.n_queries, n_used
         return relevance, queries, queries.n_queries, n_used
@@ -433,4 +462,3 @@ def _raise_no_query_orders(queries, graded, relevant_at) -> None:
         f"expected some query (qid) to hold both a relevant document (y >= relevant_at={relevant_at:g}) and a "
         f"non-relevant one, got none of the {queries.n_queries} queries instead"
     )
-

@@ -5,6 +5,7 @@ when a plot or progress bar is asked for.  ``DemoResult`` and ``run_demo``
 are imported on first access, so that importing an experiment module (which
 the command does to build its parser) does not import the estimators.
 """
+
 import importlib
 
 __all__ = ["DemoResult", "run_demo"]

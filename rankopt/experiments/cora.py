@@ -33,6 +33,7 @@ HOB-SVM's C the regulariser wins (measured: the CCCP objective falls while
 the training AP drops).  HOAP-SVM with w₂ = 0 is AP-SVM with C_AP = 2 C/n²,
 so the HOAP grid is given in AP-SVM units and converted by :func:`hoap_C`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,6 +44,7 @@ import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -51,8 +53,14 @@ from rankopt.experiments.report import timed_reporter
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "CoraExperimentResult", "METHODS", "add_cli_subcommand", "cora_folds", "hoap_C", "load_result",
-    "merge_results", "run_cora_experiment",
+    "CoraExperimentResult",
+    "METHODS",
+    "add_cli_subcommand",
+    "cora_folds",
+    "hoap_C",
+    "load_result",
+    "merge_results",
+    "run_cora_experiment",
 ]
 
 METHODS = ("SVM", "AP-SVM", "HOB-SVM", "HOAP-SVM")
@@ -62,16 +70,33 @@ METHODS = ("SVM", "AP-SVM", "HOB-SVM", "HOAP-SVM")
 #: ``hoap_C_grid`` (AP-SVM units, :func:`hoap_C`): HOAP-SVM.  ``inner_hoap_*``
 #: cap HOAP-SVM's fits inside the inner cross-validation, ``hoap_*`` the outer ones;
 #: inner-CV fits stop at ``inner_tol``, outer fits at the ``tol`` of :func:`run_cora_experiment`.
-FULL = dict(
-    n_folds=5, inner_folds=2, C_grid=(0.1, 1.0, 10.0, 100.0, 1000.0),
-    hob_C_grid=(1.0, 10.0, 100.0, 1000.0), eta_grid=(1e-4, 1e-2, 1.0, 100.0), hoap_C_grid=(1.0, 10.0),
-    hoap_cccp_max_iter=5, hoap_max_iter=300, inner_hoap_cccp_max_iter=2, inner_hoap_max_iter=100,
-    inner_tol=1e-2, subsample=None,
+FULL: dict[str, Any] = dict(
+    n_folds=5,
+    inner_folds=2,
+    C_grid=(0.1, 1.0, 10.0, 100.0, 1000.0),
+    hob_C_grid=(1.0, 10.0, 100.0, 1000.0),
+    eta_grid=(1e-4, 1e-2, 1.0, 100.0),
+    hoap_C_grid=(1.0, 10.0),
+    hoap_cccp_max_iter=5,
+    hoap_max_iter=300,
+    inner_hoap_cccp_max_iter=2,
+    inner_hoap_max_iter=100,
+    inner_tol=1e-2,
+    subsample=None,
 )
-QUICK = dict(
-    n_folds=2, inner_folds=2, C_grid=(1.0,), hob_C_grid=(1.0,), eta_grid=(1.0,), hoap_C_grid=(1.0,),
-    hoap_cccp_max_iter=1, hoap_max_iter=5, inner_hoap_cccp_max_iter=1, inner_hoap_max_iter=5,
-    inner_tol=1e-2, subsample=300,
+QUICK: dict[str, Any] = dict(
+    n_folds=2,
+    inner_folds=2,
+    C_grid=(1.0,),
+    hob_C_grid=(1.0,),
+    eta_grid=(1.0,),
+    hoap_C_grid=(1.0,),
+    hoap_cccp_max_iter=1,
+    hoap_max_iter=5,
+    inner_hoap_cccp_max_iter=1,
+    inner_hoap_max_iter=5,
+    inner_tol=1e-2,
+    subsample=300,
 )
 
 
@@ -127,10 +152,7 @@ class CoraExperimentResult:
 
     def to_markdown(self) -> str:
         short = [s.replace("_", " ") for s in self.subjects]
-        lines = [
-            "| method | " + " | ".join(short) + " | average |",
-            "|---|" + "---|" * (len(short) + 1),
-        ]
+        lines = ["| method | " + " | ".join(short) + " | average |", "|---|" + "---|" * (len(short) + 1)]
         for method in METHODS:
             cells = [f"{100 * m:.1f} ± {100 * s:.1f}" for m, s in (self.mean_std(method, k) for k in self.subjects)]
             m, s = self.average(method)
@@ -197,9 +219,12 @@ def merge_results(results: list[CoraExperimentResult]) -> CoraExperimentResult:
         ap={m: {s: v for r in results for s, v in r.ap[m].items()} for m in METHODS},
         fit_seconds={m: [t for r in results for t in r.fit_seconds[m]] for m in METHODS},
         params={m: {s: v for r in results for s, v in r.params[m].items()} for m in METHODS},
-        config=first.config, n_samples=first.n_samples, n_links=first.n_links,
+        config=first.config,
+        n_samples=first.n_samples,
+        n_links=first.n_links,
         links_within_folds=first.links_within_folds,
-        wall_seconds=sum(r.wall_seconds for r in results), search_seconds=sum(r.search_seconds for r in results),
+        wall_seconds=sum(r.wall_seconds for r in results),
+        search_seconds=sum(r.search_seconds for r in results),
         unconverged={m: sum(r.unconverged.get(m, 0) for r in results) for m in METHODS},
         hoap_diagnostics=[d for r in results for d in r.hoap_diagnostics],
     )
@@ -262,8 +287,12 @@ def _fit_or_raise(method, params, X, y, pairs, cfg, init, start, outer):
         elif method == "HOAP-SVM":
             prefix = "hoap_" if outer else "inner_hoap_"
             model = HOAPSVM(
-                C=hoap_C(params["C"], X.shape[0]), eta=params["eta"], init=init, tol=cfg["tol"],
-                max_iter=cfg[prefix + "max_iter"], cccp_max_iter=cfg[prefix + "cccp_max_iter"],
+                C=hoap_C(params["C"], X.shape[0]),
+                eta=params["eta"],
+                init=init,
+                tol=cfg["tol"],
+                max_iter=cfg[prefix + "max_iter"],
+                cccp_max_iter=cfg[prefix + "cccp_max_iter"],
             ).fit(X, y, edges=pairs)
         else:  # pragma: no cover - METHODS is closed
             raise ValueError(f"unknown method {method!r}")
@@ -340,13 +369,16 @@ def _outer_task(subject_index, fold_k, params, X, y, pairs_all, fold, cfg):
         if method == "HOAP-SVM" and hob is None:  # its start, HOB-SVM, failed
             out[method] = (float("nan"), 0.0, False)
             continue
-        init = hob.coef_ if method == "HOAP-SVM" else None
+        init = hob.coef_ if method == "HOAP-SVM" and hob is not None else None
         model, seconds, converged = _fit(method, params[method], X[train], y[train], train_pairs, cfg, init=init)
         if method == "HOB-SVM":
             hob = model
-        if method == "HOAP-SVM" and model is not None:
+        if method == "HOAP-SVM" and model is not None and hob is not None:
             diag = dict(
-                subject=subject_index, fold=fold_k, C=params[method]["C"], eta=params[method]["eta"],
+                subject=subject_index,
+                fold=fold_k,
+                C=params[method]["C"],
+                eta=params[method]["eta"],
                 train_ap_init=_ap(method, hob, X[train], y[train], train_pairs),
                 train_ap=_ap(method, model, X[train], y[train], train_pairs),
                 objectives=[float(o) for o in model.objectives_],
@@ -354,8 +386,10 @@ def _outer_task(subject_index, fold_k, params, X, y, pairs_all, fold, cfg):
                 inner_converged=[bool(r.converged) for r in model.inner_results_],
                 inner_gap_over_tol=[float(r.duality_gap / (model.C * cfg["tol"])) for r in model.inner_results_],
                 accepted=[bool(step.accepted) for step in model.steps_],
-                converged=bool(model.converged_), init_scale=float(model.init_scale_),
-                coef_norm_init=float(np.linalg.norm(hob.coef_)), coef_norm=float(np.linalg.norm(model.coef_)),
+                converged=bool(model.converged_),
+                init_scale=float(model.init_scale_),
+                coef_norm_init=float(np.linalg.norm(hob.coef_)),
+                coef_norm=float(np.linalg.norm(model.coef_)),
             )
         out[method] = (_ap(method, model, X[test], y[test], test_pairs), seconds, converged)
     return subject_index, fold_k, out, diag
@@ -398,7 +432,7 @@ def run_cora_experiment(
 
     from rankopt.data.cora import CORA_SUBJECTS, load_cora
 
-    cfg = dict(QUICK if quick else FULL)
+    cfg: dict[str, Any] = dict(QUICK if quick else FULL)
     unknown = set(overrides) - set(cfg)
     if unknown:
         raise ValueError(f"expected settings among {sorted(cfg)}, got {sorted(unknown)} instead")
@@ -445,11 +479,14 @@ def run_cora_experiment(
     if needs_search:
         n_tasks = len(cells) * n_inner
         report(f"step 1/3: inner cross-validation of SVM, AP-SVM and HOB-SVM, {n_tasks} training parts")
-        for done, (key, scores, coef) in enumerate(parallel(
-            delayed(_inner_task)((s, k, j), X, subject_ids == s, pairs_all, train[k], inner[(s, k)], j, cfg)
-            for s, k in cells
-            for j in range(n_inner)
-        ), start=1):
+        for done, (key, scores, coef) in enumerate(
+            parallel(
+                delayed(_inner_task)((s, k, j), X, subject_ids == s, pairs_all, train[k], inner[(s, k)], j, cfg)
+                for s, k in cells
+                for j in range(n_inner)
+            ),
+            start=1,
+        ):
             results[key] = (scores, coef)
             s, k, j = key
             report(f"inner CV {done}/{n_tasks} done (subject {names[s]}, outer fold {k}, inner fold {j})")
@@ -473,8 +510,16 @@ def run_cora_experiment(
         hoap_scores = dict(
             parallel(
                 delayed(_inner_hoap_task)(
-                    (s, k, c, j), hoap_params[(s, k, c)], results[(s, k, j)][1][hob_index[(s, k)]], X,
-                    subject_ids == s, pairs_all, train[k], inner[(s, k)], j, cfg,
+                    (s, k, c, j),
+                    hoap_params[(s, k, c)],
+                    results[(s, k, j)][1][hob_index[(s, k)]],
+                    X,
+                    subject_ids == s,
+                    pairs_all,
+                    train[k],
+                    inner[(s, k)],
+                    j,
+                    cfg,
                 )
                 for s, k in cells
                 for c in hoap_grid
@@ -502,8 +547,10 @@ def run_cora_experiment(
     unconverged = {m: 0 for m in METHODS}
     diagnostics = []
     for done, (s, k, out, diag) in enumerate(outer, start=1):
-        report(f"outer fold {done}/{len(cells)} (subject {names[s]}, fold {k}): test AP "
-               + ", ".join(f"{m} {value:.3f}" for m, (value, _, _) in out.items()))
+        report(
+            f"outer fold {done}/{len(cells)} (subject {names[s]}, fold {k}): test AP "
+            + ", ".join(f"{m} {value:.3f}" for m, (value, _, _) in out.items())
+        )
         for m, (value, seconds, converged) in out.items():
             ap[m][names[s]][k] = value
             fit_seconds[m].append(seconds)
@@ -511,10 +558,17 @@ def run_cora_experiment(
         if diag is not None:
             diagnostics.append(dict(diag, subject=names[s]))
     result = CoraExperimentResult(
-        subjects=[names[s] for s in chosen], ap=ap, fit_seconds=fit_seconds, params=params,
+        subjects=[names[s] for s in chosen],
+        ap=ap,
+        fit_seconds=fit_seconds,
+        params=params,
         config={k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items()},
-        n_samples=n, n_links=len(pairs), links_within_folds=within,
-        wall_seconds=time.perf_counter() - start, search_seconds=search_seconds, unconverged=unconverged,
+        n_samples=n,
+        n_links=len(pairs),
+        links_within_folds=within,
+        wall_seconds=time.perf_counter() - start,
+        search_seconds=search_seconds,
+        unconverged=unconverged,
         hoap_diagnostics=diagnostics,
     )
     if output is not None:
@@ -530,8 +584,9 @@ def _report(result: CoraExperimentResult) -> str:
     cfg = result.config
     warning = f"**{QUICK_WARNING}**\n\n" if cfg.get("quick") else ""
     return (
-        "# High-order ranking on Cora (measured)\n\n" + warning +
-        f"Mean AP (%) ± std over {cfg['n_folds']} folds; {result.n_samples} papers, {result.n_links} "
+        "# High-order ranking on Cora (measured)\n\n"
+        + warning
+        + f"Mean AP (%) ± std over {cfg['n_folds']} folds; {result.n_samples} papers, {result.n_links} "
         f"undirected citation links, {100 * result.links_within_folds:.0f}% of them inside a fold. "
         f"Settings: {cfg}. Wall time {result.wall_seconds:.0f} s ({result.search_seconds:.0f} s of it "
         "hyperparameter search).\n\n" + result.to_markdown()
@@ -545,14 +600,18 @@ FULL_RUN_MINUTES = 52
 def plan(quick: bool, subjects, n_jobs: int) -> str:
     """What ``rankopt cora`` will run and roughly how long it takes, printed when it starts."""
     if quick:
-        return ("cora --quick: the four methods on about 300 papers of Cora, 2 folds, one grid point each, "
-                "capped iterations; a few seconds")
+        return (
+            "cora --quick: the four methods on about 300 papers of Cora, 2 folds, one grid point each, "
+            "capped iterations; a few seconds"
+        )
     n_subjects = 7 if not subjects else len(subjects)
     minutes = FULL_RUN_MINUTES * n_subjects / 7 / max(1, min(n_jobs, 2))
-    return (f"cora: SVM, AP-SVM, HOB-SVM and HOAP-SVM on Cora's 2,708 papers, {n_subjects} subject(s) x "
-            f"{FULL['n_folds']} folds, hyperparameters by {FULL['inner_folds']}-fold inner cross-validation; "
-            f"roughly {minutes:.0f} min (the full run took {FULL_RUN_MINUTES} min with --n-jobs 1 on a shared "
-            "2-core machine); progress below, the table at the end")
+    return (
+        f"cora: SVM, AP-SVM, HOB-SVM and HOAP-SVM on Cora's 2,708 papers, {n_subjects} subject(s) x "
+        f"{FULL['n_folds']} folds, hyperparameters by {FULL['inner_folds']}-fold inner cross-validation; "
+        f"roughly {minutes:.0f} min (the full run took {FULL_RUN_MINUTES} min with --n-jobs 1 on a shared "
+        "2-core machine); progress below, the table at the end"
+    )
 
 
 def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:
@@ -562,7 +621,8 @@ def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:
     :func:`cli_main`, which takes the parsed arguments.
     """
     parser = subparsers.add_parser(
-        "cora", parents=list(parents),
+        "cora",
+        parents=list(parents),
         help=f"SVM, AP-SVM, HOB-SVM and HOAP-SVM on the Cora citation graph (~{FULL_RUN_MINUTES} min)",
         description=(
             "High-order ranking on the Cora citation graph (Dokania, Behl, Jawahar and Kumar, ECCV 2014, "
@@ -573,14 +633,20 @@ def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:
             "test whose numbers mean nothing. Needs the experiments extra (Cora ships in graphdatascience)."
         ),
     )
-    parser.add_argument("--quick", action="store_true",
-                        help="a seconds-long smoke test on about 300 papers (its numbers mean nothing)")
-    parser.add_argument("--subjects", nargs="*", default=None, metavar="SUBJECT",
-                        help="subject ids 0-6 or names to run (default: all 7)")
-    parser.add_argument("--n-jobs", type=int, default=1,
-                        help="joblib processes for the independent fits (default: 1)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the community detection, the folds and the subsample (default: 0)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke test on about 300 papers (its numbers mean nothing)"
+    )
+    parser.add_argument(
+        "--subjects",
+        nargs="*",
+        default=None,
+        metavar="SUBJECT",
+        help="subject ids 0-6 or names to run (default: all 7)",
+    )
+    parser.add_argument("--n-jobs", type=int, default=1, help="joblib processes for the independent fits (default: 1)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the community detection, the folds and the subsample (default: 0)"
+    )
     parser.add_argument("--output", default=None, metavar="FILE", help="also write the markdown table to FILE")
     parser.add_argument("--json", default=None, metavar="FILE", help="write the raw results (JSON) to FILE")
     parser.set_defaults(handler=cli_main, func=cli_main)
@@ -589,9 +655,8 @@ def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:
 
 def cli_main(args) -> int:
     """Run the experiment from parsed ``args``: the plan and progress on stderr, the table on stdout."""
-    from rankopt.experiments.report import QUICK_WARNING, say
-
     from rankopt.data.cora import check_cora_available
+    from rankopt.experiments.report import QUICK_WARNING, say
 
     check_cora_available()  # a missing package fails in one line before the plan is announced
     subjects = None
@@ -601,8 +666,13 @@ def cli_main(args) -> int:
     if args.quick:
         say(QUICK_WARNING)
     result = run_cora_experiment(
-        subjects=subjects, quick=args.quick, n_jobs=args.n_jobs, seed=args.seed, output=args.output,
-        json_output=args.json, progress=say,
+        subjects=subjects,
+        quick=args.quick,
+        n_jobs=args.n_jobs,
+        seed=args.seed,
+        output=args.output,
+        json_output=args.json,
+        progress=say,
     )
     print(_report(result))
     if args.quick:

@@ -24,6 +24,7 @@ C = 1, 10, 100, 1000, 10000 gave a mean validation AP over the ten classes
 and four methods of 0.961, 0.972, 0.972, 0.971, 0.969; C = 100 was the
 highest (0.9720 against 0.9718 for C = 10).  The test half played no part.
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,12 +40,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["DEMO_C", "METHODS", "QUICK_CLASSES", "DemoResult", "main", "run_demo"]
 
 #: (display name, loss name) of the four methods, in table order.
-METHODS = (
-    ("binary SVM", "zero_one"),
-    ("AP-SVM", "ap"),
-    ("NDCG-SVM", "ndcg"),
-    ("ROC-SVM", "auc"),
-)
+METHODS = (("binary SVM", "zero_one"), ("AP-SVM", "ap"), ("NDCG-SVM", "ndcg"), ("ROC-SVM", "auc"))
 #: The slack weight every method uses; see the module docstring for its choice.
 DEMO_C = 100.0
 DIGIT_CLASSES = tuple(range(10))
@@ -121,8 +117,13 @@ class DemoResult:
             "rankopt_version": __version__,
             "dataset": "scikit-learn digits, one query per class (class c relevant, the rest not)",
             "features": "pixels / 16",
-            "split": {"test_size": self.test_size, "seed": self.seed, "stratified": True,
-                      "n_train": self.n_train, "n_test": self.n_test},
+            "split": {
+                "test_size": self.test_size,
+                "seed": self.seed,
+                "stratified": True,
+                "n_train": self.n_train,
+                "n_test": self.n_test,
+            },
             "C": self.C,
             "classes": list(self.classes),
             "methods": [{"name": name, "loss": loss} for name, loss in METHODS if name in self.methods],
@@ -133,8 +134,9 @@ class DemoResult:
         }
 
 
-def run_demo(*, classes=DIGIT_CLASSES, C: float = DEMO_C, test_size: float = TEST_SIZE,
-             seed: int = SEED, progress: bool = False) -> DemoResult:
+def run_demo(
+    *, classes=DIGIT_CLASSES, C: float = DEMO_C, test_size: float = TEST_SIZE, seed: int = SEED, progress: bool = False
+) -> DemoResult:
     """Fit the four methods on each class's query and score them on the test half.
 
     Parameters
@@ -155,8 +157,8 @@ def run_demo(*, classes=DIGIT_CLASSES, C: float = DEMO_C, test_size: float = TES
 
     from rankopt._validation import check_positive_float
     from rankopt.data.loaders import load_digits
-    from rankopt.metrics import average_precision, ndcg
     from rankopt.estimators.rank_svm import RankSVM
+    from rankopt.metrics import average_precision, ndcg
 
     C = check_positive_float(C, "C")
     classes = tuple(int(c) for c in classes)
@@ -183,27 +185,46 @@ def run_demo(*, classes=DIGIT_CLASSES, C: float = DEMO_C, test_size: float = TES
             elapsed = time.perf_counter() - start
             s = model.decision_function(X_test)
             scores[(c, name)] = s
-            rows.append({
-                "class": c, "method": name, "loss": loss,
-                "test_ap": average_precision(y_test, s), "test_ndcg": ndcg(y_test, s),
-                "fit_time_s": elapsed, "n_iter": int(model.n_iter_), "converged": bool(model.converged_),
-            })
-            logger.info("class %d, %s: test AP %.4f, %d iterations, %.3f s",
-                        c, name, rows[-1]["test_ap"], model.n_iter_, elapsed)
+            rows.append(
+                {
+                    "class": c,
+                    "method": name,
+                    "loss": loss,
+                    "test_ap": average_precision(y_test, s),
+                    "test_ndcg": ndcg(y_test, s),
+                    "fit_time_s": elapsed,
+                    "n_iter": int(model.n_iter_),
+                    "converged": bool(model.converged_),
+                }
+            )
+            logger.info(
+                "class %d, %s: test AP %.4f, %d iterations, %.3f s",
+                c,
+                name,
+                rows[-1]["test_ap"],
+                model.n_iter_,
+                elapsed,
+            )
             if bar is not None:
                 bar.update()
     finally:
         if bar is not None:
             bar.close()
     return DemoResult(
-        rows=rows, classes=classes, methods=tuple(name for name, _ in METHODS), C=float(C),
-        test_size=float(test_size), seed=int(seed), n_train=int(X_train.shape[0]),
-        n_test=int(X_test.shape[0]), y_test=d_test, test_scores=scores,
+        rows=rows,
+        classes=classes,
+        methods=tuple(name for name, _ in METHODS),
+        C=float(C),
+        test_size=float(test_size),
+        seed=int(seed),
+        n_train=int(X_train.shape[0]),
+        n_test=int(X_test.shape[0]),
+        y_test=d_test,
+        test_scores=scores,
     )
 
 
-def main(output_dir=".", *, quick: bool = False, C: float = DEMO_C, progress: bool = True,
-         stream=None) -> DemoResult:
+def main(output_dir=".", *, quick: bool = False, C: float = DEMO_C, progress: bool = True, stream=None) -> DemoResult:
     """Run the demo, write its table to ``stream`` and its plot and JSON to ``output_dir``.
 
     Used by ``rankopt demo``.  ``quick`` runs only :data:`QUICK_CLASSES`.

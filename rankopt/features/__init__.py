@@ -1,4 +1,5 @@
 """Joint feature maps."""
+
 from rankopt.features.base import FeatureMap
 from rankopt.features.linear import LinearFeatureMap
 

@@ -5,6 +5,7 @@ per-sample scores s_i = w·ψ(x_i) and the combination Σ_i c_i ψ(x_i) that
 builds a joint feature vector from the coefficients an inference kernel
 returns.  A feature map provides exactly those.
 """
+
 from __future__ import annotations
 
 import abc

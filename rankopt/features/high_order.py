@@ -16,16 +16,17 @@ The structured input — samples, similar pairs and η — is a
 :class:`HighOrderInput`; pairs come as an edge list or as group ids (all
 samples of a group are pairwise similar) and are validated with networkx.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt.data.backends import check_matrix
-from rankopt.data.backends import backend_for
+from rankopt.data.backends import backend_for, check_matrix
 from rankopt.features.base import FeatureMap
 from rankopt.graphcut import Labelings, check_edges, max_marginals
 from rankopt.hookspecs import hookimpl
@@ -65,8 +66,7 @@ def similar_pairs(n_samples: int, edges=None, groups=None) -> np.ndarray:
         groups = np.asarray(groups)
         if groups.ndim != 1 or groups.shape[0] != n_samples:
             raise ValueError(
-                f"expected groups to hold one id per sample ({n_samples}), got an array of shape "
-                f"{groups.shape} instead"
+                f"expected groups to hold one id per sample ({n_samples}), got an array of shape {groups.shape} instead"
             )
         if groups.dtype.kind == "f" and not np.all(np.isfinite(groups)):
             raise ValueError("expected finite group ids, got NaN or infinity instead")
@@ -97,13 +97,13 @@ class HighOrderInput:
         G = 1 − Φ = 1 − exp(−(ψ(x_i) − ψ(x_j))²) per pair.
     """
 
-    X: object
+    X: Any  # a dense float array or a CSR matrix
     pairs: np.ndarray
     eta: float
-    gap: object
+    gap: Any  # a CSR matrix
 
     @classmethod
-    def build(cls, X, edges=None, groups=None, eta=1.0) -> "HighOrderInput":
+    def build(cls, X, edges=None, groups=None, eta=1.0) -> HighOrderInput:
         X = check_matrix(X)
         eta = check_eta(eta)
         pairs = similar_pairs(X.shape[0], edges=edges, groups=groups)
@@ -122,7 +122,7 @@ class HighOrderInput:
         """Whether Ψ₂ can be non-zero (some pair and η > 0)."""
         return self.pairs.shape[0] > 0 and self.eta > 0
 
-    def subset(self, index) -> "HighOrderInput":
+    def subset(self, index) -> HighOrderInput:
         """The input induced on the samples ``index`` (pairs with both ends kept)."""
         index = np.asarray(index, dtype=np.intp)
         new_id = np.full(self.n_samples, -1, dtype=np.intp)
@@ -168,8 +168,10 @@ class HighOrderFeatureMap(FeatureMap):
         """(X w⁺, X w⁻): the score of labelling each sample 1 and 0."""
         w_pos, w_neg, _ = self.split(X, w)
         backend = backend_for(X.X)
-        return (np.asarray(backend.scores(X.X, w_pos), dtype=np.float64),
-                np.asarray(backend.scores(X.X, w_neg), dtype=np.float64))
+        return (
+            np.asarray(backend.scores(X.X, w_pos), dtype=np.float64),
+            np.asarray(backend.scores(X.X, w_neg), dtype=np.float64),
+        )
 
     def edge_penalties(self, X: HighOrderInput, w) -> np.ndarray:
         """−η Φ_e·w₂ per pair; non-negative when w₂ ≤ 0."""
@@ -211,9 +213,7 @@ class HighOrderFeatureMap(FeatureMap):
     def joint_feature(self, X: HighOrderInput, labels) -> np.ndarray:
         """Ψ(X, Y) for one labeling Y ∈ {0,1}ⁿ."""
         labels = np.asarray(labels)
-        if labels.shape != (X.n_samples,) or not (
-            labels.dtype == np.bool_ or ((labels == 0) | (labels == 1)).all()
-        ):
+        if labels.shape != (X.n_samples,) or not (labels.dtype == np.bool_ or ((labels == 0) | (labels == 1)).all()):
             raise ValueError(f"expected a labeling of {X.n_samples} values in {{0, 1}}, got {labels!r} instead")
         y = labels.astype(np.float64)
         cut = (labels[X.pairs[:, 0]] != labels[X.pairs[:, 1]]).astype(np.float64)
@@ -227,10 +227,7 @@ class HighOrderFeatureMap(FeatureMap):
         """Σ_k coef_k Ψ(X, Y_k) over the rows of ``labelings``, without densifying them."""
         coef = np.asarray(coef, dtype=np.float64)
         return self._assemble(
-            X,
-            labelings.weighted_sum(coef),
-            float(coef.sum()),
-            labelings.weighted_cut_sum(coef, X.pairs),
+            X, labelings.weighted_sum(coef), float(coef.sum()), labelings.weighted_cut_sum(coef, X.pairs)
         )
 
 

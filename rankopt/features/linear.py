@@ -1,4 +1,5 @@
 """The identity feature map ψ(x) = x, for every data backend."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,7 @@ The calls that take plugin names (``most_violated_ranking``,
 level (``rankopt.most_violated_ranking``); this package is the layer below
 the plugin registry and receives one.
 """
+
 from rankopt.inference.base import InferenceMethod, PluginLookup, RankingInference
 
 __all__ = ["InferenceMethod", "PluginLookup", "RankingInference"]

@@ -18,12 +18,13 @@ of the greedy method; the kernels and the exactness argument are in
   m log m + |P|·min(|P|, m) + m log |P|): the method of choice late in
   training, when most negatives score below every positive.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
+import rankopt.inference._ap as _ap
 from rankopt.hookspecs import hookimpl
-from rankopt.inference import _ap
 from rankopt.inference.base import InferenceMethod, descending_order
 from rankopt.losses.base import KernelCode, RankLoss
 

@@ -6,6 +6,7 @@ plugin computes one thing — the optimal interleaving rank of each negative —
 and :func:`most_violated_ranking` turns those ranks into the output in
 O(|P| + |N|) (Observation 2), in one place for all methods.
 """
+
 from __future__ import annotations
 
 import abc
@@ -14,8 +15,9 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
+import rankopt.inference._observation as _observation
+import rankopt.inference._order as _order
 from rankopt._validation import check_scores
-from rankopt.inference import _observation, _order
 from rankopt.losses.base import CompiledForm, KernelCode, RankLoss
 from rankopt.losses.qs_check import size_unsupported_reason, unsupported_reason
 
@@ -31,11 +33,11 @@ class PluginLookup(Protocol):
     resolved on top (:mod:`rankopt.api`) and objects flow down.
     """
 
-    def resolve_loss(self, loss: "str | Loss") -> "Loss": ...
+    def resolve_loss(self, loss: str | Loss) -> Loss: ...
 
     def resolve_method(
-        self, method: "str | InferenceMethod", loss: RankLoss, n_pos: int | None = None, n_neg: int | None = None
-    ) -> "InferenceMethod": ...
+        self, method: str, loss: RankLoss, n_pos: int | None = None, n_neg: int | None = None
+    ) -> InferenceMethod: ...
 
 
 class InferenceMethod(abc.ABC):
@@ -80,9 +82,7 @@ class InferenceMethod(abc.ABC):
         return reason
 
     @abc.abstractmethod
-    def interleaving_ranks(
-        self, loss: RankLoss, pos_scores: np.ndarray, neg_scores: np.ndarray
-    ) -> np.ndarray:
+    def interleaving_ranks(self, loss: RankLoss, pos_scores: np.ndarray, neg_scores: np.ndarray) -> np.ndarray:
         """Optimal interleaving rank (1…|P|+1) of every negative, in input order.
 
         Scores arrive validated: 1-D, non-empty, finite, both float32 or both
@@ -187,9 +187,7 @@ def ranking_from_ranks(
     neg_coef = np.empty(n_neg, dtype=np.float64)
     neg_dot, bad = _observation.negative_terms(neg_ranks, neg_scores, neg_coef_of_rank, counts, neg_coef)
     if bad >= 0:
-        raise RanksOutOfRangeError(
-            f"expected ranks in 1..{n_pos + 1}, got {neg_ranks[bad]} at position {bad} instead"
-        )
+        raise RanksOutOfRangeError(f"expected ranks in 1..{n_pos + 1}, got {neg_ranks[bad]} at position {bad} instead")
     # The k-th highest positive has every negative of rank <= k above it.
     negatives_above = np.cumsum(counts[1:])[:n_pos]
     pos_ranks_sorted = negatives_above + 1
@@ -232,8 +230,7 @@ def most_violated_ranking(
     loss = registry.resolve_loss(loss)
     if not isinstance(loss, RankLoss):
         raise ValueError(
-            f"expected loss to be a rank loss, got the {loss.output_kind.value} loss "
-            f"{loss.name!r} instead"
+            f"expected loss to be a rank loss, got the {loss.output_kind.value} loss {loss.name!r} instead"
         )
     pos, neg = check_scores(pos_scores, neg_scores)
     # Builds (once per size, shared by equal losses) and checks the loss's

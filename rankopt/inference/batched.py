@@ -38,6 +38,7 @@ OpenMP threads (at most one per :data:`DOCS_PER_THREAD` documents).  Any
 other method or loss runs the reference loop, logged once per loss type and
 method (logger ``rankopt.inference.batched``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rankopt.inference import _batched
+import rankopt.inference._batched as _batched
 from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import PluginLookup, kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
@@ -88,14 +89,7 @@ class BatchedRankingInference:
 
 
 def most_violated_rankings(
-    loss,
-    scores,
-    relevance,
-    offsets,
-    method: str = "auto",
-    *,
-    n_threads: int | None = None,
-    registry: PluginLookup,
+    loss, scores, relevance, offsets, method: str = "auto", *, n_threads: int | None = None, registry: PluginLookup
 ) -> BatchedRankingInference:
     """Loss-augmented inference for every query: argmax_R w·Ψ_q(R) + Δ_q(R*_q, R).
 
@@ -230,7 +224,9 @@ def _log_fallback(loss: RankLoss, method_name: str, reason: str) -> None:
         _LOGGED_FALLBACKS.add(key)
         logger.warning(
             "most_violated_rankings: loss %r with method %r runs one Python call per query (%s)",
-            loss.name, method_name, reason,
+            loss.name,
+            method_name,
+            reason,
         )
 
 
@@ -363,8 +359,7 @@ def _check_graded_method(loss, method) -> None:
         )
     if method not in ("auto", PAIRWISE_METHOD):
         raise ValueError(
-            f"expected method 'auto' or {PAIRWISE_METHOD!r} for the graded loss {loss.name!r}, "
-            f"got {method!r} instead"
+            f"expected method 'auto' or {PAIRWISE_METHOD!r} for the graded loss {loss.name!r}, got {method!r} instead"
         )
 
 
@@ -422,9 +417,7 @@ def _check_relevance_offsets(loss, relevance, offsets) -> tuple[np.ndarray, np.n
     if rel.ndim != 1:
         raise ValueError(f"expected relevance to be 1-D, got an array of shape {rel.shape} instead")
     if rel.size != offsets_arr[-1]:
-        raise ValueError(
-            f"expected relevance to hold the offsets' {offsets_arr[-1]} documents, got {rel.size} instead"
-        )
+        raise ValueError(f"expected relevance to hold the offsets' {offsets_arr[-1]} documents, got {rel.size} instead")
     if rel.dtype == np.bool_:
         rel = rel.astype(np.int64)
     elif np.issubdtype(rel.dtype, np.integer):

@@ -22,6 +22,7 @@ recursion itself loops over the negatives in Python, so the method suits
 problems up to ~10⁵ negatives.  ``method="auto"`` picks it only when no
 faster exact method accepts the loss.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -100,18 +101,20 @@ class _MonotoneRanksDP:
 
     def _forward(self, j_first, j_last, lp, rp) -> np.ndarray:
         """F_{j_last} on lp…rp, starting the recursion at j_first."""
-        best = None
+        best: np.ndarray | None = None
         for a, b in self._blocks(j_first, j_last, rp - lp + 1):
             for row in self._f(a, b, lp, rp):
                 best = row if best is None else row + np.maximum.accumulate(best)
+        assert best is not None  # j_first ≤ j_last: at least one row
         return best
 
     def _backward(self, j_first, j_last, lp, rp) -> np.ndarray:
         """B_{j_first}(i) = f_{j_first}(i) + best of r_{j_first+1…j_last} ≥ i."""
-        best = None
+        best: np.ndarray | None = None
         for a, b in self._blocks(j_first, j_last, rp - lp + 1, reverse=True):
             for row in self._f(a, b, lp, rp)[::-1]:
                 best = row if best is None else row + _suffix_max(best)
+        assert best is not None  # j_first ≤ j_last: at least one row
         return best
 
     def _solve_with_table(self, ja, jb, lp, rp, ranks) -> None:

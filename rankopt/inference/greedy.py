@@ -1,10 +1,11 @@
 """The greedy method: exact for every QS-suitable loss, O(|P||N| + |N| log |N|)."""
+
 from __future__ import annotations
 
 import numpy as np
 
+import rankopt.inference._greedy as _greedy
 from rankopt.hookspecs import hookimpl
-from rankopt.inference import _greedy
 from rankopt.inference.base import InferenceMethod, descending_order, kernel_arguments
 from rankopt.losses.base import RankLoss, checked_delta_diff
 

@@ -17,6 +17,7 @@ splits the negatives by value.
 
 The method refuses losses that fail :func:`rankopt.check_qs_suitable`.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,14 +1,8 @@
 """Loss functions: the contracts and rankopt's built-in losses."""
+
 from rankopt.losses.ap import APLoss
 from rankopt.losses.auc import AUCLoss
-from rankopt.losses.base import (
-    CompiledForm,
-    KernelCode,
-    LabelingLoss,
-    Loss,
-    OutputKind,
-    RankLoss,
-)
+from rankopt.losses.base import CompiledForm, KernelCode, LabelingLoss, Loss, OutputKind, RankLoss
 from rankopt.losses.discount import NDCGLoss, PositionDiscountLoss
 from rankopt.losses.pairwise import PairwiseLoss
 from rankopt.losses.zero_one import ZeroOneLoss

@@ -10,6 +10,7 @@ The summand is k/(k+j−1) − k/(k+j): the drop in positive k's precision
 caused by the j-th negative sitting above it.  The difference grows with j
 (C3) because i/((i+j−1)(i+j)) shrinks as j grows.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -6,6 +6,7 @@ A negative with interleaving rank i sits above |P| − i + 1 positives, so
 
 independent of j: C3 holds with equality.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -22,6 +22,7 @@ the ranking (j = ind⁻), interleaving ranks i = 1…|P|+1 (i − 1 positives
 above the negative).  All methods accept NumPy integer arrays for ``j`` and
 ``i`` and broadcast them.
 """
+
 from __future__ import annotations
 
 import abc
@@ -31,8 +32,9 @@ import functools
 import inspect
 import threading
 import types
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Hashable
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -92,7 +94,7 @@ class CompiledForm:
             table.flags.writeable = False
             object.__setattr__(self, "table", table)
         finite = table is not None and bool(np.isfinite(table).all())
-        if finite and table.ndim == 1 and table.size >= 3:
+        if table is not None and finite and table.ndim == 1 and table.size >= 3:
             concave_at = first_concave_position(table)
         object.__setattr__(self, "table_is_finite", finite)
         object.__setattr__(self, "first_concave_position", concave_at)
@@ -126,8 +128,9 @@ class KeyedCache:
     more than ``max_entries`` (the newest entry always stays).
     """
 
-    def __init__(self, max_entries: int, max_weight: float = float("inf"),
-                 weight: Callable[[Any], float] = lambda value: 0.0):
+    def __init__(
+        self, max_entries: int, max_weight: float = float("inf"), weight: Callable[[Any], float] = lambda value: 0.0
+    ):
         self.max_entries, self.max_weight, self._weight = max_entries, max_weight, weight
         self._entries: collections.OrderedDict = collections.OrderedDict()
         self._total = 0.0
@@ -190,7 +193,7 @@ class Loss(abc.ABC):
             def get_params(self, deep=True):
                 return own(self)
 
-            cls.get_params = get_params
+            cls.get_params = get_params  # type: ignore[method-assign]
 
     @classmethod
     def _param_names(cls) -> tuple[str, ...]:
@@ -202,7 +205,7 @@ class Loss(abc.ABC):
         With ``deep``, a parameter that is itself a loss also contributes its
         own parameters as ``<name>__<parameter>``.
         """
-        params = {}
+        params: dict[str, Any] = {}
         for key in self._param_names():
             try:
                 value = getattr(self, key)
@@ -217,7 +220,7 @@ class Loss(abc.ABC):
             params[key] = value
         return params
 
-    def set_params(self, **params) -> "Loss":
+    def set_params(self, **params) -> Loss:
         """Set constructor parameters (``<name>__<parameter>`` for a nested loss); returns self.
 
         Everything derived from the loss is keyed on its parameters' values,
@@ -229,8 +232,7 @@ class Loss(abc.ABC):
             head, sep, rest = key.partition("__")
             if head not in valid:
                 raise ValueError(
-                    f"expected a parameter of {type(self).__qualname__} (one of {list(valid)}), "
-                    f"got {head!r} instead"
+                    f"expected a parameter of {type(self).__qualname__} (one of {list(valid)}), got {head!r} instead"
                 )
             if sep:
                 nested.setdefault(head, {})[rest] = value
@@ -289,7 +291,7 @@ class Loss(abc.ABC):
         return object.__hash__(self) if key is None else hash(key)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _init_signature(cls) -> inspect.Signature | None:
     init = cls.__init__
     if init is object.__init__:
@@ -297,7 +299,7 @@ def _init_signature(cls) -> inspect.Signature | None:
     return inspect.signature(init)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _init_param_names(cls) -> tuple[str, ...]:
     signature = _init_signature(cls)
     if signature is None:
@@ -314,7 +316,7 @@ def _init_param_names(cls) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _init_is_keyable(cls) -> bool:
     """Whether every parameter of ``cls.__init__`` is named (``*args``/``**kwargs`` could hold anything)."""
     signature = _init_signature(cls)
@@ -439,9 +441,7 @@ class LabelingLoss(Loss):
         y_true = np.asarray(y_true, dtype=bool)
         y_pred = np.asarray(y_pred, dtype=bool)
         if y_true.shape != y_pred.shape:
-            raise ValueError(
-                f"expected y_pred of the same shape as y_true {y_true.shape}, got {y_pred.shape} instead"
-            )
+            raise ValueError(f"expected y_pred of the same shape as y_true {y_true.shape}, got {y_pred.shape} instead")
         return float(np.dot(self.sample_weights(y_true), y_true != y_pred))
 
 

@@ -10,6 +10,7 @@ C3 holds exactly when D is convex (Remark 1: the Chakrabarti et al. discount,
 flat on {1, 2}, breaks it).  A subclass supplies only :meth:`discount`; the
 compiled kernels read the table D(1…|P|+|N|) and never call back into Python.
 """
+
 from __future__ import annotations
 
 import abc

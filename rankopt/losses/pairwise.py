@@ -23,6 +23,7 @@ relevance is 0/1 — it *is* the ROC-area loss and inherits it, kernels
 included; with ``graded = True`` the multi-query inference
 (:func:`rankopt.inference.batched.most_violated_rankings`) hands it the grades.
 """
+
 from __future__ import annotations
 
 from rankopt.hookspecs import hookimpl

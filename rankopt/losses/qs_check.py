@@ -16,14 +16,16 @@ when a condition the method needs fails, and :func:`size_unsupported_reason`,
 which reads what the grid cannot show from the loss's compiled form for the
 size of a call (a discount table that bends down beyond position 26).
 """
+
 from __future__ import annotations
 
 import itertools
 import numbers
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -134,10 +136,7 @@ class _Failed(Exception):
 
 
 def check_qs_suitable(
-    loss,
-    n_pos_grid=DEFAULT_N_POS_GRID,
-    n_neg_grid=DEFAULT_N_NEG_GRID,
-    random_state=None,
+    loss, n_pos_grid=DEFAULT_N_POS_GRID, n_neg_grid=DEFAULT_N_NEG_GRID, random_state=None
 ) -> QSReport:
     """Check conditions C1–C4 of Mohapatra et al. (2018) §4.1 numerically.
 
@@ -198,11 +197,10 @@ def check_qs_suitable(
         except _Failed as failure:
             return QSReport(loss, tuple(passed), failure.violation, tuple(notes))
         except Exception as exc:  # the loss itself raised: that is its failure
-            message = (
-                f"{condition} cannot be checked for loss {loss.name!r}: "
-                f"{type(exc).__name__}: {brief(str(exc))}"
+            message = f"{condition} cannot be checked for loss {loss.name!r}: {type(exc).__name__}: {brief(str(exc))}"
+            return QSReport(
+                loss, tuple(passed), QSViolation(condition, message, {"error": brief(repr(exc))}), tuple(notes)
             )
-            return QSReport(loss, tuple(passed), QSViolation(condition, message, {"error": brief(repr(exc))}), tuple(notes))
         passed.append(condition)
         if note:
             notes.append(note)
@@ -249,10 +247,9 @@ def size_unsupported_reason(loss: RankLoss, up_to: str, n_pos: int, n_neg: int) 
     if CONDITIONS.index(up_to) < CONDITIONS.index("C3"):
         return None
     form = loss.compiled_form(n_pos, n_neg)
-    k = None if form is None else form.first_concave_position
-    if k is None:
+    if form is None or form.first_concave_position is None or form.table is None:
         return None
-    t = form.table
+    k, t = form.first_concave_position, form.table
     bend = float(t[k - 2] - 2.0 * t[k - 1] + t[k])
     return (
         f"C3 fails for loss {loss.name!r} at n_pos={n_pos}, n_neg={n_neg}: its discount table is not "
@@ -279,9 +276,7 @@ def _size_grid(values, name: str) -> tuple[int, ...]:
         sizes = tuple(values)
     except TypeError:
         raise ValueError(f"expected {name} to be a sequence of positive integers, got {values!r} instead") from None
-    if not sizes or not all(
-        isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1 for v in sizes
-    ):
+    if not sizes or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 1 for v in sizes):
         raise ValueError(f"expected {name} to be a non-empty sequence of positive integers, got {values!r} instead")
     return tuple(int(v) for v in sizes)
 
@@ -327,18 +322,23 @@ def _check_c1(loss: RankLoss, sizes, rng) -> None:
             argument = pattern.copy()
             reference = _value(loss, argument)
             if not np.array_equal(argument, pattern):
-                raise _Failed(QSViolation(
-                    "C1",
-                    f"C1 fails for loss {loss.name!r}: value() modified its pattern argument "
-                    f"{_pattern_str(pattern)} into {_pattern_str(argument)}",
-                    {"n_pos": n_pos, "n_neg": n_neg, "pattern": _pattern_str(pattern)},
-                ))
+                raise _Failed(
+                    QSViolation(
+                        "C1",
+                        f"C1 fails for loss {loss.name!r}: value() modified its pattern argument "
+                        f"{_pattern_str(pattern)} into {_pattern_str(argument)}",
+                        {"n_pos": n_pos, "n_neg": n_neg, "pattern": _pattern_str(pattern)},
+                    )
+                )
             if not np.isfinite(reference):
-                raise _Failed(QSViolation(
-                    "C1",
-                    f"C1 fails for loss {loss.name!r}: value({_pattern_str(pattern)}) = {reference!r} is not finite",
-                    {"n_pos": n_pos, "n_neg": n_neg, "pattern": _pattern_str(pattern), "value": reference},
-                ))
+                raise _Failed(
+                    QSViolation(
+                        "C1",
+                        f"C1 fails for loss {loss.name!r}: value({_pattern_str(pattern)}) = {reference!r} "
+                        "is not finite",
+                        {"n_pos": n_pos, "n_neg": n_neg, "pattern": _pattern_str(pattern), "value": reference},
+                    )
+                )
             # The same pattern reached differently: samples permuted within each
             # class (labels held as ±1 integers), and two memory layouts.
             labels = np.where(np.arange(n) < n_pos, 1, -1)
@@ -359,23 +359,33 @@ def _check_c1(loss: RankLoss, sizes, rng) -> None:
             ):
                 other = _value(loss, variant)
                 if not _close(other, reference):
-                    raise _Failed(QSViolation(
-                        "C1",
-                        f"C1 fails for loss {loss.name!r}: value() is not a function of the ±-pattern "
-                        f"alone — pattern {_pattern_str(pattern)} gives {reference!r}, and the same "
-                        f"pattern built from {how} gives {other!r}",
-                        {"n_pos": n_pos, "n_neg": n_neg, "pattern": _pattern_str(pattern),
-                         "value": reference, "other": other, "built_from": how},
-                    ))
+                    raise _Failed(
+                        QSViolation(
+                            "C1",
+                            f"C1 fails for loss {loss.name!r}: value() is not a function of the ±-pattern "
+                            f"alone — pattern {_pattern_str(pattern)} gives {reference!r}, and the same "
+                            f"pattern built from {how} gives {other!r}",
+                            {
+                                "n_pos": n_pos,
+                                "n_neg": n_neg,
+                                "pattern": _pattern_str(pattern),
+                                "value": reference,
+                                "other": other,
+                                "built_from": how,
+                            },
+                        )
+                    )
         truth = np.arange(n_pos + n_neg) < n_pos
         at_truth = _value(loss, truth)
         if not abs(at_truth) <= _ATOL:
-            raise _Failed(QSViolation(
-                "C1",
-                f"C1 fails for loss {loss.name!r}: the ground truth {_pattern_str(truth)} has "
-                f"loss {at_truth!r}, expected 0",
-                {"n_pos": n_pos, "n_neg": n_neg, "pattern": _pattern_str(truth), "value": at_truth},
-            ))
+            raise _Failed(
+                QSViolation(
+                    "C1",
+                    f"C1 fails for loss {loss.name!r}: the ground truth {_pattern_str(truth)} has "
+                    f"loss {at_truth!r}, expected 0",
+                    {"n_pos": n_pos, "n_neg": n_neg, "pattern": _pattern_str(truth), "value": at_truth},
+                )
+            )
 
 
 # --------------------------------------------------------------------------
@@ -390,23 +400,33 @@ def _check_c2(loss: RankLoss, sizes, rng) -> str | None:
             j = np.arange(1, n_neg + 1)
             deltas = np.asarray(loss.delta(j, ranks, n_pos, n_neg), dtype=np.float64)
             if deltas.shape != j.shape or not np.all(np.isfinite(deltas)):
-                raise _Failed(QSViolation(
-                    "C2",
-                    f"C2 fails for loss {loss.name!r}: delta(j, rank_j) for pattern "
-                    f"{_pattern_str(pattern)} returned {brief(repr(deltas), 120)}, expected {n_neg} "
-                    f"finite values (shape {j.shape})",
-                    {"n_pos": n_pos, "n_neg": n_neg, "pattern": _pattern_str(pattern)},
-                ))
+                raise _Failed(
+                    QSViolation(
+                        "C2",
+                        f"C2 fails for loss {loss.name!r}: delta(j, rank_j) for pattern "
+                        f"{_pattern_str(pattern)} returned {brief(repr(deltas), 120)}, expected {n_neg} "
+                        f"finite values (shape {j.shape})",
+                        {"n_pos": n_pos, "n_neg": n_neg, "pattern": _pattern_str(pattern)},
+                    )
+                )
             total, value = float(np.sum(deltas)), _value(loss, pattern)
             if not _close(total, value):
-                raise _Failed(QSViolation(
-                    "C2",
-                    f"C2 fails for loss {loss.name!r} at n_pos={n_pos}, n_neg={n_neg}: for the ranking "
-                    f"{_pattern_str(pattern)} (negatives' ranks {ranks.tolist()}), "
-                    f"Σ_j δ_j(rank_j) = {total!r} but value() = {value!r}",
-                    {"n_pos": n_pos, "n_neg": n_neg, "pattern": _pattern_str(pattern),
-                     "ranks": ranks.tolist(), "sum_delta": total, "value": value},
-                ))
+                raise _Failed(
+                    QSViolation(
+                        "C2",
+                        f"C2 fails for loss {loss.name!r} at n_pos={n_pos}, n_neg={n_neg}: for the ranking "
+                        f"{_pattern_str(pattern)} (negatives' ranks {ranks.tolist()}), "
+                        f"Σ_j δ_j(rank_j) = {total!r} but value() = {value!r}",
+                        {
+                            "n_pos": n_pos,
+                            "n_neg": n_neg,
+                            "pattern": _pattern_str(pattern),
+                            "ranks": ranks.tolist(),
+                            "sum_delta": total,
+                            "value": value,
+                        },
+                    )
+                )
         # delta_diff is the derivative the inference methods use: it must be δ's.
         j, i = np.meshgrid(np.arange(1, n_neg + 1), np.arange(1, n_pos + 1), indexing="ij")
         diff = checked_delta_diff(loss, j, i, n_pos, n_neg)
@@ -414,14 +434,19 @@ def _check_c2(loss: RankLoss, sizes, rng) -> str | None:
             loss.delta(j, i, n_pos, n_neg), dtype=np.float64
         )
         _first_mismatch(
-            loss, diff, expected, j, i, n_pos, n_neg,
-            "delta_diff(j, i) = {got!r} but δ_j(i+1) − δ_j(i) = {want!r}",
+            loss, diff, expected, j, i, n_pos, n_neg, "delta_diff(j, i) = {got!r} but δ_j(i+1) − δ_j(i) = {want!r}"
         )
         form = loss.compiled_form(n_pos, n_neg)
         if form is not None:
             compiled_diff = _compiled_diff(loss, form, j, i, n_pos, n_neg)
             _first_mismatch(
-                loss, compiled_diff, diff, j, i, n_pos, n_neg,
+                loss,
+                compiled_diff,
+                diff,
+                j,
+                i,
+                n_pos,
+                n_neg,
                 "the compiled form gives δ_j(i+1) − δ_j(i) = {got!r} but delta_diff gives {want!r}",
             )
             compiled.append(KernelCode(form.code).name)
@@ -435,12 +460,14 @@ def _first_mismatch(loss, got, want, j, i, n_pos, n_neg, template) -> None:
     if np.any(bad):
         k = tuple(np.argwhere(bad)[0])
         jj, ii, g, w = int(j[k]), int(i[k]), float(got[k]), float(want[k])
-        raise _Failed(QSViolation(
-            "C2",
-            f"C2 fails for loss {loss.name!r} at n_pos={n_pos}, n_neg={n_neg}, j={jj}, i={ii}: "
-            + template.format(got=g, want=w),
-            {"n_pos": n_pos, "n_neg": n_neg, "j": jj, "i": ii, "got": g, "expected": w},
-        ))
+        raise _Failed(
+            QSViolation(
+                "C2",
+                f"C2 fails for loss {loss.name!r} at n_pos={n_pos}, n_neg={n_neg}, j={jj}, i={ii}: "
+                + template.format(got=g, want=w),
+                {"n_pos": n_pos, "n_neg": n_neg, "j": jj, "i": ii, "got": g, "expected": w},
+            )
+        )
 
 
 def _compiled_diff(loss, form, j, i, n_pos, n_neg) -> np.ndarray:
@@ -449,23 +476,27 @@ def _compiled_diff(loss, form, j, i, n_pos, n_neg) -> np.ndarray:
     try:
         code = KernelCode(form.code)
     except ValueError:
-        raise _Failed(QSViolation(
-            "C2",
-            f"C2 fails for loss {loss.name!r}: compiled_form({n_pos}, {n_neg}).code = {form.code!r} "
-            f"is not one of {[c.name for c in KernelCode]}",
-            {"n_pos": n_pos, "n_neg": n_neg, "code": form.code},
-        )) from None
+        raise _Failed(
+            QSViolation(
+                "C2",
+                f"C2 fails for loss {loss.name!r}: compiled_form({n_pos}, {n_neg}).code = {form.code!r} "
+                f"is not one of {[c.name for c in KernelCode]}",
+                {"n_pos": n_pos, "n_neg": n_neg, "code": form.code},
+            )
+        ) from None
     table = None
     if code is KernelCode.POSITION_DISCOUNT:
         table = None if form.table is None else np.asarray(form.table, dtype=np.float64)
         if table is None or table.shape != (n_pos + n_neg,) or not np.all(np.isfinite(table)):
             shape = None if table is None else table.shape
-            raise _Failed(QSViolation(
-                "C2",
-                f"C2 fails for loss {loss.name!r}: compiled_form({n_pos}, {n_neg}) needs a finite "
-                f"table of shape ({n_pos + n_neg},), got {shape}",
-                {"n_pos": n_pos, "n_neg": n_neg, "table_shape": shape},
-            ))
+            raise _Failed(
+                QSViolation(
+                    "C2",
+                    f"C2 fails for loss {loss.name!r}: compiled_form({n_pos}, {n_neg}) needs a finite "
+                    f"table of shape ({n_pos + n_neg},), got {shape}",
+                    {"n_pos": n_pos, "n_neg": n_neg, "table_shape": shape},
+                )
+            )
     return compiled_delta_diff(int(code), j, i, n_pos, n_neg, table)
 
 
@@ -485,13 +516,15 @@ def _check_c3(loss: RankLoss, sizes) -> None:
             row, col = np.argwhere(bad)[0]
             jj, ii = int(row) + 1, int(col) + 1
             lhs, rhs = float(upper[row, col]), float(lower[row, col])
-            raise _Failed(QSViolation(
-                "C3",
-                f"C3 fails for loss {loss.name!r} at n_pos={n_pos}, n_neg={n_neg}, j={jj}, i={ii}: "
-                f"δ_{{j+1}}(i+1) − δ_{{j+1}}(i) = {lhs!r} < {rhs!r} = δ_j(i+1) − δ_j(i); the greedy "
-                f"and quicksort-flavoured methods are not exact for it (use method='dp')",
-                {"n_pos": n_pos, "n_neg": n_neg, "j": jj, "i": ii, "lhs": lhs, "rhs": rhs},
-            ))
+            raise _Failed(
+                QSViolation(
+                    "C3",
+                    f"C3 fails for loss {loss.name!r} at n_pos={n_pos}, n_neg={n_neg}, j={jj}, i={ii}: "
+                    f"δ_{{j+1}}(i+1) − δ_{{j+1}}(i) = {lhs!r} < {rhs!r} = δ_j(i+1) − δ_j(i); the greedy "
+                    f"and quicksort-flavoured methods are not exact for it (use method='dp')",
+                    {"n_pos": n_pos, "n_neg": n_neg, "j": jj, "i": ii, "lhs": lhs, "rhs": rhs},
+                )
+            )
 
 
 # --------------------------------------------------------------------------
@@ -508,7 +541,7 @@ def _check_c4(loss: RankLoss) -> str:
 
     def run(n):
         start = time.perf_counter()
-        for j, i in zip(js, i_rows):
+        for j, i in zip(js, i_rows, strict=True):
             loss.delta_diff(int(j), i, n, n)
         return time.perf_counter() - start
 
@@ -527,13 +560,14 @@ def _check_c4(loss: RankLoss) -> str:
             t_small, t_large = min(small_times), min(large_times)
             ratio = t_large / max(t_small, 1e-9)
             evaluations = _C4_CALLS * _C4_BATCH
-            raise _Failed(QSViolation(
-                "C4",
-                f"C4 fails for loss {loss.name!r}: {evaluations} evaluations of delta_diff take "
-                f"{ratio:.0f}× longer at n_pos = n_neg = {large} ({t_large:.2e} s) than at "
-                f"{_C4_SMALL} ({t_small:.2e} s); the derivative must cost O(1) (allowed: "
-                f"{_C4_FACTOR:.0f}×) — precompute tables in compiled_form or cache them",
-                {"n_small": _C4_SMALL, "n_large": large, "t_small": t_small, "t_large": t_large,
-                 "ratio": ratio},
-            ))
+            raise _Failed(
+                QSViolation(
+                    "C4",
+                    f"C4 fails for loss {loss.name!r}: {evaluations} evaluations of delta_diff take "
+                    f"{ratio:.0f}× longer at n_pos = n_neg = {large} ({t_large:.2e} s) than at "
+                    f"{_C4_SMALL} ({t_small:.2e} s); the derivative must cost O(1) (allowed: "
+                    f"{_C4_FACTOR:.0f}×) — precompute tables in compiled_form or cache them",
+                    {"n_small": _C4_SMALL, "n_large": large, "t_small": t_small, "t_large": t_large, "ratio": ratio},
+                )
+            )
     return "C4: delta_diff timed O(1) on the Python path"

@@ -5,6 +5,7 @@
 with J = |N|/|P| by default, which weighs both classes equally: each
 mislabelled positive costs 1/(2|P|), each mislabelled negative 1/(2|N|).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -21,9 +22,7 @@ class ZeroOneLoss(LabelingLoss):
     name = "zero_one"
 
     def __init__(self, J: float | None = None):
-        if J is not None and (
-            isinstance(J, bool) or not isinstance(J, numbers.Real) or not np.isfinite(J) or J <= 0
-        ):
+        if J is not None and (isinstance(J, bool) or not isinstance(J, numbers.Real) or not np.isfinite(J) or J <= 0):
             raise ValueError(f"expected J to be a positive finite number or None, got {J!r} instead")
         self.J = J
 

@@ -3,6 +3,7 @@
 The public estimators that use them (``RankSVM``, ``HOBSVM``, ``LatentAPSVM``,
 …) are in :mod:`rankopt.estimators`.
 """
+
 from rankopt.models.base import Model
 
 __all__ = ["Model"]

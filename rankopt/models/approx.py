@@ -25,6 +25,7 @@ taken in index order.  The difficult set must keep at least one positive
 and one negative sample (AP needs both); when it does not, fitting raises a
 ValueError that says so and suggests a smaller k — there is no fallback.
 """
+
 from __future__ import annotations
 
 import logging
@@ -57,8 +58,8 @@ def check_approx(approx, loss) -> float | None:
     if (
         isinstance(approx, bool)
         or not isinstance(approx, numbers.Real)
-        or not np.isfinite(approx)
-        or not 0 < approx <= 100
+        or not math.isfinite(approx)
+        or not 0 < float(approx) <= 100
     ):
         raise ValueError(
             f"expected approx to be None or a percentage in (0, 100] of the easy samples to keep "
@@ -140,8 +141,18 @@ def hard_margin_constraints(X, y: np.ndarray, hard: np.ndarray) -> LinearConstra
 
 
 def fit_approx(
-    X, y, loss, feature_map, percent: float, *, C: float, tol: float, max_iter: int, inference: str,
-    registry, callback=None,
+    X,
+    y,
+    loss,
+    feature_map,
+    percent: float,
+    *,
+    C: float,
+    tol: float,
+    max_iter: int,
+    inference: str,
+    registry,
+    callback=None,
 ) -> tuple[StructuredProblem, CuttingPlaneResult, ApproxSplit]:
     """Run both stages; return stage 2's problem, its solution and stage 1's split.
 
@@ -159,8 +170,7 @@ def fit_approx(
     returned result concatenates the runs' histories (so its inference time is the total).
     """
     problem, split = build_approx_problem(
-        X, y, loss, feature_map, percent, C=C, tol=tol, max_iter=max_iter, inference=inference,
-        registry=registry,
+        X, y, loss, feature_map, percent, C=C, tol=tol, max_iter=max_iter, inference=inference, registry=registry
     )
     constraints = hard_margin_constraints(X, y, split.hard)
     n_hard = split.n_hard_constraints
@@ -169,16 +179,21 @@ def fit_approx(
     runs: list[CuttingPlaneResult] = []
     while True:
         problem.linear_constraints = (
-            LinearConstraints(constraints.A[in_qp], constraints.b[in_qp]) if in_qp.any() else None
+            LinearConstraints(constraints.A[in_qp], constraints.b[in_qp])
+            if constraints is not None and in_qp.any()
+            else None
         )
         runs.append(solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback))
         w = runs[-1].w
         # y_i w·x_i = −(A w)_i, in float64 whatever the dtype of X.
-        margins = -(constraints.A @ w) if n_hard else np.zeros(0)
+        margins = -(constraints.A @ w) if constraints is not None else np.zeros(0)
         violated = np.flatnonzero((margins < 1.0 - HARD_MARGIN_TOL) & ~in_qp)
         logger.info(
             "APPX round %d: %d of %d hard constraints in the QP, %d more violated",
-            len(runs), np.count_nonzero(in_qp), n_hard, violated.size,
+            len(runs),
+            np.count_nonzero(in_qp),
+            n_hard,
+            violated.size,
         )
         if violated.size == 0:
             break
@@ -203,8 +218,7 @@ def _batch_size(n_features: int) -> int:
 
 
 def build_approx_problem(
-    X, y, loss, feature_map, percent: float, *, C: float, tol: float, max_iter: int, inference: str,
-    registry,
+    X, y, loss, feature_map, percent: float, *, C: float, tol: float, max_iter: int, inference: str, registry
 ) -> tuple[StructuredProblem, ApproxSplit]:
     """Run stage 1; return stage 2's problem (no linear constraints yet) and the split."""
     binary = registry.get_model("binary").build_problem(
@@ -229,7 +243,12 @@ def build_approx_problem(
     logger.info(
         "APPX: binary SVM in %d iterations; %d of %d samples easy, %d kept as hard constraints, "
         "AP over %d difficult samples (%d positive)",
-        binary_result.n_iter, split.n_easy, y.size, split.n_hard_constraints, n_pos + n_neg, n_pos,
+        binary_result.n_iter,
+        split.n_easy,
+        y.size,
+        split.n_hard_constraints,
+        n_pos + n_neg,
+        n_pos,
     )
     problem = registry.get_model("ranking").build_problem(
         X[difficult], y[difficult], loss, feature_map, inference=inference, registry=registry

@@ -1,4 +1,5 @@
 """The model contract: training data + loss + feature map → structured problem."""
+
 from __future__ import annotations
 
 import abc
@@ -9,8 +10,8 @@ from rankopt.losses.base import OutputKind
 if TYPE_CHECKING:  # pragma: no cover
     from rankopt.engine.problem import StructuredProblem
     from rankopt.features.base import FeatureMap
-    from rankopt.losses.base import Loss
     from rankopt.inference.base import PluginLookup
+    from rankopt.losses.base import Loss
 
 
 class Model(abc.ABC):
@@ -25,15 +26,8 @@ class Model(abc.ABC):
 
     @abc.abstractmethod
     def build_problem(
-        self,
-        X,
-        y,
-        loss: "Loss",
-        feature_map: "FeatureMap",
-        *,
-        inference: str = "auto",
-        registry: "PluginLookup",
-    ) -> "StructuredProblem":
+        self, X, y, loss: Loss, feature_map: FeatureMap, *, inference: str = "auto", registry: PluginLookup
+    ) -> StructuredProblem:
         """A :class:`~rankopt.engine.StructuredProblem` over validated ``X`` and bool ``y``.
 
         ``registry`` is the plugin registry the estimator resolved its names

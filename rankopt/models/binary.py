@@ -7,6 +7,7 @@ class-weighted hinge-loss SVM without intercept (Joachims 2006, §4):
 baseline (Dokania et al. (2014) §5: HOB-SVM with w₂ = 0) trained by the same
 engine as the rank SVMs.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -30,6 +30,7 @@ The baselines of §5 are the same models with w₂ = 0, i.e. without pairs.
 The estimators are in :mod:`rankopt.estimators.high_order`; the plugins that
 build these problems in :mod:`rankopt.models.high_order_plugin`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -103,7 +104,7 @@ class HOBProblem(StructuredProblem):
 class HOAPConvexProblem(StructuredProblem):
     """Problem (17): the convex bound of HOAP-SVM tight at w_t (one CCCP step)."""
 
-    def __init__(self, parent: "HOAPProblem", w_t: np.ndarray):
+    def __init__(self, parent: HOAPProblem, w_t: np.ndarray):
         self.parent = parent
         X, fmap = parent.X, parent.feature_map
         self.n_features = parent.n_features

@@ -5,6 +5,7 @@ registering them (every plugin manager does, ``rankopt plugins`` lists them)
 imports neither graph cuts nor the engine's solvers: the problems are imported
 when a problem is built.
 """
+
 from __future__ import annotations
 
 from rankopt.hookspecs import hookimpl
@@ -38,7 +39,7 @@ class HOAPModel(Model):
     output_kind = OutputKind.RANKING
 
     def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry):
-        """A :class:`~rankopt.models.high_order.HOAPProblem` — a :class:`~rankopt.engine.CCCPProblem`, solved by CCCP."""
+        """A :class:`~rankopt.models.high_order.HOAPProblem`: a :class:`~rankopt.engine.CCCPProblem`, solved by CCCP."""
         from rankopt.models.high_order import HOAPProblem, check_input
 
         check_input(X, feature_map)

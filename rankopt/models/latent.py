@@ -33,6 +33,7 @@ ground-truth feature and move the varying negative part −(1/|N|) Σ Φ_j(ĥ_j)
 to the output side, so that the engine's cutting plane Ψ* − Ψ̂ is exactly
 Ψ(X, Y*, Ĥ) − Ψ(X, Ŷ, Ĥ).
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,16 +44,14 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 
-from rankopt._validation import (
-    group_queries,
-)
+import rankopt.models._latent_ssvm as _latent_ssvm
+from rankopt._validation import group_queries
 from rankopt.data.bags import Bags
 from rankopt.engine.cccp import CCCPProblem
 from rankopt.engine.problem import Constraint, StructuredProblem
 from rankopt.inference.batched import most_violated_rankings
 from rankopt.losses.base import RankLoss
 from rankopt.losses.zero_one import ZeroOneLoss
-from rankopt.models import _latent_ssvm
 from rankopt.models.binary import BinaryProblem
 
 logger = logging.getLogger(__name__)
@@ -91,7 +90,7 @@ class BagQueries:
     neg_weight: np.ndarray
 
     @classmethod
-    def from_qid(cls, pos_qid: np.ndarray, neg_qid: np.ndarray) -> "BagQueries":
+    def from_qid(cls, pos_qid: np.ndarray, neg_qid: np.ndarray) -> BagQueries:
         """From the query ids (int64) of the positive and of the negative bags."""
         n_pos = pos_qid.size
         index = group_queries(np.concatenate([pos_qid, neg_qid]))
@@ -110,7 +109,8 @@ class BagQueries:
         if n_used < index.n_queries:
             logger.info(
                 "%d of %d queries have bags of one label only and are left out",
-                index.n_queries - n_used, index.n_queries,
+                index.n_queries - n_used,
+                index.n_queries,
             )
         kept = used[query_of_item]
         order, item_query = index.order[kept], query_of_item[kept]
@@ -136,7 +136,7 @@ class BagQueries:
         )
 
     @classmethod
-    def single(cls, n_pos: int, n_neg: int) -> "BagQueries":
+    def single(cls, n_pos: int, n_neg: int) -> BagQueries:
         """All bags in one query."""
         return cls.from_qid(np.zeros(n_pos, dtype=np.int64), np.zeros(n_neg, dtype=np.int64))
 
@@ -151,8 +151,9 @@ class LatentAPProblem(StructuredProblem):
     used (:class:`BagQueries`).
     """
 
-    def __init__(self, X_pos, neg: Bags, loss: RankLoss, inference: str, registry, feature_map,
-                 queries: BagQueries | None = None):
+    def __init__(
+        self, X_pos, neg: Bags, loss: RankLoss, inference: str, registry, feature_map, queries: BagQueries | None = None
+    ):
         self.X_pos, self.neg = X_pos, neg
         self.loss, self.inference = loss, inference
         self.registry, self.feature_map = registry, feature_map
@@ -178,9 +179,7 @@ class LatentAPProblem(StructuredProblem):
         pos_coef[queries.pos_items] = coef[queries.pos_slots]
         neg_coef = np.zeros(self.n_neg)
         neg_coef[queries.neg_items] = coef[queries.neg_slots]
-        feature = fm.combine(self.X_pos, pos_coef) + fm.combine(
-            self.neg.X[neg_rows], neg_coef + queries.neg_weight
-        )
+        feature = fm.combine(self.X_pos, pos_coef) + fm.combine(self.neg.X[neg_rows], neg_coef + queries.neg_weight)
         return Constraint(feature, float(np.mean(result.losses)))
 
 
@@ -237,7 +236,7 @@ class LatentSSVMProblem(StructuredProblem):
         self._psi_star = feature_map.combine(X_pos_star, np.full(self.n_pos, 1.0 / self.n_pos))
         #: Pattern values :meth:`greedy_ranks` had to take from the reference (near ties).
         self.n_exact_calls = 0
-        self._delta_table = None  # δ_j(i), j ≤ |N|, i ≤ |P| + 1: fixed by the loss and the sizes
+        self._delta_table: np.ndarray | None = None  # δ_j(i), j ≤ |N|, i ≤ |P| + 1: fixed by the loss and the sizes
 
     def ground_truth_feature(self):
         return self._psi_star
@@ -330,8 +329,9 @@ class _LatentCCCP(CCCPProblem):
 class LatentRankingCCCP(_LatentCCCP):
     """Latent AP-SVM (``model="apsvm"``) or latent SSVM (``model="ssvm"``) over bags."""
 
-    def __init__(self, pos: Bags, neg: Bags, loss: RankLoss, feature_map, *, model="apsvm",
-                 inference="greedy", registry=None):
+    def __init__(
+        self, pos: Bags, neg: Bags, loss: RankLoss, feature_map, *, model="apsvm", inference="greedy", registry=None
+    ):
         self.pos, self.neg = pos, neg
         self.loss, self.feature_map = loss, feature_map
         self.model, self.inference, self.registry = model, inference, registry
@@ -343,8 +343,11 @@ class LatentRankingCCCP(_LatentCCCP):
         #: The queries of the AP-SVM model's problems (None for the latent SSVM, which ranks one query).
         self.queries = None
         if model == "apsvm":
-            self.queries = (BagQueries.single(pos.n_bags, neg.n_bags) if pos.qid is None
-                            else BagQueries.from_qid(pos.qid, neg.qid))
+            self.queries = (
+                BagQueries.single(pos.n_bags, neg.n_bags)
+                if pos.qid is None or neg.qid is None
+                else BagQueries.from_qid(pos.qid, neg.qid)
+            )
 
     def positive_rows(self, w) -> np.ndarray:
         """Output-consistent inference (Prop. 2): every positive's highest-scoring candidate."""
@@ -357,8 +360,9 @@ class LatentRankingCCCP(_LatentCCCP):
         """The convex problem with the positives' candidates at rows ``pos_rows``."""
         X_pos = self.pos.X[pos_rows]
         if self.model == "apsvm":
-            return LatentAPProblem(X_pos, self.neg, self.loss, self.inference, self.registry, self.feature_map,
-                                   self.queries)
+            return LatentAPProblem(
+                X_pos, self.neg, self.loss, self.inference, self.registry, self.feature_map, self.queries
+            )
         return LatentSSVMProblem(X_pos, self.pos, self.neg, self.loss, self.feature_map)
 
 
@@ -377,9 +381,7 @@ class LatentSVMCCCP(_LatentCCCP):
         self.pos, self.neg, self.feature_map = pos, neg, feature_map
         self.n_features = feature_map.n_features(pos.X)
         self.loss = ZeroOneLoss(J)
-        self.X_all = sp.vstack([pos.X, neg.X], format="csr") if sp.issparse(pos.X) else np.concatenate(
-            [pos.X, neg.X]
-        )
+        self.X_all = sp.vstack([pos.X, neg.X], format="csr") if sp.issparse(pos.X) else np.concatenate([pos.X, neg.X])
         droppable = neg.n_candidates - neg.n_bags
         self.n_ignored = min(int(math.floor(robust * neg.n_candidates)), droppable)
         n_kept = neg.n_candidates - self.n_ignored

@@ -1,4 +1,5 @@
 """The plain ranking model: Ψ(X, R) of Mohapatra et al. (2018) eq. (1) with any rank loss, over one query or many."""
+
 from __future__ import annotations
 
 import logging
@@ -43,8 +44,7 @@ class RankingProblem(StructuredProblem):
     def most_violated(self, w):
         scores = self.feature_map.scores(self.X, w)
         result = most_violated_ranking(
-            self.loss, scores[self.is_positive], scores[~self.is_positive], self.inference,
-            registry=self.registry,
+            self.loss, scores[self.is_positive], scores[~self.is_positive], self.inference, registry=self.registry
         )
         coef = np.empty(self.is_positive.size)
         coef[self.is_positive] = result.pos_coef
@@ -110,7 +110,8 @@ class QueryRankingProblem(StructuredProblem):
         if self.n_queries_used < self.n_queries:
             logger.info(
                 "%d of %d queries have documents of one relevance level only and are left out",
-                self.n_queries - self.n_queries_used, self.n_queries,
+                self.n_queries - self.n_queries_used,
+                self.n_queries,
             )
         sizes = queries.sizes[usable]
         self.offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.intp)
@@ -141,15 +142,14 @@ class QueryRankingProblem(StructuredProblem):
         if self.rows is not None:
             scores = scores[self.rows]
         result = most_violated_rankings(
-            self.loss, scores, self.relevance, self.offsets, self.inference, registry=self.registry,
+            self.loss, scores, self.relevance, self.offsets, self.inference, registry=self.registry
         )
         if not result.usable.all():
             raise RuntimeError(
                 f"batched inference for loss {self.loss.name!r} found nothing to order in "
                 f"{int(np.count_nonzero(~result.usable))} queries that have two relevance levels"
             )
-        return Constraint(self.feature_map.combine(self.X, self._scatter(result.coef)),
-                          float(np.mean(result.losses)))
+        return Constraint(self.feature_map.combine(self.X, self._scatter(result.coef)), float(np.mean(result.losses)))
 
 
 class RankingModel(Model):

@@ -1,4 +1,5 @@
 """In-memory data backends: dispatch by type, the two products, float32 end to end, chunked checks."""
+
 import tracemalloc
 import warnings
 
@@ -10,8 +11,7 @@ import rankopt._validation as validation
 import rankopt.data.backends as backends
 from rankopt import RankSVM
 from rankopt._validation import all_finite
-from rankopt.data.backends import check_matrix
-from rankopt.data.backends import NumpyBackend, SparseBackend, backend_for, register_backend
+from rankopt.data.backends import NumpyBackend, SparseBackend, backend_for, check_matrix, register_backend
 from rankopt.exceptions import ConvergenceWarning
 from rankopt.features.linear import LinearFeatureMap
 
@@ -43,8 +43,9 @@ def test_backend_is_chosen_by_type(tmp_path, rng):
     assert isinstance(backend_for(sp.csr_array(X)), SparseBackend)
 
 
-@pytest.mark.parametrize("X", [sp.csc_matrix(np.eye(3)), [[1.0, 2.0]], sp.coo_array(np.eye(2))],
-                         ids=["csc", "list", "coo"])
+@pytest.mark.parametrize(
+    "X", [sp.csc_matrix(np.eye(3)), [[1.0, 2.0]], sp.coo_array(np.eye(2))], ids=["csc", "list", "coo"]
+)
 def test_unsupported_types_are_named(X):
     with pytest.raises(ValueError, match=f"got .*{type(X).__qualname__} instead"):
         backend_for(X)

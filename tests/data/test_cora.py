@@ -1,4 +1,5 @@
 """The Cora loader (files of the graphdatascience package) and the quick Cora experiment."""
+
 import numpy as np
 import pytest
 

@@ -1,4 +1,5 @@
 """Bag input validation (rankopt.data.bags) and the multiple-instance loaders (rankopt.data.mil)."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp

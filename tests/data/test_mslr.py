@@ -1,4 +1,5 @@
 """The MSLR sample fetcher: caching, checksums, parsing — on a small archive the test makes (no network)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,10 +20,14 @@ TEST = b"4 qid:7 1:1\n0 qid:7 5:2\n"
 def fake_pypi(monkeypatch):
     """rankeval's sdist replaced by an archive holding two small files; counts the downloads."""
     contents = {"train": TRAIN, "test": TEST}
-    monkeypatch.setattr(mslr, "MSLR_SAMPLE", {
-        part: mslr.SampleFile(f"msn1.fold1.{part}.5k.txt", hashlib.sha256(data).hexdigest())
-        for part, data in contents.items()
-    })
+    monkeypatch.setattr(
+        mslr,
+        "MSLR_SAMPLE",
+        {
+            part: mslr.SampleFile(f"msn1.fold1.{part}.5k.txt", hashlib.sha256(data).hexdigest())
+            for part, data in contents.items()
+        },
+    )
     calls = []
 
     def download(destination):
@@ -79,8 +84,9 @@ def test_without_download_a_missing_file_is_an_error(tmp_path, fake_pypi):
         mslr.fetch_mslr_sample("validation", data_home=tmp_path)
 
 
-@pytest.mark.skipif(not os.environ.get("RANKOPT_NETWORK_TESTS"),
-                    reason="set RANKOPT_NETWORK_TESTS=1 to fetch from PyPI")
+@pytest.mark.skipif(
+    not os.environ.get("RANKOPT_NETWORK_TESTS"), reason="set RANKOPT_NETWORK_TESTS=1 to fetch from PyPI"
+)
 def test_the_real_sample(tmp_path):
     for subset in ("train", "test"):
         data = mslr.fetch_mslr_sample(subset, data_home=tmp_path)

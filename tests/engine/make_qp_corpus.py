@@ -9,6 +9,7 @@ one and checks it against an independent reference.
 
     python tests/engine/make_qp_corpus.py
 """
+
 from __future__ import annotations
 
 import warnings

@@ -10,6 +10,7 @@ convex structural SVM with Ψ* = b_{h*} — an upper bound of f, tight at w.
 For a fixed h that convex problem is a QP over the K outputs, solved by the
 reference of ``test_qp``, and min_w f = min_h OPT_h.
 """
+
 from __future__ import annotations
 
 import warnings

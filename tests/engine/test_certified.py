@@ -5,6 +5,7 @@ Issue 12's failure modes, each made to happen: a working-set QP that stalls
 column, and random small problems whose optimum is known by brute force,
 on which the reported gap must really bound the distance to it.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -28,9 +29,7 @@ def _stalling_dual(monkeypatch, after_calls, times=None):
 
     def solve_dual(self):
         state["calls"] += 1
-        if state["calls"] > after_calls and state["last"] is not None and (
-            times is None or state["stalls"] < times
-        ):
+        if state["calls"] > after_calls and state["last"] is not None and (times is None or state["stalls"] < times):
             state["stalls"] += 1
             return state["last"]
         state["last"] = original(self)

@@ -11,6 +11,7 @@ reach that optimum: its w is ε-optimal with ε = C·tol, so
 
 (strong convexity of the primal P), plus the QP solver's own accuracy.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -26,8 +27,8 @@ import rankopt
 from rankopt.engine import Constraint, LinearConstraints, StructuredProblem, solve_cutting_plane
 from rankopt.plugins import default_registry
 
-
 # ----------------------------------------------------------- brute-force problem
+
 
 def all_ranking_constraints(X_pos, X_neg, loss_name):
     """(Ψ(X,R*) − Ψ(X,R), Δ(R*,R)) for every ranking R of the samples, deduplicated.
@@ -147,9 +148,7 @@ def test_ranking_reaches_full_qp_optimum(rng, loss, n_pos, n_neg, d, C, ties):
     planes, losses = all_ranking_constraints(X[y], X[~y], loss)
     opt = assert_eps_optimal(result.w, planes, losses, C, tol)
     # the oracle's ξ is exact: the last record's primal is the brute-force primal at w
-    assert result.history[-1].primal_objective == pytest.approx(
-        full_primal(result.w, planes, losses, C), abs=1e-9
-    )
+    assert result.history[-1].primal_objective == pytest.approx(full_primal(result.w, planes, losses, C), abs=1e-9)
     # the working-set dual never exceeds the full optimum (weak duality)
     assert result.history[-1].dual_objective <= opt + objective_tol(opt)
 
@@ -175,6 +174,7 @@ def test_zero_one_reaches_full_qp_optimum_over_all_labelings(rng, n_pos, n_neg, 
 
 # ----------------------------------------------------------------------- history
 
+
 @pytest.mark.parametrize("loss,C,tol", [("ap", 1.0, 1e-3), ("ndcg", 10.0, 1e-5), ("auc", 3.0, 1e-4)])
 def test_history_is_consistent_with_brute_force(rng, loss, C, tol):
     X, y = make_data(rng, 2, 3, 3)
@@ -187,7 +187,7 @@ def test_history_is_consistent_with_brute_force(rng, loss, C, tol):
     assert seen == history
     best = np.inf
     previous_dual = -np.inf
-    for k, (record, w) in enumerate(zip(history, problem.queried), start=1):
+    for k, (record, w) in enumerate(zip(history, problem.queried, strict=True), start=1):
         assert record.iteration == k
         assert record.n_planes == k - 1  # one plane added per non-final iteration
         assert record.inference_seconds >= 0.0
@@ -230,6 +230,7 @@ def test_starting_point_w0_reaches_the_same_optimum(rng, start):
 
 # ------------------------------------------------------------ linear constraints
 
+
 def _constraints(d, case):
     if case == "w0-nonpositive":
         return LinearConstraints.nonpositive(d, [0])
@@ -268,6 +269,7 @@ def test_infeasible_start_is_the_smallest_feasible_w(rng):
 
 # ------------------------------------------------------------------ max_iter
 
+
 def test_convergence_warning_at_max_iter(rng):
     X, y = make_data(rng, 2, 3, 3)
     assert rankopt.ConvergenceWarning is sklearn.exceptions.ConvergenceWarning
@@ -297,6 +299,7 @@ def test_ranksvm_warns_at_max_iter(rng):
 
 
 # ------------------------------------------------------------------ contracts
+
 
 class _WrongShapeProblem(StructuredProblem):
     n_features = 3

@@ -9,13 +9,14 @@ agree on w (the primal is strongly convex, so w* is unique) and the dual
 objective Clarabel reports must equal the primal optimum (strong duality).
 ``solve_primal_reference`` is reused by the cutting-plane and CCCP tests.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 import pytest
+import scipy.sparse as sp
 from scipy.optimize import minimize
 
 from rankopt.engine import LinearConstraints, WorkingSetQP
@@ -86,7 +87,12 @@ def solve_primal_reference(planes, losses, C, A=None, b=None):
     if losses.size:
         z0[d] = max(0.0, float(losses.max()))
     result = minimize(
-        objective, z0, jac=gradient, method="SLSQP", bounds=bounds, constraints=constraints,
+        objective,
+        z0,
+        jac=gradient,
+        method="SLSQP",
+        bounds=bounds,
+        constraints=constraints,
         options={"ftol": 1e-12, "maxiter": 2000},
     )
     assert result.success, f"reference SLSQP failed: {result.message}"
@@ -104,7 +110,7 @@ def random_instance(rng, d, k):
 
 def solve_engine(C, d, planes, losses, constraints=None):
     qp = WorkingSetQP(C, d, constraints)
-    for plane, loss in zip(planes, losses):
+    for plane, loss in zip(planes, losses, strict=True):
         qp.add(plane, loss)
     solution = qp.solve()
     return qp, solution.w, solution.dual
@@ -116,6 +122,7 @@ def primal_value(w, planes, losses, C):
 
 
 # ---------------------------------------------------------------- no constraints
+
 
 @pytest.mark.parametrize("C", [0.3, 1.0, 4.0])
 def test_one_dimensional_closed_form(C):
@@ -181,6 +188,7 @@ def test_duplicate_and_zero_planes_are_handled(rng):
 
 # ------------------------------------------------------------ linear constraints
 
+
 def _constraint_cases(d, rng):
     general_A = rng.normal(size=(2, d))
     return {
@@ -241,6 +249,7 @@ def test_linear_constraints_validate_shapes_and_values():
 
 # ----------------------------------------------------------------- infeasibility
 
+
 @pytest.mark.parametrize("n_planes", [0, 2])
 def test_infeasible_constraints_raise_qp_solve_error(rng, n_planes):
     d = 3
@@ -248,7 +257,7 @@ def test_infeasible_constraints_raise_qp_solve_error(rng, n_planes):
     constraints = LinearConstraints(np.vstack([np.eye(d)[0], -np.eye(d)[0]]), np.array([-1.0, -1.0]))
     qp = WorkingSetQP(1.0, d, constraints)
     planes, losses = random_instance(rng, d, n_planes)
-    for plane, loss in zip(planes, losses):
+    for plane, loss in zip(planes, losses, strict=True):
         qp.add(plane, loss)
     with pytest.raises(QPSolveError, match="linear constraints on w admit no solution"):
         qp.solve()
@@ -306,7 +315,7 @@ def test_bounded_dual_matches_the_primal_after_every_add(seed):
     constraints = _random_box(rng, d)
     qp = WorkingSetQP(C, d, constraints)
     assert qp._bounds is not None
-    for k in range(25):
+    for _ in range(25):
         qp.add(rng.normal(size=d) * (rng.random(d) < 0.4), rng.uniform(0.1, 1.0))
         solution = qp.solve()
         w, dual = solution.w, solution.dual
@@ -356,6 +365,7 @@ def test_line_search_maximises_the_dual_along_the_step(seed):
 
 
 # ------------------------------------------------------------------ pruning
+
 
 @pytest.mark.parametrize("bounded", [False, True])
 def test_pruning_drops_idle_planes_and_keeps_the_dual_non_decreasing(rng, bounded):
@@ -410,16 +420,22 @@ def test_primal_form_prunes_from_its_row_multipliers(rng):
 # infeasible.  The dual QP always has an optimum (its feasible set is compact).
 DEGENERATE_DUALS = {
     "C=1": (
-        [[1.8270056916436321, -0.02166364837080107, -0.08412365027709319],
-         [-0.02166364837080107, 122016.52126281941, -5772.567338652647],
-         [-0.08412365027709319, -5772.567338652647, 273.94539649994977]],
-        [1.0, 0.5618908382066277, 0.5029239766081872], 1.0,
+        [
+            [1.8270056916436321, -0.02166364837080107, -0.08412365027709319],
+            [-0.02166364837080107, 122016.52126281941, -5772.567338652647],
+            [-0.08412365027709319, -5772.567338652647, 273.94539649994977],
+        ],
+        [1.0, 0.5618908382066277, 0.5029239766081872],
+        1.0,
     ),
     "C=1000": (
-        [[1.2481744641486412, -0.12057564816898733, -0.1477543748251054],
-         [-0.12057564816898733, 263884.32133061567, -106579.41105172796],
-         [-0.1477543748251054, -106579.41105172796, 43090.5972116847]],
-        [1.0, 0.5475929978118161, 0.5060175054704594], 1000.0,
+        [
+            [1.2481744641486412, -0.12057564816898733, -0.1477543748251054],
+            [-0.12057564816898733, 263884.32133061567, -106579.41105172796],
+            [-0.1477543748251054, -106579.41105172796, 43090.5972116847],
+        ],
+        [1.0, 0.5475929978118161, 0.5060175054704594],
+        1000.0,
     ),
 }
 
@@ -518,7 +534,7 @@ def test_rounding_level_changes_of_a_rank_deficient_working_set_leave_w_unchange
     solutions = []
     for rows in (planes, nudged):
         qp = WorkingSetQP(C, d, prune_after=None)
-        for plane, loss in zip(rows, losses):
+        for plane, loss in zip(rows, losses, strict=True):
             qp.add(plane, loss)
         solutions.append(qp.solve(gap_tol=1e-3 * C))
     np.testing.assert_allclose(solutions[0].w, solutions[1].w, rtol=0, atol=1e-12)
@@ -544,7 +560,7 @@ def test_after_the_dual_fails_the_primal_goes_first_and_the_dual_is_retried(rng,
     qp = WorkingSetQP(C, d, constraints, prune_after=None)
     planes, losses = random_instance(rng, d, 2 + qp_module._DUAL_RETRY_EVERY + 3)
     solvers, daqp_calls = [], []
-    for k, (plane, loss) in enumerate(zip(planes, losses)):
+    for k, (plane, loss) in enumerate(zip(planes, losses, strict=True)):
         qp.add(plane, loss)
         before = len(calls)
         solution = qp.solve()

@@ -8,6 +8,7 @@ and HOB-SVM's bounded duals at η from 1e-2 to 100.  Each must be solved to a
 verified optimum (its own duality gap within the solvers' precision) that
 agrees with an independent reference, SciPy's SLSQP on the primal.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -49,7 +50,7 @@ def test_corpus_working_set_is_solved_to_a_verified_optimum(name):
     C, lo, hi = float(CORPUS[f"{name}/C"]), CORPUS[f"{name}/lo"], CORPUS[f"{name}/hi"]
     constraints = bound_constraints(lo, hi)
     qp = WorkingSetQP(C, planes.shape[1], constraints, prune_after=None)
-    for plane, loss in zip(planes, losses):
+    for plane, loss in zip(planes, losses, strict=True):
         qp.add(plane, loss)
     solution = qp.solve()
     assert solution.verified(0.0), f"{name}: gap {solution.gap:.3g} from the {solution.solver}"
@@ -59,7 +60,11 @@ def test_corpus_working_set_is_solved_to_a_verified_optimum(name):
     if constraints is not None:
         assert np.all(constraints.A @ solution.w <= constraints.b + 1e-12 * scale)
     _, reference = solve_primal_reference(
-        planes, losses, C, None if constraints is None else constraints.A, None if constraints is None else constraints.b
+        planes,
+        losses,
+        C,
+        None if constraints is None else constraints.A,
+        None if constraints is None else constraints.b,
     )
     # The verified dual is a lower bound that SLSQP's feasible point cannot beat, and the engine's
     # w is never worse than SLSQP's; they agree where SLSQP is reliable (it stops early at large C,

@@ -1,4 +1,5 @@
 """Fixtures shared by the estimator tests."""
+
 import pytest
 from sklearn.datasets import load_digits
 

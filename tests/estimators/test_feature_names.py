@@ -4,6 +4,7 @@ Fitting on a DataFrame stores ``feature_names_in_``; predicting on other or
 reordered columns raises scikit-learn's ValueError instead of silently
 scoring the wrong features.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -101,10 +102,9 @@ def test_latent_models_check_the_names_of_a_stacked_dataframe(rng, cls):
     assert not hasattr(cls(n_init=1, random_state=0, cccp_max_iter=3).fit(bags, labels), "feature_names_in_")
 
 
-@pytest.mark.parametrize("make, fit_kwargs", [
-    (lambda: HOBSVM(), {}),
-    (lambda: LatentSVM(n_init=1, random_state=0), None),
-])
+@pytest.mark.parametrize(
+    "make, fit_kwargs", [(lambda: HOBSVM(), {}), (lambda: LatentSVM(n_init=1, random_state=0), None)]
+)
 def test_feature_count_message_is_one_sentence(rng, make, fit_kwargs):
     if fit_kwargs is None:  # latent: a list of bags
         bags = [rng.normal(size=(3, 4)) for _ in range(6)]

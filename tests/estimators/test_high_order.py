@@ -1,12 +1,13 @@
 """HOB-SVM / HOAP-SVM: the feature map of eqs. (4)–(5), exact inference, CCCP monotonicity, bad input."""
+
 import itertools
 import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from oracles.brute_force import brute_force_max
+
 from rankopt import HOAPSVM, HOBSVM
 from rankopt.exceptions import ConvergenceWarning
 from rankopt.features.high_order import HighOrderFeatureMap, HighOrderInput, similar_pairs
@@ -88,15 +89,13 @@ def test_combine_labelings(rng):
     w = random_w(rng, 3)
     _, _, plus, _ = max_marginals(*FMAP.energy(inp, w), return_labelings=True)
     coef = rng.normal(size=7)
-    expected = sum(c * psi_by_definition(X, inp.pairs, 0.8, y) for c, y in zip(coef, plus.toarray()))
+    expected = sum(c * psi_by_definition(X, inp.pairs, 0.8, y) for c, y in zip(coef, plus.toarray(), strict=True))
     np.testing.assert_allclose(FMAP.combine_labelings(inp, plus, coef), expected)
 
 
 def test_similar_pairs_from_edges_and_groups():
     np.testing.assert_array_equal(similar_pairs(4, edges=[[2, 0], [0, 2], [1, 3]]), [[0, 2], [1, 3]])
-    np.testing.assert_array_equal(
-        similar_pairs(5, groups=["a", "b", "a", "c", "a"]), [[0, 2], [0, 4], [2, 4]]
-    )
+    np.testing.assert_array_equal(similar_pairs(5, groups=["a", "b", "a", "c", "a"]), [[0, 2], [0, 4], [2, 4]])
     assert similar_pairs(3).shape == (0, 2)
     with pytest.raises(ValueError, match="unknown node"):
         similar_pairs(3, edges=[[0, 3]])
@@ -120,9 +119,7 @@ def test_plugins_are_registered():
     _, inp = random_input(np.random.default_rng(0))
     y = np.arange(7) < 3
     with pytest.raises(ValueError, match="labeling loss"):
-        registry.get_model("high_order_binary").build_problem(
-            inp, y, registry.get_loss("ap"), FMAP, registry=registry
-        )
+        registry.get_model("high_order_binary").build_problem(inp, y, registry.get_loss("ap"), FMAP, registry=registry)
     with pytest.raises(ValueError, match="rank loss"):
         registry.get_model("high_order_ap").build_problem(
             inp, y, registry.get_loss("zero_one"), FMAP, registry=registry
@@ -220,7 +217,7 @@ def test_bad_parameters(rng, params, match):
 
 def test_hoap_convex_bound_is_tight_at_w_t_and_above_elsewhere(rng):
     registry = default_registry()
-    for trial in range(4):
+    for _ in range(4):
         _, inp = random_input(rng, n=6, d=2)
         y = np.array([1, 0, 1, 0, 0, 1], dtype=bool)
         problem = registry.get_model("high_order_ap").build_problem(
@@ -285,7 +282,9 @@ def test_hoap_without_pairs_is_ap_svm_with_c_rescaled(rng):
     ap_objective = 0.5 * a @ a + C_ap * (brute_force_max("ap", s[y], s[~y]) - (s[y].mean() - s[~y].mean()))
     registry = default_registry()
     inp = HighOrderInput.build(X, eta=1.0)
-    problem = registry.get_model("high_order_ap").build_problem(inp, y, registry.get_loss("ap"), FMAP, registry=registry)
+    problem = registry.get_model("high_order_ap").build_problem(
+        inp, y, registry.get_loss("ap"), FMAP, registry=registry
+    )
     C = n**2 * C_ap / 2
     w_map = np.concatenate([a / 2, -a / 2, np.zeros(d)]) / problem.scale  # the problem's w is coef_ / scale
     assert problem.objective(w_map, C) == pytest.approx(n**2 / 2 * ap_objective, rel=1e-9)

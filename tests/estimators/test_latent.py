@@ -1,4 +1,5 @@
 """Latent AP-SVM, latent SVM and latent SSVM: inference against brute force, CCCP, estimator API."""
+
 import itertools
 import warnings
 
@@ -8,10 +9,10 @@ import scipy.sparse as sp
 
 from rankopt import ConvergenceWarning
 from rankopt.data.bags import check_bags
+from rankopt.estimators.latent import LatentAPSVM, LatentSSVM, LatentSVM
 from rankopt.features.linear import LinearFeatureMap
 from rankopt.losses.ap import APLoss
 from rankopt.models.latent import LatentRankingCCCP, LatentSSVMProblem, LatentSVMCCCP, ssvm_pattern_value
-from rankopt.estimators.latent import LatentAPSVM, LatentSSVM, LatentSVM
 from rankopt.plugins import default_registry
 
 FM = LinearFeatureMap()
@@ -20,6 +21,7 @@ AP = APLoss()
 
 def _tiny(rng, n_pos, n_neg, max_size=2, d=2, integer=True):
     """Random tiny bags; integer features make tied scores common."""
+
     def bag():
         size = int(rng.integers(1, max_size + 1))
         return rng.integers(-2, 3, size=(size, d)).astype(float) if integer else rng.normal(size=(size, d))
@@ -172,7 +174,7 @@ def test_two_step_prediction(rng):
     model = LatentAPSVM(C=5.0, n_init=1, random_state=0).fit(bags, y)
     scores = model.decision_function(bags)
     choices = model.latent_choices(bags)
-    for bag, score, choice in zip(bags, scores, choices):
+    for bag, score, choice in zip(bags, scores, choices, strict=True):
         candidate_scores = bag @ model.coef_
         assert score == pytest.approx(candidate_scores.max())
         assert choice == int(np.argmax(candidate_scores))
@@ -200,7 +202,9 @@ def test_ssvm_pattern_assignment_equals_brute_force(rng):
         w = rng.normal(size=2)
         ranks = np.sort(rng.integers(1, n_pos + 2, size=n_neg))
         ps, ns = pos.X @ w, neg.X @ w
-        value = ssvm_pattern_value(AP, ranks, *pos.best(ps)[:1], *pos.worst(ps)[:1], *neg.best(ns)[:1], *neg.worst(ns)[:1])[0]
+        value = ssvm_pattern_value(
+            AP, ranks, *pos.best(ps)[:1], *pos.worst(ps)[:1], *neg.best(ns)[:1], *neg.worst(ns)[:1]
+        )[0]
         pattern = np.zeros(n_pos + n_neg, dtype=bool)
         pattern[np.arange(n_pos) + np.searchsorted(ranks, np.arange(1, n_pos + 1), side="right")] = True
         best = -np.inf
@@ -305,7 +309,7 @@ def test_ssvm_greedy_equals_the_reference_greedy(rng, loss_name):
     loss = default_registry().resolve_loss(loss_name)
     sizes = [(1, 1), (1, 5), (5, 1), (6, 2), (2, 6)] + [tuple(rng.integers(1, 8, size=2)) for _ in range(40)]
     n_exact = 0
-    for k, (n_pos, n_neg) in enumerate(sizes):
+    for n_pos, n_neg in sizes:
         for integer in (True, False):
             scores = _slot_scores(rng, int(n_pos), integer) + _slot_scores(rng, int(n_neg), integer)
             problem = _ssvm_problem(loss, int(n_pos), int(n_neg))

@@ -1,17 +1,18 @@
 """Latent AP-SVM over queries of bags: layout, brute force per query, the estimator API."""
+
 import itertools
 
 import numpy as np
 import pytest
+from test_latent import _bag_rows, _latent_ap_brute, _tiny, _value
 
 from rankopt.data.bags import Bags, check_bags
-from rankopt.features.linear import LinearFeatureMap
-from rankopt.metrics import mean_average_precision
-from rankopt.losses.ap import APLoss
-from rankopt.models.latent import BagQueries, LatentRankingCCCP
 from rankopt.estimators.latent import LatentAPSVM, LatentSSVM, LatentSVM
+from rankopt.features.linear import LinearFeatureMap
+from rankopt.losses.ap import APLoss
+from rankopt.metrics import mean_average_precision
+from rankopt.models.latent import BagQueries, LatentRankingCCCP
 from rankopt.plugins import default_registry
-from test_latent import _bag_rows, _latent_ap_brute, _tiny, _value
 
 FM = LinearFeatureMap()
 AP = APLoss()
@@ -51,12 +52,12 @@ def test_loss_augmented_inference_is_the_mean_of_the_queries_brute_force(rng, si
         parts = [_tiny(rng, n_pos, max(n_neg, 1), integer=trial % 2 == 0) for n_pos, n_neg in sizes]
         used = [n_neg > 0 for _, n_neg in sizes]
         pos = _with_qid(
-            check_bags([p.X[p.offsets[b]:p.offsets[b + 1]] for p, _ in parts for b in range(p.n_bags)])[0],
+            check_bags([p.X[p.offsets[b] : p.offsets[b + 1]] for p, _ in parts for b in range(p.n_bags)])[0],
             np.concatenate([np.full(p.n_bags, q) for q, (p, _) in enumerate(parts)]),
         )
-        neg_parts = [(q, n) for q, ((_, n), u) in enumerate(zip(parts, used)) if u]
+        neg_parts = [(q, n) for q, ((_, n), u) in enumerate(zip(parts, used, strict=True)) if u]
         neg = _with_qid(
-            check_bags([n.X[n.offsets[b]:n.offsets[b + 1]] for _, n in neg_parts for b in range(n.n_bags)])[0],
+            check_bags([n.X[n.offsets[b] : n.offsets[b + 1]] for _, n in neg_parts for b in range(n.n_bags)])[0],
             np.concatenate([np.full(n.n_bags, q) for q, n in neg_parts]),
         )
         w = rng.normal(size=2)
@@ -65,7 +66,7 @@ def test_loss_augmented_inference_is_the_mean_of_the_queries_brute_force(rng, si
         for pos_rows in itertools.product(*_bag_rows(pos)):
             value = _value(cccp.fixed(np.array(pos_rows)), w)
             expected, start = [], 0
-            for (p, n), u in zip(parts, used):
+            for (p, n), u in zip(parts, used, strict=True):
                 rows = [pos_rows[start + b] - pos.offsets[start + b] + p.offsets[b] for b in range(p.n_bags)]
                 if u:
                     expected.append(_latent_ap_brute(rows, p, n, w))

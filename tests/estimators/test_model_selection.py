@@ -1,4 +1,5 @@
 """RankSVM inside scikit-learn's model selection: GridSearchCV, cross_validate, joblib in parallel."""
+
 import warnings
 
 import joblib

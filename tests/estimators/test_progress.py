@@ -1,4 +1,5 @@
 """``verbose=True`` prints progress in a plain script; quiet by default; one implementation for every estimator."""
+
 from __future__ import annotations
 
 import logging
@@ -13,9 +14,9 @@ import pytest
 
 from rankopt import HOAPSVM, HOBSVM, LatentAPSVM, RankSVM
 from rankopt.engine.cutting_plane import IterationRecord
-from rankopt.exceptions import ConvergenceWarning
 from rankopt.estimators import progress
 from rankopt.estimators.progress import IterationProgress, verbose_logging
+from rankopt.exceptions import ConvergenceWarning
 
 SCRIPT = textwrap.dedent(
     """
@@ -55,7 +56,10 @@ def plain_script_run(tmp_path_factory):
     # Run away from the checkout: `python -c` puts the working directory first on sys.path, and
     # the source tree's rankopt has no compiled kernels when the package is installed, not editable.
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=300,
         cwd=tmp_path_factory.mktemp("plain_script"),
     )
     assert done.returncode == 0, done.stderr
@@ -181,7 +185,9 @@ def test_cccp_lines_count_the_steps_from_the_inner_restarts(caplog):
         for iteration in (1, 2, 1):
             assert not callback(_record(iteration), np.zeros(2))
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
-        "HOAPSVM CCCP step 1 iteration 1", "HOAPSVM CCCP step 1 iteration 2", "HOAPSVM CCCP step 2 iteration 1",
+        "HOAPSVM CCCP step 1 iteration 1",
+        "HOAPSVM CCCP step 1 iteration 2",
+        "HOAPSVM CCCP step 2 iteration 1",
     ]
     assert caplog.records[0].getMessage() == "HOAPSVM CCCP step 1 iteration 1: primal 1.5, gap 0.5, violation 0.25"
 
@@ -215,8 +221,11 @@ def test_estimators_are_quiet_by_default(rng, caplog):
         RankSVM().fit(X, y)
         HOAPSVM(C=10.0, cccp_max_iter=1, max_iter=20).fit(X, y)
         LatentAPSVM(n_init=1, random_state=0, cccp_max_iter=1).fit([row[None] for row in X], y)
-    assert not [r for r in caplog.records if " iteration " in r.getMessage() and r.levelno >= logging.INFO
-                and r.name == "rankopt.estimators.progress"]
+    assert not [
+        r
+        for r in caplog.records
+        if " iteration " in r.getMessage() and r.levelno >= logging.INFO and r.name == "rankopt.estimators.progress"
+    ]
 
 
 @pytest.mark.parametrize("cls", [LatentAPSVM])

@@ -1,4 +1,5 @@
 """RankSVM: fitting every built-in loss, input equivalences, the estimator API, bad input."""
+
 from __future__ import annotations
 
 import logging
@@ -26,6 +27,7 @@ def fitted(digits):
 
 
 # ---------------------------------------------------------------------- fitting
+
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_fit_sets_the_learned_attributes(fitted, digits, loss):
@@ -136,6 +138,7 @@ def test_refit_does_not_keep_state(digits):
 
 # ------------------------------------------------------------------- estimator API
 
+
 def test_get_params_set_params_clone(digits):
     X, y, _, _ = digits
     model = RankSVM(loss="ndcg", C=0.5, tol=1e-4, max_iter=50, inference="greedy", verbose=False)
@@ -179,6 +182,7 @@ def test_decision_function_feature_count_mismatch_raises(fitted, digits):
 
 
 # --------------------------------------------------------------------- bad input
+
 
 def _small():
     rng = np.random.default_rng(0)

@@ -1,4 +1,5 @@
 """Validation monitoring: ``RankSVM.fit(..., eval_set=...)`` and ``early_stopping_patience``."""
+
 from __future__ import annotations
 
 import logging
@@ -10,9 +11,9 @@ import sklearn
 from sklearn.model_selection import GridSearchCV, GroupKFold
 
 from rankopt import RankSVM
+from rankopt.estimators.progress import MonitoredIterationRecord
 from rankopt.exceptions import ConvergenceWarning
 from rankopt.metrics import average_precision, mean_average_precision
-from rankopt.estimators.progress import MonitoredIterationRecord
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def test_eval_set_records_the_validation_ap_of_every_iterate(digits):
     assert model.converged_ and model.n_iter_ == plain.n_iter_
     assert len(model.history_) == model.n_iter_
     assert all(isinstance(record, MonitoredIterationRecord) for record in model.history_)
-    for record, plain_record in zip(model.history_, plain.history_):
+    for record, plain_record in zip(model.history_, plain.history_, strict=True):
         assert record.primal_objective == plain_record.primal_objective
     # the returned w is one of the scored iterates (the engine returns its best primal iterate)
     assert _scored(model, model.score(X_val, y_val))
@@ -64,7 +65,7 @@ def test_early_stopping_keeps_the_best_validation_iterate(digits):
     # it stopped exactly `patience` iterations after the best one
     assert model.n_iter_ == model.best_iteration_ + 2
     scores = [record.validation_score for record in model.history_]
-    assert all(score <= model.best_validation_score_ for score in scores[model.best_iteration_:])
+    assert all(score <= model.best_validation_score_ for score in scores[model.best_iteration_ :])
     # its gap is the kept iterate's, against the solve's best dual bound: not certified
     best = model.history_[model.best_iteration_ - 1]
     assert model.duality_gap_ == pytest.approx(best.primal_objective - model.history_[-1].dual_objective)
@@ -72,7 +73,7 @@ def test_early_stopping_keeps_the_best_validation_iterate(digits):
     # coef_ is the best iterate, not the last
     assert average_precision(y_val, X_val @ model.coef_) == pytest.approx(model.best_validation_score_, abs=1e-12)
     # the records up to the stop are those of the full solve
-    for stopped, whole in zip(model.history_, full.history_):
+    for stopped, whole in zip(model.history_, full.history_[: len(model.history_)], strict=True):
         assert stopped.primal_objective == whole.primal_objective
         assert stopped.validation_score == whole.validation_score
 
@@ -80,9 +81,7 @@ def test_early_stopping_keeps_the_best_validation_iterate(digits):
 def test_early_stopping_is_logged(digits, caplog):
     X, y, X_val, y_val = digits
     with caplog.at_level(logging.INFO, logger="rankopt"):
-        model = RankSVM(C=100.0, tol=1e-6, early_stopping_patience=1, verbose=True).fit(
-            X, y, eval_set=(X_val, y_val)
-        )
+        model = RankSVM(C=100.0, tol=1e-6, early_stopping_patience=1, verbose=True).fit(X, y, eval_set=(X_val, y_val))
     messages = [r.getMessage() for r in caplog.records]
     assert any("validation AP" in m and m.startswith("RankSVM iteration 1:") for m in messages)
     assert any("stopped early" in m and f"keeping iteration {model.best_iteration_}" in m for m in messages)
@@ -107,10 +106,13 @@ def test_eval_set_records_with_approx(digits):
 # ------------------------------------------------------------------ bad eval_set
 
 
-@pytest.mark.parametrize("eval_set, match", [
-    ("data", r"expected eval_set=\(X_val, y_val\) or \(X_val, y_val, qid_val\), got str instead"),
-    ([("X", "y")], r"got a list of 1 items instead"),
-])
+@pytest.mark.parametrize(
+    "eval_set, match",
+    [
+        ("data", r"expected eval_set=\(X_val, y_val\) or \(X_val, y_val, qid_val\), got str instead"),
+        ([("X", "y")], r"got a list of 1 items instead"),
+    ],
+)
 def test_eval_set_structure_is_checked(digits, eval_set, match):
     X, y, _, _ = digits
     with pytest.raises(ValueError, match=match):
@@ -152,8 +154,11 @@ def test_early_stopping_patience_is_checked(digits):
     X, y, X_val, y_val = digits
     with pytest.raises(ValueError, match="expected early_stopping_patience to be a positive integer, got 0"):
         RankSVM(early_stopping_patience=0).fit(X, y, eval_set=(X_val, y_val))
-    with pytest.raises(ValueError, match=r"expected eval_set=\(X_val, y_val\[, qid_val\]\) with "
-                                         r"early_stopping_patience=3, got no eval_set instead"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected eval_set=\(X_val, y_val\[, qid_val\]\) with "
+        r"early_stopping_patience=3, got no eval_set instead",
+    ):
         RankSVM(early_stopping_patience=3).fit(X, y)
     with pytest.raises(ValueError, match="expected approx=None with early_stopping_patience"):
         RankSVM(approx=50, early_stopping_patience=3).fit(X, y, eval_set=(X_val, y_val))

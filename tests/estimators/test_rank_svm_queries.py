@@ -1,4 +1,5 @@
 """RankSVM over many queries: fit(X, y, qid), graded labels, relevant_at, model selection over queries."""
+
 from __future__ import annotations
 
 import itertools
@@ -47,7 +48,7 @@ def _pair_labelling_constraints(X, grades):
     pairs = [(i, j) for i in range(grades.size) for j in range(grades.size) if grades[i] > grades[j]]
     out = []
     for signs in itertools.product((1.0, -1.0), repeat=len(pairs)):
-        psi = sum(s * (X[i] - X[j]) for s, (i, j) in zip(signs, pairs)) / len(pairs)
+        psi = sum(s * (X[i] - X[j]) for s, (i, j) in zip(signs, pairs, strict=True)) / len(pairs)
         out.append((psi, signs.count(-1.0) / len(pairs)))
     return out
 
@@ -67,10 +68,17 @@ def _brute_force_optimum(per_query_constraints, ground_truths, C):
         return 0.5 * w @ w + C * max(0.0, np.max(b + A @ w))
 
     res = minimize(
-        lambda v: 0.5 * v[:d] @ v[:d] + C * v[d], np.zeros(d + 1), method="SLSQP",
-        constraints=[{"type": "ineq", "fun": lambda v: v[d] - b - A @ v[:d],
-                      "jac": lambda v: np.hstack([-A, np.ones((b.size, 1))])},
-                     {"type": "ineq", "fun": lambda v: v[d:]}],
+        lambda v: 0.5 * v[:d] @ v[:d] + C * v[d],
+        np.zeros(d + 1),
+        method="SLSQP",
+        constraints=[
+            {
+                "type": "ineq",
+                "fun": lambda v: v[d] - b - A @ v[:d],
+                "jac": lambda v: np.hstack([-A, np.ones((b.size, 1))]),
+            },
+            {"type": "ineq", "fun": lambda v: v[d:]},
+        ],
         options={"ftol": 1e-12, "maxiter": 500},
     )
     assert res.success, res.message
@@ -82,12 +90,12 @@ def test_binary_losses_reach_the_brute_force_optimum(loss_name, rng):
     loss = default_registry().resolve_loss(loss_name)
     sizes, positives = (4, 3, 3), (2, 1, 0)  # the third query has nothing to order
     X = rng.standard_normal((sum(sizes), 3))
-    relevant = np.concatenate([np.arange(s) < p for s, p in zip(sizes, positives)])
+    relevant = np.concatenate([np.arange(s) < p for s, p in zip(sizes, positives, strict=True)])
     qid = np.repeat([5, 1, 9], sizes)
     per_query, truths = [], []
     start = 0
-    for s, p in zip(sizes, positives):
-        Xq, rq = X[start:start + s], relevant[start:start + s]
+    for s, p in zip(sizes, positives, strict=True):
+        Xq, rq = X[start : start + s], relevant[start : start + s]
         start += s
         if 0 < p < s:
             per_query.append(_ranking_constraints(loss, Xq, rq))
@@ -109,7 +117,7 @@ def test_pairwise_loss_reaches_the_brute_force_optimum_on_grades(rng):
     per_query, truths = [], []
     start = 0
     for g in grades_per_query:
-        Xq = X[start:start + g.size]
+        Xq = X[start : start + g.size]
         start += g.size
         if g.min() < g.max():
             constraints = _pair_labelling_constraints(Xq, g)
@@ -143,8 +151,9 @@ def test_row_order_does_not_change_the_fit(rng):
     perm = rng.permutation(X.shape[0])
     shuffled = RankSVM(C=2.0, tol=1e-6).fit(X[perm], grades[perm], qid=qid[perm])
     np.testing.assert_allclose(shuffled.coef_, base.coef_, rtol=1e-6, atol=1e-9)
-    np.testing.assert_allclose(shuffled.decision_function(X[perm]), base.decision_function(X)[perm],
-                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(
+        shuffled.decision_function(X[perm]), base.decision_function(X)[perm], rtol=1e-6, atol=1e-9
+    )
 
 
 def test_queries_with_one_level_are_left_out_counted_and_logged(rng, caplog):
@@ -180,7 +189,7 @@ def test_graded_labels_train_the_pairwise_loss_and_it_ranks_better_than_chance(r
 
 def test_labeling_loss_with_qid_trains_on_the_thresholded_documents(rng):
     X, grades, qid = _letor_like(rng)
-    pooled = RankSVM(loss="zero_one").fit(X, grades, qid=qid, )
+    pooled = RankSVM(loss="zero_one").fit(X, grades, qid=qid)
     plain = RankSVM(loss="zero_one").fit(X, (grades >= 1).astype(int))
     np.testing.assert_array_equal(pooled.coef_, plain.coef_)
     assert pooled.n_queries_ == 12
@@ -216,8 +225,9 @@ def test_pipeline_with_a_scaler_routes_qid(rng):
     with sklearn.config_context(enable_metadata_routing=True):
         model = RankSVM(max_iter=200).set_fit_request(qid=True).set_score_request(qid=True)
         pipe = make_pipeline(MaxAbsScaler(), model)
-        result = cross_validate(pipe, X, grades, cv=GroupKFold(n_splits=3), params={"qid": qid, "groups": qid},
-                                error_score="raise")
+        result = cross_validate(
+            pipe, X, grades, cv=GroupKFold(n_splits=3), params={"qid": qid, "groups": qid}, error_score="raise"
+        )
     train, test = next(GroupKFold(n_splits=3).split(X, grades, qid))
     scaler = MaxAbsScaler().fit(X[train])
     fold_model = RankSVM(max_iter=200).fit(scaler.transform(X[train]), grades[train], qid=qid[train])
@@ -258,30 +268,46 @@ BAD_QUERY_INPUT = {
     "qid-2d": (lambda X, y, q: (X, y, q[:, None]), {}, r"expected qid to be 1-D"),
     "grades-negative": (
         lambda X, y, q: (X, np.where(y == 3, -2, y), q),
-        {}, r"expected y to hold integer relevance grades >= 0.*-2"),
+        {},
+        r"expected y to hold integer relevance grades >= 0.*-2",
+    ),
     "grades-fraction": (lambda X, y, q: (X, y + 0.25, q), {}, r"expected y to hold integer relevance grades.*0.25"),
     "grades-nan": (lambda X, y, q: (X, np.where(y == 3, np.nan, y), q), {}, r"expected y.*NaN"),
     "grades-wrong-length": (lambda X, y, q: (X, y[:5], q), {}, r"expected y to have 12 entries"),
     "threshold-unreached": (lambda X, y, q: (X, y, q), {"relevant_at": 5}, r"relevant_at=5 to be reached.*at most 3"),
     "every-query-one-class": (
         lambda X, y, q: (X, np.repeat([0, 2, 0], 4), q),
-        {}, r"some query \(qid\).*relevant_at=1.*none of the 3"),
+        {},
+        r"some query \(qid\).*relevant_at=1.*none of the 3",
+    ),
     "every-query-one-grade-pairwise": (
         lambda X, y, q: (X, np.repeat([0, 2, 0], 4), q),
-        {"loss": "pairwise"}, r"some query \(qid\).*two different grades"),
+        {"loss": "pairwise"},
+        r"some query \(qid\).*two different grades",
+    ),
     "relevant_at-zero": (lambda X, y, q: (X, y, q), {"relevant_at": 0}, r"expected relevant_at to be a positive"),
     "relevant_at-string": (lambda X, y, q: (X, y, q), {"relevant_at": "2"}, r"expected relevant_at to be a positive"),
     "grades-without-qid": (
-        lambda X, y, q: (X, y, None), {}, r"got \[0, 1, 2, 3\] instead; relevance grades .* train with qid"),
+        lambda X, y, q: (X, y, None),
+        {},
+        r"got \[0, 1, 2, 3\] instead; relevance grades .* train with qid",
+    ),
     "grades-without-qid-pairwise": (
-        lambda X, y, q: (X, y, None), {"loss": "pairwise"}, r"train with qid: pass qid=np.zeros"),
+        lambda X, y, q: (X, y, None),
+        {"loss": "pairwise"},
+        r"train with qid: pass qid=np.zeros",
+    ),
     "relevant_at-without-qid": (
         lambda X, y, q: (X, (y > 0).astype(int), None),
-        {"relevant_at": 2}, r"expected relevant_at=1 without qid"),
+        {"relevant_at": 2},
+        r"expected relevant_at=1 without qid",
+    ),
     "approx-with-qid": (lambda X, y, q: (X, y, q), {"approx": 50}, r"expected approx=None with qid"),
     "pairwise-with-greedy": (
         lambda X, y, q: (X, y, q),
-        {"loss": "pairwise", "inference": "greedy"}, r"expected inference 'auto' or 'pairwise'"),
+        {"loss": "pairwise", "inference": "greedy"},
+        r"expected inference 'auto' or 'pairwise'",
+    ),
 }
 
 

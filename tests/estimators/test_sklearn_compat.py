@@ -12,6 +12,7 @@ similar pairs here (their first-order baselines; pairs are a fit parameter
 the checks do not pass).  The latent models take bags of candidates, not a
 plain 2-D X, so scikit-learn's generic checks do not apply to them.
 """
+
 from __future__ import annotations
 
 import re
@@ -78,10 +79,7 @@ def _assert_results(results, expected):
         assert any(BINARY_LABELS_ONLY.search(m) for m in messages), (
             f"{name} was expected to fail only because of its non-binary target, but failed with: {messages}"
         )
-    assert "check_array_api_input" not in results or results["check_array_api_input"]["status"] in (
-        "skipped",
-        "xfail",
-    )
+    assert "check_array_api_input" not in results or results["check_array_api_input"]["status"] in ("skipped", "xfail")
 
 
 ESTIMATORS = {

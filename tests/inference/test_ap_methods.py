@@ -5,6 +5,7 @@ ties included (``rankopt/inference/_ap.pyx`` explains why they can): the
 greedy is itself checked against brute force in ``test_greedy.py``, and a
 direct brute-force check over all (P + N)! rankings is repeated here.
 """
+
 import itertools
 from fractions import Fraction
 

@@ -1,4 +1,5 @@
 """Batched inference: the compiled batch equals one single-query call per query, bit for bit."""
+
 import logging
 
 import numpy as np
@@ -6,15 +7,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rankopt.inference import batched
 from rankopt.api import ground_truth_coefficients, most_violated_rankings, most_violated_rankings_per_query
+from rankopt.inference import batched
 from rankopt.losses import PositionDiscountLoss, RankLoss
 from rankopt.plugins import default_registry
 
 #: Every binary loss with every method exact for it that has a compiled per-query form.
 COMPILED = [
-    ("ap", "qs"), ("ap", "select"), ("ap", "search"), ("ap", "greedy"), ("ap", "auto"),
-    ("ndcg", "qs"), ("ndcg", "greedy"), ("auc", "qs"), ("auc", "greedy"),
+    ("ap", "qs"),
+    ("ap", "select"),
+    ("ap", "search"),
+    ("ap", "greedy"),
+    ("ap", "auto"),
+    ("ndcg", "qs"),
+    ("ndcg", "greedy"),
+    ("auc", "qs"),
+    ("auc", "greedy"),
 ]
 N_QUERY_SETS = 1000
 
@@ -120,7 +128,7 @@ def test_ground_truth_coefficients_are_the_ranking_models():
     relevance = (rng.random(30) < 0.4).astype(int)
     offsets = [0, 10, 30]
     gt = ground_truth_coefficients("ndcg", relevance, offsets)
-    for lo, hi in zip(offsets[:-1], offsets[1:]):
+    for lo, hi in zip(offsets[:-1], offsets[1:], strict=True):
         y = relevance[lo:hi].astype(bool)
         np.testing.assert_array_equal(gt[lo:hi], np.where(y, 1.0 / y.sum(), -1.0 / (~y).sum()))
 
@@ -219,7 +227,10 @@ def test_position_discount_plugins_run_compiled():
 )
 def test_bad_input(kwargs, match):
     args = {
-        "loss": "ap", "scores": [0.1, 0.2, 0.3, 0.4], "relevance": [1, 0, 1, 0], "offsets": [0, 1, 4],
+        "loss": "ap",
+        "scores": [0.1, 0.2, 0.3, 0.4],
+        "relevance": [1, 0, 1, 0],
+        "offsets": [0, 1, 4],
         "method": "auto",
     }
     args.update(kwargs)

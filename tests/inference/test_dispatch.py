@@ -12,6 +12,7 @@
 * The discount contract (finite, non-negative, non-increasing) is checked on
   the positions each call uses (cases 4 and 8), with short messages.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -271,7 +272,7 @@ class Family(PositionDiscountLoss):
         if self.kind == "geometric":
             return self.a ** (p - 1.0)
         if self.kind == "power":
-            return p ** -self.a
+            return p**-self.a
         if self.kind == "linear":
             return np.maximum(0.0, 1.0 - self.a * (p - 1.0))
         if self.kind == "step":  # precision@k

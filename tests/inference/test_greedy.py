@@ -6,20 +6,14 @@ including tied scores (within and across classes), P = 1, N = 1 and P > N —
 w·Ψ(X, R) + Δ(R*, R) over all (P + N)! rankings, computed independently by
 ``tests/oracles/brute_force.py``.
 """
+
 import itertools
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracles.brute_force import (
-    LOSSES,
-    all_objectives,
-    brute_force_max,
-    joint_score,
-    ndcg_loss,
-    pattern_from_neg_ranks,
-)
+from oracles.brute_force import LOSSES, all_objectives, brute_force_max, joint_score, ndcg_loss, pattern_from_neg_ranks
 
 import rankopt
 from rankopt.losses import APLoss, PositionDiscountLoss, RankLoss
@@ -31,10 +25,7 @@ TOL = 1e-9
 
 def _tied_scores(rng, n_pos, n_neg, grid=3):
     """Scores from a tiny integer grid: ties within and across the classes are frequent."""
-    return (
-        rng.integers(0, grid, size=n_pos).astype(np.float64),
-        rng.integers(0, grid, size=n_neg).astype(np.float64),
-    )
+    return (rng.integers(0, grid, size=n_pos).astype(np.float64), rng.integers(0, grid, size=n_neg).astype(np.float64))
 
 
 def _greedy(loss, pos, neg):

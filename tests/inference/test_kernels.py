@@ -1,4 +1,5 @@
 """The compiled greedy kernel against its Python twin and the loss classes it mirrors."""
+
 import numpy as np
 import pytest
 
@@ -122,7 +123,9 @@ def test_float32_and_float64_inputs_agree(name, python_path):
             assert r.value == pytest.approx(b.value, abs=1e-12)
             assert r.pos_coef.dtype == np.float64 and r.neg_coef.dtype == np.float64
         # float32 ties between classes stay ties
-        tied = rankopt.most_violated_ranking(loss, np.float32([0.5, 0.25]), np.float32([0.5, 0.25, 0.5]), method="greedy")
+        tied = rankopt.most_violated_ranking(
+            loss, np.float32([0.5, 0.25]), np.float32([0.5, 0.25, 0.5]), method="greedy"
+        )
         tied64 = rankopt.most_violated_ranking(loss, [0.5, 0.25], [0.5, 0.25, 0.5], method="greedy")
         np.testing.assert_array_equal(tied.neg_ranks, tied64.neg_ranks)
 

@@ -4,6 +4,7 @@ It must be exactly NumPy's stable argsort of the negated scores — the order
 every inference method and the tie rule of Mohapatra et al. (2018) §4.2 rely on —
 on every input shape, including those that defeat the value buckets.
 """
+
 import numpy as np
 import pytest
 from hypothesis import given, settings

@@ -6,6 +6,7 @@ over all (P + N)! rankings (``tests/oracles/brute_force.py``); "qs" also
 equals the greedy method on many random instances up to |N| = 5,000, and
 "dp" equals "qs" where both apply.
 """
+
 import itertools
 
 import numpy as np
@@ -21,15 +22,7 @@ from rankopt.inference import _qs
 from rankopt.inference.base import kernel_arguments, ranking_from_ranks
 from rankopt.inference.general import DPMethod
 from rankopt.inference.qs import QSMethod
-from rankopt.losses import (
-    APLoss,
-    AUCLoss,
-    CompiledForm,
-    KernelCode,
-    NDCGLoss,
-    PositionDiscountLoss,
-    RankLoss,
-)
+from rankopt.losses import APLoss, AUCLoss, CompiledForm, KernelCode, NDCGLoss, PositionDiscountLoss, RankLoss
 from rankopt.plugins import default_registry
 
 TOL = 1e-9
@@ -80,13 +73,13 @@ class PythonAPLoss(APLoss):
 
 
 class LinearScanQS(QSMethod):
-    """"qs" with AP's median ranks found by the linear scan instead of §5's unimodal search."""
+    """ "qs" with AP's median ranks found by the linear scan instead of §5's unimodal search."""
 
     ap_unimodal_search = False
 
 
 class TinyBudgetDP(DPMethod):
-    """"dp" forced through the divide-and-conquer recursion down to single negatives."""
+    """ "dp" forced through the divide-and-conquer recursion down to single negatives."""
 
     memory_budget = 1
 
@@ -398,10 +391,7 @@ def test_bucket_upper_edge_is_the_largest_double_in_reach(top, scale, size, data
 
 
 @given(
-    top=st.floats(-1e6, 1e6, allow_nan=False),
-    scale=st.floats(1e-3, 1e12),
-    size=st.integers(3, 1 << 16),
-    data=st.data(),
+    top=st.floats(-1e6, 1e6, allow_nan=False), scale=st.floats(1e-3, 1e12), size=st.integers(3, 1 << 16), data=st.data()
 )
 @settings(max_examples=200, deadline=None)
 def test_block_and_single_bucket_ids_agree_with_the_edges(top, scale, size, data):
@@ -500,7 +490,9 @@ def test_kernel_arguments_validate_the_compiled_form():
         kernel_arguments(loss, CompiledForm(7), 3, 4)
     for bad in (np.nan, np.inf):
         with pytest.raises(RuntimeError, match="finite table"):
-            kernel_arguments(loss, CompiledForm(KernelCode.POSITION_DISCOUNT, [1.0, 0.5, bad, 0.2, 0.1, 0.1, 0.1]), 3, 4)
+            kernel_arguments(
+                loss, CompiledForm(KernelCode.POSITION_DISCOUNT, [1.0, 0.5, bad, 0.2, 0.1, 0.1, 0.1]), 3, 4
+            )
 
 
 def test_compiled_form_checks_its_own_read_only_copy_of_the_table():
@@ -597,5 +589,6 @@ def test_a_method_returning_ranks_out_of_range_is_named():
     pm = rankopt.create_plugin_manager()
     pm.register(Plugin(), name="off-by-one")
     with pytest.raises(RuntimeError, match=r"'off_by_one_test' broke its contract: expected ranks in 1\.\.3"):
-        rankopt.most_violated_ranking("ap", np.array([1.0, 0.5]), np.array([0.2, 0.1]), method="off_by_one_test",
-                                      registry=PluginRegistry(pm))
+        rankopt.most_violated_ranking(
+            "ap", np.array([1.0, 0.5]), np.array([0.2, 0.1]), method="off_by_one_test", registry=PluginRegistry(pm)
+        )

@@ -6,12 +6,14 @@ C1–C4 verdict, compiled tables, normalisers — is keyed on that identity, so
 two instances with different parameters never share a verdict, a loss whose
 parameter changes is looked at afresh, and equal losses share the work.
 """
+
 from __future__ import annotations
 
 import pickle
 
 import numpy as np
 import pytest
+from oracles.brute_force import brute_force_max, ndcg_loss
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
@@ -19,10 +21,8 @@ from sklearn.preprocessing import StandardScaler
 
 import rankopt
 from rankopt import check_qs_suitable, most_violated_ranking
-from rankopt.losses import APLoss, NDCGLoss, PositionDiscountLoss, ZeroOneLoss
+from rankopt.losses import APLoss, NDCGLoss, PositionDiscountLoss, ZeroOneLoss, qs_check
 from rankopt.losses import discount as discount_module
-from rankopt.losses import qs_check
-from oracles.brute_force import brute_force_max, ndcg_loss
 
 
 class Disc(PositionDiscountLoss):

@@ -1,4 +1,5 @@
 """Loss definitions (C1), decompositions (C2), derivatives (C3, C4) and the 0-1 loss."""
+
 import math
 
 import numpy as np
@@ -120,7 +121,7 @@ def test_decomposition_over_negatives(name):
         assert total == pytest.approx(loss.value(pattern), abs=1e-12)
         assert total == pytest.approx(LOSSES[name](pattern.tolist()), abs=1e-12)
         # scalar calls agree with the vectorised one
-        scalar = sum(float(loss.delta(jj, rr, n_pos, n_neg)) for jj, rr in zip(j, ranks))
+        scalar = sum(float(loss.delta(jj, rr, n_pos, n_neg)) for jj, rr in zip(j, ranks, strict=True))
         assert scalar == pytest.approx(total, abs=1e-12)
 
 

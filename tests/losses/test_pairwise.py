@@ -1,4 +1,5 @@
 """The pairwise (graded ROC-area) loss: exact inference against brute force, AUC on binary labels."""
+
 import itertools
 
 import numpy as np
@@ -7,8 +8,8 @@ from oracles.pairwise import best_over_labelings, best_over_rankings
 
 import rankopt
 import rankopt.testing
-from rankopt.inference import _pairwise
 from rankopt.api import ground_truth_coefficients, most_violated_rankings
+from rankopt.inference import _pairwise
 from rankopt.losses import AUCLoss, PairwiseLoss
 from rankopt.plugins import default_registry
 
@@ -52,7 +53,9 @@ def test_inference_equals_brute_force_over_labelings(dtype):
         best, maximisers = brute
         assert usable
         assert value == pytest.approx(best, abs=1e-12)
-        assert any(np.allclose(coef, c, atol=1e-12) and loss == pytest.approx(l, abs=1e-12) for c, l in maximisers)
+        assert any(
+            np.allclose(coef, c, atol=1e-12) and loss == pytest.approx(value, abs=1e-12) for c, value in maximisers
+        )
         checked += 1
     assert checked > 120
 
@@ -150,8 +153,8 @@ def test_methods_of_the_graded_loss():
 
 def test_many_grades_and_large_queries_equal_the_pair_matrix(monkeypatch):
     """O(n log n) counting = the O(n²) definition (the per-query reference) on larger queries."""
-    from rankopt.inference import batched
     from rankopt.api import most_violated_rankings_per_query
+    from rankopt.inference import batched
 
     monkeypatch.setattr(batched, "DOCS_PER_THREAD", 1)
 
@@ -170,8 +173,7 @@ def test_many_grades_and_large_queries_equal_the_pair_matrix(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "case",
-    ["crowded", "all equal", "span beyond the doubles", "subnormal", "float32", "half steps"],
+    "case", ["crowded", "all equal", "span beyond the doubles", "subnormal", "float32", "half steps"]
 )
 def test_kernel_sort_handles_any_scores(case):
     # The kernel orders scores by distribution (std::sort when they crowd into
@@ -215,7 +217,7 @@ def test_ground_truth_over_queries_equals_pair_counts():
     offsets = np.concatenate(([0], np.cumsum(sizes)))
     grades = rng.integers(0, 4, int(offsets[-1]))
     coef = ground_truth_coefficients("pairwise", grades, offsets)
-    for lo, hi in zip(offsets[:-1], offsets[1:]):
+    for lo, hi in zip(offsets[:-1], offsets[1:], strict=True):
         g = grades[lo:hi]
         above = (g[:, None] > g[None, :]).sum(axis=1)
         below = (g[:, None] < g[None, :]).sum(axis=1)

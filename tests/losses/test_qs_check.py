@@ -1,9 +1,10 @@
 """rankopt.check_qs_suitable: C1–C4 of Mohapatra et al. (2018) §4.1, first failure with a counterexample."""
+
 import numpy as np
 import pytest
+from oracles.losses import ChakrabartiLoss, PrecisionAtKLoss
 
 import rankopt
-from oracles.losses import ChakrabartiLoss, PrecisionAtKLoss
 from rankopt.losses import APLoss, AUCLoss, NDCGLoss, ZeroOneLoss
 from rankopt.losses.qs_check import (
     CONDITIONS,

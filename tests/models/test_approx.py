@@ -1,4 +1,5 @@
 """AP-SVM-APPX (Mohapatra et al. (2014) §3.3): RankSVM(loss="ap", approx=k)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -13,6 +13,7 @@ shares no code with rankopt, so that it checks rankopt independently:
 A ranking is a permutation of sample ids 0…P+N−1, ids < P being the
 positives (in input order) and ids ≥ P the negatives.
 """
+
 from __future__ import annotations
 
 import functools
@@ -94,7 +95,7 @@ def pattern_from_neg_ranks(neg_ranks, n_pos: int) -> list[bool]:
     return pattern
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _all_permutations(n: int) -> np.ndarray:
     return np.array(list(itertools.permutations(range(n))), dtype=np.int64).reshape(-1, n)
 

@@ -5,6 +5,7 @@ must reproduce decision for decision: it scores every pattern with
 :func:`rankopt.models.latent.ssvm_pattern_value` (two
 ``scipy.optimize.linear_sum_assignment`` calls) and keeps a strictly better one.
 """
+
 import numpy as np
 
 from rankopt.models.latent import ssvm_pattern_value

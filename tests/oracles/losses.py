@@ -1,4 +1,5 @@
 """Losses used as fixtures by several test modules."""
+
 import numpy as np
 
 from rankopt.losses import PositionDiscountLoss
@@ -21,7 +22,6 @@ class PrecisionAtKLoss(PositionDiscountLoss):
 
     def discount(self, positions):
         return (np.asarray(positions, dtype=np.float64) <= self.k).astype(np.float64)
-
 
 
 class ChakrabartiLoss(PositionDiscountLoss):

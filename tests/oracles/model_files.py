@@ -1,4 +1,5 @@
 """Helpers for tests that tamper with saved model files."""
+
 import numpy as np
 
 

@@ -10,6 +10,7 @@ g_i > g_j; an output labels each pair y_ij = ±1 (+1: i above j) and
 space of SVM^rank's 1-slack formulation); :func:`best_over_rankings` only
 those induced by a ranking (a permutation).  Shares no code with rankopt.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -24,14 +25,14 @@ def pairs_of(grades):
 
 def _objective(scores, pairs, signs):
     total = 0.0
-    for (i, j), y in zip(pairs, signs):
+    for (i, j), y in zip(pairs, signs, strict=True):
         total += y * (float(scores[i]) - float(scores[j])) + (1.0 if y < 0 else 0.0)
     return total / len(pairs)
 
 
 def _coef(n, pairs, signs):
     coef = np.zeros(n)
-    for (i, j), y in zip(pairs, signs):
+    for (i, j), y in zip(pairs, signs, strict=True):
         coef[i] += y
         coef[j] -= y
     return coef / len(pairs)

@@ -17,6 +17,7 @@ plugin states only the discount: rankopt derives δ_j(i) and its difference
 from it, and the compiled kernels read the table D(1…|P|+|N|) without
 calling back into Python.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -49,8 +50,7 @@ class RBPLoss(PositionDiscountLoss):
             or not 0.0 < persistence < 1.0
         ):
             raise ValueError(
-                f"expected persistence to be a number strictly between 0 and 1, "
-                f"got {persistence!r} instead"
+                f"expected persistence to be a number strictly between 0 and 1, got {persistence!r} instead"
             )
         # Stored unchanged under the parameter's own name (scikit-learn's
         # convention): rankopt derives get_params, equality and the keys of its

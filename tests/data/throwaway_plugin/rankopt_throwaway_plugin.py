@@ -4,6 +4,7 @@ It deliberately has no compiled form, so rankopt runs it on the Python
 inference path; training with it must give the same w as the built-in
 ``auc`` loss.
 """
+
 import numpy as np
 
 from rankopt import hookimpl
