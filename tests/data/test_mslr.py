@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import http.server
 import io
+import json
 import os
 import tarfile
+import threading
 
 import numpy as np
 import pytest
@@ -16,9 +19,73 @@ TRAIN = b"2 qid:1 1:3 2:0.5 136:1\n0 qid:1 1:1 3:2\n1 qid:4 2:1\n"
 TEST = b"4 qid:7 1:1\n0 qid:7 5:2\n"
 
 
+def _sdist(members: dict[str, bytes], extra: tuple = ()) -> bytes:
+    """A gzipped tar like rankeval's sdist: the given members, and a setup.py that would leave a marker."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for info in extra:
+            tar.addfile(info)
+    return buffer.getvalue()
+
+
+def _setup_py(marker) -> dict[str, bytes]:
+    code = f"open({str(marker)!r}, 'w').write('ran')\n".encode()
+    return {"rankeval-0.8.2/setup.py": code, "rankeval-0.8.2/pyproject.toml": b"[build-system]\n"}
+
+
+class FakeIndex:
+    """A PyPI simple index on 127.0.0.1 serving one project page and one archive; records requests."""
+
+    def __init__(self, archive: bytes, json_api: bool = True, listed: str = mslr.SDIST_NAME):
+        self.archive, self.json_api, self.listed, self.requests = archive, json_api, listed, []
+        index = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                index.requests.append(self.path)
+                if self.path == "/simple/rankeval/":
+                    if index.json_api:
+                        body = json.dumps(
+                            {"files": [{"filename": index.listed, "url": f"../../files/{index.listed}"}]}
+                        ).encode()
+                        kind = "application/vnd.pypi.simple.v1+json"
+                    else:
+                        body = f'<html><body><a href="/files/{index.listed}#sha256=x">{index.listed}</a>'.encode()
+                        kind = "text/html"
+                elif self.path == f"/files/{index.listed}":
+                    body, kind = index.archive, "application/octet-stream"
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple/"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 @pytest.fixture
-def fake_pypi(monkeypatch):
-    """rankeval's sdist replaced by an archive holding two small files; counts the downloads."""
+def recorded(monkeypatch):
+    """The recorded checksums made those of TRAIN and TEST; returns the members of a matching archive."""
     contents = {"train": TRAIN, "test": TEST}
     monkeypatch.setattr(
         mslr,
@@ -28,20 +95,17 @@ def fake_pypi(monkeypatch):
             for part, data in contents.items()
         },
     )
-    calls = []
+    return {f"{mslr.SDIST_DATA_DIR}/msn1.fold1.{part}.5k.txt": data for part, data in contents.items()}
 
-    def download(destination):
-        calls.append(destination)
-        archive = os.path.join(destination, "rankeval-0.8.2.tar.gz")
-        with tarfile.open(archive, "w:gz") as tar:
-            for part, data in contents.items():
-                info = tarfile.TarInfo(f"{mslr.SDIST_DATA_DIR}/msn1.fold1.{part}.5k.txt")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        return archive
 
-    monkeypatch.setattr(mslr, "download_rankeval_sdist", download)
-    return calls
+@pytest.fixture
+def fake_pypi(recorded, monkeypatch, tmp_path):
+    """A local index serving an archive whose SHA-256 is made the recorded one; the index in use."""
+    archive = _sdist(recorded)
+    monkeypatch.setattr(mslr, "SDIST_SHA256", hashlib.sha256(archive).hexdigest())
+    with FakeIndex(archive) as index:
+        monkeypatch.setenv(mslr.INDEX_URL_ENV, index.url)
+        yield index.requests
 
 
 def test_fetch_once_then_read_from_the_cache(tmp_path, fake_pypi):
@@ -52,7 +116,7 @@ def test_fetch_once_then_read_from_the_cache(tmp_path, fake_pypi):
     test = mslr.fetch_mslr_sample("test", data_home=tmp_path)
     assert test.X.shape == (2, 136) and list(test.qid) == [7, 7]
     mslr.fetch_mslr_sample("train", data_home=tmp_path)
-    assert len(fake_pypi) == 1  # both files came from one download
+    assert fake_pypi == ["/simple/rankeval/", f"/files/{mslr.SDIST_NAME}"]  # one download for both files
     assert sorted(os.listdir(tmp_path / "mslr_sample")) == ["msn1.fold1.test.5k.txt", "msn1.fold1.train.5k.txt"]
 
 
@@ -71,9 +135,101 @@ def test_a_changed_file_fails_its_checksum(tmp_path, fake_pypi):
 
 def test_a_download_with_other_content_is_not_cached(tmp_path, fake_pypi, monkeypatch):
     monkeypatch.setitem(mslr.MSLR_SAMPLE, "train", mslr.SampleFile("msn1.fold1.train.5k.txt", "0" * 64))
-    with pytest.raises(OSError, match="SHA-256"):
+    with pytest.raises(mslr.FetchError, match="SHA-256"):
         mslr.fetch_mslr_sample("train", data_home=tmp_path)
-    assert not (tmp_path / "mslr_sample" / "msn1.fold1.train.5k.txt").exists()
+    assert not (tmp_path / "mslr_sample").exists()  # all or nothing: the good file is not cached either
+
+
+def test_an_archive_with_another_hash_is_refused_before_anything_of_it_runs(tmp_path, recorded):
+    marker = tmp_path / "marker"
+    hostile = _sdist({**recorded, **_setup_py(marker)})  # the right data files, plus code
+    with FakeIndex(hostile) as index:
+        with pytest.raises(mslr.FetchError, match="refused, nothing of it was opened"):
+            mslr.fetch_mslr_sample("train", data_home=tmp_path / "home", index_url=index.url)
+    assert not marker.exists()
+    assert not (tmp_path / "home" / "mslr_sample").exists()
+
+
+def test_the_recorded_archive_is_used_as_data_only(tmp_path, recorded, monkeypatch):
+    """Even the verified archive's setup.py never runs: the data files are read out of it."""
+    marker = tmp_path / "marker"
+    archive = _sdist({**recorded, **_setup_py(marker)})
+    monkeypatch.setattr(mslr, "SDIST_SHA256", hashlib.sha256(archive).hexdigest())
+    with FakeIndex(archive, json_api=False) as index:  # a PEP 503 HTML page this time
+        data = mslr.fetch_mslr_sample("test", data_home=tmp_path / "home", index_url=index.url)
+    assert list(data.qid) == [7, 7] and not marker.exists()
+    assert sorted(os.listdir(tmp_path / "home" / "mslr_sample")) == [
+        "msn1.fold1.test.5k.txt",
+        "msn1.fold1.train.5k.txt",
+    ]
+
+
+def test_a_file_index_and_pips_index_variable_are_honoured(tmp_path, recorded, monkeypatch):
+    archive = _sdist(recorded)
+    monkeypatch.setattr(mslr, "SDIST_SHA256", hashlib.sha256(archive).hexdigest())
+    index = tmp_path / "simple"
+    (index / "rankeval").mkdir(parents=True)
+    (index / "rankeval" / mslr.SDIST_NAME).write_bytes(archive)
+    (index / "rankeval" / "index.html").write_text(f'<a href="{mslr.SDIST_NAME}">{mslr.SDIST_NAME}</a>')
+    monkeypatch.delenv(mslr.INDEX_URL_ENV, raising=False)
+    monkeypatch.setenv("PIP_INDEX_URL", index.as_uri())
+    assert mslr.index_url_in_use() == index.as_uri() + "/"
+    # a file:// directory serves the page as its index.html
+    monkeypatch.setattr(mslr, "_get", _file_get(mslr._get))
+    assert mslr.fetch_mslr_sample("train", data_home=tmp_path / "home").X.shape == (3, 136)
+
+
+def _file_get(real_get):
+    def get(url, limit, what):
+        if url.startswith("file:") and url.endswith("/"):
+            url += "index.html"
+        return real_get(url, limit, what)
+
+    return get
+
+
+@pytest.mark.parametrize(
+    "archive, message",
+    [
+        (b"not a tar archive at all", "cannot be read"),
+        (b"\x1f\x8b\x08\x00" + b"\x00" * 40, "cannot be read"),  # a gzip header, then garbage
+        (None, "no such member"),
+        ("symlink", "regular file"),
+    ],
+)
+def test_a_bad_archive_is_one_fetch_error(tmp_path, recorded, monkeypatch, archive, message):
+    if archive is None:
+        archive = _sdist({})
+    elif archive == "symlink":
+        links = []
+        for name in recorded:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            links.append(info)
+        archive = _sdist({}, tuple(links))
+    monkeypatch.setattr(mslr, "SDIST_SHA256", hashlib.sha256(archive).hexdigest())
+    with FakeIndex(archive) as index:
+        with pytest.raises(mslr.FetchError, match=message) as caught:
+            mslr.fetch_mslr_sample("train", data_home=tmp_path, index_url=index.url)
+    assert isinstance(caught.value, OSError)
+    assert not (tmp_path / "mslr_sample").exists()
+
+
+def test_index_failures_are_one_line_fetch_errors(tmp_path, recorded, monkeypatch):
+    with FakeIndex(b"", listed="rankeval-0.8.1.tar.gz") as index:
+        with pytest.raises(mslr.FetchError, match="expected rankeval-0.8.2.tar.gz on .* got 1 other files"):
+            mslr.fetch_mslr_sample("train", data_home=tmp_path, index_url=index.url)
+    closed = FakeIndex(b"")
+    url = closed.url
+    closed.server.server_close()  # nothing listens there any more
+    with pytest.raises(mslr.FetchError, match="could not read the index page of rankeval") as caught:
+        mslr.fetch_mslr_sample("train", data_home=tmp_path, index_url=url)
+    assert "\n" not in str(caught.value) and mslr.INDEX_URL_ENV in str(caught.value)
+    monkeypatch.setattr(mslr, "MAX_SDIST_BYTES", 10)
+    with FakeIndex(_sdist(recorded)) as index:
+        with pytest.raises(mslr.FetchError, match="at most 10 bytes"):
+            mslr.fetch_mslr_sample("train", data_home=tmp_path, index_url=index.url)
+    assert not (tmp_path / "mslr_sample").exists()
 
 
 def test_without_download_a_missing_file_is_an_error(tmp_path, fake_pypi):
