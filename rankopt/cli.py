@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import warnings
 
@@ -108,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(sparsity kept), then fold the scales into the saved weights, which score raw "
         "features; much faster on raw features of very different ranges (default: none)",
     )
-    _add_zero_based_option(train)
+    _add_file_options(train)
     train.set_defaults(handler=_train)
 
     predict = sub.add_parser(
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("model", metavar="MODEL_FILE")
     predict.add_argument("data", metavar="DATA.svmlight")
     predict.add_argument("--output", "-o", metavar="FILE", help="write the scores here (default: stdout)")
-    _add_zero_based_option(predict)
+    _add_file_options(predict)
     predict.set_defaults(handler=_predict)
 
     evaluate = sub.add_parser(
@@ -142,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="GRADE",
         help="grades from this one on count as relevant for MAP and P@10 (default: the model's)",
     )
-    _add_zero_based_option(evaluate)
+    _add_file_options(evaluate)
     evaluate.set_defaults(handler=_evaluate)
 
     plugins = sub.add_parser(
@@ -181,12 +182,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: The --zero-based option of the commands that read data files.
-def _add_zero_based_option(parser: argparse.ArgumentParser) -> None:
+def _add_file_options(parser: argparse.ArgumentParser) -> None:
+    """The options of every command that reads an SVM-light file."""
+    from rankopt.data.loaders import DEFAULT_MAX_FEATURES
+
     parser.add_argument(
         "--zero-based",
         choices=("auto", "yes", "no"),
         default="auto",
         help="whether feature indices start at 0; auto: when index 0 occurs in the file (default: auto)",
+    )
+    parser.add_argument(
+        "--max-features",
+        type=int,
+        default=DEFAULT_MAX_FEATURES,
+        metavar="N",
+        help=f"refuse a file whose feature indices go beyond N (default: {DEFAULT_MAX_FEATURES}, 2^24)",
     )
 
 
@@ -227,6 +238,29 @@ def _fail(message: str) -> int:
     return EXIT_ERROR
 
 
+def _refuse_overwrite(output, *inputs) -> None:
+    """Refuse to write ``output`` over one of the command's ``inputs`` (same path, link or not)."""
+    if output is None:
+        return
+    for path in inputs:
+        same = os.path.realpath(output) == os.path.realpath(path)
+        if not same and os.path.exists(output) and os.path.exists(path):
+            same = os.path.samefile(output, path)
+        if same:
+            raise CommandError(f"expected an output path other than the input {path!r}, got {output!r} instead")
+
+
+def _warn_if_narrow(data, model) -> None:
+    """A file that spans fewer features than the model is read with the rest as 0: say so."""
+    if data.file_width < model.n_features_in_:
+        print(
+            f"rankopt: warning: {data.path!r} spans {data.file_width} features, the model {model.n_features_in_}: "
+            f"features {data.file_width + 1}-{model.n_features_in_} are read as 0 (right when they are 0 on every "
+            "line; if the file comes from another feature set, its scores mean nothing)",
+            file=sys.stderr,
+        )
+
+
 def _describe_os_error(exc: OSError) -> str:
     if exc.filename is not None and exc.strerror:
         return f"cannot open {exc.filename!r}: {exc.strerror}"
@@ -245,7 +279,12 @@ def _read_data(path, args, *, n_features=None):
     from rankopt._validation import check_binary_labels
     from rankopt.data.loaders import read_svmlight
 
-    data = read_svmlight(path, n_features=n_features, zero_based=_ZERO_BASED[args.zero_based])
+    data = read_svmlight(
+        path,
+        n_features=n_features,
+        zero_based=_ZERO_BASED[args.zero_based],
+        max_features=max(args.max_features, n_features or 0),
+    )
     if data.zero_based:
         logger.info("%s: feature index 0 occurs, read as zero-based", data.path)
     values = set(np.unique(data.y).tolist())
@@ -280,6 +319,7 @@ def _train(args) -> None:
     from rankopt.estimators.rank_svm import RankSVM
     from rankopt.exceptions import ConvergenceWarning
 
+    _refuse_overwrite(args.model, args.data)
     data, relevant = _read_data(args.data, args)
     model = RankSVM(
         loss=args.loss,
@@ -328,12 +368,19 @@ def _load_model_and_data(args, *, labels: bool):
     if labels:
         data, relevant = _read_data(args.data, args, n_features=model.n_features_in_)
     else:
-        data = read_svmlight(args.data, n_features=model.n_features_in_, zero_based=_ZERO_BASED[args.zero_based])
+        data = read_svmlight(
+            args.data,
+            n_features=model.n_features_in_,
+            zero_based=_ZERO_BASED[args.zero_based],
+            max_features=max(args.max_features, model.n_features_in_),
+        )
         relevant = None
+    _warn_if_narrow(data, model)
     return model, data, relevant
 
 
 def _predict(args) -> None:
+    _refuse_overwrite(args.output, args.data, args.model)
     model, data, _ = _load_model_and_data(args, labels=False)
     text = "".join(f"{score:.12g}\n" for score in model.decision_function(data.X))
     if args.output is None:
@@ -349,6 +396,7 @@ def _evaluate(args) -> None:
 
     from rankopt.metrics import average_precision, mean_average_precision, ndcg, ndcg_at_k, precision_at_k, roc_auc
 
+    _refuse_overwrite(args.per_query, args.data, args.model)
     model, data, relevant = _load_model_and_data(args, labels=True)
     scores = model.decision_function(data.X)
     relevant_at = model.relevant_at if args.relevant_at is None else args.relevant_at

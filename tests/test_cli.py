@@ -218,6 +218,62 @@ def test_bad_training_files(tmp_path, capsys, content, fragment):
     assert_one_line_error(status, err, fragment)
 
 
+@pytest.mark.parametrize(
+    "content, fragments",
+    [
+        (b"1 qid:1 2147483648:1\n0 qid:1 1:0.1\n", ["feature index of 2**31 or more"]),
+        (b"1 qid:9223372036854775808 1:1\n0 qid:1 1:0.1\n", ["qid of 2**63 or more"]),
+        (b"1 qid:1 2147483647:1\n0 qid:1 1:0.1\n", ["at most 16777216 features", "--max-features"]),
+        (
+            b"1 qid:1 1:1\n0 1:0.1\n1 qid:2 1:1\n0 qid:2 2:1\n1 1:3\n0 qid:3 1:1\n",
+            ["qid: on every line", "on 4 of 6 lines", "line 2: '0 1:0.1'"],
+        ),
+    ],
+)
+def test_hostile_training_files_are_one_line_errors(tmp_path, capsys, content, fragments):
+    data = tmp_path / "bad.svm"
+    data.write_bytes(content)
+    status, _, err = run(capsys, "train", data, tmp_path / "m")
+    assert_one_line_error(status, err, *fragments)
+    assert not (tmp_path / "m").exists()
+
+
+def test_max_features_reads_wider_files(tmp_path, capsys):
+    data = tmp_path / "wide.svm"
+    data.write_bytes(b"1 1:1 300:1\n0 2:1\n")
+    status, _, err = run(capsys, "train", data, tmp_path / "m", "--max-features", 100)
+    assert_one_line_error(status, err, "at most 100 features", "300 features wide")
+    status, out, _ = run(capsys, "train", data, tmp_path / "m", "--max-features", 300)
+    assert status == 0 and "x 300 features" in out
+
+
+def test_outputs_never_overwrite_an_input(tmp_path, files, model_file, capsys):
+    train, test = files
+    before = train.read_bytes()
+    status, _, err = run(capsys, "train", train, train)
+    assert_one_line_error(status, err, "output path other than the input")
+    assert train.read_bytes() == before
+    (tmp_path / "link.svm").symlink_to(train)
+    status, _, err = run(capsys, "train", train, tmp_path / "link.svm")
+    assert_one_line_error(status, err, "output path other than the input")
+    for output in (test, model_file):
+        kept = output.read_bytes()
+        status, _, err = run(capsys, "predict", model_file, test, "-o", output)
+        assert_one_line_error(status, err, "output path other than the input")
+        assert output.read_bytes() == kept
+        status, _, err = run(capsys, "evaluate", model_file, test, "--per-query", output)
+        assert_one_line_error(status, err, "output path other than the input")
+        assert output.read_bytes() == kept
+
+
+def test_a_file_narrower_than_the_model_warns(tmp_path, model_file, capsys):
+    data = tmp_path / "narrow.svm"
+    data.write_text("1 1:1 5:0.5\n0 2:1\n")
+    status, out, err = run(capsys, "evaluate", model_file, data)
+    assert status == 0 and "AP" in out
+    assert err.startswith("rankopt: warning: ") and "spans 5 features, the model 64: features 6-64 are read as 0" in err
+
+
 def test_data_with_more_features_than_the_model(tmp_path, model_file, capsys):
     data = tmp_path / "wide.svm"
     data.write_text("1 1:1 70:1\n0 2:1\n")

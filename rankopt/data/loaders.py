@@ -7,6 +7,7 @@ fetched once, is :mod:`rankopt.data.mslr`.)
 
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import dataclass
 
@@ -15,7 +16,13 @@ import scipy.sparse as sp
 
 from rankopt.data.backends import check_matrix
 
-__all__ = ["SvmLightData", "load_digits", "read_svmlight", "write_svmlight"]
+__all__ = ["DEFAULT_MAX_FEATURES", "SvmLightData", "load_digits", "read_svmlight", "write_svmlight"]
+
+#: Widest X :func:`read_svmlight` builds unless told otherwise: 2²⁴ columns, beyond any real
+#: LETOR or text data set, and a weight vector of 128 MiB.  A file naming a larger feature index
+#: (a typo, or a hostile 38-byte file with index 2³¹ − 1) is refused before anything of its
+#: width is allocated.
+DEFAULT_MAX_FEATURES = 1 << 24
 
 #: Largest pixel value of the digits (8×8 images of 4×4 blocks, 0 … 16 counts).
 DIGITS_MAX_PIXEL = 16.0
@@ -60,6 +67,9 @@ class SvmLightData:
     path : str
     zero_based : bool
         Whether the file's feature indices were read as zero-based.
+    file_width : int
+        The features the file itself spans (its largest feature index, one-based);
+        ``X`` is wider when ``n_features`` asked for more.
     """
 
     X: sp.csr_matrix
@@ -67,13 +77,16 @@ class SvmLightData:
     qid: np.ndarray | None
     path: str
     zero_based: bool = False
+    file_width: int = 0
 
     @property
     def n_queries(self) -> int:
         return 1 if self.qid is None else int(np.unique(self.qid).size)
 
 
-def read_svmlight(path, *, n_features: int | None = None, zero_based="auto") -> SvmLightData:
+def read_svmlight(
+    path, *, n_features: int | None = None, zero_based="auto", max_features: int = DEFAULT_MAX_FEATURES
+) -> SvmLightData:
     """Read an SVM-light or LETOR file (optional ``qid:``, graded labels kept as written).
 
     Parameters
@@ -90,22 +103,33 @@ def read_svmlight(path, *, n_features: int | None = None, zero_based="auto") -> 
         exactly when index 0 occurs in the file.  A guess
         can shift a test file that happens not to use feature 0 against its
         zero-based training file, so say which when you know it.
+    max_features : int, default 2**24
+        The widest X to build: a feature index beyond it is refused (a model
+        trained on the file would need that many weights).
 
     Raises
     ------
     OSError
         The file cannot be opened.
     ValueError
-        The file is not valid SVM-light, is empty, holds non-finite values or
-        uses more than ``n_features`` features.
+        The file is not valid SVM-light, is empty, holds non-finite values,
+        uses more than ``n_features`` or ``max_features`` features, a feature
+        index of 2³¹ or more or a query id of 2⁶³ or more, or gives ``qid:``
+        on some lines and not on others.
     """
     from sklearn.datasets import load_svmlight_file
 
     path = os.fspath(path)
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"expected zero_based to be True, False or 'auto', got {zero_based!r} instead")
+    if isinstance(max_features, bool) or not isinstance(max_features, numbers.Integral) or max_features < 1:
+        raise ValueError(f"expected max_features to be a positive integer, got {max_features!r} instead")
     try:
         X, y, qid = load_svmlight_file(path, zero_based=zero_based is not False, query_id=True)
+    except OverflowError:
+        raise ValueError(
+            f"cannot read {path!r} as SVM-light: a feature index of 2**31 or more, or a qid of 2**63 or more"
+        ) from None
     except ValueError as exc:
         hint = ""
         if zero_based is False and "Invalid index 0" in str(exc):
@@ -116,10 +140,22 @@ def read_svmlight(path, *, n_features: int | None = None, zero_based="auto") -> 
         raise ValueError(f"cannot read {path!r} as SVM-light: {exc}{hint}") from None
     if X.shape[0] == 0:
         raise ValueError(f"expected at least one sample in {path!r}, got an empty file instead")
+    if qid.size not in (0, X.shape[0]):
+        raise ValueError(
+            f"expected qid: on every line of {path!r} or on none, got it on {qid.size} of {X.shape[0]} lines "
+            f"(the first line without it: {_first_line_without_qid(path)})"
+        )
+
     if zero_based == "auto":
         zero_based = bool(X.nnz) and int(X.indices.min()) == 0
         if not zero_based:  # column 0 is empty: the indices are one-based
             X = X[:, 1:] if X.shape[1] > 1 else sp.csr_matrix((X.shape[0], 0), dtype=X.dtype)
+    if X.shape[1] > max_features:
+        raise ValueError(
+            f"expected {path!r} to use at most {max_features} features, got a file {X.shape[1]} features wide "
+            "instead; pass max_features= to read wider data (on the command line --max-features)"
+        )
+    file_width = X.shape[1]
     if n_features is not None:
         if X.shape[1] > n_features:
             base = "zero" if zero_based else "one"
@@ -134,8 +170,23 @@ def read_svmlight(path, *, n_features: int | None = None, zero_based="auto") -> 
     except ValueError as exc:
         raise ValueError(str(exc)) from None
     return SvmLightData(
-        X=X, y=np.asarray(y, dtype=np.float64), qid=qid if qid.size else None, path=path, zero_based=bool(zero_based)
+        X=X,
+        y=np.asarray(y, dtype=np.float64),
+        qid=qid if qid.size else None,
+        path=path,
+        zero_based=bool(zero_based),
+        file_width=file_width,
     )
+
+
+def _first_line_without_qid(path: str) -> str:
+    """``line N: <start of the line>`` for the first sample line of ``path`` without a ``qid:``."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = raw.split(b"#", 1)[0].strip()
+            if line and not any(token.startswith(b"qid:") for token in line.split()):
+                return f"line {number}: {line[:60].decode('utf-8', errors='replace')!r}"
+    return "none found"  # pragma: no cover - the reader found one
 
 
 def write_svmlight(path, X, y, *, qid=None, comment: str | None = None) -> None:
