@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rankopt.exceptions import brief
+
 __all__ = ["EXPORTS", "MODEL_FORMAT", "MODEL_FORMAT_VERSION", "ModelFileError", "load_model", "save_model"]
 
 MODEL_FORMAT = "rankopt-model"
@@ -191,6 +193,158 @@ def _type_name(model_type) -> str | None:
     return model_type.__name__
 
 
+#: A member of a model file may inflate to at most this plus _INFLATE_RATIO times its stored size:
+#: save_model stores members uncompressed (ratio 1), and a hostile archive cannot claim gigabytes
+#: behind a few deflated bytes.  A file under 1 MB thus never makes a reader allocate more than
+#: about (4 MiB + 8 MB) per member it reads.
+_INFLATE_BASE = 1 << 22
+_INFLATE_RATIO = 8
+#: JSON of the parameters and fitted values nests at most this deep (lists of numbers or names: 2).
+_MAX_JSON_DEPTH = 8
+
+#: The fitted values a model file may set, by attribute, and what each must be.
+_FITTED_CHECKS = {
+    "n_features_in_": lambda v: _is_int(v) and v >= 1,
+    "n_iter_": lambda v: _is_int(v) and v >= 0,
+    "converged_": lambda v: isinstance(v, bool),
+    "inference_": lambda v: v is None or isinstance(v, str),
+    "n_easy_": lambda v: v is None or (_is_int(v) and v >= 0),
+    "n_hard_constraints_": lambda v: v is None or (_is_int(v) and v >= 0),
+    "intercept_": lambda v: _is_float(v),
+    "objective_": lambda v: _is_float(v),
+    "objectives_": lambda v: isinstance(v, list) and all(_is_float(x) for x in v),
+    "init_objectives_": lambda v: isinstance(v, list) and all(_is_float(x) for x in v),
+    "eta_": lambda v: _is_float(v) and v > 0,
+    "fitted_with_pairs_": lambda v: isinstance(v, bool),
+}
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_float(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+
+
+def _json_depth(text: str) -> int:
+    """How deep the arrays and objects of a JSON text nest (strings skipped), without parsing it."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+class _ModelArchive:
+    """The members of a model file, each checked from its zip entry and .npy header before it is read."""
+
+    def __init__(self, path: str, archive: zipfile.ZipFile):
+        self.path, self.archive = path, archive
+        self.files = {name[: -len(".npy")] for name in archive.namelist() if name.endswith(".npy")}
+
+    def _damaged(self, why: str) -> ModelFileError:
+        return ModelFileError(f"{self.path!r} is a damaged rankopt model file: {why}")
+
+    def read(self, key: str, kinds: str, max_items: int) -> np.ndarray:
+        """Member ``key``, refused unless its dtype kind is in ``kinds`` and it holds at most ``max_items`` values."""
+        info = self.archive.getinfo(f"{key}.npy")
+        if info.file_size > _INFLATE_BASE + _INFLATE_RATIO * info.compress_size:
+            raise self._damaged(
+                f"{key} would inflate from {info.compress_size} to {info.file_size} bytes (save_model stores "
+                "members uncompressed; re-save the model)"
+            )
+        with self.archive.open(info) as handle:
+            version = np.lib.format.read_magic(handle)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+            else:
+                raise self._damaged(f"{key} has .npy format version {version}, expected 1.0 or 2.0")
+        items = int(np.prod(shape, dtype=object))
+        if dtype.hasobject or dtype.kind not in kinds:
+            raise self._damaged(f"expected {key} to hold {_KIND_NAMES[kinds]}, got dtype {dtype} instead")
+        if items > max_items or items * dtype.itemsize > info.file_size:
+            raise self._damaged(
+                f"expected {key} to hold at most {max_items} values within its {info.file_size} bytes, "
+                f"got a header claiming shape {shape} of {dtype} instead"
+            )
+        with self.archive.open(info) as handle:
+            return np.lib.format.read_array(handle, allow_pickle=False)
+
+    def text(self, key: str) -> str:
+        value = self.read(key, "U", 1)
+        if value.shape != ():
+            raise self._damaged(f"expected {key} to be one string, got an array of shape {value.shape} instead")
+        return str(value[()])
+
+    def integer(self, key: str) -> int:
+        value = self.read(key, "iu", 1)
+        if value.shape != ():
+            raise self._damaged(f"expected {key} to be one integer, got an array of shape {value.shape} instead")
+        return int(value[()])
+
+    def json(self, key: str):
+        text = self.text(key)
+        if _json_depth(text) > _MAX_JSON_DEPTH:
+            raise self._damaged(f"expected {key} to nest at most {_MAX_JSON_DEPTH} levels deep, got more")
+        value = json.loads(text)
+        if not isinstance(value, dict):
+            raise self._damaged(f"expected {key} to be a JSON object, got {type(value).__name__} instead")
+        return value
+
+
+_KIND_NAMES = {"U": "a string", "iu": "an integer", "fiu": "real numbers"}
+
+
+def _check_params(path: str, cls: type, params: dict) -> dict:
+    """The constructor parameters, refused unless ``cls`` takes them and each is a JSON scalar or a list of numbers."""
+    known = set(cls().get_params(deep=False))
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ModelFileError(f"{path!r} is a damaged rankopt model file: {cls.__name__} has no parameters {unknown}")
+    for key, value in params.items():
+        scalar = value is None or isinstance(value, (bool, int, float, str))
+        numbers_list = isinstance(value, list) and all(_is_float(item) for item in value)
+        if not (scalar or numbers_list):
+            raise ModelFileError(
+                f"{path!r} is a damaged rankopt model file: expected parameter {key} to be a number, a string, "
+                f"None or a list of numbers, got {type(value).__name__} instead"
+            )
+    return params
+
+
+def _check_fitted(path: str, export: ModelExport, fitted: dict) -> dict:
+    """The fitted values, refused unless each is one :data:`EXPORTS` lists for the model, of its type."""
+    allowed = {*export.values, "feature_names_in_"}
+    unknown = sorted(set(fitted) - allowed)
+    if unknown:
+        raise ModelFileError(
+            f"{path!r} is a damaged rankopt model file: it sets {unknown}, which are not fitted values of this model"
+        )
+    for key, value in fitted.items():
+        check = _FITTED_CHECKS.get(key)
+        if check is not None and not check(value):
+            raise ModelFileError(
+                f"{path!r} is a damaged rankopt model file: {key} = {brief(repr(value), 80)} is not a valid value"
+            )
+    return fitted
+
+
 def load_model(path, model_type=None):
     """Read a model file written by :func:`save_model` as a fitted estimator.
 
@@ -202,7 +356,11 @@ def load_model(path, model_type=None):
         another one is refused.
 
     The estimator has its parameters and the fitted attributes of
-    :data:`EXPORTS` restored.
+    :data:`EXPORTS` restored.  The file is read as data only, and checked
+    before anything is allocated from it: every member's size and ``.npy``
+    header (dtype, shape) against what the model type stores, the JSON's
+    nesting, and an allow-list of parameters and fitted values with their
+    types.
 
     Raises
     ------
@@ -222,12 +380,13 @@ def load_model(path, model_type=None):
             "written by `rankopt train` or rankopt.data.save_model)"
         )
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            if "format" not in archive.files or str(archive["format"][()]) != MODEL_FORMAT:
+        with zipfile.ZipFile(path) as zipped:
+            archive = _ModelArchive(path, zipped)
+            if "format" not in archive.files or archive.text("format") != MODEL_FORMAT:
                 raise ModelFileError(f"{path!r} is an .npz archive but not a rankopt model file")
-            version = archive["format_version"][()] if "format_version" in archive.files else None
-            writer = str(archive["rankopt_version"][()]) if "rankopt_version" in archive.files else "unknown"
-            if version is None or int(version) != MODEL_FORMAT_VERSION:
+            version = archive.integer("format_version") if "format_version" in archive.files else None
+            writer = archive.text("rankopt_version") if "rankopt_version" in archive.files else "unknown"
+            if version != MODEL_FORMAT_VERSION:
                 raise ModelFileError(
                     f"{path!r} has model format version {version}, written by rankopt {writer}; "
                     f"this rankopt reads version {MODEL_FORMAT_VERSION} only: retrain the model"
@@ -235,38 +394,43 @@ def load_model(path, model_type=None):
             missing = [key for key in _HEADER if key not in archive.files]
             if missing:
                 raise ModelFileError(f"{path!r} is a damaged rankopt model file: it lacks {missing}")
-            found = str(archive["model_type"][()])
+            found = archive.text("model_type")
             if found not in EXPORTS:
                 raise ModelFileError(
-                    f"{path!r} holds a model of type {found!r}, which this rankopt cannot read "
+                    f"{path!r} holds a model of type {brief(repr(found), 80)}, which this rankopt cannot read "
                     f"(it reads {sorted(EXPORTS)})"
                 )
             if expected is not None and found != expected:
                 raise ModelFileError(f"{path!r} holds a {found} model, expected a {expected} model")
             export = EXPORTS[found]
-            params = json.loads(str(archive["params"][()]))
-            fitted = json.loads(str(archive["fitted"][()]))
+            cls = export.cls(found)
+            params = _check_params(path, cls, archive.json("params"))
+            fitted = _check_fitted(path, export, archive.json("fitted"))
             names = [key.rstrip("_") for key in export.arrays]
             missing = [key for key in names if key not in archive.files]
             missing += [key for key in export.values if key not in fitted]
             if missing:
                 raise ModelFileError(f"{path!r} is a damaged rankopt model file: it lacks {missing}")
-            arrays = {key: np.asarray(archive[key.rstrip("_")], dtype=np.float64) for key in export.arrays}
-        n_features = fitted["n_features_in_"]
+            n_features = fitted["n_features_in_"]
+            arrays = {}
+            for key in export.arrays:
+                shape = export.arrays[key](n_features)
+                values = archive.read(key.rstrip("_"), "fiu", int(np.prod(shape)))
+                if values.shape != shape or not np.all(np.isfinite(values)):
+                    raise ModelFileError(
+                        f"{path!r} is a damaged rankopt model file: expected {key} to hold finite weights of "
+                        f"shape {shape}, got an array of shape {values.shape} instead"
+                    )
+                arrays[key] = values.astype(np.float64)
         if "feature_names_in_" in fitted:
             fitted["feature_names_in_"] = _feature_names(path, fitted["feature_names_in_"], n_features)
-        for key, values in arrays.items():
-            shape = export.arrays[key](n_features)
-            if values.shape != shape or n_features < 1 or not np.all(np.isfinite(values)):
-                raise ModelFileError(
-                    f"{path!r} is a damaged rankopt model file: expected {key} to hold finite weights of "
-                    f"shape {shape}, got an array of shape {values.shape} instead"
-                )
-        model = export.cls(found)(**params)
+        model = cls(**params)
         for key, value in {**fitted, **arrays}.items():
             setattr(model, key, value)
     except ModelFileError:
         raise
-    except (zipfile.BadZipFile, ValueError, KeyError, TypeError, EOFError) as exc:
-        raise ModelFileError(f"{path!r} is a damaged rankopt model file: {exc!r}") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, KeyError, TypeError, EOFError) as exc:
+        raise ModelFileError(f"{path!r} is a damaged rankopt model file: {brief(repr(exc), 300)}") from None
+    except (RecursionError, OverflowError, NotImplementedError, RuntimeError) as exc:
+        raise ModelFileError(f"{path!r} is a damaged rankopt model file: {type(exc).__name__}") from None
     return model
