@@ -36,6 +36,12 @@ logger = logging.getLogger(__name__)
 #: Fraction of the stopping gap C·tol within which a working-set solve must
 #: verify its own optimality; the rest is left for the cutting planes.
 QP_GAP_FRACTION = 0.1
+#: The stall guard: a solve whose certified gap has not fallen by more than float64 rounding
+#: of the objective (STALL_ROUNDING machine epsilons of its magnitude) in STALL_ITERATIONS
+#: iterations stops (``stop_reason="stalled"``): a tol below what float64 can certify would
+#: otherwise add planes until max_iter, each QP larger than the last.
+STALL_ITERATIONS = 50
+STALL_ROUNDING = 1024.0
 #: Features are rescaled inside the engine (by a power of two) only beyond
 #: 2^±60, where the Gram matrix would leave float64's comfortable range.
 _RESCALE_BEYOND = 2.0**60
@@ -73,7 +79,8 @@ class CuttingPlaneResult:
     n_iter: int
     converged: bool
     history: list[IterationRecord] = field(default_factory=list)
-    #: Why the solve ended: "converged", "max_iter", "callback" or "qp_failure".
+    #: Why the solve ended: "converged", "max_iter", "callback", "qp_failure" or "stalled"
+    #: (the gap stopped falling at float64's rounding of the objective).
     stop_reason: str = "converged"
     #: ½‖w‖² + C ξ(w) at the returned w.
     primal_objective: float = float("nan")
@@ -151,6 +158,7 @@ def solve_cutting_plane(
     history: list[IterationRecord] = []
     stop_reason = "max_iter"
     qp_failed = False
+    progress_gap, progress_iteration = np.inf, 0
     for iteration in range(1, max_iter + 1):
         start = time.perf_counter()
         constraint = problem.most_violated(w)
@@ -191,6 +199,12 @@ def solve_cutting_plane(
         if stop_requested:
             stop_reason = "callback"
             break
+        rounding = STALL_ROUNDING * np.finfo(np.float64).eps * max(abs(best_primal), abs(best_dual))
+        if gap < progress_gap - rounding:
+            progress_gap, progress_iteration = gap, iteration
+        elif iteration - progress_iteration >= STALL_ITERATIONS:
+            stop_reason = "stalled"
+            break
         if iteration == max_iter:
             break
         qp.add(plane, loss)
@@ -212,7 +226,15 @@ def solve_cutting_plane(
             qp.refuse_if_out_of_scale(f"working-set QP gap {solution.gap:.3g} > {qp_gap_tol:.3g}")
     converged = stop_reason == "converged"
     final_gap = best_primal - best_dual
-    if warn and not converged and stop_reason != "callback":
+    if warn and stop_reason == "stalled":
+        warnings.warn(
+            f"cutting plane stalled: the duality gap {final_gap:.3g} has not fallen by more than float64 rounding "
+            f"of the objective ({best_primal:.6g}) in {STALL_ITERATIONS} iterations, so C·tol = {target_gap:.3g} "
+            f"cannot be certified; the tolerance attainable here is about tol = {final_gap / C:.1g}",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    elif warn and not converged and stop_reason != "callback":
         cause = (
             f"max_iter={max_iter} was reached"
             if stop_reason == "max_iter"

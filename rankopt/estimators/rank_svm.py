@@ -140,6 +140,11 @@ class RankSVM(BaseEstimator):
     duality_gap_ : float
         Primal objective at ``coef_`` minus the best dual objective found: a
         bound on how far ``coef_``'s objective is from the optimum.
+    stop_reason_ : str
+        Why the cutting plane ended: ``"converged"``, ``"max_iter"``,
+        ``"callback"`` (early stopping), ``"qp_failure"`` or ``"stalled"``
+        (the gap stopped falling at float64's rounding: ``tol`` was below
+        what can be certified; the ConvergenceWarning gives the attainable one).
     loss_ : Loss
         The resolved loss instance.
     inference_ : str or None
@@ -279,6 +284,7 @@ class RankSVM(BaseEstimator):
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
         self.duality_gap_ = result.duality_gap
+        self.stop_reason_ = result.stop_reason
         self.history_ = result.history
         self.best_iteration_ = self.best_validation_score_ = None
         if monitor is not None:

@@ -314,3 +314,23 @@ class _WrongShapeProblem(StructuredProblem):
 def test_ground_truth_feature_of_wrong_shape_is_a_contract_error():
     with pytest.raises(RuntimeError, match=r"_WrongShapeProblem broke its contract.*\(4,\).*\(3,\)"):
         solve_cutting_plane(_WrongShapeProblem(), 1.0)
+
+
+def test_a_tolerance_below_float64_rounding_stalls_instead_of_running_on():
+    """tol = 1e-15 cannot be certified at C = 10 (the gap stops near 1e-12): the solve stops, says so, quickly."""
+    from rankopt import RankSVM
+    from rankopt.engine.cutting_plane import STALL_ITERATIONS
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2000, 20))
+    y = X[:, 0] + 0.5 * rng.standard_normal(2000) > 1.0
+    with pytest.warns(
+        sklearn.exceptions.ConvergenceWarning, match=r"stalled: the duality gap .* attainable here is about tol = "
+    ):
+        model = RankSVM(C=10, tol=1e-15, max_iter=1500).fit(X, y)
+    assert model.stop_reason_ == "stalled" and not model.converged_
+    assert model.n_iter_ < 500  # it ran 1,500 iterations and 720 s before the guard
+    gaps = [record.duality_gap for record in model.history_]
+    assert gaps[-1] < 1e-10 and gaps[-1] >= gaps[-1 - STALL_ITERATIONS] - 1e-12
+    # a reachable tolerance on the same data converges as before
+    assert RankSVM(C=10, tol=1e-9, max_iter=1500).fit(X, y).stop_reason_ == "converged"
