@@ -43,7 +43,26 @@ def check_scores(pos_scores, neg_scores) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError("expected at least one negative score, got an empty neg_scores instead")
     if pos.dtype != neg.dtype:
         pos, neg = pos.astype(np.float64), neg.astype(np.float64)
+    largest = max(float(np.max(np.abs(pos))), float(np.max(np.abs(neg))))
+    check_score_sums(largest, pos.size + neg.size, pos.dtype)
     return pos, neg
+
+
+#: log2 of the largest |score| × (documents of a query) inference accepts, per score type: the
+#: exact methods add up to n scores and take differences of such sums, so every sum stays
+#: at least 2⁸ below the type's overflow (float64: 2¹⁰²⁴, float32: 2¹²⁸).
+_SCORE_SUM_LOG2 = {np.dtype(np.float64): 1016, np.dtype(np.float32): 120}
+
+
+def check_score_sums(largest: float, n_documents: int, dtype) -> None:
+    """Refuse scores whose sums over one query could overflow: inference would be wrong, not just rounded."""
+    bound = 2.0 ** _SCORE_SUM_LOG2[np.dtype(dtype)]
+    if largest * n_documents > bound:
+        raise ValueError(
+            f"expected scores whose sums over a query stay finite, got |score| up to {largest:.3g} over "
+            f"{n_documents} documents (the product must be at most 2**{_SCORE_SUM_LOG2[np.dtype(dtype)]} = "
+            f"{bound:.3g} for {np.dtype(dtype).name} scores) instead; scale the features or w down"
+        )
 
 
 def _numbers_from_objects(arr: np.ndarray, name: str) -> np.ndarray:
@@ -319,9 +338,24 @@ def query_ids(qid, n_samples: int, name: str = "qid", per: str = "row of X") -> 
             raise ValueError(
                 f"expected {name} to hold integer query ids, got {arr[np.argmax(fractional)].item()!r} instead"
             )
-        if np.abs(arr).max(initial=0) >= 2.0**63:
-            raise ValueError(f"expected {name} to hold query ids that fit in 64 bits, got {arr.max().item()!r} instead")
+    _check_fits_int64(arr, name, "integer query ids")
     return arr.astype(np.int64, copy=False)
+
+
+def _check_fits_int64(values: np.ndarray, name: str, what: str) -> None:
+    """Refuse values a cast to int64 would wrap (uint64 above 2⁶³ − 1) or saturate (floats beyond ±2⁶³)."""
+    if values.size == 0 or values.dtype == np.bool_:
+        return
+    if np.issubdtype(values.dtype, np.unsignedinteger):
+        bad = values > np.iinfo(np.int64).max
+    elif np.issubdtype(values.dtype, np.floating):
+        bad = (values >= 2.0**63) | (values < -(2.0**63))
+    else:
+        return
+    if bad.any():
+        raise ValueError(
+            f"expected {name} to hold {what} that fit in 64-bit integers, got {values[np.argmax(bad)].item()!r} instead"
+        )
 
 
 def group_queries(arr: np.ndarray) -> QueryIndex:
@@ -368,6 +402,7 @@ def check_grades(y, n_samples: int | None = None, name: str = "y") -> np.ndarray
                 f"expected {name} to hold integer relevance grades >= 0, "
                 f"got {y[np.argmax(fractional)].item()!r} instead"
             )
+    _check_fits_int64(y, name, "integer relevance grades >= 0")
     grades = y.astype(np.int64)
     if grades.min() < 0:
         if set(np.unique(grades).tolist()) == {-1, 1}:

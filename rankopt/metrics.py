@@ -196,8 +196,22 @@ def mean_average_precision(y_true, scores, qid=None, relevant_at=1, *, average: 
     return _over_queries(_average_precision_sorted, y_true, scores, qid, average, relevant_at=relevant_at)
 
 
+def _exponential_gains(grades: np.ndarray) -> np.ndarray:
+    """2^g − 1, divided by 2^(max g − 512) when the largest grade is above 512.
+
+    NDCG is a ratio of sums of one query's gains, so a common factor leaves it
+    unchanged; without it 2^g overflows float64 from g = 1024 (and a sum of
+    many such gains sooner).  Below 512 the gains are 2^g − 1 exactly as
+    written.
+    """
+    shift = max(0, int(grades.max(initial=0)) - 512)
+    if shift == 0:
+        return np.exp2(grades) - 1.0
+    return np.exp2((grades - shift).astype(np.float64)) - np.exp2(-float(shift))
+
+
 #: Gain functions of graded relevance for :func:`ndcg_at_k`.
-GAINS = {"exponential": lambda grades: np.exp2(grades) - 1.0, "linear": lambda grades: grades.astype(np.float64)}
+GAINS = {"exponential": _exponential_gains, "linear": lambda grades: grades.astype(np.float64)}
 
 
 def _ndcg_at_k_sorted(grades, sorted_scores, k, gain) -> float:

@@ -136,6 +136,9 @@ class RankoptPluginManager(pluggy.PluginManager):
         plugin_name = super().register(plugin, name)
         if plugin_name is None:  # blocked
             return None
+        if not self.get_hookcallers(plugin):
+            super().unregister(plugin)
+            raise PluginContractError(_no_hooks_message(plugin))
         self._catalogue = None
         try:
             self.catalogue()
@@ -184,6 +187,8 @@ def _describe_plugin(plugin) -> str:
     """A short name for a plugin object or module, for messages."""
     if isinstance(plugin, type(os)):
         return f"module {plugin.__name__}"
+    if isinstance(plugin, type):
+        return f"the class {plugin.__module__}.{plugin.__qualname__}"
     cls = type(plugin)
     return f"a {cls.__module__}.{cls.__qualname__} object"
 
@@ -266,6 +271,25 @@ def _smoke_test_loss(loss: Loss, where: str) -> None:
         else:
             return
     raise PluginContractError(f"{label} broke its contract on a 5-sample smoke test: {problem}")
+
+
+def _no_hooks_message(plugin) -> str:
+    """Why a plugin with no hook implementation is refused, naming the functions that lack ``@hookimpl``."""
+    hooks = [kind.hook_name for kind in PluginKind]
+    unmarked = [name for name in hooks if callable(getattr(plugin, name, None))]
+    contributed = next(
+        (kind for kind in PluginKind if isinstance(plugin, type) and issubclass(plugin, kind.base_class)), None
+    )
+    if unmarked:
+        detail = f"it defines {unmarked} without marking them: decorate them with @rankopt.hookimpl"
+    elif contributed is not None:
+        detail = (
+            f"a {contributed.value} class is not a plugin: return it from a function marked @rankopt.hookimpl "
+            f"named {contributed.hook_name}, and register the module or object holding that function"
+        )
+    else:
+        detail = f"mark the functions that return its classes with @rankopt.hookimpl (hooks: {hooks})"
+    return f"expected a plugin implementing a rankopt hook, got {_describe_plugin(plugin)} with none; {detail}"
 
 
 def create_plugin_manager(autoload: bool | None = None) -> RankoptPluginManager:

@@ -22,7 +22,7 @@ from rankopt.metrics import average_precision
 INSTALL_HINT = (
     "the example plugin package rankopt-rbp is not installed; install it with "
     "`pip install ./plugins/rankopt-rbp` (or, for development, "
-    "`pip install --no-build-isolation --no-deps -e plugins/rankopt-rbp`) from the repository root"
+    "`pip install --no-deps -e plugins/rankopt-rbp`) from the repository root"
 )
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, ndcg_score
 
+from rankopt import RankSVM
 from rankopt.metrics import average_precision, mean_average_precision, ndcg_at_k, precision_at_k
 
 ir_measures = pytest.importorskip("ir_measures")
@@ -191,3 +194,39 @@ def test_metrics_do_not_depend_on_row_order_or_qid_values(rows, random):
         base = metric(grades, scores, qid)
         np.testing.assert_allclose(metric(grades[perm], scores[perm], qid[perm]), base, rtol=1e-12)
         np.testing.assert_allclose(metric(grades, scores, renamed)[::-1], base, rtol=1e-12)
+
+
+def test_ndcg_with_grades_whose_gains_overflow_float64():
+    """2**1100 overflowed: that query was NaN and silently left out of the mean (0.9197)."""
+    values = ndcg_at_k([0, 1, 1100, 0, 1, 1], [0.1, 0.5, 0.3, 0.2, 0.9, 0], [0, 0, 0, 1, 1, 1], average=False)
+    # the grade-1100 document is second: its gain dwarfs the rest, so NDCG@10 = (1/log2 3) / 1
+    np.testing.assert_allclose(values, [1 / np.log2(3), 0.9197207891481876], rtol=1e-12)
+    # the same ranking with grades below 512 is computed as before, 2**g - 1 as written
+    small = ndcg_at_k([0, 1, 3, 0, 1, 1], [0.1, 0.5, 0.3, 0.2, 0.9, 0], [0, 0, 0, 1, 1, 1], average=False)
+    expected = (7 / np.log2(2 + 1) + 1 / np.log2(1 + 1)) / (7 / np.log2(2) + 1 / np.log2(3))
+    assert small[0] == pytest.approx(expected, rel=1e-15)
+    # gains scaled by a common factor give the same NDCG, at the scale boundary too
+    for top in (511, 512, 513, 2000):
+        g = np.array([top, top - 1, 0, top - 3])
+        s = np.array([0.3, 0.9, 0.5, 0.1])
+        reference = sum((2.0 ** (int(x) - top)) / np.log2(i + 2) for i, x in enumerate(g[np.argsort(-s)]))
+        ideal = sum((2.0 ** (int(x) - top)) / np.log2(i + 2) for i, x in enumerate(np.sort(g)[::-1]))
+        assert ndcg_at_k(g, s) == pytest.approx(reference / ideal, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "grades, shown",
+    [(np.array([2**64 - 1, 1, 0, 1], dtype=np.uint64), "18446744073709551615"), (np.array([1e19, 1, 0, 1]), "1e+19")],
+)
+def test_grades_beyond_int64_are_refused_not_wrapped(grades, shown):
+    with pytest.raises(ValueError, match=f"fit in 64-bit integers, got {re.escape(shown)} instead"):
+        ndcg_at_k(grades, [0.1, 0.2, 0.3, 0.4], [0, 0, 1, 1])
+    X = np.random.default_rng(0).standard_normal((4, 2))
+    with pytest.raises(ValueError, match="fit in 64-bit integers"):
+        RankSVM().fit(X, grades, qid=[0, 0, 1, 1])
+
+
+def test_qids_beyond_int64_are_refused():
+    qid = np.array([2**64 - 1, 2**64 - 1, 0, 0], dtype=np.uint64)
+    with pytest.raises(ValueError, match="qid to hold integer query ids that fit in 64-bit integers"):
+        mean_average_precision([1, 0, 1, 0], [0.1, 0.2, 0.3, 0.4], qid)

@@ -330,6 +330,33 @@ def test_registering_a_name_again_gives_a_short_message_and_keeps_the_first():
     pm.register(LossPlugin(HalfAUCLoss), name="my-plugin")  # as the message says
 
 
+class _UnmarkedPlugin:
+    """Defines the hook's function but forgot @hookimpl."""
+
+    def rankopt_losses(self):
+        return [HalfAUCLoss]
+
+
+@pytest.mark.parametrize(
+    "plugin, message",
+    [
+        (
+            HalfAUCLoss,
+            "got the class .*HalfAUCLoss with none; a loss class is not a plugin: return it from a "
+            "function marked @rankopt.hookimpl named rankopt_losses",
+        ),
+        (_UnmarkedPlugin(), r"defines \['rankopt_losses'\] without marking them: decorate them with @rankopt.hookimpl"),
+        (object(), "mark the functions that return its classes with @rankopt.hookimpl"),
+    ],
+)
+def test_a_plugin_without_hook_implementations_is_refused_naming_hookimpl(plugin, message):
+    """Such a plugin was accepted silently; RankSVM(loss="top") then said only "unknown loss"."""
+    pm = rankopt.create_plugin_manager(autoload=False)
+    with pytest.raises(PluginContractError, match=message):
+        pm.register(plugin, name="forgot")
+    assert pm.get_plugin("forgot") is None
+
+
 def test_registering_the_same_object_twice_gives_a_short_message():
     pm = rankopt.create_plugin_manager(autoload=False)
     plugin = LossPlugin(HalfAUCLoss)

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import rankopt.inference._batched as _batched
+from rankopt._validation import check_score_sums
 from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import PluginLookup, kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
@@ -352,10 +353,13 @@ def _resolve_binary_method(loss, method, registry, offsets):
 def _check_graded_method(loss, method) -> None:
     # By class, as the AP-only methods check theirs: the kernel hard-codes this
     # loss's pair decomposition, which no declared capability of another graded loss implies.
-    if not isinstance(loss, PairwiseLoss):
+    if type(loss) is not PairwiseLoss:
+        # A subclass may change Δ or Ψ, which the kernel would ignore: refused, as the
+        # single-query path gives a changed subclass of a built-in loss no compiled form.
         raise ValueError(
             f"no inference over graded relevance is known for the loss {loss.name!r} "
-            f"({type(loss).__name__}); only 'pairwise' ({PairwiseLoss.__module__}.PairwiseLoss) has one"
+            f"({type(loss).__module__}.{type(loss).__qualname__}); only 'pairwise' "
+            f"({PairwiseLoss.__module__}.PairwiseLoss itself, not a subclass) has one"
         )
     if method not in ("auto", PAIRWISE_METHOD):
         raise ValueError(
@@ -384,6 +388,9 @@ def _check_batch(loss, scores, relevance, offsets, registry):
     if not np.all(np.isfinite(scores)):
         raise ValueError("expected finite scores, got NaN or infinity instead")
     relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
+    if scores.size:
+        longest = int(np.max(np.diff(offsets), initial=0))
+        check_score_sums(float(np.max(np.abs(scores))), longest, scores.dtype)
     if relevance.size != scores.size:
         raise ValueError(
             f"expected relevance of the same length as scores ({scores.size}), got {relevance.size} instead"

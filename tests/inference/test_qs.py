@@ -242,7 +242,8 @@ def _sweep_sort_cases():
     # insertion pass gives up and std::sort finishes.
     yield "crowded", rng.normal(0, 1e-9, 20), np.r_[1e6, rng.normal(0, 1e-9, 300)]
     yield "all equal", np.full(5, 0.5), np.full(200, 0.5)
-    yield "span beyond the doubles", np.array([1.0, -1.0]), np.r_[1.7e308, -1.7e308, rng.normal(size=100)]
+    # The widest span inference accepts (|score| × documents ≤ 2**1016): the bucket map's range is 1.2e304.
+    yield "span at the accepted limit", np.array([1.0, -1.0]), np.r_[6e303, -6e303, rng.normal(size=100)]
     yield "ties", rng.integers(0, 4, 15) / 3.0, rng.integers(0, 4, 180) / 3.0
     yield "subnormal", rng.normal(0, 1e-310, 10), rng.normal(0, 1e-310, 150)
     yield "float32", rng.normal(1, 1, 12).astype(np.float32), rng.normal(size=200).astype(np.float32)
@@ -592,3 +593,41 @@ def test_a_method_returning_ranks_out_of_range_is_named():
         rankopt.most_violated_ranking(
             "ap", np.array([1.0, 0.5]), np.array([0.2, 0.1]), method="off_by_one_test", registry=PluginRegistry(pm)
         )
+
+
+def test_scores_whose_sums_overflow_are_refused_by_every_method():
+    """[1.7e308, 1e308, -1e308] against [0]: greedy returned rank 4, the optimum is 3 (sums overflowed)."""
+    for method in ("auto", "qs", "greedy", "select", "search", "dp"):
+        with pytest.raises(ValueError, match="sums over a query stay finite"):
+            rankopt.most_violated_ranking("ap", [1.7e308, 1e308, -1e308], [0.0], method=method)
+    for loss in ("ndcg", "auc"):
+        with pytest.raises(ValueError, match="sums over a query stay finite"):
+            rankopt.most_violated_ranking(loss, [1.0], [1e308, -1e308], method="greedy")
+    with pytest.raises(ValueError, match="2\\*\\*120 .* float32"):
+        rankopt.most_violated_ranking("ap", np.float32([3e37, 1.0]), np.float32([0.0, -3e37]))
+    from rankopt.api import most_violated_rankings
+
+    with pytest.raises(ValueError, match="sums over a query stay finite"):
+        most_violated_rankings("ap", [1e308, 1.0, 0.0, 2.0, 1.0, 0.0], [1, 0, 0, 1, 0, 0], [0, 3, 6])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n_pos=st.integers(1, 4),
+    n_neg=st.integers(1, 4),
+    exponent=st.integers(250, 1013),
+    seed=st.integers(0, 2**32 - 1),
+    loss=st.sampled_from(["ap", "ndcg", "auc"]),
+)
+def test_huge_scores_below_the_limit_are_exact(n_pos, n_neg, exponent, seed, loss):
+    """Every method's optimum equals brute force for scores up to the accepted limit, ties included."""
+    rng = np.random.default_rng(seed)
+    scale = 2.0**exponent / 8  # |score| × (≤ 8 documents) ≤ 2**exponent ≤ 2**1013
+    pos = rng.integers(-3, 4, n_pos) / 3.0 * scale
+    neg = rng.integers(-3, 4, n_neg) / 3.0 * scale
+    best = brute_force_max(loss, pos, neg)
+    for method in ("qs", "greedy", "select", "search", "dp"):
+        if method in ("select", "search") and loss != "ap":
+            continue
+        got = rankopt.most_violated_ranking(loss, pos, neg, method=method).value
+        assert got == pytest.approx(best, rel=1e-12, abs=1e-12), method

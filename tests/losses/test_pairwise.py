@@ -173,7 +173,7 @@ def test_many_grades_and_large_queries_equal_the_pair_matrix(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "case", ["crowded", "all equal", "span beyond the doubles", "subnormal", "float32", "half steps"]
+    "case", ["crowded", "all equal", "span at the accepted limit", "subnormal", "float32", "half steps"]
 )
 def test_kernel_sort_handles_any_scores(case):
     # The kernel orders scores by distribution (std::sort when they crowd into
@@ -186,7 +186,8 @@ def test_kernel_sort_handles_any_scores(case):
     scores = {
         "crowded": np.r_[1e6, rng.normal(0, 1e-9, n - 1)],
         "all equal": np.full(n, 0.5),
-        "span beyond the doubles": np.r_[1.7e308, -1.7e308, rng.normal(0, 1, n - 2)],
+        # |score| × 400 documents ≤ 2**1016, the widest span inference accepts
+        "span at the accepted limit": np.r_[1.7e303, -1.7e303, rng.normal(0, 1, n - 2)],
         "subnormal": rng.normal(0, 1e-310, n),
         "float32": rng.normal(0, 1, n).astype(np.float32),
         "half steps": rng.integers(-6, 7, n) * 0.5,
@@ -234,3 +235,28 @@ class _OtherGradedLoss(AUCLoss):
 def test_other_graded_losses_have_no_inference():
     with pytest.raises(ValueError, match="no inference over graded relevance is known for the loss 'other_graded'"):
         most_violated_rankings(_OtherGradedLoss(), np.zeros(3), np.array([0, 1, 2]), [0, 3])
+
+
+class _HalvedPairwise(PairwiseLoss):
+    """A subclass that changes Δ: the graded kernel hard-codes PairwiseLoss's Δ and would ignore it."""
+
+    name = "halved_pairwise"
+
+    def value(self, pattern):
+        return 0.5 * super().value(pattern)
+
+    def delta(self, j, i, n_pos, n_neg):
+        return 0.5 * super().delta(j, i, n_pos, n_neg)
+
+    def delta_diff(self, j, i, n_pos, n_neg):
+        return 0.5 * super().delta_diff(j, i, n_pos, n_neg)
+
+
+def test_a_pairwise_subclass_is_refused_over_queries_not_trained_as_pairwise():
+    """It was trained as plain 'pairwise' (coef_ identical, batched Δ 1.0) while the single-query API honoured it."""
+    grades = np.array([2, 1, 0, 0, 1, 2])
+    with pytest.raises(ValueError, match="PairwiseLoss itself, not a subclass"):
+        most_violated_rankings(_HalvedPairwise(), np.zeros(6), grades, [0, 3, 6])
+    X = np.random.default_rng(0).standard_normal((6, 2))
+    with pytest.raises(ValueError, match="not a subclass"):
+        rankopt.RankSVM(loss=_HalvedPairwise()).fit(X, grades, qid=[0, 0, 0, 1, 1, 1])
