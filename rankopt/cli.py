@@ -197,7 +197,7 @@ def _add_file_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_MAX_FEATURES,
         metavar="N",
-        help=f"refuse a file whose feature indices go beyond N (default: {DEFAULT_MAX_FEATURES}, 2^24)",
+        help=f"refuse a file whose feature indices go beyond N (default: {DEFAULT_MAX_FEATURES}, 2^20)",
     )
 
 

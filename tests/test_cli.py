@@ -223,7 +223,8 @@ def test_bad_training_files(tmp_path, capsys, content, fragment):
     [
         (b"1 qid:1 2147483648:1\n0 qid:1 1:0.1\n", ["feature index of 2**31 or more"]),
         (b"1 qid:9223372036854775808 1:1\n0 qid:1 1:0.1\n", ["qid of 2**63 or more"]),
-        (b"1 qid:1 2147483647:1\n0 qid:1 1:0.1\n", ["at most 16777216 features", "--max-features"]),
+        (b"1 qid:1 2147483647:1\n0 qid:1 1:0.1\n", ["at most 1048576 features", "--max-features"]),
+        (b"1 qid:1 10000000:1\n0 qid:1 1:0.1\n", ["at most 1048576 features", "10000000 features wide"]),
         (
             b"1 qid:1 1:1\n0 1:0.1\n1 qid:2 1:1\n0 qid:2 2:1\n1 1:3\n0 qid:3 1:1\n",
             ["qid: on every line", "on 4 of 6 lines", "line 2: '0 1:0.1'"],

@@ -18,11 +18,12 @@ from rankopt.data.backends import check_matrix
 
 __all__ = ["DEFAULT_MAX_FEATURES", "SvmLightData", "load_digits", "read_svmlight", "write_svmlight"]
 
-#: Widest X :func:`read_svmlight` builds unless told otherwise: 2²⁴ columns, beyond any real
-#: LETOR or text data set, and a weight vector of 128 MiB.  A file naming a larger feature index
-#: (a typo, or a hostile 38-byte file with index 2³¹ − 1) is refused before anything of its
-#: width is allocated.
-DEFAULT_MAX_FEATURES = 1 << 24
+#: Widest X :func:`read_svmlight` builds unless told otherwise: 2²⁰ columns, far beyond any
+#: LETOR data set (MSLR-WEB 136, Yahoo! LTR 700, Istella 220 features).  Training keeps dense
+#: d-vectors (w, and one per working-set plane), so a file naming a larger feature index (a typo,
+#: or a hostile 38-byte file with index 2³¹ − 1 or 10⁷) is refused before anything of its width
+#: is allocated; wider data, such as hashed text features, passes ``max_features=``.
+DEFAULT_MAX_FEATURES = 1 << 20
 
 #: Largest pixel value of the digits (8×8 images of 4×4 blocks, 0 … 16 counts).
 DIGITS_MAX_PIXEL = 16.0
@@ -103,7 +104,7 @@ def read_svmlight(
         exactly when index 0 occurs in the file.  A guess
         can shift a test file that happens not to use feature 0 against its
         zero-based training file, so say which when you know it.
-    max_features : int, default 2**24
+    max_features : int, default 2**20
         The widest X to build: a feature index beyond it is refused (a model
         trained on the file would need that many weights).
 
