@@ -38,4 +38,23 @@ _LAZY = {
 
 __all__ = sorted([*_LAZY, "hookimpl"])
 
-__getattr__, __dir__ = lazy_attributes("rankopt", globals(), _LAZY)
+#: Subpackages and modules reachable as ``rankopt.<name>`` after ``import rankopt`` alone,
+#: imported on first access (``rankopt.metrics.ndcg_at_k``, ``rankopt.data.fetch_mslr_sample``).
+SUBMODULES = (
+    "api",
+    "data",
+    "engine",
+    "estimators",
+    "exceptions",
+    "experiments",
+    "features",
+    "graphcut",
+    "inference",
+    "losses",
+    "metrics",
+    "models",
+    "plugins",
+    "testing",
+)
+
+__getattr__, __dir__ = lazy_attributes("rankopt", globals(), _LAZY, SUBMODULES)

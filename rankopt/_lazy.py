@@ -11,22 +11,27 @@ from __future__ import annotations
 import importlib
 
 
-def lazy_attributes(package: str, namespace: dict, lazy: dict[str, str]):
+def lazy_attributes(package: str, namespace: dict, lazy: dict[str, str], submodules: tuple[str, ...] = ()):
     """``(__getattr__, __dir__)`` for ``package``, loading ``lazy[name]`` when ``name`` is first used.
 
     ``namespace`` is the package's ``globals()``: a loaded name is stored there,
-    so later lookups skip ``__getattr__``.
+    so later lookups skip ``__getattr__``.  ``submodules`` are the package's
+    submodules reachable as attributes (``rankopt.metrics`` after ``import
+    rankopt``), imported on first access like the names.
     """
 
     def __getattr__(name: str):
-        module = lazy.get(name)
-        if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
+        if name in submodules:
+            value = importlib.import_module(f"{package}.{name}")
+        else:
+            module = lazy.get(name)
+            if module is None:
+                raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            value = getattr(importlib.import_module(module), name)
         namespace[name] = value
         return value
 
     def __dir__():
-        return sorted({*namespace, *lazy})
+        return sorted({*namespace, *lazy, *submodules})
 
     return __getattr__, __dir__

@@ -106,3 +106,17 @@ def test_estimators_and_model_plugins_live_apart():
     assert rankopt.RankSVM is estimators.RankSVM and rankopt.HOAPSVM is estimators.HOAPSVM
     assert not hasattr(models, "RankSVM")
     assert sorted(estimators.__all__) == ["HOAPSVM", "HOBSVM", "LatentAPSVM", "LatentSSVM", "LatentSVM", "RankSVM"]
+
+
+def test_submodules_are_reachable_after_import_rankopt_alone():
+    """``import rankopt; rankopt.metrics.ndcg_at_k(...)`` raised AttributeError in a fresh process (issue 22)."""
+    probe = (
+        "import sys, rankopt\n"
+        "assert 'sklearn' not in sys.modules and 'rankopt.metrics' not in sys.modules\n"
+        "print(rankopt.metrics.ndcg_at_k([1, 0], [0.5, 0.1]), rankopt.data.fetch_mslr_sample.__name__)\n"
+        "print(all(hasattr(rankopt, name) for name in rankopt.SUBMODULES), 'metrics' in dir(rankopt))\n"
+    )
+    with tempfile.TemporaryDirectory() as outside:  # not the checkout: the installed package
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=outside)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1.0", "fetch_mslr_sample", "True", "True"]
