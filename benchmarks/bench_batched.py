@@ -24,7 +24,10 @@ The targets are paired ratios, both sides timed in alternation in one run
   whatever ``--benchmark-timer`` says, since CPU time adds the threads' times
   up (target ≥ 1.6; needs two idle cores);
 * ``loop`` — the Python loop over 10³ queries of 100 documents against the
-  batch (1 thread), per call.
+  batch (1 thread), per call;
+* ``ndcg_graded`` — graded NDCG@10 (the position-based Ψ, grades 0–4) over 10⁴
+  queries of 100 documents against the AP batch of the same shape, 1 thread
+  each (target ≤ 20).
 
 One paired ratio is reported without a target: ``per_doc_balanced``, the
 ``per_doc`` batch against single-query qs with the batch's class balance
@@ -89,16 +92,16 @@ def pytest_generate_tests(metafunc):
             cases = [b for b in cases if b.n_queries * b.n_docs <= MAX_LOOP_DOCS]
         metafunc.parametrize("batch", cases, ids=[b.id for b in cases])
     if "target" in metafunc.fixturenames:
-        metafunc.parametrize("target", ["per_doc", "per_doc_balanced", "threads", "loop"])
+        metafunc.parametrize("target", ["per_doc", "per_doc_balanced", "threads", "loop", "ndcg_graded"])
 
 
 def _relevance_for(loss: str, batch: Batch) -> np.ndarray:
     _, relevance, grades, _ = batch.arrays()
-    return grades if loss == "pairwise" else relevance
+    return grades if loss in ("pairwise", "ndcg_graded") else relevance
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
-@pytest.mark.parametrize("loss", ["ap", "pairwise"])
+@pytest.mark.parametrize("loss", ["ap", "pairwise", "ndcg_graded"])
 def test_batched(benchmark, batch, loss, n_threads, monkeypatch):
     monkeypatch.setattr(batched, "DOCS_PER_THREAD", 1)  # the threads asked for, even on tiny batches
     scores, _, _, offsets = batch.arrays()
@@ -115,7 +118,7 @@ def test_batched(benchmark, batch, loss, n_threads, monkeypatch):
     )
 
 
-@pytest.mark.parametrize("loss", ["ap", "pairwise"])
+@pytest.mark.parametrize("loss", ["ap", "pairwise", "ndcg_graded"])
 def test_python_loop(benchmark, batch, loss):
     scores, _, _, offsets = batch.arrays()
     relevance = _relevance_for(loss, batch)
@@ -158,6 +161,13 @@ def test_paired_ratio(benchmark, request, target, monkeypatch):
         numerator = batch_call(big, 1)
         denominator, single_docs = _single_query(n_pos, n_neg)
         per = (big.n_queries * big.n_docs, single_docs)
+    elif target == "ndcg_graded":
+        scores, _, grades, offsets = big.arrays()
+        numerator = functools.partial(
+            most_violated_rankings, "ndcg_graded", scores, grades, offsets, "auto", n_threads=1
+        )
+        denominator = batch_call(big, 1)
+        per = (1, 1)
     elif target == "threads":
         numerator, denominator = batch_call(big, 1), batch_call(big, 2)
         timer = time.perf_counter  # CPU time would add the two threads up

@@ -42,6 +42,7 @@ BUILTIN_PLUGINS = (
     "rankopt.losses.discount",
     "rankopt.losses.auc",
     "rankopt.losses.pairwise",
+    "rankopt.losses.graded_ndcg",
     "rankopt.losses.zero_one",
     "rankopt.inference.greedy",
     "rankopt.inference.ap_methods",

@@ -49,12 +49,14 @@ from dataclasses import dataclass
 import numpy as np
 
 import rankopt.inference._batched as _batched
+import rankopt.inference._graded_ndcg as _graded_ndcg
 from rankopt._validation import check_score_sums
 from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import PluginLookup, kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
 from rankopt.inference.qs import QSMethod
 from rankopt.losses.base import KernelCode, RankLoss
+from rankopt.losses.graded_ndcg import GradedNDCGLoss
 from rankopt.losses.pairwise import PairwiseLoss
 
 logger = logging.getLogger(__name__)
@@ -62,8 +64,12 @@ logger = logging.getLogger(__name__)
 #: Grades below this are mapped to levels by counting in the pairwise kernel.
 MAX_COUNTED_GRADE = 64
 
-#: The method name of graded losses (besides "auto").
+#: The method name of the pairwise loss over grades (besides "auto").
 PAIRWISE_METHOD = "pairwise"
+#: The methods of graded NDCG@k: the compiled sort (and "auto"), or the O(n k²) assignment by
+#: SciPy's ``linear_sum_assignment`` per query in Python, its reference.
+NDCG_SORT_METHOD = "sort"
+NDCG_ASSIGNMENT_METHOD = "assignment"
 
 
 @dataclass(frozen=True)
@@ -128,7 +134,15 @@ def most_violated_rankings(
     values = np.zeros(n_queries, dtype=np.float64)
     usable = np.zeros(n_queries, dtype=np.uint8)
     if loss.graded:
-        _check_graded_method(loss, method)
+        method = resolve_graded_method(loss, method)
+        if isinstance(loss, GradedNDCGLoss):
+            if method == NDCG_ASSIGNMENT_METHOD:
+                return _per_query(loss, scores, relevance, offsets, method, registry)
+            gains = loss.gain_values(relevance)
+            longest = int(np.max(np.diff(offsets), initial=0))
+            discount = np.ascontiguousarray(loss.position_weights(longest))
+            _graded_ndcg.ndcg_batch(scores, gains, offsets, discount, coef, losses, values, usable, n_threads)
+            return BatchedRankingInference(coef, losses, values, usable.view(bool))
         # Levels by counting when the grades are small (LETOR's 0–4), else by sorting them per query.
         top_grade = int(relevance.max(initial=0))
         n_grade_values = top_grade + 1 if top_grade < MAX_COUNTED_GRADE else 0
@@ -176,7 +190,7 @@ def most_violated_rankings_per_query(
     """
     loss, scores, relevance, offsets = _check_batch(loss, scores, relevance, offsets, registry)
     if loss.graded:
-        _check_graded_method(loss, method)
+        resolve_graded_method(loss, method)
     else:
         _resolve_binary_method(loss, method, registry, offsets)
     return _per_query(loss, scores, relevance, offsets, method, registry)
@@ -186,13 +200,18 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLooku
     """Coefficients of Ψ_q(R*_q) for every document, in input order.
 
     The ground truth puts the higher grades first: 1/|P| for a relevant and
-    −1/|N| for a non-relevant document of a binary loss; for a graded loss
-    (#lower − #higher grades)/#pairs.  0 for the documents of unusable queries.
+    −1/|N| for a non-relevant document of a binary loss; for the pairwise loss
+    (#lower − #higher grades)/#pairs; for graded NDCG@k the mean position
+    weight A over the positions the document's tie group of equal grades
+    occupies in the ideal order.  0 for the documents of unusable queries.
     """
     loss = _resolve_rank_loss(loss, registry)
     relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
     sizes = np.diff(offsets)
     query_of = np.repeat(np.arange(sizes.size), sizes)
+    if isinstance(loss, GradedNDCGLoss):
+        resolve_graded_method(loss, "auto")
+        return _ndcg_ground_truth(loss, relevance, offsets)
     if loss.graded:
         lower, higher = _grade_counts(relevance, offsets)
         n_pairs = np.bincount(query_of, weights=lower, minlength=sizes.size)[query_of]
@@ -267,7 +286,8 @@ def _per_query(loss, scores, relevance, offsets, method, registry) -> BatchedRan
         lo, hi = offsets[q], offsets[q + 1]
         s, rel = scores[lo:hi], relevance[lo:hi]
         if loss.graded:
-            result = _pairwise_query(s, rel)
+            graded_ndcg = isinstance(loss, GradedNDCGLoss)
+            result = _ndcg_query_assignment(loss, s, rel) if graded_ndcg else _pairwise_query(s, rel)
             if result is None:
                 continue
             coef[lo:hi], losses[q], values[q] = result
@@ -329,6 +349,60 @@ def _pairwise_query(scores: np.ndarray, grades: np.ndarray):
 # ---------------------------------------------------------------- validation
 
 
+def _ndcg_query_assignment(loss: GradedNDCGLoss, scores: np.ndarray, grades: np.ndarray):
+    """Graded NDCG@k's inference on one query as the n × k' assignment it is (SciPy), O(n k'²).
+
+    The reference of the compiled sort: the weight of document i at position
+    j is D(j) (s_i / S − G_i / IDCG).  Returns (coef, loss, value), or None
+    when the query's grades are all equal.
+    """
+    if grades.max() == grades.min():
+        return None
+    from scipy.optimize import linear_sum_assignment
+
+    s = scores.astype(np.float64)
+    gains = loss.gain_values(grades)
+    discount = loss.position_weights(s.size)
+    ideal = float(np.sort(gains)[::-1][: discount.size] @ discount)
+    total = float(discount.sum())
+    weights = np.outer(s / total - gains / ideal, discount)
+    rows, cols = linear_sum_assignment(weights, maximize=True)
+    coef = np.zeros(s.size)
+    coef[rows] = discount[cols] / total
+    dcg = float(gains[rows] @ discount[cols])
+    delta = 1.0 - dcg / ideal
+    return coef, delta, float(coef @ s) + delta
+
+
+def _ndcg_ground_truth(loss: GradedNDCGLoss, grades: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Ψ*'s coefficients: each document gets the mean position weight A of its tie group in the ideal order."""
+    sizes = np.diff(offsets)
+    n_queries = sizes.size
+    if grades.size == 0:
+        return np.zeros(0)
+    query_of = np.repeat(np.arange(n_queries), sizes)
+    order = np.lexsort((-grades, query_of))  # per query, grades high to low
+    position = np.arange(grades.size) - offsets[query_of[order]]  # 0-based place in the ideal order
+    longest = int(sizes.max(initial=0))
+    discount = loss.position_weights(longest)
+    kept = np.minimum(sizes, discount.size)  # k' per query
+    totals = np.concatenate(([0.0], np.cumsum(discount)))[kept]
+    q_sorted, g_sorted = query_of[order], grades[order]
+    inside = position < kept[q_sorted]
+    weight = np.where(inside, discount[np.minimum(position, discount.size - 1)], 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weight = weight / totals[q_sorted]
+    new_group = np.ones(order.size, dtype=bool)
+    new_group[1:] = (q_sorted[1:] != q_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
+    group = np.cumsum(new_group) - 1
+    mean = np.bincount(group, weights=weight) / np.bincount(group)
+    starts = offsets[:-1]
+    usable = np.maximum.reduceat(grades[order], starts) > np.minimum.reduceat(grades[order], starts)
+    coef = np.zeros(grades.size)
+    coef[order] = np.where(usable[q_sorted], mean[group], 0.0)
+    return coef
+
+
 def _resolve_rank_loss(loss, registry: PluginLookup) -> RankLoss:
     loss = registry.resolve_loss(loss)
     if not isinstance(loss, RankLoss):
@@ -350,21 +424,37 @@ def _resolve_binary_method(loss, method, registry, offsets):
     return registry.resolve_method(method, loss, 1, max(longest - 1, 1))
 
 
-def _check_graded_method(loss, method) -> None:
-    # By class, as the AP-only methods check theirs: the kernel hard-codes this
-    # loss's pair decomposition, which no declared capability of another graded loss implies.
-    if type(loss) is not PairwiseLoss:
+#: Graded losses with an inference over grades, by exact class (a subclass may change Δ or Ψ,
+#: which the kernels hard-code), and the methods each accepts besides "auto".
+_GRADED_METHODS: dict[type, tuple[str, ...]] = {
+    PairwiseLoss: (PAIRWISE_METHOD,),
+    GradedNDCGLoss: (NDCG_SORT_METHOD, NDCG_ASSIGNMENT_METHOD),
+}
+
+
+def resolve_graded_method(loss, method) -> str:
+    """The method the graded loss ``loss`` runs over grades ("auto" resolved), or a ValueError."""
+    # By class, as the AP-only methods check theirs: the kernels hard-code these
+    # losses' decompositions, which no declared capability of another graded loss implies.
+    methods = _GRADED_METHODS.get(type(loss))
+    if methods is None:
         # A subclass may change Δ or Ψ, which the kernel would ignore: refused, as the
         # single-query path gives a changed subclass of a built-in loss no compiled form.
         raise ValueError(
             f"no inference over graded relevance is known for the loss {loss.name!r} "
-            f"({type(loss).__module__}.{type(loss).__qualname__}); only 'pairwise' "
-            f"({PairwiseLoss.__module__}.PairwiseLoss itself, not a subclass) has one"
+            f"({type(loss).__module__}.{type(loss).__qualname__}); only 'pairwise' and 'ndcg_graded' "
+            f"({PairwiseLoss.__module__}.PairwiseLoss and {GradedNDCGLoss.__module__}.GradedNDCGLoss "
+            "themselves, not subclasses) have one"
         )
-    if method not in ("auto", PAIRWISE_METHOD):
+    if method != "auto" and method not in methods:
+        choices = repr(methods[0]) if len(methods) == 1 else f"one of {list(methods)}"
         raise ValueError(
-            f"expected method 'auto' or {PAIRWISE_METHOD!r} for the graded loss {loss.name!r}, got {method!r} instead"
+            f"expected method 'auto' or {choices} for the graded loss {loss.name!r}, got {method!r} instead"
         )
+    if isinstance(loss, GradedNDCGLoss):
+        loss.checked_k()
+        loss.checked_gains()
+    return methods[0] if method == "auto" else method
 
 
 def _check_n_threads(n_threads) -> None:

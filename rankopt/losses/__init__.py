@@ -4,6 +4,7 @@ from rankopt.losses.ap import APLoss
 from rankopt.losses.auc import AUCLoss
 from rankopt.losses.base import CompiledForm, KernelCode, LabelingLoss, Loss, OutputKind, RankLoss
 from rankopt.losses.discount import NDCGLoss, PositionDiscountLoss
+from rankopt.losses.graded_ndcg import GradedNDCGLoss
 from rankopt.losses.pairwise import PairwiseLoss
 from rankopt.losses.zero_one import ZeroOneLoss
 
@@ -11,6 +12,7 @@ __all__ = [
     "APLoss",
     "AUCLoss",
     "CompiledForm",
+    "GradedNDCGLoss",
     "KernelCode",
     "LabelingLoss",
     "Loss",

@@ -10,7 +10,7 @@ from rankopt._validation import QueryIndex
 from rankopt.engine.problem import Constraint, StructuredProblem
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import most_violated_ranking
-from rankopt.inference.batched import PAIRWISE_METHOD, ground_truth_coefficients, most_violated_rankings
+from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings, resolve_graded_method
 from rankopt.losses.base import OutputKind
 from rankopt.models.base import Model
 
@@ -87,12 +87,7 @@ class QueryRankingProblem(StructuredProblem):
         self.loss, self.feature_map = loss, feature_map
         self.registry = registry
         if loss.graded:
-            if inference not in ("auto", PAIRWISE_METHOD):
-                raise ValueError(
-                    f"expected inference 'auto' or {PAIRWISE_METHOD!r} for the graded loss {loss.name!r}, "
-                    f"got {inference!r} instead"
-                )
-            self.inference = PAIRWISE_METHOD
+            self.inference = resolve_graded_method(loss, inference)
         else:
             # Exact up to the longest query is exact for all (see inference.batched).
             longest = int(queries.sizes.max(initial=0))

@@ -178,6 +178,7 @@ def test_hostile_files_load_in_bounded_memory(tmp_path, model_file):
                 print("refused")
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    # Outside the checkout: from its root, python -c would import the source tree (no compiled kernels).
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["refused"] * 3

@@ -306,7 +306,7 @@ BAD_QUERY_INPUT = {
     "pairwise-with-greedy": (
         lambda X, y, q: (X, y, q),
         {"loss": "pairwise", "inference": "greedy"},
-        r"expected inference 'auto' or 'pairwise'",
+        r"expected method 'auto' or 'pairwise'",
     ),
 }
 

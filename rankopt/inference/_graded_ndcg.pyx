@@ -1,0 +1,126 @@
+# cython: language_level=3
+"""Loss-augmented inference of graded NDCG@k (position-based Ψ) for every query, over OpenMP threads.
+
+Per query of n documents with scores s, gains G and the top k' = min(k, n)
+discounts D (``rankopt/losses/graded_ndcg.py`` has the model):
+
+* IDCG = Σ_{j<k'} D[j] G_(j), the k' largest gains in decreasing order
+  (a partial sort of the gains);
+* u_i = s_i / S − G_i / IDCG with S = Σ_{j<k'} D[j];
+* the k' largest u (ties by lower index), in decreasing order, take positions
+  1…k': coef = D[j] / S there and 0 elsewhere; DCG = Σ_j D[j] G; the loss
+  1 − DCG / IDCG, the value Σ coef·s + loss.
+
+That is the n × k' assignment maximising Σ D(π(i)) u_i, solved by sorting
+because its weight matrix is the product of u and D (D positive and
+decreasing).  A query whose gains are all equal has nothing to order: its
+coefficients, loss and value are 0 and it is not ``usable``.
+
+The caller validates: offsets from 0 to n non-decreasing, gains finite and
+≥ 0, discount holding min(k, longest query) positive decreasing values,
+scores finite, outputs sized n and Q, n_threads ≥ 1.
+"""
+from cython cimport floating
+from cython.parallel cimport prange, threadid
+from libc.stdint cimport int64_t, uint8_t
+from libc.stdlib cimport free, malloc
+from libcpp.algorithm cimport partial_sort
+from libcpp.utility cimport pair
+
+cdef enum:
+    # Queries a thread takes at a time (the per-query work is a few microseconds).
+    QUERY_CHUNK = 16
+
+ctypedef pair[double, Py_ssize_t] Keyed
+
+
+cdef struct NDCGWork:
+    double* gains      # a copy of the query's gains, partially sorted for IDCG
+    Keyed* keyed       # (−u_i, i), partially sorted for the assignment
+
+
+cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
+    work.gains = <double*>malloc(size * sizeof(double))
+    work.keyed = <Keyed*>malloc(size * sizeof(Keyed))
+    if work.gains == NULL or work.keyed == NULL:
+        return -1
+    return 0
+
+
+cdef void work_free(NDCGWork* work) noexcept nogil:
+    free(work.gains)
+    free(work.keyed)
+
+
+cdef bint _descending(double a, double b) noexcept nogil:
+    return a > b
+
+
+cdef uint8_t ndcg_query(const floating* scores, const double* gains, Py_ssize_t n, const double* discount,
+                        Py_ssize_t k, NDCGWork* work, double* coef, double* loss, double* value) noexcept nogil:
+    cdef Py_ssize_t i, j, kk = k if k < n else n
+    cdef double lowest = gains[0], highest = gains[0], ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0
+    cdef double weight
+    for i in range(n):
+        coef[i] = 0.0
+        work.gains[i] = gains[i]
+        if gains[i] < lowest:
+            lowest = gains[i]
+        if gains[i] > highest:
+            highest = gains[i]
+    loss[0] = 0.0
+    value[0] = 0.0
+    if not highest > lowest:
+        return 0
+    partial_sort(work.gains, work.gains + kk, work.gains + n, _descending)
+    for j in range(kk):
+        ideal += discount[j] * work.gains[j]
+        total += discount[j]
+    for i in range(n):
+        # Negated for an ascending sort; the pair's second member breaks ties by index.
+        work.keyed[i].first = gains[i] / ideal - <double>scores[i] / total
+        work.keyed[i].second = i
+    partial_sort(work.keyed, work.keyed + kk, work.keyed + n)
+    for j in range(kk):
+        i = work.keyed[j].second
+        weight = discount[j] / total
+        coef[i] = weight
+        psi += weight * <double>scores[i]
+        dcg += discount[j] * gains[i]
+    loss[0] = 1.0 - dcg / ideal
+    value[0] = psi + loss[0]
+    return 1
+
+
+def ndcg_batch(const floating[::1] scores, const double[::1] gains, const int64_t[::1] offsets,
+               const double[::1] discount, double[::1] coef, double[::1] losses, double[::1] values,
+               uint8_t[::1] usable, int n_threads):
+    """Every query's most violated ranking for graded NDCG@k (k = ``discount.shape[0]``); outputs in place."""
+    cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
+    cdef Py_ssize_t k = discount.shape[0]
+    cdef NDCGWork* works
+    for q in range(n_queries):
+        size = max(size, offsets[q + 1] - offsets[q])
+    if size == 0 or k == 0:
+        return
+    n_threads = <int>min(<Py_ssize_t>n_threads, n_queries)
+    works = <NDCGWork*>malloc(n_threads * sizeof(NDCGWork))
+    if works == NULL:
+        raise MemoryError()
+    try:
+        for t in range(n_threads):
+            works[t].gains = NULL
+            works[t].keyed = NULL
+            n_ready += 1
+            if work_init(&works[t], size) != 0:
+                raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
+        for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=QUERY_CHUNK):
+            lo = offsets[q]
+            hi = offsets[q + 1]
+            if hi > lo:
+                usable[q] = ndcg_query(&scores[lo], &gains[lo], hi - lo, &discount[0], k, &works[threadid()],
+                                       &coef[lo], &losses[q], &values[q])
+    finally:
+        for t in range(n_ready):
+            work_free(&works[t])
+        free(works)
