@@ -200,21 +200,33 @@ def check_n_features(estimator, n_features: int, name: str = "X") -> None:
         )
 
 
-def check_eval_set(eval_set) -> tuple:
-    """``(X_val, y_val)`` or ``(X_val, y_val, qid_val)`` as a 3-tuple (``qid_val`` None if absent).
+def check_eval_sets(eval_set) -> list[tuple]:
+    """The validation sets as 3-tuples ``(X_val, y_val, qid_val)`` (``qid_val`` None if absent).
 
-    Only the structure is checked here; the parts are checked like fit's
-    X, y and qid by the estimator.
+    ``eval_set`` is one set — a tuple ``(X_val, y_val)`` or ``(X_val, y_val,
+    qid_val)`` (a list of two or three arrays is read the same way) — or a
+    list of such tuples, LightGBM's form.  Only the structure is checked
+    here; the parts are checked like fit's X, y and qid by the estimator.
     """
-    if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
-        got = (
-            f"a {type(eval_set).__name__} of {len(eval_set)} items"
-            if isinstance(eval_set, (tuple, list))
-            else (type(eval_set).__name__)
-        )
-        raise ValueError(f"expected eval_set=(X_val, y_val) or (X_val, y_val, qid_val), got {got} instead")
-    X_val, y_val, *rest = eval_set
-    return X_val, y_val, (rest[0] if rest else None)
+    expected = "eval_set=(X_val, y_val[, qid_val]) or a list of such tuples"
+    if isinstance(eval_set, list) and eval_set and all(isinstance(item, tuple) for item in eval_set):
+        sets = eval_set
+    elif isinstance(eval_set, (tuple, list)):
+        sets = [eval_set]
+    else:
+        raise ValueError(f"expected {expected}, got {type(eval_set).__name__} instead")
+    checked = []
+    for item in sets:
+        if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+            got = (
+                f"a {type(item).__name__} of {len(item)} items"
+                if isinstance(item, (tuple, list))
+                else type(item).__name__
+            )
+            raise ValueError(f"expected {expected}, got {got} instead")
+        X_val, y_val, *rest = item
+        checked.append((X_val, y_val, rest[0] if rest else None))
+    return checked
 
 
 def check_binary_labels(y, n_samples: int | None = None, name: str = "y") -> np.ndarray:

@@ -96,8 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--inference", default="auto", help='loss-augmented inference method, or "auto" (default: auto)')
     train.add_argument(
         "--relevant-at",
-        type=float,
-        default=1.0,
+        type=_grade,
+        default=1,
         metavar="GRADE",
         help="grades from this one on count as relevant for a binary loss (default: 1, LETOR's convention for MAP)",
     )
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument(
         "--relevant-at",
-        type=float,
+        type=_grade,
         default=None,
         metavar="GRADE",
         help="grades from this one on count as relevant for MAP and P@10 (default: the model's)",
@@ -182,6 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: The --zero-based option of the commands that read data files.
+def _grade(text: str) -> int | float:
+    """A relevance threshold as given: an int when it is a whole number (``2``, not ``2.0``)."""
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
 def _add_file_options(parser: argparse.ArgumentParser) -> None:
     """The options of every command that reads an SVM-light file."""
     from rankopt.data.loaders import DEFAULT_MAX_FEATURES

@@ -343,6 +343,7 @@ def test_model_file_records_how_it_was_trained(model_file):
             "approx": None,
             "relevant_at": 1,
             "early_stopping_patience": None,
+            "eval_metric": None,
         }
 
 
@@ -466,3 +467,16 @@ def test_experiment_options_are_validated():
     with pytest.raises(SystemExit) as excinfo:
         main(["latent", "--datasets", "not-a-dataset"])
     assert excinfo.value.code == 2
+
+
+def test_integer_parameters_stay_integers_through_model_files(tmp_path, capsys):
+    """A model trained with --relevant-at 2 loaded as RankSVM(relevant_at=2.0) before."""
+    data = tmp_path / "graded.svm"
+    data.write_text("2 qid:1 1:1 2:0.5\n0 qid:1 1:0.1\n1 qid:1 2:1\n3 qid:2 1:1\n0 qid:2 2:0.3\n")
+    status, _, _ = run(capsys, "train", data, tmp_path / "m.npz", "--relevant-at", "2")
+    assert status == 0
+    model = load_model(tmp_path / "m.npz")
+    assert model.relevant_at == 2 and isinstance(model.relevant_at, int)
+    assert repr(model) == "RankSVM(relevant_at=2)"
+    status, _, _ = run(capsys, "train", data, tmp_path / "h.npz", "--relevant-at", "1.5")
+    assert status == 0 and load_model(tmp_path / "h.npz").relevant_at == 1.5

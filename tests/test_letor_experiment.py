@@ -39,7 +39,13 @@ def test_quick_run_fills_every_row_and_the_table(tmp_path, data):
             assert row.C in letor.QUICK_C_GRID and row.cv_fits == 2 * 3
             assert row.converged and row.cv_fits_converged == row.cv_fits
     table = out.read_text()
-    assert table.count("\n| ") == len(letor.METHODS) + 1 and "GroupKFold" in table
+    main_table, *paired = table.split("Paired over test queries")
+    assert main_table.count("\n| ") == len(letor.METHODS) + 1 and "GroupKFold" in table
+    # two paired tables (against LGBMRanker and against the binary NDCG loss), a row per other method
+    assert len(paired) == 2 and all(part.count("\n| ") == len(letor.METHODS) for part in paired)
+    ndcg = result.rows[1]
+    assert ndcg.method == "ndcg" and len(ndcg.test_ndcg10_per_query) == result.n_test_queries
+    assert np.nanmean(ndcg.test_ndcg10_per_query) == pytest.approx(ndcg.test_ndcg10)
     assert json.loads(js.read_text())["rows"][0]["method"] == "ap"
 
 

@@ -71,6 +71,8 @@ class ModelExport:
     module: str
     values: tuple[str, ...] = ()
     arrays: dict = field(default_factory=lambda: {"coef_": _per_feature})
+    #: Fitted values added after format version 2 was fixed, with the value a file without them means.
+    defaults: dict = field(default_factory=dict)
 
     def cls(self, name: str) -> type:
         return getattr(importlib.import_module(self.module), name)
@@ -87,7 +89,9 @@ _LATENT = (*_COMMON, "intercept_", "objective_", "objectives_", "init_objectives
 #: The estimators a model file can hold, by class name.
 EXPORTS: dict[str, ModelExport] = {
     "RankSVM": ModelExport(
-        "rankopt.estimators.rank_svm", values=(*_COMMON, "inference_", "n_easy_", "n_hard_constraints_")
+        "rankopt.estimators.rank_svm",
+        values=(*_COMMON, "inference_", "n_easy_", "n_hard_constraints_", "fitted_with_qid_"),
+        defaults={"fitted_with_qid_": False},
     ),
     "LatentAPSVM": ModelExport("rankopt.estimators.latent", values=(*_LATENT, "inference_")),
     "LatentSSVM": ModelExport("rankopt.estimators.latent", values=_LATENT),
@@ -216,6 +220,7 @@ _FITTED_CHECKS = {
     "init_objectives_": lambda v: isinstance(v, list) and all(_is_float(x) for x in v),
     "eta_": lambda v: _is_float(v) and v > 0,
     "fitted_with_pairs_": lambda v: isinstance(v, bool),
+    "fitted_with_qid_": lambda v: isinstance(v, bool),
 }
 
 
@@ -408,6 +413,7 @@ def load_model(path, model_type=None):
             fitted = _check_fitted(path, export, archive.json("fitted"))
             names = [key.rstrip("_") for key in export.arrays]
             missing = [key for key in names if key not in archive.files]
+            fitted = {**export.defaults, **fitted}
             missing += [key for key in export.values if key not in fitted]
             if missing:
                 raise ModelFileError(f"{path!r} is a damaged rankopt model file: it lacks {missing}")

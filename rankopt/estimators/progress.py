@@ -77,30 +77,42 @@ class MonitoredIterationRecord(IterationRecord):
 
 
 class ValidationMonitor:
-    """Scores every cutting-plane iterate on validation data and keeps the best one.
+    """Scores every cutting-plane iterate on validation sets and keeps the best one.
 
     Parameters
     ----------
-    score : callable(w) -> float
-        The validation metric of the iterate w, higher is better.
+    evaluators : list of (set name, metric name, callable(w) -> float)
+        Every metric of every validation set, higher is better.  The first
+        metric of the last set is the one that decides the best iterate and
+        early stopping (LightGBM's convention).
     patience : int or None
         Ask the solve to stop once this many iterations in a row have not
         improved on the best score; None never stops it.
 
     Attributes
     ----------
+    results : dict
+        ``results[set][metric]``: one value per iteration seen, in order.
     scores : list of float
-        One per iteration seen, in order.
+        The deciding metric's values (``results[stopping_set][stopping_metric]``).
     best_index : int or None
         Index in ``scores`` of the best (first best on ties).
     best_w : ndarray or None
         A copy of the best iterate.
     """
 
-    def __init__(self, score, patience=None):
-        self.score = score
+    def __init__(self, evaluators, patience=None):
+        if callable(evaluators):  # one score(w): a set "valid_0" with the metric "score"
+            evaluators = [("valid_0", "score", evaluators)]
+        self.evaluators = list(evaluators)
         self.patience = patience
-        self.scores: list[float] = []
+        self.results: dict[str, dict[str, list[float]]] = {}
+        for set_name, metric_name, _ in self.evaluators:
+            self.results.setdefault(set_name, {})[metric_name] = []
+        last_set = self.evaluators[-1][0]
+        self.stopping_set = last_set
+        self.stopping_metric = next(metric for name, metric, _ in self.evaluators if name == last_set)
+        self.scores = self.results[self.stopping_set][self.stopping_metric]
         self.best_index: int | None = None
         self.best_w: np.ndarray | None = None
 
@@ -108,9 +120,15 @@ class ValidationMonitor:
     def best_score(self) -> float:
         return self.scores[self.best_index] if self.best_index is not None else float("nan")
 
+    @property
+    def stopping_label(self) -> str:
+        """``"<metric> on <set>"``, for messages."""
+        return f"{self.stopping_metric} on {self.stopping_set}"
+
     def __call__(self, record: IterationRecord, w: np.ndarray) -> bool:
-        value = float(self.score(w))
-        self.scores.append(value)
+        for set_name, metric_name, score in self.evaluators:
+            self.results[set_name][metric_name].append(float(score(w)))
+        value = self.scores[-1]
         if self.best_index is None or value > self.best_score:
             self.best_index = len(self.scores) - 1
             self.best_w = np.array(w, dtype=np.float64, copy=True)
@@ -153,7 +171,15 @@ class IterationProgress:
             if self.cccp and record.iteration == 1:
                 self.cccp_step += 1
             where = f"{self.label} CCCP step {self.cccp_step}" if self.cccp else self.label
-            validation = "" if self.monitor is None else f", validation AP {self.monitor.scores[-1]:.4f}"
+            validation = (
+                ""
+                if self.monitor is None
+                else "".join(
+                    f", {metric} on {name} {values[-1]:.4f}"
+                    for name, metrics in self.monitor.results.items()
+                    for metric, values in metrics.items()
+                )
+            )
             logger.info(
                 "%s iteration %d: primal %.6g, gap %.3g, violation %.3g%s",
                 where,

@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from rankopt._validation import (
     QueryIndex,
     check_binary_labels,
-    check_eval_set,
+    check_eval_sets,
     check_feature_names,
     check_grades,
     check_n_features,
@@ -20,10 +20,12 @@ from rankopt._validation import (
     check_positive_int,
     check_qid,
     check_relevant_at,
+    query_ids,
     relevant_from_grades,
 )
 from rankopt.data.backends import backend_for, check_matrix
 from rankopt.engine.cutting_plane import solve_cutting_plane
+from rankopt.estimators.evaluation import eval_metrics
 from rankopt.estimators.progress import ValidationMonitor, iteration_callback, verbose_logging
 from rankopt.losses.base import Loss, OutputKind, RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
@@ -91,6 +93,12 @@ class RankSVM(BaseEstimator):
         ``duality_gap_`` is the kept iterate's gap (its primal objective
         against the solve's best dual bound).  None (the default) solves to
         ``tol`` and keeps the optimum.
+    eval_metric : str, callable or list of them, default None ("map")
+        What ``eval_set`` is scored by at every iteration: ``"map"`` (AP for
+        one query), ``"ndcg@k"``, ``"p@k"`` or a callable
+        ``metric(y_true, scores, qid)`` (higher is better).  The first metric
+        of the last validation set decides the best iterate and early
+        stopping, as in LightGBM.  See :mod:`rankopt.estimators.evaluation`.
 
     Many queries
     ------------
@@ -117,11 +125,17 @@ class RankSVM(BaseEstimator):
     Validation monitoring
     ---------------------
     ``fit(X, y, eval_set=(X_val, y_val))`` — or ``(X_val, y_val, qid_val)``
-    when fitting with ``qid`` — scores every cutting-plane iterate on the
-    validation data: AP of the ranking of X_val (mean AP over queries with
-    ``qid_val``, documents relevant from ``relevant_at``).  Each record of
-    ``history_`` then carries its ``validation_score``; ``best_iteration_``
-    and ``best_validation_score_`` say where the best was.  Only
+    when fitting with ``qid``, or a list of such sets (LightGBM's form;
+    ``eval_group=`` gives their group sizes instead of qids) — scores every
+    cutting-plane iterate on the validation data by ``eval_metric`` (MAP by
+    default: AP of the ranking of X_val, mean AP over queries with
+    ``qid_val``, documents relevant from ``relevant_at``).
+    ``evals_result_[set][metric]`` holds every value (sets named
+    ``valid_0``, ``valid_1``, …; :func:`rankopt.estimators.evaluation.plot_metric`
+    plots them).  Each record of ``history_`` carries the deciding metric as
+    its ``validation_score`` (the first metric of the last set);
+    ``best_iteration_`` and ``best_validation_score_`` say where its best
+    was.  Only
     ``early_stopping_patience`` changes the fit; without it, monitoring only
     observes.  The validation data is checked like X and y (features, names,
     labels, qid).  In ``GridSearchCV`` with metadata routing, request it
@@ -158,6 +172,9 @@ class RankSVM(BaseEstimator):
         the best validation score; None without.
     best_validation_score_ : float or None
         With ``eval_set``: that score; None without.
+    evals_result_ : dict or None
+        With ``eval_set``: ``evals_result_[set][metric]``, one value per
+        iteration (as LightGBM's); None without.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Column names of X in fit, when X was a DataFrame with string column
@@ -171,6 +188,10 @@ class RankSVM(BaseEstimator):
     n_queries_used_ : int
         Queries with documents of two relevance levels, which the fit
         averages over (1 without ``qid``).
+    fitted_with_qid_ : bool
+        Whether ``fit`` was given queries (``qid`` or ``group``): ``score``
+        then needs them too, so that a model search never compares pooled
+        AP over all documents in silence.
     """
 
     def __init__(
@@ -184,6 +205,7 @@ class RankSVM(BaseEstimator):
         approx=None,
         relevant_at=1,
         early_stopping_patience=None,
+        eval_metric=None,
     ):
         self.loss = loss
         self.C = C
@@ -194,13 +216,14 @@ class RankSVM(BaseEstimator):
         self.approx = approx
         self.relevant_at = relevant_at
         self.early_stopping_patience = early_stopping_patience
+        self.eval_metric = eval_metric
 
     def _registry(self):
         from rankopt.plugins import default_registry
 
         return default_registry()
 
-    def fit(self, X, y, qid=None, eval_set=None):
+    def fit(self, X, y, qid=None, eval_set=None, group=None, eval_group=None):
         """Fit w on samples X (n_samples, n_features) with relevance y.
 
         Without ``qid`` the rows are one query and y binary ({0, 1} or
@@ -215,12 +238,18 @@ class RankSVM(BaseEstimator):
         — and only the N scores and d-vectors reach this process.  See
         ``docs/scale.md``.
 
-        ``eval_set=(X_val, y_val)`` or ``(X_val, y_val, qid_val)`` scores
-        every iterate on validation data (see "Validation monitoring" above);
-        give ``qid_val`` exactly when fitting with ``qid``.
+        ``group`` (LightGBM's form) gives the sizes of contiguous queries
+        instead of ``qid``: rows 0…group[0]−1 are the first query, and so on.
+
+        ``eval_set=(X_val, y_val)`` or ``(X_val, y_val, qid_val)``, or a list
+        of such sets, scores every iterate on validation data (see
+        "Validation monitoring" above); give queries exactly when fitting
+        with them, as ``qid_val`` or in ``eval_group`` (one list of group
+        sizes per set).
         """
         check_feature_names(self, X, reset=True)
         X = check_matrix(X)
+        qid = _qid_or_group(qid, group, X.shape[0])
         if qid is None:
             y_checked = _check_one_query_labels(y, X.shape[0])
         C = check_positive_float(self.C, "C")
@@ -243,7 +272,7 @@ class RankSVM(BaseEstimator):
             y_checked if qid is None else y, qid, X.shape[0], loss, model, approx
         )
         self.n_features_in_ = X.shape[1]
-        monitor = self._validation_monitor(eval_set, qid, patience, approx)
+        monitor = self._validation_monitor(eval_set, eval_group, qid, patience, approx)
         feature_map = registry.get_feature_map("linear")
         callback = iteration_callback(type(self).__name__, verbose=self.verbose, monitor=monitor)
         with verbose_logging(self.verbose):
@@ -272,13 +301,18 @@ class RankSVM(BaseEstimator):
                     callback=callback,
                 )
             if result.stop_reason == "callback":  # only the validation monitor stops a solve
+                best = monitor.best_index
                 logger.info(
-                    "%s stopped early: no better validation AP for %d iterations; keeping iteration %d "
-                    "(validation AP %.4f), not the optimum of the training problem",
+                    "%s stopped early after %d iterations: %s did not improve for %d iterations; keeping "
+                    "iteration %d (%s %.4f), whose duality gap is %.3g: not the optimum of the training problem",
                     type(self).__name__,
+                    result.n_iter,
+                    monitor.stopping_label,
                     patience,
-                    monitor.best_index + 1,
+                    best + 1,
+                    monitor.stopping_label,
                     monitor.best_score,
+                    result.history[best].primal_objective - result.history[-1].dual_objective,
                 )
         self.coef_ = result.w
         self.n_iter_ = result.n_iter
@@ -286,9 +320,12 @@ class RankSVM(BaseEstimator):
         self.duality_gap_ = result.duality_gap
         self.stop_reason_ = result.stop_reason
         self.history_ = result.history
-        self.best_iteration_ = self.best_validation_score_ = None
+        self.best_iteration_ = self.best_validation_score_ = self.evals_result_ = None
         if monitor is not None:
             self.history_ = monitor.annotate(result.history)
+            self.evals_result_ = {
+                name: {m: list(v) for m, v in metrics.items()} for name, metrics in monitor.results.items()
+            }
             self.best_iteration_ = monitor.best_index + 1
             self.best_validation_score_ = monitor.best_score
             if patience is not None:
@@ -304,10 +341,11 @@ class RankSVM(BaseEstimator):
         self.n_hard_constraints_ = None if split is None else split.n_hard_constraints
         self.n_queries_ = n_queries
         self.n_queries_used_ = n_queries_used
+        self.fitted_with_qid_ = qid is not None
         return self
 
-    def _validation_monitor(self, eval_set, qid, patience, approx):
-        """A :class:`ValidationMonitor` over the checked ``eval_set``, or None without one.
+    def _validation_monitor(self, eval_set, eval_group, qid, patience, approx):
+        """A :class:`ValidationMonitor` over the checked validation sets, or None without any.
 
         Called in fit once ``feature_names_in_`` and ``n_features_in_`` are
         set, which the validation X must match.
@@ -318,41 +356,50 @@ class RankSVM(BaseEstimator):
                     f"expected eval_set=(X_val, y_val[, qid_val]) with early_stopping_patience={patience}, "
                     "got no eval_set instead"
                 )
+            if eval_group is not None:
+                raise ValueError("expected eval_group only with eval_set, got eval_group without eval_set")
             return None
         if patience is not None and approx is not None:
             raise ValueError(
                 f"expected approx=None with early_stopping_patience (AP-SVM-APPX re-solves until its hard "
                 f"constraints hold, which an earlier iterate may not), got approx={approx!r} instead"
             )
-        X_val, y_val, qid_val = check_eval_set(eval_set)
-        check_feature_names(self, X_val, reset=False)
-        X_val = check_matrix(X_val, "X_val")
-        check_n_features(self, X_val.shape[1], "X_val")
-        backend = backend_for(X_val)
-        if qid is not None and qid_val is None:
-            raise ValueError(
-                "expected eval_set=(X_val, y_val, qid_val) when fitting with qid, got (X_val, y_val) instead"
-            )
-        if qid is None and qid_val is not None:
-            raise ValueError(
-                "expected eval_set=(X_val, y_val) when fitting without qid, got (X_val, y_val, qid_val) instead"
-            )
-        if qid_val is None:
-            y_val = check_binary_labels(y_val, X_val.shape[0], name="y_val")
-
-            def score(w):
-                return average_precision(y_val, backend.scores(X_val, w))
-        else:
-            check_qid(qid_val, X_val.shape[0], name="qid_val")
-            relevant_from_grades(
-                check_grades(y_val, X_val.shape[0], name="y_val"), check_relevant_at(self.relevant_at), name="y_val"
-            )
-            relevant_at = self.relevant_at
-
-            def score(w):
-                return mean_average_precision(y_val, backend.scores(X_val, w), qid_val, relevant_at=relevant_at)
-
-        return ValidationMonitor(score, patience)
+        sets = check_eval_sets(eval_set)
+        if eval_group is not None:
+            if not isinstance(eval_group, (list, tuple)) or len(eval_group) != len(sets):
+                raise ValueError(
+                    f"expected eval_group to hold one list of group sizes per eval_set ({len(sets)}), "
+                    f"got {eval_group!r} instead"
+                )
+        metrics = eval_metrics(self.eval_metric, relevant_at=check_relevant_at(self.relevant_at))
+        evaluators = []
+        for index, (X_val, y_val, qid_val) in enumerate(sets):
+            name = f"valid_{index}"
+            check_feature_names(self, X_val, reset=False)
+            X_val = check_matrix(X_val, "X_val")
+            check_n_features(self, X_val.shape[1], "X_val")
+            group_val = None if eval_group is None else eval_group[index]
+            qid_val = _qid_or_group(qid_val, group_val, X_val.shape[0], names=("qid_val", "eval_group"))
+            if qid is not None and qid_val is None:
+                raise ValueError(
+                    f"expected queries for {name} (eval_set=(X_val, y_val, qid_val) or eval_group) when "
+                    "fitting with qid or group, got (X_val, y_val) instead"
+                )
+            if qid is None and qid_val is not None:
+                raise ValueError(
+                    f"expected eval_set=(X_val, y_val) without queries for {name} when fitting without qid, "
+                    "got queries instead"
+                )
+            if qid_val is None:
+                y_val = check_binary_labels(y_val, X_val.shape[0], name="y_val").astype(np.int64)
+            else:
+                qid_val = query_ids(qid_val, X_val.shape[0], name="qid_val")
+                y_val = check_grades(y_val, X_val.shape[0], name="y_val")
+                relevant_from_grades(y_val, check_relevant_at(self.relevant_at), name="y_val")
+            backend = backend_for(X_val)
+            for metric_name, metric in metrics:
+                evaluators.append((name, metric_name, _scorer(metric, X_val, y_val, qid_val, backend)))
+        return ValidationMonitor(evaluators, patience)
 
     def _relevance(self, y, qid, n_samples, loss, model, approx):
         """The relevance the model trains on, the queries it is given (None for one
@@ -402,6 +449,10 @@ class RankSVM(BaseEstimator):
         check_n_features(self, X.shape[1])
         return backend_for(X).scores(X, self.coef_)
 
+    def predict(self, X) -> np.ndarray:
+        """Ranking scores w·x, as ``LGBMRanker.predict``: :meth:`decision_function`."""
+        return self.decision_function(X)
+
     def score(self, X, y, qid=None, sample_weight=None) -> float:
         """Average precision of the ranking of X against relevance y.
 
@@ -420,6 +471,8 @@ class RankSVM(BaseEstimator):
             )
         scores = self.decision_function(X)
         if qid is None:
+            if getattr(self, "fitted_with_qid_", False):
+                raise ValueError(_SCORE_WITHOUT_QID)
             return average_precision(_check_one_query_labels(y, scores.size, advice=_SCORE_GRADES), scores)
         return mean_average_precision(y, scores, qid, relevant_at=self.relevant_at)
 
@@ -437,6 +490,42 @@ _SCORE_GRADES = (
     "relevance grades (integers >= 0) are scored over queries: pass qid (np.zeros(n_samples) for one "
     "query; in a scikit-learn search, route it with set_score_request(qid=True) and metadata routing enabled)"
 )
+
+
+_SCORE_WITHOUT_QID = (
+    "expected qid: this RankSVM was fitted over queries, so score(X, y) without qid would be average "
+    "precision pooled over every document, not MAP over queries, and a model search would pick C by it in "
+    "silence. Pass score(X, y, qid=qid); in GridSearchCV or cross_validate enable metadata routing and "
+    "request qid: sklearn.set_config(enable_metadata_routing=True); "
+    "RankSVM(...).set_fit_request(qid=True).set_score_request(qid=True); search.fit(X, y, qid=qid, groups=qid)"
+)
+
+
+def _qid_or_group(qid, group, n_samples: int, names=("qid", "group")):
+    """Query ids from ``qid`` or from ``group`` (contiguous group sizes, LightGBM's form); None for neither."""
+    if group is None:
+        return qid
+    if qid is not None:
+        raise ValueError(f"expected {names[0]} or {names[1]}, got both instead")
+    sizes = np.asarray(group)
+    if sizes.ndim != 1 or sizes.size == 0 or not (np.issubdtype(sizes.dtype, np.integer) or sizes.dtype == object):
+        raise ValueError(f"expected {names[1]} to be a non-empty 1-D list of group sizes, got {group!r} instead")
+    sizes = sizes.astype(np.int64)
+    if sizes.min() < 1 or int(sizes.sum()) != n_samples:
+        raise ValueError(
+            f"expected {names[1]} to hold positive group sizes summing to the number of rows ({n_samples}), "
+            f"got {sizes.size} sizes summing to {int(sizes.sum())} instead"
+        )
+    return np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+
+
+def _scorer(metric, X_val, y_val, qid_val, backend):
+    """``score(w)``: ``metric`` of the ranking of ``X_val`` by w."""
+
+    def score(w):
+        return metric(y_val, backend.scores(X_val, w), qid_val)
+
+    return score
 
 
 def _check_one_query_labels(y, n_samples: int, advice: str = _TRAIN_GRADES) -> np.ndarray:

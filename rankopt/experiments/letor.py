@@ -4,7 +4,8 @@
 fold-1 sample (:func:`rankopt.data.mslr.fetch_mslr_sample`):
 
 * RankSVM over queries with the AP loss (SVM^map's formulation), the NDCG
-  loss and the pairwise loss over grades (SVM^rank's objective);
+  loss, graded NDCG@10 (the position-based Ψ, gains 2^rel − 1) and the
+  pairwise loss over grades (SVM^rank's objective);
 * two linear baselines that ignore the queries when training: AP-SVM with
   every document pooled into one query, and the class-weighted binary SVM
   (``loss="zero_one"``);
@@ -15,7 +16,10 @@ C is chosen per method by the mean validation MAP of a ``GroupKFold`` over
 the training queries; the chosen C is refitted on all training queries and
 scored on the 43 test queries: MAP (grade ≥ ``relevant_at``), NDCG@10 with
 gains 2^rel − 1, and the CPU time of that fit.  Every RankSVM fit reports
-whether its duality gap certified convergence; the table counts them.
+whether its duality gap certified convergence; the table counts them.  The
+test metrics are also kept per query, and the table ends with the paired
+differences over test queries against LGBMRanker and against the binary
+NDCG loss (mean ± standard error).
 """
 
 from __future__ import annotations
@@ -39,10 +43,11 @@ logger = logging.getLogger(__name__)
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 QUICK_C_GRID = (0.1, 1.0)
 #: Methods, in table order.
-METHODS = ("ap", "ndcg", "pairwise", "ap_pooled", "zero_one", "lightgbm")
+METHODS = ("ap", "ndcg", "ndcg_graded", "pairwise", "ap_pooled", "zero_one", "lightgbm")
 METHOD_LABELS = {
     "ap": "RankSVM loss=ap over queries (SVM^map)",
     "ndcg": "RankSVM loss=ndcg over queries",
+    "ndcg_graded": "RankSVM loss=ndcg_graded (NDCG@10, graded gains)",
     "pairwise": "RankSVM loss=pairwise on grades (SVM^rank)",
     "ap_pooled": "baseline: AP-SVM, all documents one query",
     "zero_one": "baseline: binary SVM (zero_one), pooled",
@@ -62,6 +67,9 @@ class MethodResult:
     converged: bool | None
     cv_fits: int = 0
     cv_fits_converged: int = 0
+    #: The test metrics of every test query, by increasing qid (NaN where undefined).
+    test_map_per_query: list = field(default_factory=list)
+    test_ndcg10_per_query: list = field(default_factory=list)
 
 
 @dataclass
@@ -205,6 +213,8 @@ def run_letor_experiment(
                 converged=None if method == "lightgbm" else bool(model.converged_),
                 cv_fits=cv_fits,
                 cv_fits_converged=cv_converged,
+                test_map_per_query=mean_average_precision(y_test, scores, q_test, relevant_at, average=False).tolist(),
+                test_ndcg10_per_query=ndcg_at_k(y_test, scores, q_test, k=10, average=False).tolist(),
             )
             report(f"{method}: test MAP {row.test_map:.4f}, NDCG@10 {row.test_ndcg10:.4f} (C={best_C})")
             result.rows.append(row)
@@ -241,11 +251,39 @@ def format_table(result: LetorResult) -> str:
             f"| {METHOD_LABELS[r.method]} | {C} | {val} | {r.test_map:.4f} | {r.test_ndcg10:.4f} | "
             f"{r.fit_seconds:.2f} | {iters} | {conv} |"
         )
+    by_method = {r.method: r for r in result.rows}
+    for reference in ("lightgbm", "ndcg"):
+        if reference not in by_method or len(by_method) < 2:
+            continue
+        lines += [
+            "",
+            f"Paired over test queries, minus {METHOD_LABELS[reference]} (mean ± standard error):",
+            "",
+            "| method | Δ test MAP | Δ test NDCG@10 |",
+            "|---|---:|---:|",
+        ]
+        for r in result.rows:
+            if r.method == reference:
+                continue
+            cells = [
+                _paired(getattr(r, key), getattr(by_method[reference], key))
+                for key in ("test_map_per_query", "test_ndcg10_per_query")
+            ]
+            lines.append(f"| {METHOD_LABELS[r.method]} | {cells[0]} | {cells[1]} |")
     if result.quick:
         from rankopt.experiments.report import QUICK_WARNING
 
         lines += ["", f"**{QUICK_WARNING}**"]
     return "\n".join(lines)
+
+
+def _paired(values, reference) -> str:
+    """Mean ± standard error of the per-query differences, over the queries where both are defined."""
+    diff = np.asarray(values, dtype=float) - np.asarray(reference, dtype=float)
+    diff = diff[~np.isnan(diff)]
+    if diff.size < 2:
+        return "—"
+    return f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(diff.size):.4f}"
 
 
 def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ __all__ = [
 
 #: Printed when an experiment starts with ``--quick`` and written into its table.
 QUICK_WARNING = (
-    "WARNING: --quick is a smoke test (a sliver of the data, one grid point, capped iterations): "
+    "WARNING: --quick is a smoke test (a sliver of the data, a reduced grid, capped iterations): "
     "its numbers mean nothing and do not compare the methods; run without --quick for results"
 )
 

@@ -89,8 +89,10 @@ def test_verbose_prints_every_iteration_in_a_plain_script(plain_script_run):
 def test_verbose_shows_the_validation_score_and_the_early_stop(plain_script_run):
     _, sections = plain_script_run
     lines = sections["early"]
-    assert lines[0].startswith("RankSVM iteration 1: primal") and ", validation AP " in lines[0]
-    assert any(line.startswith("RankSVM stopped early: no better validation AP for 1 iterations") for line in lines)
+    assert lines[0].startswith("RankSVM iteration 1: primal") and ", map on valid_0 " in lines[0]
+    stop = [line for line in lines if line.startswith("RankSVM stopped early after ")]
+    assert len(stop) == 1 and "map on valid_0 did not improve for 1 iterations; keeping iteration " in stop[0]
+    assert "whose duality gap is " in stop[0]
 
 
 def test_verbose_cccp_shows_its_steps(plain_script_run):

@@ -83,8 +83,10 @@ def test_early_stopping_is_logged(digits, caplog):
     with caplog.at_level(logging.INFO, logger="rankopt"):
         model = RankSVM(C=100.0, tol=1e-6, early_stopping_patience=1, verbose=True).fit(X, y, eval_set=(X_val, y_val))
     messages = [r.getMessage() for r in caplog.records]
-    assert any("validation AP" in m and m.startswith("RankSVM iteration 1:") for m in messages)
-    assert any("stopped early" in m and f"keeping iteration {model.best_iteration_}" in m for m in messages)
+    assert any("map on valid_0 " in m and m.startswith("RankSVM iteration 1:") for m in messages)
+    stop = [m for m in messages if m.startswith("RankSVM stopped early after")]
+    assert len(stop) == 1 and f"keeping iteration {model.best_iteration_} (map on valid_0 " in stop[0]
+    assert f"whose duality gap is {model.duality_gap_:.3g}" in stop[0]
 
 
 def test_patience_larger_than_the_solve_keeps_the_best_and_says_whether_it_is_the_optimum(digits):
@@ -109,8 +111,8 @@ def test_eval_set_records_with_approx(digits):
 @pytest.mark.parametrize(
     "eval_set, match",
     [
-        ("data", r"expected eval_set=\(X_val, y_val\) or \(X_val, y_val, qid_val\), got str instead"),
-        ([("X", "y")], r"got a list of 1 items instead"),
+        ("data", r"expected eval_set=\(X_val, y_val\[, qid_val\]\) or a list of such tuples, got str instead"),
+        ([("X",)], r"got a tuple of 1 items instead"),
     ],
 )
 def test_eval_set_structure_is_checked(digits, eval_set, match):
@@ -130,9 +132,13 @@ def test_eval_set_is_checked_like_x_and_y(digits, queries):
     with pytest.raises(ValueError, match="expected X_val to be finite"):
         RankSVM().fit(X, y, eval_set=(np.full_like(X_val, np.nan), y_val))
     X, y, qid, X_val, y_val, qid_val = queries
-    with pytest.raises(ValueError, match=r"expected eval_set=\(X_val, y_val, qid_val\) when fitting with qid"):
+    with pytest.raises(
+        ValueError, match=r"expected queries for valid_0 \(eval_set=.* or eval_group\) when fitting with qid"
+    ):
         RankSVM().fit(X, y, qid=qid, eval_set=(X_val, y_val))
-    with pytest.raises(ValueError, match=r"expected eval_set=\(X_val, y_val\) when fitting without qid"):
+    with pytest.raises(
+        ValueError, match=r"expected eval_set=\(X_val, y_val\) without queries .* when fitting without qid"
+    ):
         RankSVM().fit(X, y, eval_set=(X_val, y_val, qid_val))
     with pytest.raises(ValueError, match="expected qid_val to have 200 entries"):
         RankSVM().fit(X, y, qid=qid, eval_set=(X_val, y_val, qid_val[:5]))

@@ -239,9 +239,15 @@ def test_pipeline_with_a_scaler_routes_qid(rng):
 def test_score_without_qid_says_how_to_route_it(rng):
     X, grades, qid = _letor_like(rng)
     model = RankSVM(max_iter=200).fit(X, grades, qid=qid)
-    with pytest.raises(ValueError, match=r"are scored over queries: pass qid .*set_score_request\(qid=True\)"):
+    with pytest.raises(ValueError, match=r"fitted over queries.*not MAP over queries.*set_score_request\(qid=True\)"):
         model.score(X, grades)
-    assert model.score(X, grades >= 1) == pytest.approx(average_precision(grades >= 1, model.decision_function(X)))
+    # binary labels too: pooled AP is never what a model fitted over queries is scored by
+    with pytest.raises(ValueError, match=r"fitted over queries"):
+        model.score(X, grades >= 1)
+    single = RankSVM(max_iter=200).fit(X, grades >= 1)  # one query: AP as before
+    assert single.score(X, grades >= 1) == pytest.approx(average_precision(grades >= 1, single.decision_function(X)))
+    with pytest.raises(ValueError, match=r"are scored over queries: pass qid .*set_score_request\(qid=True\)"):
+        single.score(X, grades)
 
 
 def test_score_refuses_sample_weight(rng):
