@@ -1,7 +1,17 @@
-"""1-slack cutting-plane training (Joachims, Finley & Yu 2009, Algorithm 4).
+"""1-slack cutting-plane training (Joachims, Finley & Yu 2009, Algorithm 4), optimized by a line search.
 
-Each iteration asks the problem for the most violated output at the current
-w, adds its plane to the working set and re-solves the working-set QP.
+Each iteration asks the problem for the most violated output at a point,
+adds its plane to the working set and re-solves the working-set QP.  The
+plain method asks at the working-set optimum w_c.  Where the problem prices
+points on a segment cheaply (:class:`~rankopt.engine.problem.LinearProblem`:
+the scores along a segment are interpolated, so the slack anywhere on it is
+one inference call and no pass over the data), the engine runs Franc &
+Sonnenburg's optimized cutting plane (OCA, "Optimized cutting plane
+algorithm for large-scale risk minimization", JMLR 2009): it keeps the best
+point w_b found so far, searches the true objective on the segment from w_b
+to w_c for a better one, and cuts near the new best point, at
+(1 − μ)·w_b + μ·w_c.  The planes are the same kind of cut at other points,
+so the working set and its dual bound are those of the plain method.
 
 Stopping is certified, not taken on the solver's word.  Every oracle call
 gives the exact primal objective ½‖w‖² + C ξ(w) at its w, an upper bound on
@@ -26,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rankopt.engine.problem import LinearConstraints, StructuredProblem
+from rankopt.engine.problem import LinearConstraints, Segment, StructuredProblem
 from rankopt.engine.qp import InfeasibleConstraintsError, QPSolution, QPSolveError, WorkingSetQP
 from rankopt.exceptions import ConvergenceWarning
 
@@ -36,6 +46,15 @@ logger = logging.getLogger(__name__)
 #: Fraction of the stopping gap C·tol within which a working-set solve must
 #: verify its own optimality; the rest is left for the cutting planes.
 QP_GAP_FRACTION = 0.1
+#: OCA's cut: the fraction of the way from the best point to the working-set optimum (Franc &
+#: Sonnenburg's μ = 0.1).
+CUT_TOWARDS_OPTIMUM = 0.1
+#: Line-search evaluations (one inference call each, no pass over the data) per iteration at most.
+LINE_SEARCH_EVALUATIONS = 12
+#: Line-search steps are multiples of 2⁻²⁰: the same data held another way (Dask chunks, another
+#: summation order) gives scores that differ in their last bits, and a step computed from them
+#: would too, leading two such fits apart; rounded to this grid they take the same steps.
+LINE_SEARCH_GRID = 2.0**-20
 #: The stall guard: a solve whose certified gap has not fallen by more than float64 rounding
 #: of the objective (STALL_ROUNDING machine epsilons of its magnitude) in STALL_ITERATIONS
 #: iterations stops (``stop_reason="stalled"``): a tol below what float64 can certify would
@@ -56,7 +75,7 @@ class IterationRecord:
     """One cutting-plane iteration."""
 
     iteration: int
-    primal_objective: float  # ½‖w‖² + C ξ(w) at this iterate, ξ exact
+    primal_objective: float  # ½‖w‖² + C ξ(w) at the iterate: the cut point, or the best point with the line search
     dual_objective: float  # best working-set dual so far: a lower bound on the optimum
     duality_gap: float  # best primal so far − dual_objective: what the stopping test reads
     violation: float  # ξ(w) − working-set slack at w
@@ -101,6 +120,7 @@ def solve_cutting_plane(
     w0: np.ndarray | None = None,
     warn: bool = True,
     callback=None,
+    line_search: bool | None = None,
 ) -> CuttingPlaneResult:
     """Solve ``problem`` to a duality gap of ``C·tol`` with at most ``max_iter`` oracle calls.
 
@@ -130,6 +150,12 @@ def solve_cutting_plane(
         progress bar or to score w on validation data.  Returning True
         stops the solve there (``stop_reason="callback"``, no warning),
         unless that iterate already certified convergence.
+    line_search : bool or None
+        Search the segment from the best point to each working-set optimum
+        and cut near the best point (OCA).  None (the default): where the
+        problem prices a segment without passes over the data
+        (:attr:`Segment.cheap <rankopt.engine.problem.Segment.cheap>`);
+        False: the plain cutting plane, each cut at the working-set optimum.
 
     Raises
     ------
@@ -159,9 +185,34 @@ def solve_cutting_plane(
     stop_reason = "max_iter"
     qp_failed = False
     progress_gap, progress_iteration = np.inf, 0
+    #: The problem from the best point (at t = 0) to the working-set optimum (t = 1); None before the first QP.
+    segment: Segment | None = None
+    #: Where the best point lies on ``segment``, and whether its primal came from an oracle call at it
+    #: (a line-search point's slack comes from interpolated scores: verified before a stop).
+    best_t, best_exact, verify = 0.0, True, False
+    #: Cut at the working-set optimum next (after a cut that returned a plane the set holds).
+    plain_cut = False
+    #: The last working-set optimum the line search priced, and its primal (exact: its scores are X·w).
+    optimum_w, optimum_primal = w, np.inf
     for iteration in range(1, max_iter + 1):
         start = time.perf_counter()
-        constraint = problem.most_violated(w)
+        optimized = False
+        if segment is None or verify:
+            constraint = problem.most_violated(best_w if verify else w)
+            w = best_w if verify else w
+            cut_t = best_t
+        else:
+            cut_t = 1.0
+            optimized = line_search is not False and segment.cheap
+            if optimized:
+                t, value, optimum_primal = _search_segment(segment, C, best_primal, 0.1 * target_gap)
+                optimum_w = segment.w1
+                if value < best_primal:
+                    best_primal, best_w, best_t, best_exact = value, segment.point(t), t, False
+                cut_t = 1.0 if plain_cut else best_t + CUT_TOWARDS_OPTIMUM * (1.0 - best_t)
+            plain_cut = False
+            w = segment.point(cut_t)
+            constraint = segment.most_violated(cut_t)
         elapsed = time.perf_counter() - start
         plane = psi_star - np.asarray(constraint.feature, dtype=np.float64)
         _check_finite(plane, "the most violated plane Ψ(X, Y*) − Ψ(X, Ŷ)", iteration)
@@ -172,16 +223,27 @@ def solve_cutting_plane(
         primal = 0.5 * float(w @ w) + C * xi
         if not np.isfinite(primal):
             raise ValueError(_scale_message(f"the primal objective at iteration {iteration} is {primal}", w, plane))
-        if primal <= best_primal:  # on a tie the later iterate, a working-set optimum
-            best_primal, best_w = primal, w
+        if verify:  # the best point's primal, now from an oracle call at it
+            best_primal, best_exact, verify = primal, True, False
+        elif primal <= best_primal:  # on a tie the later iterate, a working-set optimum
+            best_primal, best_w, best_t, best_exact = primal, w, cut_t, True
         best_dual = max(best_dual, dual)
+        if best_primal - best_dual <= target_gap and optimum_primal - best_dual <= target_gap:
+            # The working-set optimum is certified too: return it, the canonical point (the QP's
+            # polished optimum), which rounding-level changes of the data do not move.
+            best_w, best_primal, best_exact = optimum_w, optimum_primal, True
         gap = best_primal - best_dual
-        record = IterationRecord(iteration, primal, best_dual, gap, violation, qp.n_planes, elapsed, qp_gap, qp_solver)
+        # With the line search the solve's current point is the best one (the cut only feeds the
+        # working set): the record, the callback and a validation monitor see that point.
+        shown_primal, shown_w = (best_primal, best_w) if optimized else (primal, w)
+        record = IterationRecord(
+            iteration, shown_primal, best_dual, gap, violation, qp.n_planes, elapsed, qp_gap, qp_solver
+        )
         history.append(record)
         logger.debug(
             "iter %d: primal %.6g dual %.6g gap %.3g violation %.3g planes %d (QP %s, gap %.3g)",
             iteration,
-            primal,
+            shown_primal,
             best_dual,
             gap,
             violation,
@@ -189,12 +251,14 @@ def solve_cutting_plane(
             qp_solver or "-",
             qp_gap,
         )
-        stop_requested = callback is not None and callback(record, w)
+        stop_requested = callback is not None and callback(record, shown_w)
         if gap <= target_gap:
-            stop_reason = "converged"
-            break
+            if best_exact:
+                stop_reason = "converged"
+                break
+            verify = True  # certify on an oracle call at the best point itself, next iteration
         if qp_failed:
-            stop_reason = "qp_failure"
+            stop_reason = _qp_failure_reason(qp_gap_tol, best_primal, best_dual)
             break
         if stop_requested:
             stop_reason = "callback"
@@ -207,20 +271,29 @@ def solve_cutting_plane(
             break
         if iteration == max_iter:
             break
-        qp.add(plane, loss)
+        if not qp.add(plane, loss):
+            # The working set holds this plane already: its optimum stands.  Cutting there next
+            # either finds a new plane or shows the working set's slack exact there (converged).
+            assert segment is not None  # the set was not empty
+            segment = segment.next(best_t, segment.w1)
+            best_t, plain_cut = 0.0, True
+            continue
         try:
             solution = qp.solve(qp_gap_tol)
         except InfeasibleConstraintsError:
             raise
         except QPSolveError as exc:
             qp.refuse_if_out_of_scale(str(exc))
-            logger.warning("cutting plane: %s", exc)
-            stop_reason = "qp_failure"
+            stop_reason = _qp_failure_reason(qp_gap_tol, best_primal, best_dual)
+            if stop_reason == "qp_failure":
+                logger.warning("cutting plane: %s", exc)
             break
         # An unverified answer still has a valid dual bound, and its w is a point the
         # oracle can price (it may improve the best primal): one more iteration does
         # both, then the solve stops, since the next planes would rest on it.
         w, dual, qp_gap, qp_solver = solution.w, solution.dual, solution.gap, solution.solver
+        segment = problem.segment(best_w, w) if segment is None else segment.next(best_t, w)
+        best_t = 0.0
         qp_failed = not solution.verified(qp_gap_tol)
         if qp_failed:
             qp.refuse_if_out_of_scale(f"working-set QP gap {solution.gap:.3g} > {qp_gap_tol:.3g}")
@@ -228,9 +301,10 @@ def solve_cutting_plane(
     final_gap = best_primal - best_dual
     if warn and stop_reason == "stalled":
         warnings.warn(
-            f"cutting plane stalled: the duality gap {final_gap:.3g} has not fallen by more than float64 rounding "
-            f"of the objective ({best_primal:.6g}) in {STALL_ITERATIONS} iterations, so C·tol = {target_gap:.3g} "
-            f"cannot be certified; the tolerance attainable here is about tol = {final_gap / C:.1g}",
+            f"cutting plane stalled: the duality gap reached {final_gap:.3g} stops at float64's rounding of the "
+            f"objective ({best_primal:.6g}): it no longer falls, or the working-set QP cannot be verified below "
+            f"it, so C·tol = {target_gap:.3g} cannot be certified; the tolerance attainable here is about "
+            f"tol = {final_gap / C:.1g}",
             ConvergenceWarning,
             stacklevel=2,
         )
@@ -256,6 +330,68 @@ def solve_cutting_plane(
         target_gap,
     )
     return CuttingPlaneResult(best_w, len(history), converged, history, stop_reason, best_primal, final_gap)
+
+
+def _qp_failure_reason(qp_gap_tol: float, best_primal: float, best_dual: float) -> str:
+    """ "stalled" when the working-set QP was asked for a gap below float64's rounding of the
+    objective (no solver can verify that: tol is out of reach), else "qp_failure"."""
+    rounding = STALL_ROUNDING * np.finfo(np.float64).eps * max(abs(best_primal), abs(best_dual))
+    return "stalled" if qp_gap_tol < rounding else "qp_failure"
+
+
+def _search_segment(segment: Segment, C: float, start_value: float, tolerance: float) -> tuple[float, float, float]:
+    """(t, φ(t), φ(1)) with t minimising φ(t) = ½‖w(t)‖² + C ξ(w(t)) on [0, 1], to ``tolerance``.
+
+    φ(1) is the working-set optimum's primal (inf when it was not needed).
+
+    φ is convex: a quadratic plus C times a maximum of affine functions.  Each
+    evaluation gives ξ at t and the slope of the maximising affine function,
+    a support line of ξ; the next t minimises the quadratic plus the larger of
+    the two support lines that bracket the minimiser (a one-dimensional
+    cutting plane), until φ there is within ``tolerance`` of that model.  The
+    best point evaluated is returned; t = 0, the best point so far, is never
+    worse than ``start_value`` (which the caller already holds).
+    """
+    d = segment.w1 - segment.w0
+    a, b, c0 = float(segment.w0 @ d), float(d @ d), 0.5 * float(segment.w0 @ segment.w0)
+    if not b > 0.0:
+        return 0.0, start_value, np.inf
+
+    def phi(t, xi):
+        return c0 + a * t + 0.5 * b * t * t + C * xi
+
+    xi0, g0 = segment.slack(0.0)
+    if a + C * g0 >= 0.0:  # φ rises from the best point: it stays best
+        return 0.0, start_value, np.inf
+    xi1, g1 = segment.slack(1.0)
+    at_optimum = phi(1.0, xi1)
+    best_t, best_value = (1.0, at_optimum) if at_optimum < start_value else (0.0, start_value)
+    if a + b + C * g1 <= 0.0:  # φ still falls at the working-set optimum
+        return best_t, best_value, at_optimum
+    lo, hi = (0.0, xi0, g0), (1.0, xi1, g1)
+    for _ in range(LINE_SEARCH_EVALUATIONS - 2):
+        (t_lo, x_lo, g_lo), (t_hi, x_hi, g_hi) = lo, hi
+        # Where the two support lines cross (convexity: g_lo ≤ g_hi), clamped to the bracket.
+        cross = t_hi if g_hi <= g_lo else (x_hi - x_lo + g_lo * t_lo - g_hi * t_hi) / (g_lo - g_hi)
+        cross = min(max(cross, t_lo), t_hi)
+        left = -(a + C * g_lo) / b
+        right = -(a + C * g_hi) / b
+        t = left if t_lo <= left <= cross else right if cross <= right <= t_hi else cross
+        t = min(max(round(t / LINE_SEARCH_GRID) * LINE_SEARCH_GRID, t_lo), t_hi)
+        if t in (t_lo, t_hi):  # the bracket is down to the grid
+            break
+        model = phi(t, max(x_lo + g_lo * (t - t_lo), x_hi + g_hi * (t - t_hi)))
+        xi, g = segment.slack(t)
+        value = phi(t, xi)
+        if value < best_value:
+            best_t, best_value = t, value
+        if value - model <= tolerance:
+            break
+        if a + b * t + C * g < 0.0:
+            lo = (t, xi, g)
+        else:
+            hi = (t, xi, g)
+    return best_t, best_value, at_optimum
 
 
 def _feature_scale(largest: float) -> float:
@@ -307,8 +443,8 @@ class _ScaledQP:
                 "standardise X or lower C"
             )
 
-    def add(self, plane: np.ndarray, loss: float) -> None:
-        self._qp.add(plane / self.scale, loss)
+    def add(self, plane: np.ndarray, loss: float) -> bool:
+        return self._qp.add(plane / self.scale, loss)
 
     def slack(self, w: np.ndarray) -> float:
         return self._qp.slack(w * self.scale)

@@ -80,3 +80,142 @@ class StructuredProblem(abc.ABC):
     @abc.abstractmethod
     def most_violated(self, w: np.ndarray) -> Constraint:
         """argmax_Ŷ w·Ψ(X, Ŷ) + Δ(Y*, Ŷ), as its Ψ and Δ."""
+
+    def segment(self, w0: np.ndarray, w1: np.ndarray) -> Segment:
+        """The problem along the segment from ``w0`` to ``w1``, for the engine's line search.
+
+        The default prices a point with one :meth:`most_violated` call (a
+        pass over the data): correct for every problem, and the engine then
+        searches no line (:attr:`Segment.cheap` is False).  A problem whose
+        joint feature is linear in per-row coefficients overrides it; see
+        :class:`LinearProblem`.
+        """
+        return OracleSegment(self, w0, w1)
+
+
+class Segment(abc.ABC):
+    """A problem along w(t) = (1 − t)·w0 + t·w1, t ∈ [0, 1].
+
+    The optimized cutting plane (Franc & Sonnenburg, "Optimized cutting
+    plane algorithm for large-scale risk minimization", JMLR 2009) searches
+    the true objective ½‖w(t)‖² + C ξ(w(t)) on the segment from the best
+    point to the working-set optimum, and places its next cut on it.
+    """
+
+    #: Whether :meth:`slack` costs no pass over the data (the engine searches the line only then).
+    cheap: bool = False
+
+    def __init__(self, w0: np.ndarray, w1: np.ndarray):
+        self.w0 = np.asarray(w0, dtype=np.float64)
+        self.w1 = np.asarray(w1, dtype=np.float64)
+
+    def point(self, t: float) -> np.ndarray:
+        return self.w0 + t * (self.w1 - self.w0) if t != 1.0 else self.w1.copy()
+
+    @abc.abstractmethod
+    def slack(self, t: float) -> tuple[float, float]:
+        """ξ(w(t)), exact, and a subgradient of t ↦ ξ(w(t)) at t (the argmax's slope)."""
+
+    @abc.abstractmethod
+    def most_violated(self, t: float) -> Constraint:
+        """The most violated output at w(t): the cut the engine adds."""
+
+    def next(self, t: float, w: np.ndarray) -> Segment:
+        """The segment from w(t) to ``w`` (a problem may carry over what it knows about w(t))."""
+        raise NotImplementedError
+
+
+class OracleSegment(Segment):
+    """Any problem along a segment, each point priced by one oracle call."""
+
+    cheap = False
+
+    def __init__(self, problem: StructuredProblem, w0, w1):
+        super().__init__(w0, w1)
+        self.problem = problem
+
+    def slack(self, t):
+        w = self.point(t)
+        constraint = self.problem.most_violated(w)
+        plane = self.problem.ground_truth_feature() - np.asarray(constraint.feature, dtype=np.float64)
+        xi = float(constraint.loss) - float(w @ plane)
+        return max(0.0, xi), (-float((self.w1 - self.w0) @ plane) if xi > 0 else 0.0)
+
+    def most_violated(self, t):
+        return self.problem.most_violated(self.point(t))
+
+    def next(self, t, w):
+        return OracleSegment(self.problem, self.point(t), w)
+
+
+@dataclass(frozen=True)
+class RowInference:
+    """Loss-augmented inference at given scores, per row: Ψ(X, Ŷ) = Xᵀ coef, its Δ and the maximum coef·s + Δ."""
+
+    coef: np.ndarray
+    loss: float
+    value: float
+
+
+class LinearProblem(StructuredProblem):
+    """A problem whose joint features are Xᵀc, c one coefficient per row, and whose inference reads X·w only.
+
+    Every linear model is one (RankSVM's ranking and binary problems, single
+    and multi-query).  It states three things — the scores X·w, the
+    inference at given scores, and the combination Xᵀc — and gets
+    :meth:`most_violated` and a cheap :meth:`segment`: along a segment the
+    scores are (1 − t)·s0 + t·s1, so the slack anywhere on it is one
+    inference call and no pass over the data.
+    """
+
+    #: The ground truth's coefficients c*, Ψ(X, Y*) = Xᵀ c*.
+    ground_truth_coef: np.ndarray
+
+    @abc.abstractmethod
+    def scores(self, w: np.ndarray) -> np.ndarray:
+        """X·w, one per row (float32 for float32 data)."""
+
+    @abc.abstractmethod
+    def infer(self, scores: np.ndarray) -> RowInference:
+        """argmax_Ŷ c(Ŷ)·s + Δ(Ŷ) at the scores s."""
+
+    @abc.abstractmethod
+    def combine(self, coef: np.ndarray) -> np.ndarray:
+        """Xᵀ coef, float64, shape (n_features,)."""
+
+    def most_violated(self, w):
+        result = self.infer(self.scores(w))
+        return Constraint(self.combine(result.coef), result.loss)
+
+    def segment(self, w0, w1):
+        return ScoreSegment(self, w0, w1)
+
+
+class ScoreSegment(Segment):
+    """A :class:`LinearProblem` along a segment: scores interpolated, one inference call per point."""
+
+    cheap = True
+
+    def __init__(self, problem: LinearProblem, w0, w1, s0: np.ndarray | None = None):
+        super().__init__(w0, w1)
+        self.problem = problem
+        self.s0 = np.asarray(problem.scores(self.w0) if s0 is None else s0, dtype=np.float64)
+        self.s1 = np.asarray(problem.scores(self.w1), dtype=np.float64)
+        self.ds = self.s1 - self.s0
+        self.star_slope = float(problem.ground_truth_coef @ self.ds)
+
+    def scores(self, t: float) -> np.ndarray:
+        return self.s0 + t * self.ds if t != 1.0 else self.s1
+
+    def slack(self, t):
+        s = self.scores(t)
+        result = self.problem.infer(s)
+        xi = result.value - float(self.problem.ground_truth_coef @ s)
+        return max(0.0, xi), float(result.coef @ self.ds) - self.star_slope
+
+    def most_violated(self, t):
+        result = self.problem.infer(self.scores(t))
+        return Constraint(self.problem.combine(result.coef), result.loss)
+
+    def next(self, t, w):
+        return ScoreSegment(self.problem, self.point(t), w, s0=self.scores(t))

@@ -188,10 +188,18 @@ class WorkingSetQP:
     def _needs_gram(self) -> bool:
         return self.constraints is None or self._bounds is not None
 
-    def add(self, plane: np.ndarray, loss: float) -> None:
-        """Add the cutting plane w·plane ≥ loss − ξ."""
+    def add(self, plane: np.ndarray, loss: float) -> bool:
+        """Add the cutting plane w·plane ≥ loss − ξ; False (nothing added) when the set holds it already.
+
+        An exact copy of a plane adds nothing to the relaxation but makes its
+        Gram matrix singular, which active-set solvers handle worst; cuts at
+        nearby points (the optimized cutting plane's) return the same output
+        more often than cuts at working-set optima do.
+        """
         plane = np.asarray(plane, dtype=np.float64)
         k = self._k
+        if k and self.has_plane(plane, loss):
+            return False
         if k == self._plane_rows.shape[0]:
             capacity = max(8, 2 * k)
             rows = np.empty((capacity, self.n_features))
@@ -213,6 +221,13 @@ class WorkingSetQP:
         self._losses[k] = float(loss)
         self._idle[k] = 0
         self._k = k + 1
+        return True
+
+    def has_plane(self, plane: np.ndarray, loss: float) -> bool:
+        """Whether the working set holds exactly this plane with this loss."""
+        k = self._k
+        same_loss = np.flatnonzero(self._losses[:k] == float(loss))
+        return any(np.array_equal(self._plane_rows[j], plane) for j in same_loss)
 
     def _record_multipliers(self, alpha: np.ndarray) -> None:
         """Count optima at which each plane was inactive; drop the long-idle ones."""

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from rankopt.engine.problem import Constraint, StructuredProblem
+from rankopt.engine.problem import LinearProblem, RowInference
 from rankopt.hookspecs import hookimpl
 from rankopt.losses.base import OutputKind
 from rankopt.models.base import Model
 
 
-class BinaryProblem(StructuredProblem):
+class BinaryProblem(LinearProblem):
     """Loss-augmented inference decomposes: each sample flips when that gains."""
 
     def __init__(self, X, y, loss, feature_map):
@@ -26,18 +26,26 @@ class BinaryProblem(StructuredProblem):
         self.feature_map = feature_map
         self.weights = np.asarray(loss.sample_weights(y), dtype=np.float64)
         self.n_features = feature_map.n_features(X)
-        self._psi_star = feature_map.combine(X, self.weights * y)
+        self.ground_truth_coef = self.weights * y
+        self._psi_star = feature_map.combine(X, self.ground_truth_coef)
 
     def ground_truth_feature(self):
         return self._psi_star
 
-    def most_violated(self, w):
-        scores = self.feature_map.scores(self.X, w).astype(np.float64)
+    def scores(self, w):
+        return self.feature_map.scores(self.X, w)
+
+    def combine(self, coef):
+        return self.feature_map.combine(self.X, coef)
+
+    def infer(self, scores):
+        scores = np.asarray(scores, dtype=np.float64)
         # Labelling i as 1 scores a_i s_i; a wrong label adds a_i.  Flip when
         # that strictly gains: positives with s < 1, negatives with s > -1.
         y_hat = np.where(self.y, scores >= 1.0, scores > -1.0)
         loss = float(np.dot(self.weights, y_hat != self.y))
-        return Constraint(self.feature_map.combine(self.X, self.weights * y_hat), loss)
+        coef = self.weights * y_hat
+        return RowInference(coef, loss, float(coef @ scores) + loss)
 
 
 class BinaryModel(Model):

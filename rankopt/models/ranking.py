@@ -7,7 +7,7 @@ import logging
 import numpy as np
 
 from rankopt._validation import QueryIndex
-from rankopt.engine.problem import Constraint, StructuredProblem
+from rankopt.engine.problem import LinearProblem, RowInference
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import most_violated_ranking
 from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings, resolve_graded_method
@@ -17,7 +17,7 @@ from rankopt.models.base import Model
 logger = logging.getLogger(__name__)
 
 
-class RankingProblem(StructuredProblem):
+class RankingProblem(LinearProblem):
     """Ψ(X, R) = (1/|P||N|) Σ_{x∈P} Σ_{y∈N} R_xy (ψ(x) − ψ(y)).
 
     The ground truth puts every positive first, so Ψ(X, R*) is the difference
@@ -36,20 +36,27 @@ class RankingProblem(StructuredProblem):
         # Resolved for this problem's size: a loss's conditions may hold on some sizes only.
         self.inference = registry.resolve_method(inference, loss, n_pos, n_neg).name
         self.n_features = feature_map.n_features(X)
-        self._psi_star = feature_map.combine(X, np.where(y, 1.0 / n_pos, -1.0 / n_neg))
+        self.ground_truth_coef = np.where(y, 1.0 / n_pos, -1.0 / n_neg)
+        self._psi_star = feature_map.combine(X, self.ground_truth_coef)
 
     def ground_truth_feature(self):
         return self._psi_star
 
-    def most_violated(self, w):
-        scores = self.feature_map.scores(self.X, w)
+    def scores(self, w):
+        return self.feature_map.scores(self.X, w)
+
+    def combine(self, coef):
+        return self.feature_map.combine(self.X, coef)
+
+    def infer(self, scores):
         result = most_violated_ranking(
             self.loss, scores[self.is_positive], scores[~self.is_positive], self.inference, registry=self.registry
         )
         coef = np.empty(self.is_positive.size)
         coef[self.is_positive] = result.pos_coef
         coef[~self.is_positive] = result.neg_coef
-        return Constraint(self.feature_map.combine(self.X, coef), result.loss)
+        # The maximum as every linear problem sums it (one query over qid gives the same bits).
+        return RowInference(coef, result.loss, float(coef @ scores) + result.loss)
 
 
 def queries_to_order(relevance: np.ndarray, queries: QueryIndex) -> np.ndarray:
@@ -65,7 +72,7 @@ def queries_to_order(relevance: np.ndarray, queries: QueryIndex) -> np.ndarray:
     return np.maximum.reduceat(grouped, starts) > np.minimum.reduceat(grouped, starts)
 
 
-class QueryRankingProblem(StructuredProblem):
+class QueryRankingProblem(LinearProblem):
     """Q queries, one w, one slack: SVM^map's and SVM^rank's formulation.
 
     Ψ(X, R) = (1/Q) Σ_q Ψ_q(X_q, R_q) and Δ = (1/Q) Σ_q Δ_q(R*_q, R_q), each
@@ -116,9 +123,10 @@ class QueryRankingProblem(StructuredProblem):
         self.rows = None if rows.size == n_rows and np.array_equal(rows, np.arange(n_rows)) else rows
         self._n_rows = n_rows
         self.relevance = np.ascontiguousarray(relevance if self.rows is None else relevance[self.rows])
-        self._psi_star = feature_map.combine(
-            X, self._scatter(ground_truth_coefficients(loss, self.relevance, self.offsets, registry=registry))
+        self.ground_truth_coef = self._scatter(
+            ground_truth_coefficients(loss, self.relevance, self.offsets, registry=registry)
         )
+        self._psi_star = feature_map.combine(X, self.ground_truth_coef)
 
     def _scatter(self, grouped_coef: np.ndarray) -> np.ndarray:
         """Per-row coefficients in X's row order, divided by Q."""
@@ -132,19 +140,24 @@ class QueryRankingProblem(StructuredProblem):
     def ground_truth_feature(self):
         return self._psi_star
 
-    def most_violated(self, w):
-        scores = self.feature_map.scores(self.X, w)
-        if self.rows is not None:
-            scores = scores[self.rows]
+    def scores(self, w):
+        return self.feature_map.scores(self.X, w)
+
+    def combine(self, coef):
+        return self.feature_map.combine(self.X, coef)
+
+    def infer(self, scores):
+        grouped = scores if self.rows is None else scores[self.rows]
         result = most_violated_rankings(
-            self.loss, scores, self.relevance, self.offsets, self.inference, registry=self.registry
+            self.loss, grouped, self.relevance, self.offsets, self.inference, registry=self.registry
         )
         if not result.usable.all():
             raise RuntimeError(
                 f"batched inference for loss {self.loss.name!r} found nothing to order in "
                 f"{int(np.count_nonzero(~result.usable))} queries that have two relevance levels"
             )
-        return Constraint(self.feature_map.combine(self.X, self._scatter(result.coef)), float(np.mean(result.losses)))
+        coef, loss = self._scatter(result.coef), float(np.mean(result.losses))
+        return RowInference(coef, loss, float(coef @ scores) + loss)
 
 
 class RankingModel(Model):

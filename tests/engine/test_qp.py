@@ -516,11 +516,16 @@ def test_a_tight_fit_with_more_planes_than_features_needs_no_retry(monkeypatch):
 
     X, y = load_breast_cancer(return_X_y=True)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
+    registry = rankopt.plugins.default_registry()
+    problem = registry.get_model("ranking").build_problem(
+        X, y.astype(bool), registry.get_loss("auc"), registry.get_feature_map("linear"), registry=registry
+    )
     calls = _counting_daqp(monkeypatch)
-    model = rankopt.RankSVM(loss="auc", C=100.0, tol=1e-6).fit(X, y.astype(bool))
-    assert model.converged_ and model.duality_gap_ <= 100.0 * 1e-6
-    assert max(record.n_planes for record in model.history_) > X.shape[1]
-    assert len(calls) == model.n_iter_ - 1  # one DAQP call per working-set solve
+    # The plain cutting plane: the optimized one (line search) ends with fewer planes than features here.
+    result = rankopt.solve_cutting_plane(problem, 100.0, tol=1e-6, line_search=False)
+    assert result.converged and result.duality_gap <= 100.0 * 1e-6
+    assert max(record.n_planes for record in result.history) > X.shape[1]
+    assert len(calls) == result.n_iter - 1  # one DAQP call per working-set solve
     assert all(flag == 1 for flag, _ in calls)
 
 
