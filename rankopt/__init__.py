@@ -19,12 +19,12 @@ __version__ = "0.1.0"
 #: Public name -> the module that defines it, imported on first access.
 _LAZY = {
     "ConvergenceWarning": "rankopt.exceptions",
-    "HOAPSVM": "rankopt.estimators.high_order",
-    "HOBSVM": "rankopt.estimators.high_order",
-    "LatentAPSVM": "rankopt.estimators.latent",
-    "LatentSSVM": "rankopt.estimators.latent",
-    "LatentSVM": "rankopt.estimators.latent",
-    "RankSVM": "rankopt.estimators.rank_svm",
+    "HOAPSVM": "rankopt.estimators",
+    "HOBSVM": "rankopt.estimators",
+    "LatentAPSVM": "rankopt.estimators",
+    "LatentSSVM": "rankopt.estimators",
+    "LatentSVM": "rankopt.estimators",
+    "RankSVM": "rankopt.estimators",
     "RankingInference": "rankopt.inference.base",
     "check_qs_suitable": "rankopt.api",
     "create_plugin_manager": "rankopt.plugins",

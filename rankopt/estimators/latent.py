@@ -33,13 +33,7 @@ hold query by query, so the imputation and the loss-augmented inference stay
 exact.  The baselines keep one ranking: LatentSVM is a classifier (queries do
 not enter its loss), and LatentSSVM's Appendix C patterns span one ranking.
 
-Joint features follow Behl et al. (2015) eq. (1) with the scale 1/(|P||N|) on
-both s_i and s_j (a correction listed in docs/maths.md).  Because the ground-truth term
-Ψ(X, Y*, {H_P, Ĥ_N}) depends on the negatives' chosen candidates Ĥ_N, the
-problems report the fixed positive part (1/|P|) Σ Φ_i(h_i*) as the
-ground-truth feature and move the varying negative part −(1/|N|) Σ Φ_j(ĥ_j)
-to the output side, so that the engine's cutting plane Ψ* − Ψ̂ is exactly
-Ψ(X, Y*, Ĥ) − Ψ(X, Ŷ, Ĥ).
+The joint features and how the problems report them are in :mod:`rankopt.models.latent`.
 """
 
 from __future__ import annotations

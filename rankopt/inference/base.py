@@ -207,25 +207,9 @@ def most_violated_ranking(
 ) -> RankingInference:
     """Solve loss-augmented inference: argmax_R w·Ψ(X, R) + Δ(R*, R).
 
-    The layer below the plugin registry: ``registry`` is required (the
-    public :func:`rankopt.most_violated_ranking` supplies the default one).
-
-    Parameters
-    ----------
-    loss : str or RankLoss
-        A registered rank-loss name (``"ap"``, ``"ndcg"``, ``"auc"``, a
-        plugin's) or a :class:`~rankopt.losses.RankLoss` instance.
-    pos_scores, neg_scores : array-like of shape (|P|,) and (|N|,)
-        Scores w·ψ(x) of the positive and the negative samples.
-    method : str, default "auto"
-        A registered inference method (``"greedy"``, …) or ``"auto"``, the
-        fastest method that is exact for ``loss``.
-    registry : PluginLookup
-        Where names are looked up (a :class:`rankopt.plugins.PluginRegistry`).
-
-    Returns
-    -------
-    RankingInference
+    :func:`rankopt.most_violated_ranking` (which documents the parameters) in
+    the layer below the plugin registry: ``registry`` (a
+    :class:`PluginLookup`) is required, and names are looked up in it.
     """
     loss = registry.resolve_loss(loss)
     if not isinstance(loss, RankLoss):
