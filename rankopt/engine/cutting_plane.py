@@ -50,7 +50,7 @@ QP_GAP_FRACTION = 0.1
 #: Sonnenburg's μ = 0.1).
 CUT_TOWARDS_OPTIMUM = 0.1
 #: Line-search evaluations (one inference call each, no pass over the data) per iteration at most.
-LINE_SEARCH_EVALUATIONS = 12
+LINE_SEARCH_EVALUATIONS = 6
 #: Line-search steps are multiples of 2⁻²⁰: the same data held another way (Dask chunks, another
 #: summation order) gives scores that differ in their last bits, and a step computed from them
 #: would too, leading two such fits apart; rounded to this grid they take the same steps.
@@ -253,6 +253,11 @@ def solve_cutting_plane(
         )
         stop_requested = callback is not None and callback(record, shown_w)
         if gap <= target_gap:
+            if _qp_failure_reason(target_gap, best_primal, best_dual) == "stalled":
+                # C·tol is below float64's rounding of the objective: a gap that small (even negative)
+                # is rounding, not a certificate.
+                stop_reason = "stalled"
+                break
             if best_exact:
                 stop_reason = "converged"
                 break
@@ -304,7 +309,7 @@ def solve_cutting_plane(
             f"cutting plane stalled: the duality gap reached {final_gap:.3g} stops at float64's rounding of the "
             f"objective ({best_primal:.6g}): it no longer falls, or the working-set QP cannot be verified below "
             f"it, so C·tol = {target_gap:.3g} cannot be certified; the tolerance attainable here is about "
-            f"tol = {final_gap / C:.1g}",
+            f"tol = {max(final_gap, STALL_ROUNDING * np.finfo(np.float64).eps * abs(best_primal)) / C:.1g}",
             ConvergenceWarning,
             stacklevel=2,
         )
@@ -333,8 +338,8 @@ def solve_cutting_plane(
 
 
 def _qp_failure_reason(qp_gap_tol: float, best_primal: float, best_dual: float) -> str:
-    """ "stalled" when the working-set QP was asked for a gap below float64's rounding of the
-    objective (no solver can verify that: tol is out of reach), else "qp_failure"."""
+    """ "stalled" when a gap below float64's rounding of the objective is asked for (of the working-set
+    QP or of the fit: no computation verifies that, tol is out of reach), else "qp_failure"."""
     rounding = STALL_ROUNDING * np.finfo(np.float64).eps * max(abs(best_primal), abs(best_dual))
     return "stalled" if qp_gap_tol < rounding else "qp_failure"
 

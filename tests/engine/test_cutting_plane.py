@@ -317,7 +317,8 @@ def test_ground_truth_feature_of_wrong_shape_is_a_contract_error():
 
 
 def test_a_tolerance_below_float64_rounding_stalls_instead_of_running_on():
-    """tol = 1e-15 cannot be certified at C = 10 (the gap stops near 1e-12): the solve stops, says so, quickly."""
+    """tol = 1e-18 cannot be certified at C = 10 (below float64's rounding of an objective near 6): the solve
+    stops, says so, quickly."""
     from rankopt import RankSVM
 
     rng = np.random.default_rng(0)
@@ -327,7 +328,7 @@ def test_a_tolerance_below_float64_rounding_stalls_instead_of_running_on():
         sklearn.exceptions.ConvergenceWarning,
         match=r"stalled: the duality gap reached .* attainable here is about tol = ",
     ):
-        model = RankSVM(C=10, tol=1e-15, max_iter=1500).fit(X, y)
+        model = RankSVM(C=10, tol=1e-18, max_iter=1500).fit(X, y)
     assert model.stop_reason_ == "stalled" and not model.converged_
     assert model.n_iter_ < 500  # it ran 1,500 iterations and 720 s before the guard
     assert model.duality_gap_ < 1e-6
