@@ -196,26 +196,32 @@ class ScoreSegment(Segment):
 
     cheap = True
 
-    def __init__(self, problem: LinearProblem, w0, w1, s0: np.ndarray | None = None):
+    def __init__(self, problem: LinearProblem, w0, w1, s0: np.ndarray | None = None, at_w0: RowInference | None = None):
         super().__init__(w0, w1)
         self.problem = problem
         self.s0 = np.asarray(problem.scores(self.w0) if s0 is None else s0, dtype=np.float64)
         self.s1 = np.asarray(problem.scores(self.w1), dtype=np.float64)
         self.ds = self.s1 - self.s0
         self.star_slope = float(problem.ground_truth_coef @ self.ds)
+        # Inference by t: a cut reuses its point's line-search call, and the next segment its start's.
+        self._inferred: dict[float, RowInference] = {} if at_w0 is None else {0.0: at_w0}
+
+    def _infer(self, t: float) -> RowInference:
+        if t not in self._inferred:
+            self._inferred[t] = self.problem.infer(self.scores(t))
+        return self._inferred[t]
 
     def scores(self, t: float) -> np.ndarray:
         return self.s0 + t * self.ds if t != 1.0 else self.s1
 
     def slack(self, t):
-        s = self.scores(t)
-        result = self.problem.infer(s)
-        xi = result.value - float(self.problem.ground_truth_coef @ s)
+        result = self._infer(t)
+        xi = result.value - float(self.problem.ground_truth_coef @ self.scores(t))
         return max(0.0, xi), float(result.coef @ self.ds) - self.star_slope
 
     def most_violated(self, t):
-        result = self.problem.infer(self.scores(t))
+        result = self._infer(t)
         return Constraint(self.problem.combine(result.coef), result.loss)
 
     def next(self, t, w):
-        return ScoreSegment(self.problem, self.point(t), w, s0=self.scores(t))
+        return ScoreSegment(self.problem, self.point(t), w, s0=self.scores(t), at_w0=self._inferred.get(t))
