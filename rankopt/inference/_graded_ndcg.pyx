@@ -16,12 +16,13 @@ because its weight matrix is the product of u and D (D positive and
 decreasing).  A query whose gains are all equal has nothing to order: its
 coefficients, loss and value are 0 and it is not ``usable``.
 
-The caller validates: offsets from 0 to n non-decreasing, gains finite and
-≥ 0, discount holding min(k, longest query) positive decreasing values,
+The caller validates: offsets from 0 to n non-decreasing, grades ≥ 0 (at
+most 1023 with exponential gains, so that 2^grade − 1 is finite), discount holding min(k, longest query) positive decreasing values,
 scores finite, outputs sized n and Q, n_threads ≥ 1.
 """
 from cython cimport floating
 from cython.parallel cimport prange, threadid
+from libc.math cimport exp2
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport partial_sort
@@ -35,19 +36,22 @@ ctypedef pair[double, Py_ssize_t] Keyed
 
 
 cdef struct NDCGWork:
-    double* gains      # a copy of the query's gains, partially sorted for IDCG
+    double* gain       # the query's gains, from its grades
+    double* gains      # a copy of them, partially sorted for IDCG
     Keyed* keyed       # (−u_i, i), partially sorted for the assignment
 
 
 cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
+    work.gain = <double*>malloc(size * sizeof(double))
     work.gains = <double*>malloc(size * sizeof(double))
     work.keyed = <Keyed*>malloc(size * sizeof(Keyed))
-    if work.gains == NULL or work.keyed == NULL:
+    if work.gain == NULL or work.gains == NULL or work.keyed == NULL:
         return -1
     return 0
 
 
 cdef void work_free(NDCGWork* work) noexcept nogil:
+    free(work.gain)
     free(work.gains)
     free(work.keyed)
 
@@ -56,11 +60,18 @@ cdef bint _descending(double a, double b) noexcept nogil:
     return a > b
 
 
-cdef uint8_t ndcg_query(const floating* scores, const double* gains, Py_ssize_t n, const double* discount,
-                        Py_ssize_t k, NDCGWork* work, double* coef, double* loss, double* value) noexcept nogil:
+cdef uint8_t ndcg_query(const floating* scores, const int64_t* grades, Py_ssize_t n, bint exponential,
+                        const double* discount, Py_ssize_t k, NDCGWork* work, double* coef, double* loss,
+                        double* value) noexcept nogil:
     cdef Py_ssize_t i, j, kk = k if k < n else n
-    cdef double lowest = gains[0], highest = gains[0], ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0
+    cdef double* gains = work.gain
+    cdef double lowest, highest, ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0
     cdef double weight
+    for i in range(n):
+        # 2^g − 1 or g; the caller refused grades whose exponential gain overflows.
+        gains[i] = exp2(<double>grades[i]) - 1.0 if exponential else <double>grades[i]
+    lowest = gains[0]
+    highest = gains[0]
     for i in range(n):
         coef[i] = 0.0
         work.gains[i] = gains[i]
@@ -92,10 +103,13 @@ cdef uint8_t ndcg_query(const floating* scores, const double* gains, Py_ssize_t 
     return 1
 
 
-def ndcg_batch(const floating[::1] scores, const double[::1] gains, const int64_t[::1] offsets,
-               const double[::1] discount, double[::1] coef, double[::1] losses, double[::1] values,
-               uint8_t[::1] usable, int n_threads):
-    """Every query's most violated ranking for graded NDCG@k (k = ``discount.shape[0]``); outputs in place."""
+def ndcg_batch(const floating[::1] scores, const int64_t[::1] grades, const int64_t[::1] offsets,
+               const double[::1] discount, bint exponential, double[::1] coef, double[::1] losses,
+               double[::1] values, uint8_t[::1] usable, int n_threads):
+    """Every query's most violated ranking for graded NDCG@k (k = ``discount.shape[0]``); outputs in place.
+
+    Gains are 2^grade − 1 (``exponential``) or the grades, computed per query on the threads.
+    """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef Py_ssize_t k = discount.shape[0]
     cdef NDCGWork* works
@@ -109,6 +123,7 @@ def ndcg_batch(const floating[::1] scores, const double[::1] gains, const int64_
         raise MemoryError()
     try:
         for t in range(n_threads):
+            works[t].gain = NULL
             works[t].gains = NULL
             works[t].keyed = NULL
             n_ready += 1
@@ -118,8 +133,8 @@ def ndcg_batch(const floating[::1] scores, const double[::1] gains, const int64_
             lo = offsets[q]
             hi = offsets[q + 1]
             if hi > lo:
-                usable[q] = ndcg_query(&scores[lo], &gains[lo], hi - lo, &discount[0], k, &works[threadid()],
-                                       &coef[lo], &losses[q], &values[q])
+                usable[q] = ndcg_query(&scores[lo], &grades[lo], hi - lo, exponential, &discount[0], k,
+                                       &works[threadid()], &coef[lo], &losses[q], &values[q])
     finally:
         for t in range(n_ready):
             work_free(&works[t])

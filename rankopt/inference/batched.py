@@ -138,10 +138,13 @@ def most_violated_rankings(
         if isinstance(loss, GradedNDCGLoss):
             if method == NDCG_ASSIGNMENT_METHOD:
                 return _per_query(loss, scores, relevance, offsets, method, registry)
-            gains = loss.gain_values(relevance)
+            loss.check_grades(relevance)  # the kernel computes the gains, on the threads
             longest = int(np.max(np.diff(offsets), initial=0))
             discount = np.ascontiguousarray(loss.position_weights(longest))
-            _graded_ndcg.ndcg_batch(scores, gains, offsets, discount, coef, losses, values, usable, n_threads)
+            exponential = loss.checked_gains() == "exponential"
+            _graded_ndcg.ndcg_batch(
+                scores, relevance, offsets, discount, exponential, coef, losses, values, usable, n_threads
+            )
             return BatchedRankingInference(coef, losses, values, usable.view(bool))
         # Levels by counting when the grades are small (LETOR's 0–4), else by sorting them per query.
         top_grade = int(relevance.max(initial=0))

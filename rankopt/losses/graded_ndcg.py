@@ -80,17 +80,22 @@ class GradedNDCGLoss(PositionDiscountLoss):
             raise ValueError(f"expected gains to be one of {list(GAINS)}, got {self.gains!r} instead")
         return str(self.gains)
 
+    def check_grades(self, grades: np.ndarray) -> None:
+        """Refuse grades whose gain overflows float64 (above 1023 with exponential gains)."""
+        if self.checked_gains() == "exponential":
+            top = int(np.asarray(grades).max(initial=0))
+            if top > MAX_EXPONENTIAL_GRADE:
+                raise ValueError(
+                    f"expected grades <= {MAX_EXPONENTIAL_GRADE} with gains='exponential' (2**grade - 1 overflows "
+                    f"float64 beyond), got {top} instead; use gains='linear'"
+                )
+
     def gain_values(self, grades: np.ndarray) -> np.ndarray:
         """The gains of integer grades ≥ 0 as float64; grades whose gain overflows are refused."""
         grades = np.asarray(grades)
+        self.check_grades(grades)
         if self.checked_gains() == "linear":
             return grades.astype(np.float64)
-        top = int(grades.max(initial=0))
-        if top > MAX_EXPONENTIAL_GRADE:
-            raise ValueError(
-                f"expected grades <= {MAX_EXPONENTIAL_GRADE} with gains='exponential' (2**grade - 1 overflows "
-                f"float64 beyond), got {top} instead; use gains='linear'"
-            )
         return np.exp2(grades.astype(np.float64)) - 1.0
 
     def position_weights(self, n: int) -> np.ndarray:
