@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils import ClassifierTags
 from sklearn.utils.validation import check_is_fitted
@@ -272,6 +273,7 @@ class RankSVM(BaseEstimator):
             y_checked if qid is None else y, qid, X.shape[0], loss, model, approx
         )
         self.n_features_in_ = X.shape[1]
+        _hint_unscaled(X)
         monitor = self._validation_monitor(eval_set, eval_group, qid, patience, approx)
         feature_map = registry.get_feature_map("linear")
         callback = iteration_callback(type(self).__name__, verbose=self.verbose, monitor=monitor)
@@ -499,6 +501,30 @@ _SCORE_WITHOUT_QID = (
     "request qid: sklearn.set_config(enable_metadata_routing=True); "
     "RankSVM(...).set_fit_request(qid=True).set_score_request(qid=True); search.fit(X, y, qid=qid, groups=qid)"
 )
+
+
+#: Column magnitudes spanning more than this many-fold make the cutting plane slow (raw LETOR features:
+#: 561 iterations on the MSLR sample against 11 once scaled); fit then says so, once, in one log line.
+UNSCALED_SPAN = 1e4
+
+
+def _hint_unscaled(X) -> None:
+    """Log one line suggesting a scaler when X's columns differ wildly in magnitude (NumPy and CSR only)."""
+    if sp.issparse(X):
+        magnitude = np.asarray(abs(X).max(axis=0).todense(), dtype=np.float64).ravel()
+    elif isinstance(X, np.ndarray):
+        magnitude = np.maximum(np.abs(X.max(axis=0)), np.abs(X.min(axis=0))).astype(np.float64)
+    else:  # a Dask array: not worth a pass over data that lives elsewhere
+        return
+    magnitude = magnitude[magnitude > 0]
+    if magnitude.size >= 2 and magnitude.max() > UNSCALED_SPAN * magnitude.min():
+        logger.warning(
+            "the features' magnitudes span %.3g to %.3g: the cutting plane needs many more iterations on "
+            "features this unevenly scaled; scale them, e.g. make_pipeline(MaxAbsScaler(), RankSVM(...)) "
+            "(rankopt train --scale max-abs)",
+            magnitude.min(),
+            magnitude.max(),
+        )
 
 
 def _qid_or_group(qid, group, n_samples: int, names=("qid", "group")):
