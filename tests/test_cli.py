@@ -344,6 +344,7 @@ def test_model_file_records_how_it_was_trained(model_file):
             "relevant_at": 1,
             "early_stopping_patience": None,
             "eval_metric": None,
+            "warm_start": False,
         }
 
 

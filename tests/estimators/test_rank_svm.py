@@ -269,3 +269,34 @@ def test_unevenly_scaled_features_get_one_hint_line(caplog, digits):
     with caplog.at_level(logging.WARNING, logger="rankopt"):
         RankSVM(max_iter=5).fit(X, y)
     assert not [r for r in caplog.records if "magnitudes span" in r.getMessage()]
+
+
+def test_warm_start_starts_from_the_previous_coef_and_certifies_the_same_optimum(digits):
+    X, y, _, _ = digits
+    cold = RankSVM(C=100.0).fit(X, y)
+    warm = RankSVM(C=10.0, warm_start=True).fit(X, y)
+    warm.set_params(C=100.0).fit(X, y)
+    assert warm.converged_ and cold.converged_
+    # both within C·tol of the optimum, so of each other
+    assert abs(warm.history_[-1].primal_objective - cold.history_[-1].primal_objective) <= 2 * 100.0 * 1e-3
+    assert warm.history_[0].primal_objective < cold.history_[0].primal_objective  # it did not start at w = 0
+    # without warm_start a refit starts from 0 again
+    again = RankSVM(C=10.0).fit(X, y)
+    again.set_params(C=100.0).fit(X, y)
+    assert again.history_[0].primal_objective == cold.history_[0].primal_objective
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda m, X, y: m.fit(X[:, :10], y), "previous fit's 64 features to warm-start from it, got 10"),
+        (lambda m, X, y: m.set_params(loss="auc").fit(X, y), "previous fit's loss APLoss\\(\\) to warm-start"),
+        (lambda m, X, y: m.set_params(approx=50).fit(X, y), "approx=None with warm_start=True"),
+        (lambda m, X, y: m.set_params(warm_start="yes").fit(X, y), "warm_start to be True or False"),
+    ],
+)
+def test_warm_start_refuses_another_problem(digits, change, message):
+    X, y, _, _ = digits
+    model = RankSVM(max_iter=20, warm_start=True).fit(X, y)
+    with pytest.raises(ValueError, match=message):
+        change(model, X, y)
