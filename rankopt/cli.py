@@ -307,12 +307,11 @@ def _query_ids(data):
 
 def _max_abs_scaled(X):
     """X with every column divided by its largest absolute value (1 for a column of zeros), and those values."""
-    import numpy as np
     import scipy.sparse as sp
 
-    scale = np.asarray(
-        abs(X).max(axis=0).todense() if sp.issparse(X) else np.abs(X).max(axis=0), dtype=np.float64
-    ).ravel()
+    from rankopt.data.backends import column_max_abs
+
+    scale = column_max_abs(X)
     scale[scale == 0] = 1.0
     logger.info("features scaled by their largest absolute values, from %.3g to %.3g", scale.min(), scale.max())
     if sp.issparse(X):

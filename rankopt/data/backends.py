@@ -44,6 +44,7 @@ __all__ = [
     "SparseBackend",
     "backend_for",
     "check_matrix",
+    "column_max_abs",
     "dask_array_type",
     "register_backend",
 ]
@@ -164,6 +165,13 @@ def backend_for(X) -> DataBackend:
             f"{type(X).__module__}.{type(X).__qualname__} instead"
         )
     return backend
+
+
+def column_max_abs(X) -> np.ndarray:
+    """max_i |X_ij| for every column j of a NumPy array or CSR matrix, float64, without a copy of X."""
+    if sp.issparse(X):
+        return np.asarray(abs(X).max(axis=0).todense(), dtype=np.float64).ravel()
+    return np.maximum(np.abs(X.max(axis=0)), np.abs(X.min(axis=0))).astype(np.float64)
 
 
 def dask_array_type() -> type | None:

@@ -120,7 +120,7 @@ def solve_cutting_plane(
     w0: np.ndarray | None = None,
     warn: bool = True,
     callback=None,
-    line_search: bool | None = None,
+    line_search: bool = True,
 ) -> CuttingPlaneResult:
     """Solve ``problem`` to a duality gap of ``C·tol`` with at most ``max_iter`` oracle calls.
 
@@ -152,10 +152,10 @@ def solve_cutting_plane(
         unless that iterate already certified convergence.
     line_search : bool or None
         Search the segment from the best point to each working-set optimum
-        and cut near the best point (OCA).  None (the default): where the
-        problem prices a segment without passes over the data
-        (:attr:`Segment.cheap <rankopt.engine.problem.Segment.cheap>`);
-        False: the plain cutting plane, each cut at the working-set optimum.
+        and cut near the best point (OCA), where the problem prices a segment
+        without passes over the data (:attr:`Segment.cheap
+        <rankopt.engine.problem.Segment.cheap>`).  False: the plain cutting
+        plane, each cut at the working-set optimum.
 
     Raises
     ------
@@ -198,12 +198,13 @@ def solve_cutting_plane(
         start = time.perf_counter()
         optimized = False
         if segment is None or verify:
-            constraint = problem.most_violated(best_w if verify else w)
-            w = best_w if verify else w
+            if verify:
+                w = best_w
+            constraint = problem.most_violated(w)
             cut_t = best_t
         else:
             cut_t = 1.0
-            optimized = line_search is not False and segment.cheap
+            optimized = line_search and segment.cheap
             if optimized:
                 t, value, optimum_primal = _search_segment(segment, C, best_primal, 0.1 * target_gap)
                 optimum_w = segment.w1
@@ -253,7 +254,7 @@ def solve_cutting_plane(
         )
         stop_requested = callback is not None and callback(record, shown_w)
         if gap <= target_gap:
-            if _qp_failure_reason(target_gap, best_primal, best_dual) == "stalled":
+            if target_gap < _rounding(best_primal, best_dual):
                 # C·tol is below float64's rounding of the objective: a gap that small (even negative)
                 # is rounding, not a certificate.
                 stop_reason = "stalled"
@@ -263,13 +264,12 @@ def solve_cutting_plane(
                 break
             verify = True  # certify on an oracle call at the best point itself, next iteration
         if qp_failed:
-            stop_reason = _qp_failure_reason(qp_gap_tol, best_primal, best_dual)
+            stop_reason = "stalled" if qp_gap_tol < _rounding(best_primal, best_dual) else "qp_failure"
             break
         if stop_requested:
             stop_reason = "callback"
             break
-        rounding = STALL_ROUNDING * np.finfo(np.float64).eps * max(abs(best_primal), abs(best_dual))
-        if gap < progress_gap - rounding:
+        if gap < progress_gap - _rounding(best_primal, best_dual):
             progress_gap, progress_iteration = gap, iteration
         elif iteration - progress_iteration >= STALL_ITERATIONS:
             stop_reason = "stalled"
@@ -289,7 +289,7 @@ def solve_cutting_plane(
             raise
         except QPSolveError as exc:
             qp.refuse_if_out_of_scale(str(exc))
-            stop_reason = _qp_failure_reason(qp_gap_tol, best_primal, best_dual)
+            stop_reason = "stalled" if qp_gap_tol < _rounding(best_primal, best_dual) else "qp_failure"
             if stop_reason == "qp_failure":
                 logger.warning("cutting plane: %s", exc)
             break
@@ -309,7 +309,7 @@ def solve_cutting_plane(
             f"cutting plane stalled: the duality gap reached {final_gap:.3g} stops at float64's rounding of the "
             f"objective ({best_primal:.6g}): it no longer falls, or the working-set QP cannot be verified below "
             f"it, so C·tol = {target_gap:.3g} cannot be certified; the tolerance attainable here is about "
-            f"tol = {max(final_gap, STALL_ROUNDING * np.finfo(np.float64).eps * abs(best_primal)) / C:.1g}",
+            f"tol = {max(final_gap, _rounding(best_primal, best_dual)) / C:.1g}",
             ConvergenceWarning,
             stacklevel=2,
         )
@@ -337,11 +337,13 @@ def solve_cutting_plane(
     return CuttingPlaneResult(best_w, len(history), converged, history, stop_reason, best_primal, final_gap)
 
 
-def _qp_failure_reason(qp_gap_tol: float, best_primal: float, best_dual: float) -> str:
-    """ "stalled" when a gap below float64's rounding of the objective is asked for (of the working-set
-    QP or of the fit: no computation verifies that, tol is out of reach), else "qp_failure"."""
-    rounding = STALL_ROUNDING * np.finfo(np.float64).eps * max(abs(best_primal), abs(best_dual))
-    return "stalled" if qp_gap_tol < rounding else "qp_failure"
+def _rounding(best_primal: float, best_dual: float) -> float:
+    """float64's rounding of the objective: the smallest gap any computation here can verify.
+
+    A gap that stops falling by more (the stall guard), a C·tol or a working-set QP tolerance below it
+    cannot be certified: the solve then stops as "stalled".
+    """
+    return STALL_ROUNDING * np.finfo(np.float64).eps * max(abs(best_primal), abs(best_dual))
 
 
 def _search_segment(segment: Segment, C: float, start_value: float, tolerance: float) -> tuple[float, float, float]:

@@ -24,7 +24,7 @@ from rankopt._validation import (
     query_ids,
     relevant_from_grades,
 )
-from rankopt.data.backends import backend_for, check_matrix
+from rankopt.data.backends import backend_for, check_matrix, column_max_abs
 from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.estimators.evaluation import eval_metrics
 from rankopt.estimators.progress import ValidationMonitor, iteration_callback, verbose_logging
@@ -539,12 +539,9 @@ UNSCALED_SPAN = 1e4
 
 def _hint_unscaled(X) -> None:
     """Log one line suggesting a scaler when X's columns differ wildly in magnitude (NumPy and CSR only)."""
-    if sp.issparse(X):
-        magnitude = np.asarray(abs(X).max(axis=0).todense(), dtype=np.float64).ravel()
-    elif isinstance(X, np.ndarray):
-        magnitude = np.maximum(np.abs(X.max(axis=0)), np.abs(X.min(axis=0))).astype(np.float64)
-    else:  # a Dask array: not worth a pass over data that lives elsewhere
+    if not (sp.issparse(X) or isinstance(X, np.ndarray)):  # a Dask array: not worth a pass over remote data
         return
+    magnitude = column_max_abs(X)
     magnitude = magnitude[magnitude > 0]
     if magnitude.size >= 2 and magnitude.max() > UNSCALED_SPAN * magnitude.min():
         logger.warning(

@@ -100,8 +100,7 @@ class GradedNDCGLoss(PositionDiscountLoss):
 
     def position_weights(self, n: int) -> np.ndarray:
         """D(1), …, D(min(k, n)): the discount of the positions that carry gain."""
-        positions = np.arange(1, min(self.checked_k(), n) + 1, dtype=np.float64)
-        return 1.0 / np.log2(1.0 + positions)
+        return self.discount(np.arange(1, min(self.checked_k(), n) + 1, dtype=np.float64))
 
     def discount(self, positions):
         positions = np.asarray(positions, dtype=np.float64)
