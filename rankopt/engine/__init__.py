@@ -15,6 +15,7 @@ _LAZY = {
     "best_on_ray": "rankopt.engine.cccp",
     "solve_cccp": "rankopt.engine.cccp",
     "CuttingPlaneResult": "rankopt.engine.cutting_plane",
+    "WorkingSet": "rankopt.engine.cutting_plane",
     "IterationRecord": "rankopt.engine.cutting_plane",
     "solve_cutting_plane": "rankopt.engine.cutting_plane",
     "Constraint": "rankopt.engine.problem",

@@ -85,6 +85,21 @@ class IterationRecord:
     qp_solver: str = ""  # which form solved it ("dual", "bounded dual", "primal"; "" for a start point)
 
 
+@dataclass(frozen=True)
+class WorkingSet:
+    """Cutting planes w·g_k ≥ Δ_k − ξ of one problem, in its units: rows ``planes`` (K, n_features), ``losses`` (K,).
+
+    A plane bounds the slack ξ(w) from below whatever C, so the planes of a
+    solve at one C are a valid start at another C for the *same* problem (the
+    same data, loss and labels): a C path then begins from a working-set
+    optimum that is already close, and its dual bound holds from the first
+    iteration.  Planes of another problem would give a false dual bound.
+    """
+
+    planes: np.ndarray
+    losses: np.ndarray
+
+
 @dataclass
 class CuttingPlaneResult:
     """The solution and how it was reached.
@@ -105,6 +120,8 @@ class CuttingPlaneResult:
     primal_objective: float = float("nan")
     #: primal_objective − the best dual objective: a certified bound on suboptimality.
     duality_gap: float = float("nan")
+    #: The working set at the end (idle planes pruned): the ``planes=`` of a solve at another C.
+    working_set: WorkingSet | None = None
 
     @property
     def inference_seconds(self) -> float:
@@ -121,6 +138,7 @@ def solve_cutting_plane(
     warn: bool = True,
     callback=None,
     line_search: bool = True,
+    planes: WorkingSet | None = None,
 ) -> CuttingPlaneResult:
     """Solve ``problem`` to a duality gap of ``C·tol`` with at most ``max_iter`` oracle calls.
 
@@ -155,7 +173,15 @@ def solve_cutting_plane(
         and cut near the best point (OCA), where the problem prices a segment
         without passes over the data (:attr:`Segment.cheap
         <rankopt.engine.problem.Segment.cheap>`).  False: the plain cutting
-        plane, each cut at the working-set optimum.
+        plane, each cut at the working-set optimum.  Where a point costs an
+        oracle call (a pass over the data or a graph cut), no line is
+        searched but the cut is still placed near the best point, at
+        (1 − μ)·w_b + μ·w_c: the best point then moves by the cuts' own exact
+        evaluations (the in-out stabilisation of Ben-Ameur & Neto, 2007).
+    planes : WorkingSet, optional
+        Planes of an earlier solve of the same problem (its
+        :attr:`CuttingPlaneResult.working_set`, at any C) to start the
+        working set with.
 
     Raises
     ------
@@ -174,6 +200,10 @@ def solve_cutting_plane(
     target_gap = C * tol
     qp_gap_tol = QP_GAP_FRACTION * target_gap
     qp = _ScaledQP(C, problem.n_features, problem.linear_constraints, psi_star, qp_gap_tol)
+    if planes is not None:
+        _check_working_set(planes, problem.n_features)
+        for plane, loss in zip(planes.planes, planes.losses, strict=True):
+            qp.add(plane, float(loss))
     if w0 is None:
         solution = qp.solve(qp_gap_tol)  # the smallest w meeting the linear constraints (0 without them)
         w, dual, qp_gap, qp_solver = solution.w, solution.dual, solution.gap, solution.solver
@@ -203,14 +233,16 @@ def solve_cutting_plane(
             constraint = problem.most_violated(w)
             cut_t = best_t
         else:
-            cut_t = 1.0
             optimized = line_search and segment.cheap
             if optimized:
                 t, value, optimum_primal = _search_segment(segment, C, best_primal, 0.1 * target_gap)
                 optimum_w = segment.w1
                 if value < best_primal:
                     best_primal, best_w, best_t, best_exact = value, segment.point(t), t, False
-                cut_t = 1.0 if plain_cut else best_t + CUT_TOWARDS_OPTIMUM * (1.0 - best_t)
+            # Without a cheap line search the cut point's own oracle call prices it exactly (the
+            # best point moves with the cuts); with it, the cut lands beyond the point just found.
+            stabilized = line_search and not plain_cut
+            cut_t = best_t + CUT_TOWARDS_OPTIMUM * (1.0 - best_t) if stabilized else 1.0
             plain_cut = False
             w = segment.point(cut_t)
             constraint = segment.most_violated(cut_t)
@@ -276,10 +308,10 @@ def solve_cutting_plane(
             break
         if iteration == max_iter:
             break
-        if not qp.add(plane, loss):
+        if not qp.add(plane, loss) and segment is not None:
             # The working set holds this plane already: its optimum stands.  Cutting there next
             # either finds a new plane or shows the working set's slack exact there (converged).
-            assert segment is not None  # the set was not empty
+            # (Before the first solve — planes given — the set's optimum is found below.)
             segment = segment.next(best_t, segment.w1)
             best_t, plain_cut = 0.0, True
             continue
@@ -334,7 +366,20 @@ def solve_cutting_plane(
         final_gap,
         target_gap,
     )
-    return CuttingPlaneResult(best_w, len(history), converged, history, stop_reason, best_primal, final_gap)
+    return CuttingPlaneResult(
+        best_w, len(history), converged, history, stop_reason, best_primal, final_gap, qp.working_set()
+    )
+
+
+def _check_working_set(planes: WorkingSet, n_features: int) -> None:
+    rows, losses = np.asarray(planes.planes), np.asarray(planes.losses)
+    if rows.ndim != 2 or rows.shape[1] != n_features or losses.shape != (rows.shape[0],):
+        raise ValueError(
+            f"expected a working set of planes with {n_features} features and one loss each, got planes of shape "
+            f"{rows.shape} and losses of shape {losses.shape} instead"
+        )
+    if not (np.all(np.isfinite(rows)) and np.all(np.isfinite(losses))):
+        raise ValueError("expected a working set of finite planes and losses, got NaN or infinity instead")
 
 
 def _rounding(best_primal: float, best_dual: float) -> float:
@@ -455,6 +500,9 @@ class _ScaledQP:
 
     def slack(self, w: np.ndarray) -> float:
         return self._qp.slack(w * self.scale)
+
+    def working_set(self) -> WorkingSet:
+        return WorkingSet(self._qp.planes * self.scale, self._qp.losses.copy())
 
     def solve(self, gap_tol: float) -> QPSolution:
         s2 = self.scale * self.scale

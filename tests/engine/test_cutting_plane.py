@@ -189,7 +189,7 @@ def test_history_is_consistent_with_brute_force(rng, loss, C, tol):
     previous_dual = -np.inf
     for k, (record, w) in enumerate(zip(history, problem.queried, strict=True), start=1):
         assert record.iteration == k
-        assert record.n_planes == k - 1  # one plane added per non-final iteration
+        assert record.n_planes <= k - 1  # at most one plane added per non-final iteration (a repeat adds none)
         assert record.inference_seconds >= 0.0
         # primal objective at the k-th iterate, with the exact (brute-force) ξ
         assert record.primal_objective == pytest.approx(full_primal(w, planes, losses, C), abs=1e-9)
