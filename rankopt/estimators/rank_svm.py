@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import numpy as np
@@ -281,8 +282,10 @@ class RankSVM(BaseEstimator):
             y_checked if qid is None else y, qid, X.shape[0], loss, model, approx
         )
         w0 = self._warm_start_point(X.shape[1], loss, approx)
+        fingerprint = _fit_fingerprint(X, y_checked if qid is None else y, qid, self.relevant_at, loss)
+        planes = self._warm_start_planes(w0, fingerprint)
         self.n_features_in_ = X.shape[1]
-        _hint_unscaled(X)
+        _check_scale(X)
         monitor = self._validation_monitor(eval_set, eval_group, qid, patience, approx)
         feature_map = registry.get_feature_map("linear")
         callback = iteration_callback(type(self).__name__, verbose=self.verbose, monitor=monitor)
@@ -291,11 +294,15 @@ class RankSVM(BaseEstimator):
                 problem = model.build_problem(
                     X, y, loss, feature_map, inference=self.inference, registry=registry, queries=queries
                 )
-                result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback, w0=w0)
+                result = solve_cutting_plane(
+                    problem, C, tol=tol, max_iter=max_iter, callback=callback, w0=w0, planes=planes
+                )
                 split = None
             elif approx is None:
                 problem = model.build_problem(X, y, loss, feature_map, inference=self.inference, registry=registry)
-                result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback, w0=w0)
+                result = solve_cutting_plane(
+                    problem, C, tol=tol, max_iter=max_iter, callback=callback, w0=w0, planes=planes
+                )
                 split = None
             else:
                 problem, result, split = fit_approx(
@@ -326,6 +333,9 @@ class RankSVM(BaseEstimator):
                     result.history[best].primal_objective - result.history[-1].dual_objective,
                 )
         self.coef_ = result.w
+        # The planes are a valid start only for this very problem: kept (in memory, not in pickles)
+        # with the fingerprint of the data they came from.
+        self._warm_planes = (fingerprint, result.working_set) if self.warm_start and approx is None else None
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
         self.duality_gap_ = result.duality_gap
@@ -374,6 +384,22 @@ class RankSVM(BaseEstimator):
                 f"expected the previous fit's loss {previous!r} to warm-start from it, got {loss!r} instead"
             )
         return np.array(self.coef_, dtype=np.float64)
+
+    def _warm_start_planes(self, w0, fingerprint):
+        """The previous fit's working set, when warm-starting on the same data, labels and loss; else None.
+
+        Cutting planes bound the slack whatever C, but only of the problem they were cut from: planes
+        from other data would give a false dual bound, so they are reused only on a fingerprint match.
+        """
+        kept = getattr(self, "_warm_planes", None)
+        if w0 is None or kept is None or fingerprint is None or kept[0] != fingerprint:
+            return None
+        return kept[1]
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state.pop("_warm_planes", None)  # a (K, n_features) array per model: not worth a pickle's bytes
+        return state
 
     def _validation_monitor(self, eval_set, eval_group, qid, patience, approx):
         """A :class:`ValidationMonitor` over the checked validation sets, or None without any.
@@ -535,22 +561,58 @@ _SCORE_WITHOUT_QID = (
 #: Column magnitudes spanning more than this many-fold make the cutting plane slow (raw LETOR features:
 #: 561 iterations on the MSLR sample against 11 once scaled); fit then says so, once, in one log line.
 UNSCALED_SPAN = 1e4
+#: A column larger than the (lower) median column by more than this factor makes the working-set QP's
+#: Gram matrix ill-conditioned beyond float64's precision (condition ~ factor² ≥ 1/eps): whether a QP
+#: then solves depends on the planes a C happens to produce (a Unix-timestamp column, ~1.7e9 against
+#: standardised features, fitted at C = 1 and 1000 but not at C = 10 or 100), so fit refuses every C.
+UNSOLVABLE_SPAN = 1e8
 
 
-def _hint_unscaled(X) -> None:
-    """Log one line suggesting a scaler when X's columns differ wildly in magnitude (NumPy and CSR only)."""
-    if not (sp.issparse(X) or isinstance(X, np.ndarray)):  # a Dask array: not worth a pass over remote data
+def _check_scale(X) -> None:
+    """Refuse a column that dwarfs the others (every C alike); hint at scaling when magnitudes merely span widely.
+
+    NumPy and CSR only: a Dask array is not worth a pass over remote data.
+    """
+    if not (sp.issparse(X) or isinstance(X, np.ndarray)):
         return
     magnitude = column_max_abs(X)
-    magnitude = magnitude[magnitude > 0]
-    if magnitude.size >= 2 and magnitude.max() > UNSCALED_SPAN * magnitude.min():
+    magnitude = np.sort(magnitude[magnitude > 0])
+    if magnitude.size < 2:
+        return
+    largest, lower_median = magnitude[-1], magnitude[(magnitude.size - 1) // 2]
+    if largest > UNSOLVABLE_SPAN * lower_median:
+        raise ValueError(
+            f"expected feature columns of comparable magnitude, got a column of magnitude {largest:.3g} against a "
+            f"median column of {lower_median:.3g} instead (more than {UNSOLVABLE_SPAN:.0e}-fold: the working-set "
+            "QP cannot be solved reliably in float64 at any C); scale the features, e.g. "
+            "make_pipeline(MaxAbsScaler(), RankSVM(...)) (rankopt train --scale max-abs), or drop that column"
+        )
+    if largest > UNSCALED_SPAN * magnitude[0]:
         logger.warning(
             "the features' magnitudes span %.3g to %.3g: the cutting plane needs many more iterations on "
             "features this unevenly scaled; scale them, e.g. make_pipeline(MaxAbsScaler(), RankSVM(...)) "
             "(rankopt train --scale max-abs)",
-            magnitude.min(),
-            magnitude.max(),
+            magnitude[0],
+            largest,
         )
+
+
+def _fit_fingerprint(X, y, qid, relevant_at, loss) -> str | None:
+    """A digest of what a fit's cutting planes depend on (X, labels, queries, relevance threshold, loss).
+
+    None for a Dask array (hashing it would be a pass over remote data: its planes are not reused).
+    """
+    if not (sp.issparse(X) or isinstance(X, np.ndarray)):
+        return None
+    digest = hashlib.blake2b(digest_size=20)
+    parts = [X.data, X.indices, X.indptr] if sp.issparse(X) else [X]
+    parts += [np.asarray(y), np.asarray([] if qid is None else qid)]
+    for part in parts:
+        part = np.ascontiguousarray(part)
+        digest.update(f"{part.dtype.str}{part.shape}".encode())
+        digest.update(repr(part.tolist()).encode() if part.dtype == object else part.tobytes())
+    digest.update(repr((X.shape, relevant_at, type(loss).__qualname__, sorted(loss.get_params().items()))).encode())
+    return digest.hexdigest()
 
 
 def _qid_or_group(qid, group, n_samples: int, names=("qid", "group")):

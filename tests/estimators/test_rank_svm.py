@@ -271,6 +271,25 @@ def test_unevenly_scaled_features_get_one_hint_line(caplog, digits):
     assert not [r for r in caplog.records if "magnitudes span" in r.getMessage()]
 
 
+@pytest.mark.parametrize("loss", ["zero_one", "ap"])
+def test_a_timestamp_column_is_refused_alike_at_every_C(loss):
+    """The working-set QP of such features solved at C = 1 and 1000 but not at 10 or 100: no C-dependent surprise."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.standard_normal((200, 5)), 1.7e9 + rng.integers(0, 10**6, 200)])
+    y = rng.random(200) < 0.3
+    messages = set()
+    for C in (0.01, 1.0, 10.0, 100.0, 1000.0):
+        with pytest.raises(ValueError, match="expected feature columns of comparable magnitude") as raised:
+            RankSVM(loss=loss, C=C).fit(X, y)
+        messages.add(str(raised.value))
+    assert len(messages) == 1 and "MaxAbsScaler" in messages.pop()
+    # One column 10⁸-fold the others is still solved (at every C of the grid above, measured); scaled, the
+    # timestamp fits.
+    from sklearn.preprocessing import MaxAbsScaler
+
+    assert RankSVM(loss=loss, C=10.0).fit(MaxAbsScaler().fit_transform(X), y).converged_
+
+
 def test_warm_start_starts_from_the_previous_coef_and_certifies_the_same_optimum(digits):
     X, y, _, _ = digits
     cold = RankSVM(C=100.0).fit(X, y)
