@@ -25,6 +25,7 @@ _LAZY = {
     "LatentSSVM": "rankopt.estimators",
     "LatentSVM": "rankopt.estimators",
     "RankSVM": "rankopt.estimators",
+    "RankSVMCV": "rankopt.estimators",
     "RankingInference": "rankopt.inference.base",
     "check_qs_suitable": "rankopt.api",
     "create_plugin_manager": "rankopt.plugins",

@@ -105,7 +105,15 @@ def test_estimators_and_model_plugins_live_apart():
 
     assert rankopt.RankSVM is estimators.RankSVM and rankopt.HOAPSVM is estimators.HOAPSVM
     assert not hasattr(models, "RankSVM")
-    assert sorted(estimators.__all__) == ["HOAPSVM", "HOBSVM", "LatentAPSVM", "LatentSSVM", "LatentSVM", "RankSVM"]
+    assert sorted(estimators.__all__) == [
+        "HOAPSVM",
+        "HOBSVM",
+        "LatentAPSVM",
+        "LatentSSVM",
+        "LatentSVM",
+        "RankSVM",
+        "RankSVMCV",
+    ]
 
 
 def test_submodules_are_reachable_after_import_rankopt_alone():

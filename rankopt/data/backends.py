@@ -67,6 +67,14 @@ class DataBackend(abc.ABC):
     def combine(self, X, coef: np.ndarray) -> np.ndarray:
         """Xᵀ coef as a float64 NumPy array of shape (n_features,)."""
 
+    def combine_groups(self, X, coef: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray | None:
+        """Σ_{i in group g} coef_i x_i for every group g, float64 of shape (n_groups, n_features); None when
+        this backend does not compute it (rows with group < 0 belong to none).
+
+        The engine's per-query plane cache uses it (one product, like :meth:`combine`).
+        """
+        return None
+
     @abc.abstractmethod
     def all_finite(self, X) -> bool:
         """Whether every stored entry of X is finite (without an n × d temporary)."""
@@ -112,6 +120,13 @@ class NumpyBackend(DataBackend):
 
     def combine(self, X, coef):
         return _blocked_combine(X, coef)
+
+    def combine_groups(self, X, coef, group, n_groups):
+        rows = np.flatnonzero(group >= 0)
+        # The selection matrix in X's float type: float32 data is not copied to float64 (as combine).
+        S = sp.csr_matrix((np.asarray(coef)[rows].astype(X.dtype), (group[rows], rows)), shape=(n_groups, X.shape[0]))
+        product = S @ X
+        return np.asarray(product.toarray() if sp.issparse(product) else product, dtype=np.float64)
 
     def all_finite(self, X):
         return all_finite(X)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rankopt.engine.problem import LinearConstraints, Segment, StructuredProblem
+from rankopt.engine.problem import BlockPlanes, LinearConstraints, Segment, StructuredProblem
 from rankopt.engine.qp import InfeasibleConstraintsError, QPSolution, QPSolveError, WorkingSetQP
 from rankopt.exceptions import ConvergenceWarning
 
@@ -55,6 +55,14 @@ LINE_SEARCH_EVALUATIONS = 6
 #: summation order) gives scores that differ in their last bits, and a step computed from them
 #: would too, leading two such fits apart; rounded to this grid they take the same steps.
 LINE_SEARCH_GRID = 2.0**-20
+#: Parts kept per block (query) by the plane cache, and the cache's memory at most (it shrinks the
+#: parts per block to stay below; under 2 parts a block it is not kept).
+CACHE_PARTS = 8
+CACHE_BYTES = 2**28
+#: Cuts assembled from cached parts after each working-set solve, at most, and the violation
+#: (in units of tol, beyond the working set's slack) a cut must reach to be added.
+CACHE_ROUNDS = 3
+CACHE_VIOLATION = 0.1
 #: The stall guard: a solve whose certified gap has not fallen by more than float64 rounding
 #: of the objective (STALL_ROUNDING machine epsilons of its magnitude) in STALL_ITERATIONS
 #: iterations stops (``stop_reason="stalled"``): a tol below what float64 can certify would
@@ -224,6 +232,9 @@ def solve_cutting_plane(
     plain_cut = False
     #: The last working-set optimum the line search priced, and its primal (exact: its scores are X·w).
     optimum_w, optimum_primal = w, np.inf
+    #: Each query's parts of the cuts seen so far (problems that split their cuts by block only).
+    cache: _PlaneCache | None = None
+    cache_usable = True
     for iteration in range(1, max_iter + 1):
         start = time.perf_counter()
         optimized = False
@@ -247,6 +258,10 @@ def solve_cutting_plane(
             w = segment.point(cut_t)
             constraint = segment.most_violated(cut_t)
         elapsed = time.perf_counter() - start
+        if constraint.blocks is not None and cache_usable:
+            cache = _PlaneCache.for_blocks(constraint.blocks, problem.n_features) if cache is None else cache
+            if cache is not None:
+                cache.add(constraint.blocks)
         plane = psi_star - np.asarray(constraint.feature, dtype=np.float64)
         _check_finite(plane, "the most violated plane Ψ(X, Y*) − Ψ(X, Ŷ)", iteration)
         loss = float(constraint.loss)
@@ -329,6 +344,14 @@ def solve_cutting_plane(
         # oracle can price (it may improve the best primal): one more iteration does
         # both, then the solve stops, since the next planes would rest on it.
         w, dual, qp_gap, qp_solver = solution.w, solution.dual, solution.gap, solution.solver
+        if cache is not None and solution.solver == "primal" and problem.linear_constraints is None:
+            # The dual form failed: assembled cuts are linear combinations of one another's parts, and a
+            # working set of them can be too degenerate for the active-set dual. The cache stops here.
+            cache, cache_usable = None, False
+            logger.debug("plane cache off after iteration %d: the working-set dual failed", iteration)
+        if cache is not None and solution.verified(qp_gap_tol) and _solve_cheaper_than_oracle(qp, problem):
+            solution = _assemble_cuts(cache, qp, solution, qp_gap_tol, CACHE_VIOLATION * tol)
+            w, dual, qp_gap, qp_solver = solution.w, solution.dual, solution.gap, solution.solver
         segment = problem.segment(best_w, w) if segment is None else segment.next(best_t, w)
         best_t = 0.0
         qp_failed = not solution.verified(qp_gap_tol)
@@ -380,6 +403,90 @@ def _check_working_set(planes: WorkingSet, n_features: int) -> None:
         )
     if not (np.all(np.isfinite(rows)) and np.all(np.isfinite(losses))):
         raise ValueError("expected a working set of finite planes and losses, got NaN or infinity instead")
+
+
+class _PlaneCache:
+    """The last parts of the cuts, per block: (n_blocks, parts, n_features) planes and their losses.
+
+    Any choice of one part per block is a valid cut (:class:`~rankopt.engine.problem.BlockPlanes`);
+    the most violated choice at a w costs one product with the cache and no pass over the data.
+    A new part takes the slot of the part least recently chosen or added.
+    """
+
+    def __init__(self, n_blocks: int, n_features: int, parts: int):
+        self.planes = np.zeros((n_blocks, parts, n_features))
+        self.losses = np.full((n_blocks, parts), -np.inf)  # an empty slot is never chosen
+        self.last_used = np.zeros((n_blocks, parts), dtype=np.int64)
+        self.clock = 0
+        self._blocks = np.arange(n_blocks)
+
+    @classmethod
+    def for_blocks(cls, blocks: BlockPlanes, n_features: int) -> _PlaneCache | None:
+        n_blocks = int(np.asarray(blocks.losses).size)
+        parts = min(CACHE_PARTS, CACHE_BYTES // max(1, 8 * n_blocks * n_features))
+        return cls(n_blocks, n_features, parts) if parts >= 2 else None
+
+    def add(self, blocks: BlockPlanes) -> None:
+        planes = np.asarray(blocks.planes, dtype=np.float64)
+        losses = np.asarray(blocks.losses, dtype=np.float64)
+        if planes.shape != self.planes[:, 0].shape or losses.shape != self.losses[:, 0].shape:
+            raise RuntimeError(
+                f"a problem broke its contract: its cuts came split into {self.losses.shape[0]} blocks, then into "
+                f"planes of shape {planes.shape} and losses of shape {losses.shape}"
+            )
+        _check_finite(planes, "a cut's parts by block", 0)
+        self.clock += 1
+        held = np.all(self.planes == planes[:, None, :], axis=2) & (self.losses == losses[:, None])
+        new = np.flatnonzero(~held.any(axis=1))
+        self.last_used[held] = self.clock
+        slot = np.argmin(self.last_used[new], axis=1)
+        self.planes[new, slot] = planes[new]
+        self.losses[new, slot] = losses[new]
+        self.last_used[new, slot] = self.clock
+
+    def most_violated(self, w: np.ndarray) -> tuple[np.ndarray, float]:
+        """The cut assembled from the part of each block most violated at w: (plane, loss)."""
+        chosen = np.argmax(self.losses - self.planes @ w, axis=1)
+        self.clock += 1
+        self.last_used[self._blocks, chosen] = self.clock
+        return self.planes[self._blocks, chosen].sum(axis=0), float(self.losses[self._blocks, chosen].sum())
+
+
+def _solve_cheaper_than_oracle(qp: _ScaledQP, problem: StructuredProblem) -> bool:
+    """Whether a working-set solve (~K³ for K planes, measured for DAQP: 0.5 ms at K = 100, 4 ms at 200)
+    costs less than an oracle call: only then is an assembled cut, which saves oracle calls at the price
+    of a solve, worth adding (on the MSLR sample, 5,000 × 136 over 43 queries, it is not: 4.2 s against
+    1.9 s at C = 1000 for 148 against 411 iterations)."""
+    cost = problem.oracle_cost
+    return cost is not None and float(qp.n_planes) ** 3 < cost
+
+
+def _add_cached_cut(cache: _PlaneCache, qp: _ScaledQP, w: np.ndarray, min_violation: float) -> bool:
+    """Add the cut assembled from cached parts at w if it cuts w off by more than ``min_violation``."""
+    plane, loss = cache.most_violated(w)
+    return loss - float(w @ plane) - qp.slack(w) > min_violation and qp.add(plane, loss)
+
+
+def _assemble_cuts(
+    cache: _PlaneCache, qp: _ScaledQP, solution: QPSolution, gap_tol: float, min_violation: float
+) -> QPSolution:
+    """Add cuts assembled from cached parts while they cut off the working-set optimum by more than
+    ``min_violation`` (at most CACHE_ROUNDS), re-solving after each: the working set then models every
+    query by its own parts, as the n-slack problem would, without a pass over the data.
+
+    Returns the last verified solution (an unverified or failed re-solve ends the rounds and is not used).
+    """
+    for _ in range(CACHE_ROUNDS):
+        if not _add_cached_cut(cache, qp, solution.w, min_violation):
+            break
+        try:
+            candidate = qp.solve(gap_tol)
+        except QPSolveError:
+            break
+        if not candidate.verified(gap_tol) or candidate.dual < solution.dual or candidate.solver == "primal":
+            break
+        solution = candidate
+    return solution
 
 
 def _rounding(best_primal: float, best_dual: float) -> float:

@@ -21,11 +21,27 @@ import scipy.sparse as sp
 
 
 @dataclass(frozen=True)
+class BlockPlanes:
+    """A cutting plane split by independent blocks (queries): row b is block b's part of the plane
+    Ψ(X, Y*) − Ψ(X, Ŷ), ``losses[b]`` its part of Δ.
+
+    A problem gives them only when its slack is a sum over blocks of per-block maxima
+    (ξ(w) = Σ_b max_{Ŷ_b} Δ_b − w·g_b(Ŷ_b)): then any choice of one stored part per block is the plane
+    of an output, a valid cut, and the engine assembles cuts from parts it has seen without a pass
+    over the data (:func:`rankopt.engine.solve_cutting_plane`).
+    """
+
+    planes: np.ndarray  # (n_blocks, n_features)
+    losses: np.ndarray  # (n_blocks,)
+
+
+@dataclass(frozen=True)
 class Constraint:
-    """The most violated output: its joint feature Ψ(X, Ŷ) and loss Δ(Y*, Ŷ)."""
+    """The most violated output: its joint feature Ψ(X, Ŷ) and loss Δ(Y*, Ŷ), and optionally its plane by block."""
 
     feature: np.ndarray
     loss: float
+    blocks: BlockPlanes | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +88,9 @@ class StructuredProblem(abc.ABC):
     n_features: int
     #: Linear constraints on w, or None.
     linear_constraints: LinearConstraints | None = None
+    #: Multiply-adds of one oracle call, roughly (None: unknown).  The engine weighs work that saves
+    #: oracle calls (cuts assembled from :class:`BlockPlanes`, each a working-set solve) against it.
+    oracle_cost: float | None = None
 
     @abc.abstractmethod
     def ground_truth_feature(self) -> np.ndarray:
@@ -155,6 +174,8 @@ class RowInference:
     coef: np.ndarray
     loss: float
     value: float
+    #: Each block's (query's) Δ, for :meth:`LinearProblem.block_planes`; None for one block.
+    block_losses: np.ndarray | None = None
 
 
 class LinearProblem(StructuredProblem):
@@ -183,9 +204,17 @@ class LinearProblem(StructuredProblem):
     def combine(self, coef: np.ndarray) -> np.ndarray:
         """Xᵀ coef, float64, shape (n_features,)."""
 
+    def block_planes(self, inference: RowInference) -> BlockPlanes | None:
+        """The cut of ``inference`` split by block (see :class:`BlockPlanes`), or None (the default):
+        a problem over many independent queries gives them to let the engine reuse each query's parts."""
+        return None
+
+    def constraint(self, inference: RowInference) -> Constraint:
+        """The cut the engine adds for an inference result."""
+        return Constraint(self.combine(inference.coef), inference.loss, self.block_planes(inference))
+
     def most_violated(self, w):
-        result = self.infer(self.scores(w))
-        return Constraint(self.combine(result.coef), result.loss)
+        return self.constraint(self.infer(self.scores(w)))
 
     def segment(self, w0, w1):
         return ScoreSegment(self, w0, w1)
@@ -220,8 +249,7 @@ class ScoreSegment(Segment):
         return max(0.0, xi), float(result.coef @ self.ds) - self.star_slope
 
     def most_violated(self, t):
-        result = self._infer(t)
-        return Constraint(self.problem.combine(result.coef), result.loss)
+        return self.problem.constraint(self._infer(t))
 
     def next(self, t, w):
         return ScoreSegment(self.problem, self.point(t), w, s0=self.scores(t), at_w0=self._inferred.get(t))

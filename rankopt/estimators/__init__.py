@@ -15,6 +15,7 @@ _LAZY = {
     "LatentSSVM": "rankopt.estimators.latent",
     "LatentSVM": "rankopt.estimators.latent",
     "RankSVM": "rankopt.estimators.rank_svm",
+    "RankSVMCV": "rankopt.estimators.rank_svm_cv",
 }
 
 __all__ = sorted(_LAZY)

@@ -30,3 +30,9 @@ class FeatureMap(abc.ABC):
     @abc.abstractmethod
     def combine(self, X, coef: np.ndarray) -> np.ndarray:
         """Σ_i coef_i ψ(x_i), shape (n_features,), float64."""
+
+    def combine_groups(self, X, coef: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray | None:
+        """Σ_{i in group g} coef_i ψ(x_i) per group g, shape (n_groups, n_features), float64; rows with
+        group < 0 in none.  None (the default) when the map does not compute it: the engine then keeps
+        no per-query plane cache, which only costs iterations."""
+        return None

@@ -26,6 +26,9 @@ class LinearFeatureMap(FeatureMap):
     def combine(self, X, coef):
         return backend_for(X).combine(X, np.asarray(coef, dtype=np.float64))
 
+    def combine_groups(self, X, coef, group, n_groups):
+        return backend_for(X).combine_groups(X, np.asarray(coef, dtype=np.float64), group, n_groups)
+
 
 @hookimpl
 def rankopt_feature_maps():

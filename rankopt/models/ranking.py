@@ -7,7 +7,7 @@ import logging
 import numpy as np
 
 from rankopt._validation import QueryIndex
-from rankopt.engine.problem import LinearProblem, RowInference
+from rankopt.engine.problem import BlockPlanes, LinearProblem, RowInference
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import most_violated_ranking
 from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings, resolve_graded_method
@@ -127,6 +127,13 @@ class QueryRankingProblem(LinearProblem):
             ground_truth_coefficients(loss, self.relevance, self.offsets, registry=registry)
         )
         self._psi_star = feature_map.combine(X, self.ground_truth_coef)
+        # Two products with X (scores and combination; the parts by query are a third).
+        self.oracle_cost = 3.0 * float(X.nnz if hasattr(X, "nnz") else np.prod(X.shape))
+        # Each row's query among the used ones (−1: left out), for the planes split by query.
+        grouped_query = np.repeat(np.arange(self.n_queries_used), sizes)
+        self._row_query = grouped_query if self.rows is None else np.full(n_rows, -1, dtype=np.intp)
+        if self.rows is not None:
+            self._row_query[self.rows] = grouped_query
 
     def _scatter(self, grouped_coef: np.ndarray) -> np.ndarray:
         """Per-row coefficients in X's row order, divided by Q."""
@@ -157,7 +164,17 @@ class QueryRankingProblem(LinearProblem):
                 f"{int(np.count_nonzero(~result.usable))} queries that have two relevance levels"
             )
         coef, loss = self._scatter(result.coef), float(np.mean(result.losses))
-        return RowInference(coef, loss, float(coef @ scores) + loss)
+        block_losses = np.asarray(result.losses, dtype=np.float64) / self.n_queries_used
+        return RowInference(coef, loss, float(coef @ scores) + loss, block_losses)
+
+    def block_planes(self, inference):
+        """Each query's part of the cut: its slack is a sum of per-query maxima (SVM^map's 1-slack form)."""
+        if self.n_queries_used < 2 or inference.block_losses is None:
+            return None
+        parts = self.feature_map.combine_groups(
+            self.X, self.ground_truth_coef - inference.coef, self._row_query, self.n_queries_used
+        )
+        return None if parts is None else BlockPlanes(parts, inference.block_losses)
 
 
 class RankingModel(Model):

@@ -22,7 +22,7 @@ import pytest
 from sklearn.utils import get_tags
 from sklearn.utils.estimator_checks import check_dataframe_column_names_consistency, check_estimator
 
-from rankopt import HOAPSVM, HOBSVM, RankSVM
+from rankopt import HOAPSVM, HOBSVM, RankSVM, RankSVMCV
 
 BINARY_LABELS_ONLY = re.compile(r"expected y to hold labels in \{0, 1\} or \{-1, 1\}, got \[")
 
@@ -87,6 +87,7 @@ ESTIMATORS = {
     "RankSVM": lambda: RankSVM(max_iter=200),
     "HOBSVM": lambda: HOBSVM(max_iter=100),
     "HOAPSVM": lambda: HOAPSVM(max_iter=100, cccp_max_iter=3),
+    "RankSVMCV": lambda: RankSVMCV(Cs=[0.1, 10.0], cv=2, max_iter=200),
 }
 
 

@@ -1,0 +1,244 @@
+"""RankSVMCV: RankSVM with C chosen by cross-validation over queries, along a warm-started C path.
+
+As scikit-learn's ``LogisticRegressionCV`` / ``RidgeCV``: one estimator that
+searches its own regularisation.  Each fold walks C from the smallest value to
+the largest, every fit starting from the previous one's w and working set
+(``RankSVM(warm_start=True)``: cutting planes bound the slack whatever C, so the
+planes cut at one C are valid at the next); the C with the best mean
+validation score is refitted on all the data, along the same path.  Queries
+are never split: with ``qid`` the folds are ``GroupKFold`` over query ids, and
+``fit(X, y, qid=...)`` needs no metadata routing.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.model_selection import GroupKFold, StratifiedKFold
+from sklearn.utils.validation import check_is_fitted
+
+from rankopt.data.backends import check_matrix
+from rankopt.estimators.evaluation import eval_metrics
+from rankopt.estimators.rank_svm import RankSVM, _check_one_query_labels, _qid_or_group
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RankSVMCV"]
+
+#: LogisticRegressionCV's grid of Cs, in the range where rank losses reach their best test scores.
+DEFAULT_CS = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
+
+
+class RankSVMCV(BaseEstimator):
+    """A :class:`~rankopt.RankSVM` whose C is chosen by cross-validation.
+
+    Parameters
+    ----------
+    Cs : sequence of float, default (0.01, 0.1, 1, 10, 100, 1000)
+        The values of C to try (positive; walked in increasing order).
+    cv : int or cross-validation splitter, default 3
+        Folds.  An int k means ``GroupKFold(k)`` over the query ids with
+        ``qid`` (or ``group``), and ``StratifiedKFold(k)`` over the samples
+        of one query without.  A splitter object (anything with
+        ``split(X, y, groups)`` and ``get_n_splits``) is called with the
+        query ids as ``groups``; it must not split a query.
+    scoring : str or callable, default None ("map")
+        The validation score, higher is better: ``"map"`` (AP for one
+        query), ``"ndcg@k"``, ``"p@k"``, or ``metric(y_true, scores, qid)``
+        (as ``eval_metric`` of :class:`RankSVM`).
+    loss, tol, max_iter, inference, relevant_at :
+        As for :class:`RankSVM`, for every fit.
+    verbose : bool, default False
+        Log every fit of the path (C, iterations, validation score).
+
+    Attributes
+    ----------
+    C_ : float
+        The chosen C: the best mean validation score (the smallest such C on a tie).
+    Cs_ : ndarray
+        The Cs tried, increasing.
+    cv_results_ : dict
+        ``"C"``, ``"mean_test_score"``, ``"std_test_score"``, ``"split{k}_test_score"``,
+        ``"mean_n_iter"`` and ``"n_certified"`` (fits whose duality gap
+        certified them, of ``n_splits_``), one entry per C, as
+        ``GridSearchCV.cv_results_``.
+    best_score_ : float
+        The chosen C's mean validation score.
+    estimator_ : RankSVM
+        The model refitted on all the data at ``C_``.
+    coef_, converged_, duality_gap_, n_iter_ :
+        The refitted model's.
+    path_n_iter_ : int
+        Cutting-plane iterations of every fit, folds and refit included.
+    n_splits_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        As for :class:`RankSVM`.
+    """
+
+    def __init__(
+        self,
+        Cs=DEFAULT_CS,
+        *,
+        cv=3,
+        scoring=None,
+        loss="ap",
+        tol=1e-3,
+        max_iter=1000,
+        inference="auto",
+        relevant_at=1,
+        verbose=False,
+    ):
+        self.Cs = Cs
+        self.cv = cv
+        self.scoring = scoring
+        self.loss = loss
+        self.tol = tol
+        self.max_iter = max_iter
+        self.inference = inference
+        self.relevant_at = relevant_at
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        return RankSVM().__sklearn_tags__()
+
+    def fit(self, X, y, qid=None, group=None):
+        """Choose C by cross-validation on (X, y[, qid]), then refit at it on all of them."""
+        Cs = _check_Cs(self.Cs)
+        X_checked = check_matrix(X)
+        n_samples = X_checked.shape[0]
+        qid = _qid_or_group(qid, group, n_samples)
+        if qid is None:
+            labels = _check_one_query_labels(y, n_samples)
+        else:
+            qid = np.asarray(qid)
+            if qid.shape != (n_samples,):
+                raise ValueError(f"expected one query id per row of X ({n_samples}), got shape {qid.shape} instead")
+            labels = np.asarray(y)
+        if not (self.scoring is None or isinstance(self.scoring, str) or callable(self.scoring)):
+            raise ValueError(f"expected scoring to be a metric name or a callable, got {self.scoring!r} instead")
+        try:
+            ((metric_name, metric),) = eval_metrics(self.scoring, relevant_at=self.relevant_at)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("eval_metric", "scoring")) from None
+        splitter = self._splitter(qid)
+        folds = list(splitter.split(X_checked, labels, qid))
+        if len(folds) < 2:
+            raise ValueError(f"expected at least 2 cross-validation folds, got {len(folds)} instead")
+        scores = np.full((len(folds), len(Cs)), np.nan)
+        n_iter = np.zeros((len(folds), len(Cs)), dtype=np.int64)
+        certified = np.zeros((len(folds), len(Cs)), dtype=bool)
+        for k, (train, test) in enumerate(folds):
+            path = self._path_model()
+            for j, C in enumerate(Cs):
+                path.set_params(C=C).fit(
+                    _rows(X_checked, train), labels[train], **({} if qid is None else {"qid": qid[train]})
+                )
+                n_iter[k, j], certified[k, j] = path.n_iter_, path.converged_
+                scores[k, j] = metric(
+                    labels[test], path.decision_function(_rows(X_checked, test)), None if qid is None else qid[test]
+                )
+                logger.log(
+                    logging.INFO if self.verbose else logging.DEBUG,
+                    "RankSVMCV fold %d, C=%g: %d iterations (%s), validation %s %.4f",
+                    k,
+                    C,
+                    path.n_iter_,
+                    "certified" if path.converged_ else path.stop_reason_,
+                    metric_name,
+                    scores[k, j],
+                )
+        mean = scores.mean(axis=0)
+        if not np.any(np.isfinite(mean)):
+            raise ValueError(f"expected a finite validation {metric_name} for some C, got none instead")
+        best = int(np.nanargmax(mean))  # the first (smallest) C on a tie
+        # The refit walks the same path on all the data, up to the chosen C.
+        model = self._path_model()
+        refit_iterations = 0
+        for C in Cs[: best + 1]:
+            model.set_params(C=C).fit(X, y, **({} if qid is None else {"qid": qid}))
+            refit_iterations += model.n_iter_
+        model.set_params(warm_start=False)
+        self.Cs_ = Cs
+        self.C_ = float(Cs[best])
+        self.best_score_ = float(mean[best])
+        self.n_splits_ = len(folds)
+        self.cv_results_ = {
+            "C": Cs.copy(),
+            "mean_test_score": mean,
+            "std_test_score": scores.std(axis=0),
+            **{f"split{k}_test_score": scores[k] for k in range(len(folds))},
+            "mean_n_iter": n_iter.mean(axis=0),
+            "n_certified": certified.sum(axis=0),
+        }
+        self.path_n_iter_ = int(n_iter.sum()) + refit_iterations
+        self.estimator_ = model
+        self.coef_ = model.coef_
+        self.converged_ = model.converged_
+        self.duality_gap_ = model.duality_gap_
+        self.n_iter_ = model.n_iter_
+        self.n_features_in_ = model.n_features_in_
+        if hasattr(model, "feature_names_in_"):
+            self.feature_names_in_ = model.feature_names_in_
+        return self
+
+    def decision_function(self, X):
+        """The refitted model's scores, X·w."""
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.decision_function(X)
+
+    def predict(self, X):
+        """The refitted model's scores (LightGBM's ``predict`` of a ranker)."""
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.predict(X)
+
+    def score(self, X, y, qid=None):
+        """The refitted model's :meth:`RankSVM.score` (mean AP over queries with ``qid``)."""
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.score(X, y, qid=qid)
+
+    def _path_model(self) -> RankSVM:
+        return RankSVM(
+            loss=self.loss,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            inference=self.inference,
+            relevant_at=self.relevant_at,
+            warm_start=True,
+        )
+
+    def _splitter(self, qid):
+        if isinstance(self.cv, numbers.Integral) and not isinstance(self.cv, bool):
+            cv = int(self.cv)
+            if cv < 2:
+                raise ValueError(f"expected cv to be at least 2 folds, got {cv} instead")
+            if qid is None:
+                return StratifiedKFold(cv)
+            n_queries = np.unique(qid).size
+            if n_queries < cv:
+                raise ValueError(
+                    f"expected at least as many queries as folds, got {n_queries} queries for cv={cv} folds instead: "
+                    "a fold must hold whole queries"
+                )
+            return GroupKFold(cv)
+        if hasattr(self.cv, "split") and hasattr(self.cv, "get_n_splits"):
+            return self.cv
+        raise ValueError(f"expected cv to be an int >= 2 or a cross-validation splitter, got {self.cv!r} instead")
+
+
+def _check_Cs(Cs) -> np.ndarray:
+    try:
+        values = np.asarray(Cs, dtype=np.float64)
+    except (TypeError, ValueError):
+        values = None
+    if values is None or values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values) & (values > 0)):
+        raise ValueError(f"expected Cs to be a non-empty list of positive finite numbers, got {Cs!r} instead")
+    return np.unique(values)  # increasing: the path warm-starts each C from the smaller one before it
+
+
+def _rows(X, index):
+    return X[index] if not sp.issparse(X) else X.tocsr()[index]
