@@ -345,6 +345,7 @@ def test_model_file_records_how_it_was_trained(model_file):
             "early_stopping_patience": None,
             "eval_metric": None,
             "warm_start": False,
+            "solver": "cutting_plane",
         }
 
 

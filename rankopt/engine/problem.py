@@ -112,6 +112,28 @@ class StructuredProblem(abc.ABC):
         return OracleSegment(self, w0, w1)
 
 
+class BlockProblem(abc.ABC):
+    """A problem whose slack is a sum over independent blocks (queries), for block-coordinate solvers.
+
+    ξ(w) = Σ_b max_{Ŷ_b} Δ_b(Ŷ_b) − w·g_b(Ŷ_b), the parts scaled so that they sum to the problem's
+    plane and loss (:class:`BlockPlanes`); :func:`rankopt.engine.bcfw.solve_bcfw` needs these and
+    :meth:`StructuredProblem.most_violated` (to certify).
+    """
+
+    n_blocks: int
+    n_features: int
+
+    @abc.abstractmethod
+    def block_most_violated(self, block: int, w: np.ndarray) -> tuple[np.ndarray, float]:
+        """Block ``block``'s part (g_b, Δ_b) of the most violated output at w, from that block's data only."""
+
+    @abc.abstractmethod
+    def ground_truth_feature(self) -> np.ndarray: ...
+
+    @abc.abstractmethod
+    def most_violated(self, w: np.ndarray) -> Constraint: ...
+
+
 class Segment(abc.ABC):
     """A problem along w(t) = (1 − t)·w0 + t·w1, t ∈ [0, 1].
 

@@ -26,7 +26,9 @@ from rankopt._validation import (
     relevant_from_grades,
 )
 from rankopt.data.backends import backend_for, check_matrix, column_max_abs
+from rankopt.engine.bcfw import solve_bcfw
 from rankopt.engine.cutting_plane import solve_cutting_plane
+from rankopt.engine.problem import BlockProblem
 from rankopt.estimators.evaluation import eval_metrics
 from rankopt.estimators.progress import ValidationMonitor, iteration_callback, verbose_logging
 from rankopt.losses.base import Loss, OutputKind, RankLoss
@@ -95,6 +97,17 @@ class RankSVM(BaseEstimator):
         ``duality_gap_`` is the kept iterate's gap (its primal objective
         against the solve's best dual bound).  None (the default) solves to
         ``tol`` and keeps the optimum.
+    solver : {"cutting_plane", "bcfw"}, default "cutting_plane"
+        The optimizer.  ``"cutting_plane"``: the 1-slack cutting plane with
+        line search (and, over queries, cuts assembled from each query's
+        parts).  ``"bcfw"``: block-coordinate Frank–Wolfe with one block
+        per query (Lacoste-Julien et al., ICML 2013), for a rank loss over
+        queries (``qid``) on NumPy or CSR data; ``max_iter`` then counts
+        passes over the queries.  Both stop on the same certified duality
+        gap.  Measured on 201 queries (3,005 × 300), BCFW needs more passes
+        than the cutting plane needs iterations (64 against 19 at C = 10)
+        and each pass costs more (one small product per query): it is
+        4–18× slower, hence not the default; see ``docs/maths.md``.
     warm_start : bool, default False
         Start the cutting plane from the previous fit's ``coef_`` instead of
         w = 0 (scikit-learn's convention): refitting at a nearby C, or on a
@@ -215,6 +228,7 @@ class RankSVM(BaseEstimator):
         early_stopping_patience=None,
         eval_metric=None,
         warm_start=False,
+        solver="cutting_plane",
     ):
         self.loss = loss
         self.C = C
@@ -227,6 +241,7 @@ class RankSVM(BaseEstimator):
         self.early_stopping_patience = early_stopping_patience
         self.eval_metric = eval_metric
         self.warm_start = warm_start
+        self.solver = solver
 
     def _registry(self):
         from rankopt.plugins import default_registry
@@ -281,6 +296,7 @@ class RankSVM(BaseEstimator):
         y, queries, n_queries, n_queries_used = self._relevance(
             y_checked if qid is None else y, qid, X.shape[0], loss, model, approx
         )
+        solver = self._check_solver(X, qid, approx, queries, loss)
         w0 = self._warm_start_point(X.shape[1], loss, approx)
         fingerprint = _fit_fingerprint(X, y_checked if qid is None else y, qid, self.relevant_at, loss)
         planes = self._warm_start_planes(w0, fingerprint)
@@ -294,9 +310,17 @@ class RankSVM(BaseEstimator):
                 problem = model.build_problem(
                     X, y, loss, feature_map, inference=self.inference, registry=registry, queries=queries
                 )
-                result = solve_cutting_plane(
-                    problem, C, tol=tol, max_iter=max_iter, callback=callback, w0=w0, planes=planes
-                )
+                if solver == "bcfw":
+                    if not isinstance(problem, BlockProblem):
+                        raise ValueError(
+                            f"expected a problem split by query with solver='bcfw', got {type(problem).__name__} "
+                            "instead (a model plugin's, not a BlockProblem); use solver='cutting_plane'"
+                        )
+                    result = solve_bcfw(problem, C, tol=tol, max_iter=max_iter, callback=callback)
+                else:
+                    result = solve_cutting_plane(
+                        problem, C, tol=tol, max_iter=max_iter, callback=callback, w0=w0, planes=planes
+                    )
                 split = None
             elif approx is None:
                 problem = model.build_problem(X, y, loss, feature_map, inference=self.inference, registry=registry)
@@ -384,6 +408,29 @@ class RankSVM(BaseEstimator):
                 f"expected the previous fit's loss {previous!r} to warm-start from it, got {loss!r} instead"
             )
         return np.array(self.coef_, dtype=np.float64)
+
+    def _check_solver(self, X, qid, approx, queries, loss) -> str:
+        if self.solver not in ("cutting_plane", "bcfw"):
+            raise ValueError(f"expected solver to be 'cutting_plane' or 'bcfw', got {self.solver!r} instead")
+        if self.solver == "bcfw":
+            if qid is None or approx is not None:
+                raise ValueError(
+                    "expected queries (qid or group) and approx=None with solver='bcfw', whose blocks are the "
+                    f"queries, got {'no queries' if qid is None else f'approx={approx!r}'} instead"
+                )
+            if queries is None:  # a labeling loss: queries only threshold the grades
+                raise ValueError(
+                    f"expected a rank loss with solver='bcfw' (one block per query), got loss {loss.name!r} "
+                    "instead, whose documents are classified one by one; use solver='cutting_plane'"
+                )
+            if not (sp.issparse(X) or isinstance(X, np.ndarray)):
+                raise ValueError(
+                    f"expected NumPy or CSR data with solver='bcfw' (a small product per query), got "
+                    f"{type(X).__name__} instead; use solver='cutting_plane'"
+                )
+            if self.warm_start and hasattr(self, "coef_"):
+                raise ValueError("expected warm_start=False with solver='bcfw', got warm_start=True instead")
+        return self.solver
 
     def _warm_start_planes(self, w0, fingerprint):
         """The previous fit's working set, when warm-starting on the same data, labels and loss; else None.

@@ -7,7 +7,7 @@ import logging
 import numpy as np
 
 from rankopt._validation import QueryIndex
-from rankopt.engine.problem import BlockPlanes, LinearProblem, RowInference
+from rankopt.engine.problem import BlockPlanes, BlockProblem, LinearProblem, RowInference
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import most_violated_ranking
 from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings, resolve_graded_method
@@ -72,7 +72,7 @@ def queries_to_order(relevance: np.ndarray, queries: QueryIndex) -> np.ndarray:
     return np.maximum.reduceat(grouped, starts) > np.minimum.reduceat(grouped, starts)
 
 
-class QueryRankingProblem(LinearProblem):
+class QueryRankingProblem(LinearProblem, BlockProblem):
     """Q queries, one w, one slack: SVM^map's and SVM^rank's formulation.
 
     Ψ(X, R) = (1/Q) Σ_q Ψ_q(X_q, R_q) and Δ = (1/Q) Σ_q Δ_q(R*_q, R_q), each
@@ -129,6 +129,9 @@ class QueryRankingProblem(LinearProblem):
         self._psi_star = feature_map.combine(X, self.ground_truth_coef)
         # Two products with X (scores and combination; the parts by query are a third).
         self.oracle_cost = 3.0 * float(X.nnz if hasattr(X, "nnz") else np.prod(X.shape))
+        self.n_blocks = self.n_queries_used
+        order = np.arange(n_rows) if self.rows is None else self.rows
+        self._block_rows = [order[a:b] for a, b in zip(self.offsets[:-1], self.offsets[1:], strict=True)]
         # Each row's query among the used ones (−1: left out), for the planes split by query.
         grouped_query = np.repeat(np.arange(self.n_queries_used), sizes)
         self._row_query = grouped_query if self.rows is None else np.full(n_rows, -1, dtype=np.intp)
@@ -166,6 +169,23 @@ class QueryRankingProblem(LinearProblem):
         coef, loss = self._scatter(result.coef), float(np.mean(result.losses))
         block_losses = np.asarray(result.losses, dtype=np.float64) / self.n_queries_used
         return RowInference(coef, loss, float(coef @ scores) + loss, block_losses)
+
+    def block_most_violated(self, block, w):
+        """Query ``block``'s part of the cut at w, from its own rows: one small product each way."""
+        rows = self._block_rows[block]
+        start, stop = self.offsets[block], self.offsets[block + 1]
+        X_block = self.X[rows]
+        scores = np.asarray(self.feature_map.scores(X_block, w), dtype=np.float64)
+        result = most_violated_rankings(
+            self.loss,
+            scores,
+            self.relevance[start:stop],
+            np.array([0, stop - start], dtype=np.intp),
+            self.inference,
+            registry=self.registry,
+        )
+        coef = self.ground_truth_coef[rows] - np.asarray(result.coef, dtype=np.float64) / self.n_queries_used
+        return self.feature_map.combine(X_block, coef), float(result.losses[0]) / self.n_queries_used
 
     def block_planes(self, inference):
         """Each query's part of the cut: its slack is a sum of per-query maxima (SVM^map's 1-slack form)."""
