@@ -1,0 +1,250 @@
+"""Large C: iterations and CPU time of the data sets of issue 21, and RankSVMCV against one cold fit.
+
+Three measurements, each in one run with its baseline timed alongside:
+
+* ``test_ap_svm_against_linear_svc`` — AP-SVM on n × d float32 samples (1 %
+  relevant, shifted by 0.5 along a random unit direction; 2·10⁵ × 100 at
+  ``--bench-scale full``) at C ∈ {1, 10, 100, 1000}, tol 1e-3, against
+  scikit-learn's ``LinearSVC`` (hinge, no intercept, the 0-1 loss's class
+  weights, tol 1e-3) on the same data, the two called in alternation, CPU
+  time, one BLAS thread (set ``OMP_NUM_THREADS=1``).  ``extra_info``:
+  iterations, certificate, both medians and ``ratio`` (target ≤ 2 at C = 10
+  and 100, aim ≤ 1).
+* ``test_queries_iterations`` — AP and the pairwise loss over 201 queries of
+  5–25 documents × 300 standardised features (grades 0–4 by quantiles of a
+  noisy linear score, relevant from grade 2; 30 queries × 50 features at
+  ``small``) at the same Cs: iterations and CPU time; the only assertion is
+  that every fit is certified.
+* ``test_rank_svm_cv_against_one_cold_fit`` — ``RankSVMCV`` over
+  Cs = 10⁻² … 10³ with 3 folds (``GroupKFold`` over queries) on the AP case
+  above, against one cold ``RankSVM(C=1000)`` on all of it, alternated, CPU
+  time; ``ratio`` (target ≤ 3).
+
+Speed is reported, not asserted (the machine is shared and noisy); the
+tables print at the end of the module.  ``python benchmarks/bench_large_c.py
+[--scale full]`` prints them without pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+import rankopt
+
+TOL = 1e-3
+CS = (1.0, 10.0, 100.0, 1000.0)
+SIZES = {"full": dict(ap=(200_000, 100), queries=(201, 300)), "small": dict(ap=(5_000, 20), queries=(30, 50))}
+
+
+def ap_data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    y = rng.random(n) < 0.01
+    direction = rng.standard_normal(d)
+    X[y] += (0.5 * direction / np.linalg.norm(direction)).astype(np.float32)
+    return X, y
+
+
+def query_data(n_queries: int, d: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(5, 26, n_queries)
+    qid = np.repeat(np.arange(n_queries), sizes)
+    X = rng.standard_normal((qid.size, d))
+    w = np.zeros(d)
+    w[:5] = rng.standard_normal(5)
+    latent = X @ w + rng.standard_normal(n_queries)[qid] * 0.5 + rng.standard_normal(qid.size)
+    grades = np.digitize(latent, np.quantile(latent, [0.5, 0.75, 0.9, 0.97]))
+    return (X - X.mean(0)) / X.std(0), grades, qid
+
+
+def alternate(first, second, rounds: int = 3):
+    """CPU seconds of ``first()`` and ``second()`` called in alternation, ``rounds`` each, and their last results."""
+    first(), second()  # warm up
+    times_first, times_second = [], []
+    for _ in range(rounds):
+        start = time.process_time()
+        result_first = first()
+        times_first.append(time.process_time() - start)
+        start = time.process_time()
+        result_second = second()
+        times_second.append(time.process_time() - start)
+    return times_first, times_second, result_first, result_second
+
+
+def linear_svc(C: float, y: np.ndarray):
+    from sklearn.svm import LinearSVC
+
+    from rankopt.losses.zero_one import ZeroOneLoss
+
+    weights = ZeroOneLoss().sample_weights(y)
+    class_weight = {True: float(weights[y][0]), False: float(weights[~y][0])}
+    return LinearSVC(
+        loss="hinge", fit_intercept=False, C=C, class_weight=class_weight, dual=True, tol=TOL, max_iter=1_000_000
+    )
+
+
+def measure_ap(n: int, d: int, C: float, rounds: int = 3) -> dict:
+    X, y = ap_data(n, d)
+
+    def fit_svc():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return linear_svc(C, y).fit(X, y)
+
+    times, times_svc, ranker, _ = alternate(lambda: rankopt.RankSVM(loss="ap", C=C, tol=TOL).fit(X, y), fit_svc, rounds)
+    return dict(
+        case=f"ap-{n}x{d}",
+        C=C,
+        n_iter=int(ranker.n_iter_),
+        converged=bool(ranker.converged_),
+        gap_over_tol=float(ranker.duality_gap_ / (C * TOL)),
+        rankopt_median=float(np.median(times)),
+        linearsvc_median=float(np.median(times_svc)),
+        ratio=float(np.median(times) / np.median(times_svc)),
+    )
+
+
+def measure_queries(n_queries: int, d: int, loss: str, C: float) -> dict:
+    X, grades, qid = query_data(n_queries, d)
+    start = time.process_time()
+    ranker = rankopt.RankSVM(loss=loss, C=C, tol=TOL, relevant_at=2).fit(X, grades, qid=qid)
+    return dict(
+        case=f"{loss}-{n_queries}q-x{d}",
+        C=C,
+        n_iter=int(ranker.n_iter_),
+        converged=bool(ranker.converged_),
+        gap_over_tol=float(ranker.duality_gap_ / (C * TOL)),
+        seconds=time.process_time() - start,
+    )
+
+
+def measure_cv(n_queries: int, d: int, rounds: int = 2) -> dict:
+    X, grades, qid = query_data(n_queries, d)
+    Cs = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
+    times_cv, times_cold, cv, cold = alternate(
+        lambda: rankopt.RankSVMCV(Cs=Cs, cv=3, relevant_at=2, tol=TOL).fit(X, grades, qid=qid),
+        lambda: rankopt.RankSVM(C=1000.0, relevant_at=2, tol=TOL).fit(X, grades, qid=qid),
+        rounds,
+    )
+    return dict(
+        case=f"ap-{n_queries}q-x{d}",
+        C_=float(cv.C_),
+        cv_iterations=int(cv.path_n_iter_),
+        cold_iterations=int(cold.n_iter_),
+        n_certified=int(cv.cv_results_["n_certified"].sum()),
+        n_fits=3 * len(Cs),
+        refit_converged=bool(cv.converged_),
+        cold_converged=bool(cold.converged_),
+        cv_median=float(np.median(times_cv)),
+        cold_median=float(np.median(times_cold)),
+        ratio=float(np.median(times_cv) / np.median(times_cold)),
+    )
+
+
+def ap_table(records) -> str:
+    lines = [
+        "| case | C | iterations | certified | rankopt CPU s | LinearSVC CPU s | ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        lines.append(
+            f"| {r['case']} | {r['C']:g} | {r['n_iter']} | {'yes' if r['converged'] else 'NO'} | "
+            f"{r['rankopt_median']:.3g} | {r['linearsvc_median']:.3g} | {r['ratio']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def queries_table(records) -> str:
+    lines = ["| case | C | iterations | certified | CPU s |", "|---|---|---|---|---|"]
+    for r in records:
+        lines.append(
+            f"| {r['case']} | {r['C']:g} | {r['n_iter']} | {'yes' if r['converged'] else 'NO'} | {r['seconds']:.3g} |"
+        )
+    return "\n".join(lines)
+
+
+def cv_table(r) -> str:
+    return (
+        "| case | chosen C | CV iterations (18 fits + refit) | certified fits | CV CPU s | cold C = 1000 CPU s "
+        "(iterations) | ratio |\n|---|---|---|---|---|---|---|\n"
+        f"| {r['case']} | {r['C_']:g} | {r['cv_iterations']} | {r['n_certified']} / {r['n_fits']} | "
+        f"{r['cv_median']:.3g} | {r['cold_median']:.3g} ({r['cold_iterations']}) | {r['ratio']:.2f} |"
+    )
+
+
+# ------------------------------------------------------------------ pytest
+
+try:
+    import pytest
+except ModuleNotFoundError:  # pragma: no cover - the script needs no pytest
+    pytest = None
+
+if pytest is not None:
+
+    @pytest.fixture(scope="module")
+    def report(request):
+        records = {"ap": [], "queries": [], "cv": []}
+        yield records
+        capture = request.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled():
+            if records["ap"]:
+                print("\n\n### AP-SVM against LinearSVC, CPU-time medians\n")
+                print(ap_table(records["ap"]))
+            if records["queries"]:
+                print("\n### Over queries: iterations\n")
+                print(queries_table(records["queries"]))
+            for r in records["cv"]:
+                print("\n### RankSVMCV (6 Cs × 3 folds) against one cold fit at C = 1000\n")
+                print(cv_table(r))
+
+    @pytest.mark.parametrize("C", CS)
+    def test_ap_svm_against_linear_svc(benchmark, request, report, C):
+        benchmark.group = "large-C-ap"
+        n, d = SIZES[request.config.rankopt_bench_scale]["ap"]
+        info = benchmark.pedantic(measure_ap, args=(n, d, C), rounds=1, iterations=1)
+        benchmark.extra_info.update(info)
+        report["ap"].append(info)
+        assert info["converged"] and info["gap_over_tol"] <= 1.0, info
+
+    @pytest.mark.parametrize("loss", ["ap", "pairwise"])
+    @pytest.mark.parametrize("C", CS)
+    def test_queries_iterations(benchmark, request, report, loss, C):
+        benchmark.group = "large-C-queries"
+        n_queries, d = SIZES[request.config.rankopt_bench_scale]["queries"]
+        info = benchmark.pedantic(measure_queries, args=(n_queries, d, loss, C), rounds=1, iterations=1)
+        benchmark.extra_info.update(info)
+        report["queries"].append(info)
+        assert info["converged"] and info["gap_over_tol"] <= 1.0, info
+
+    def test_rank_svm_cv_against_one_cold_fit(benchmark, request, report):
+        benchmark.group = "large-C-cv"
+        n_queries, d = SIZES[request.config.rankopt_bench_scale]["queries"]
+        info = benchmark.pedantic(measure_cv, args=(n_queries, d), rounds=1, iterations=1)
+        benchmark.extra_info.update(info)
+        report["cv"].append(info)
+        assert info["refit_converged"] and info["cold_converged"], info
+
+
+# ------------------------------------------------------------------ script
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", choices=tuple(SIZES), default="small")
+    args = parser.parse_args(argv)
+    sizes = SIZES[args.scale]
+    print("### AP-SVM against LinearSVC, CPU-time medians\n")
+    print(ap_table([measure_ap(*sizes["ap"], C) for C in CS]), flush=True)
+    print("\n### Over queries: iterations\n")
+    print(queries_table([measure_queries(*sizes["queries"], loss, C) for loss in ("ap", "pairwise") for C in CS]))
+    print("\n### RankSVMCV (6 Cs × 3 folds) against one cold fit at C = 1000\n")
+    print(cv_table(measure_cv(*sizes["queries"])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
