@@ -25,7 +25,7 @@ import warnings
 
 import numpy as np
 
-from rankopt.engine.cutting_plane import CuttingPlaneResult, IterationRecord, _check_finite, _rounding
+from rankopt.engine.cutting_plane import CuttingPlaneResult, IterationRecord, _check_finite, _rounding, log_end
 from rankopt.engine.problem import BlockProblem
 from rankopt.exceptions import ConvergenceWarning
 
@@ -127,12 +127,5 @@ def solve_bcfw(
             ConvergenceWarning,
             stacklevel=2,
         )
-    logger.info(
-        "BCFW %s after %d passes: primal %.6g, gap %.3g (C·tol %.3g)",
-        "converged" if converged else f"stopped ({stop_reason})",
-        len(history),
-        best_primal,
-        final_gap,
-        target_gap,
-    )
+    log_end("BCFW", "passes", stop_reason, len(history), best_primal, final_gap, target_gap)
     return CuttingPlaneResult(best_w, len(history), converged, history, stop_reason, best_primal, final_gap)

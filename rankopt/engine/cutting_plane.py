@@ -381,16 +381,23 @@ def solve_cutting_plane(
             ConvergenceWarning,
             stacklevel=2,
         )
-    logger.info(
-        "cutting plane %s after %d iterations: primal %.6g, gap %.3g (C·tol %.3g)",
-        "converged" if converged else f"stopped ({stop_reason})",
-        len(history),
-        best_primal,
-        final_gap,
-        target_gap,
-    )
+    log_end("cutting plane", "iterations", stop_reason, len(history), best_primal, final_gap, target_gap)
     return CuttingPlaneResult(
         best_w, len(history), converged, history, stop_reason, best_primal, final_gap, qp.working_set()
+    )
+
+
+def log_end(solver: str, unit: str, stop_reason: str, count: int, primal: float, gap: float, target: float) -> None:
+    """The one INFO line a solve ends with."""
+    logger.info(
+        "%s %s after %d %s: primal %.6g, gap %.3g (C·tol %.3g)",
+        solver,
+        "converged" if stop_reason == "converged" else f"stopped ({stop_reason})",
+        count,
+        unit,
+        primal,
+        gap,
+        target,
     )
 
 
