@@ -353,3 +353,28 @@ def test_the_stall_guard_stops_a_gap_stuck_at_rounding():
     gaps = [record.duality_gap for record in result.history]
     rounding = STALL_ROUNDING * np.finfo(np.float64).eps * result.history[-1].primal_objective
     assert gaps[-1] < 1e-10 and gaps[-1] >= gaps[-1 - STALL_ITERATIONS] - rounding
+
+
+def test_an_oracle_priced_problem_is_cut_near_its_best_point_and_reaches_the_plain_optimum(rng):
+    """In-out: where a point costs an oracle call, the cut after a working-set solve is at
+    best + μ·(w_c − best), priced by that call; the optimum is the plain method's."""
+    import rankopt.engine.cutting_plane as cutting_plane
+
+    X, y = make_data(rng, 3, 5, 4)
+    C, tol = 30.0, 1e-6
+    problem = RecordingProblem(ranking_problem(X, y, "ap"))  # not a LinearProblem: no line search
+    result = solve_cutting_plane(problem, C, tol=tol, max_iter=500)
+    plain = solve_cutting_plane(RecordingProblem(ranking_problem(X, y, "ap")), C, tol=tol, line_search=False)
+    assert result.converged and plain.converged
+    assert abs(result.primal_objective - plain.primal_objective) <= C * tol
+    # Iteration 1 prices w = 0 (the best point); the plain method then cuts at the first optimum w_c,
+    # this one a tenth of the way there.
+    plain_points = RecordingProblem(ranking_problem(X, y, "ap"))
+    solve_cutting_plane(plain_points, C, tol=tol, max_iter=2, warn=False, line_search=False)
+    w_c = plain_points.queried[1]
+    assert np.allclose(problem.queried[0], 0.0) and np.any(w_c != 0.0)
+    np.testing.assert_allclose(problem.queried[1], cutting_plane.CUT_TOWARDS_OPTIMUM * w_c, rtol=1e-12, atol=1e-15)
+    # Every primal in the history is an exact oracle price at its point.
+    planes, losses = all_ranking_constraints(X[y], X[~y], "ap")
+    for record, w in zip(result.history, problem.queried, strict=True):
+        assert record.primal_objective == pytest.approx(full_primal(w, planes, losses, C), abs=1e-9)
