@@ -298,7 +298,11 @@ class RankSVM(BaseEstimator):
         )
         solver = self._check_solver(X, qid, approx, queries, loss)
         w0 = self._warm_start_point(X.shape[1], loss, approx)
-        fingerprint = _fit_fingerprint(X, y_checked if qid is None else y, qid, self.relevant_at, loss)
+        fingerprint = (
+            _fit_fingerprint(X, y_checked if qid is None else y, qid, self.relevant_at, loss)
+            if self.warm_start
+            else None
+        )
         planes = self._warm_start_planes(w0, fingerprint)
         self.n_features_in_ = X.shape[1]
         _check_scale(X)
@@ -657,7 +661,7 @@ def _fit_fingerprint(X, y, qid, relevant_at, loss) -> str | None:
     for part in parts:
         part = np.ascontiguousarray(part)
         digest.update(f"{part.dtype.str}{part.shape}".encode())
-        digest.update(repr(part.tolist()).encode() if part.dtype == object else part.tobytes())
+        digest.update(repr(part.tolist()).encode() if part.dtype == object else part.data.cast("B"))
     digest.update(repr((X.shape, relevant_at, type(loss).__qualname__, sorted(loss.get_params().items()))).encode())
     return digest.hexdigest()
 
