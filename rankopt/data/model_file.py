@@ -439,4 +439,8 @@ def load_model(path, model_type=None):
         raise ModelFileError(f"{path!r} is a damaged rankopt model file: {brief(repr(exc), 300)}") from None
     except (RecursionError, OverflowError, NotImplementedError, RuntimeError) as exc:
         raise ModelFileError(f"{path!r} is a damaged rankopt model file: {type(exc).__name__}") from None
+    except OSError as exc:  # zipfile seeking to an offset a damaged header gives (found by the fuzz test)
+        raise ModelFileError(
+            f"{path!r} is a damaged or unreadable rankopt model file: {brief(repr(exc), 300)}"
+        ) from None
     return model

@@ -46,9 +46,16 @@ logger = logging.getLogger(__name__)
 #: Fraction of the stopping gap C·tol within which a working-set solve must
 #: verify its own optimality; the rest is left for the cutting planes.
 QP_GAP_FRACTION = 0.1
-#: OCA's cut: the fraction of the way from the best point to the working-set optimum (Franc &
-#: Sonnenburg's μ = 0.1).
-CUT_TOWARDS_OPTIMUM = 0.1
+#: OCA's cut after a line search: the fraction of the way from the best point to the working-set
+#: optimum.  Franc & Sonnenburg use μ = 0.1; measured here, 0.05 certifies AP-SVM and the binary SVM on
+#: 2·10⁵ × 100 in 16 / 22 and 13 / 34 iterations at C = 100 / 1000 (0.1: 16 / 25 and 16 / 44), costs nothing
+#: over 201 queries (AP 39 / 79 against 36 / 77) or on the small tol-1e-6 cases (548 iterations in all
+#: against 544), and saves on the MSLR sample (AP at C = 1000: 76 against 85).
+CUT_TOWARDS_OPTIMUM = 0.05
+#: The in-out cut where a point costs an oracle call (no line search): the fraction of the way from
+#: the best point to the working-set optimum.  Measured on a HOAP-SVM inner solve (Cora): 0.1 certified
+#: in 174 iterations where 0.4 left 1.8·C·tol after 300 and the plain cut 135·C·tol.
+IN_OUT_CUT = 0.1
 #: Line-search evaluations (one inference call each, no pass over the data) per iteration at most.
 LINE_SEARCH_EVALUATIONS = 6
 #: Line-search steps are multiples of 2⁻²⁰: the same data held another way (Dask chunks, another
@@ -252,8 +259,8 @@ def solve_cutting_plane(
                     best_primal, best_w, best_t, best_exact = value, segment.point(t), t, False
             # Without a cheap line search the cut point's own oracle call prices it exactly (the
             # best point moves with the cuts); with it, the cut lands beyond the point just found.
-            stabilized = line_search and not plain_cut
-            cut_t = best_t + CUT_TOWARDS_OPTIMUM * (1.0 - best_t) if stabilized else 1.0
+            mu = CUT_TOWARDS_OPTIMUM if optimized else IN_OUT_CUT
+            cut_t = best_t + mu * (1.0 - best_t) if line_search and not plain_cut else 1.0
             plain_cut = False
             w = segment.point(cut_t)
             constraint = segment.most_violated(cut_t)

@@ -373,7 +373,7 @@ def test_an_oracle_priced_problem_is_cut_near_its_best_point_and_reaches_the_pla
     solve_cutting_plane(plain_points, C, tol=tol, max_iter=2, warn=False, line_search=False)
     w_c = plain_points.queried[1]
     assert np.allclose(problem.queried[0], 0.0) and np.any(w_c != 0.0)
-    np.testing.assert_allclose(problem.queried[1], cutting_plane.CUT_TOWARDS_OPTIMUM * w_c, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(problem.queried[1], cutting_plane.IN_OUT_CUT * w_c, rtol=1e-12, atol=1e-15)
     # Every primal in the history is an exact oracle price at its point.
     planes, losses = all_ranking_constraints(X[y], X[~y], "ap")
     for record, w in zip(result.history, problem.queried, strict=True):

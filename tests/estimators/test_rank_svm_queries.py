@@ -334,8 +334,14 @@ def test_float32_and_sparse_x_over_queries(rng):
     dense = RankSVM(C=2.0, tol=1e-6).fit(X, grades, qid=qid)
     sparse = RankSVM(C=2.0, tol=1e-6).fit(sp.csr_matrix(X), grades, qid=qid)
     single = RankSVM(C=2.0, tol=1e-6).fit(X.astype(np.float32), grades, qid=qid)
-    np.testing.assert_allclose(sparse.coef_, dense.coef_, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(single.coef_, dense.coef_, rtol=1e-3, atol=1e-4)
+    # The same problem: each answer certified within C·tol of the optimum, so within 2·C·tol of each
+    # other in objective, and ‖Δw‖² ≤ 2·(gap₁ + gap₂) by strong convexity.  (Rounding-level differences
+    # of the products can send the two solves through other planes to other certified points.)
+    for model in (sparse, single):
+        assert model.converged_
+        assert abs(model.history_[-1].primal_objective - dense.history_[-1].primal_objective) <= 2 * 2.0 * 1e-6
+        bound = np.sqrt(2 * (model.duality_gap_ + dense.duality_gap_)) + 1e-6
+        assert np.linalg.norm(model.coef_ - dense.coef_) <= bound
 
 
 def test_float_qid_and_float_grades_from_a_parser_are_accepted(rng):
