@@ -79,3 +79,12 @@ def test_dataframe_feature_names_reach_the_refit(rng):
     frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
     model = RankSVMCV(Cs=[1.0], cv=3).fit(frame, grades, qid=qid)
     assert list(model.feature_names_in_) == list(frame.columns) and model.n_features_in_ == X.shape[1]
+
+
+def test_folds_in_parallel_give_the_same_search(rng):
+    X, grades, qid = _letor_like(rng, n_queries=12)
+    one = RankSVMCV(Cs=[0.1, 10.0], cv=3).fit(X, grades, qid=qid)
+    two = RankSVMCV(Cs=[0.1, 10.0], cv=3, n_jobs=2).fit(X, grades, qid=qid)
+    for key in ("mean_test_score", "mean_n_iter", "n_certified"):
+        np.testing.assert_array_equal(one.cv_results_[key], two.cv_results_[key])
+    np.testing.assert_array_equal(one.coef_, two.coef_)
