@@ -630,7 +630,8 @@ def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:
             "Table 1, transposed to documents): each of the 7 subjects is a query, the citation links are "
             "the similar pairs; SVM, AP-SVM, HOB-SVM and HOAP-SVM are compared by the test AP of 5-fold "
             "cross-validation, hyperparameters chosen by inner cross-validation. The full run took "
-            f"{FULL_RUN_MINUTES_TWO_JOBS} min with --n-jobs 2 and prints progress on stderr; --quick is a seconds-long smoke "
+            f"{FULL_RUN_MINUTES_TWO_JOBS} min with --n-jobs 2 and prints progress on stderr; --quick is a "
+            "seconds-long smoke "
             "test whose numbers mean nothing. Needs the experiments extra (Cora ships in graphdatascience)."
         ),
     )
