@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from rankopt.data.backends import check_matrix
 from rankopt.estimators.evaluation import eval_metrics
+from rankopt.estimators.progress import verbose_logging
 from rankopt.estimators.rank_svm import RankSVM, _check_one_query_labels, _qid_or_group
 
 logger = logging.getLogger(__name__)
@@ -143,19 +144,20 @@ class RankSVMCV(BaseEstimator):
             delayed(_fold_path)(self._path_model(), X_checked, labels, qid, train, test, Cs, metric)
             for train, test in folds
         )
-        for k, (fold_scores, fold_iterations, fold_certified, stop_reasons) in enumerate(paths):
-            scores[k], n_iter[k], certified[k] = fold_scores, fold_iterations, fold_certified
-            for j, C in enumerate(Cs):
-                logger.log(
-                    logging.INFO if self.verbose else logging.DEBUG,
-                    "RankSVMCV fold %d, C=%g: %d iterations (%s), validation %s %.4f",
-                    k,
-                    C,
-                    n_iter[k, j],
-                    stop_reasons[j],
-                    metric_name,
-                    scores[k, j],
-                )
+        with verbose_logging(self.verbose):
+            for k, (fold_scores, fold_iterations, fold_certified, stop_reasons) in enumerate(paths):
+                scores[k], n_iter[k], certified[k] = fold_scores, fold_iterations, fold_certified
+                for j, C in enumerate(Cs):
+                    logger.log(
+                        logging.INFO if self.verbose else logging.DEBUG,
+                        "RankSVMCV fold %d, C=%g: %d iterations (%s), validation %s %.4f",
+                        k,
+                        C,
+                        n_iter[k, j],
+                        stop_reasons[j],
+                        metric_name,
+                        scores[k, j],
+                    )
         mean = scores.mean(axis=0)
         if not np.any(np.isfinite(mean)):
             raise ValueError(f"expected a finite validation {metric_name} for some C, got none instead")

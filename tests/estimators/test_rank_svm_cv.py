@@ -88,3 +88,13 @@ def test_folds_in_parallel_give_the_same_search(rng):
     for key in ("mean_test_score", "mean_n_iter", "n_certified"):
         np.testing.assert_array_equal(one.cv_results_[key], two.cv_results_[key])
     np.testing.assert_array_equal(one.coef_, two.coef_)
+
+
+def test_verbose_logs_every_fit_of_the_path(rng, caplog):
+    import logging
+
+    X, grades, qid = _letor_like(rng, n_queries=9)
+    with caplog.at_level(logging.INFO, logger="rankopt"):
+        RankSVMCV(Cs=[0.1, 10.0], cv=3, verbose=True).fit(X, grades, qid=qid)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("RankSVMCV fold")]
+    assert len(lines) == 6 and "validation map" in lines[0]
