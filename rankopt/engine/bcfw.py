@@ -25,7 +25,14 @@ import warnings
 
 import numpy as np
 
-from rankopt.engine.cutting_plane import CuttingPlaneResult, IterationRecord, _check_finite, _rounding, log_end
+from rankopt.engine.cutting_plane import (
+    CuttingPlaneResult,
+    IterationRecord,
+    StallGuard,
+    _check_finite,
+    _rounding,
+    log_end,
+)
 from rankopt.engine.problem import BlockProblem
 from rankopt.exceptions import ConvergenceWarning
 
@@ -67,7 +74,7 @@ def solve_bcfw(
     best_primal, best_w, best_dual = np.inf, w.copy(), 0.0
     history: list[IterationRecord] = []
     stop_reason = "max_iter"
-    progress_gap, progress_pass = np.inf, 0
+    stall = StallGuard()
     for iteration in range(1, max_iter + 1):
         start = time.perf_counter()
         for block in rng.permutation(n_blocks):
@@ -112,9 +119,7 @@ def solve_bcfw(
         if stop_requested:
             stop_reason = "callback"
             break
-        if gap < progress_gap - _rounding(best_primal, best_dual):
-            progress_gap, progress_pass = gap, iteration
-        elif iteration - progress_pass >= 50:
+        if stall.stalled(iteration, gap, _rounding(best_primal, best_dual)):
             stop_reason = "stalled"
             break
     converged = stop_reason == "converged"

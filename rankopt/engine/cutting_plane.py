@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rankopt.engine.problem import BlockPlanes, LinearConstraints, Segment, StructuredProblem
+from rankopt.engine.problem import LinearConstraints, Segment, StructuredProblem
 from rankopt.engine.qp import InfeasibleConstraintsError, QPSolution, QPSolveError, WorkingSetQP
 from rankopt.exceptions import ConvergenceWarning
 
@@ -229,7 +229,7 @@ def solve_cutting_plane(
     history: list[IterationRecord] = []
     stop_reason = "max_iter"
     qp_failed = False
-    progress_gap, progress_iteration = np.inf, 0
+    stall = StallGuard()
     #: The problem from the best point (at t = 0) to the working-set optimum (t = 1); None before the first QP.
     segment: Segment | None = None
     #: Where the best point lies on ``segment``, and whether its primal came from an oracle call at it
@@ -266,9 +266,13 @@ def solve_cutting_plane(
             constraint = segment.most_violated(cut_t)
         elapsed = time.perf_counter() - start
         if constraint.blocks is not None and cache_usable:
-            cache = _PlaneCache.for_blocks(constraint.blocks, problem.n_features) if cache is None else cache
-            if cache is not None:
-                cache.add(constraint.blocks)
+            parts = constraint.blocks.planes()
+            if cache is None and parts is not None:
+                cache = _PlaneCache.for_blocks(constraint.blocks.losses.size, problem.n_features)
+            if cache is None or parts is None:  # the data cannot be split by query, or the cache would not fit
+                cache_usable = False
+            else:
+                cache.add(parts, constraint.blocks.losses)
         plane = psi_star - np.asarray(constraint.feature, dtype=np.float64)
         _check_finite(plane, "the most violated plane Ψ(X, Y*) − Ψ(X, Ŷ)", iteration)
         loss = float(constraint.loss)
@@ -323,9 +327,7 @@ def solve_cutting_plane(
         if stop_requested:
             stop_reason = "callback"
             break
-        if gap < progress_gap - _rounding(best_primal, best_dual):
-            progress_gap, progress_iteration = gap, iteration
-        elif iteration - progress_iteration >= STALL_ITERATIONS:
+        if stall.stalled(iteration, gap, _rounding(best_primal, best_dual)):
             stop_reason = "stalled"
             break
         if iteration == max_iter:
@@ -435,14 +437,14 @@ class _PlaneCache:
         self._blocks = np.arange(n_blocks)
 
     @classmethod
-    def for_blocks(cls, blocks: BlockPlanes, n_features: int) -> _PlaneCache | None:
-        n_blocks = int(np.asarray(blocks.losses).size)
+    def for_blocks(cls, n_blocks: int, n_features: int) -> _PlaneCache | None:
         parts = min(CACHE_PARTS, CACHE_BYTES // max(1, 8 * n_blocks * n_features))
         return cls(n_blocks, n_features, parts) if parts >= 2 else None
 
-    def add(self, blocks: BlockPlanes) -> None:
-        planes = np.asarray(blocks.planes, dtype=np.float64)
-        losses = np.asarray(blocks.losses, dtype=np.float64)
+    def add(self, planes: np.ndarray, losses: np.ndarray) -> None:
+        """Store one cut's parts (a :class:`~rankopt.engine.problem.BlockPlanes`' planes and losses)."""
+        planes = np.asarray(planes, dtype=np.float64)
+        losses = np.asarray(losses, dtype=np.float64)
         if planes.shape != self.planes[:, 0].shape or losses.shape != self.losses[:, 0].shape:
             raise RuntimeError(
                 f"a problem broke its contract: its cuts came split into {self.losses.shape[0]} blocks, then into "
@@ -501,6 +503,20 @@ def _assemble_cuts(
             break
         solution = candidate
     return solution
+
+
+class StallGuard:
+    """Whether a certified gap has stopped falling: by no more than float64's rounding of the objective
+    in STALL_ITERATIONS iterations (or passes)."""
+
+    def __init__(self):
+        self.gap, self.iteration = np.inf, 0
+
+    def stalled(self, iteration: int, gap: float, rounding: float) -> bool:
+        if gap < self.gap - rounding:
+            self.gap, self.iteration = gap, iteration
+            return False
+        return iteration - self.iteration >= STALL_ITERATIONS
 
 
 def _rounding(best_primal: float, best_dual: float) -> float:

@@ -14,25 +14,36 @@ a given w, and optional linear constraints on w.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 
-@dataclass(frozen=True)
 class BlockPlanes:
-    """A cutting plane split by independent blocks (queries): row b is block b's part of the plane
-    Ψ(X, Y*) − Ψ(X, Ŷ), ``losses[b]`` its part of Δ.
+    """A cutting plane split by independent blocks (queries): row b of :meth:`planes` is block b's part
+    of the plane Ψ(X, Y*) − Ψ(X, Ŷ), ``losses[b]`` its part of Δ.
 
     A problem gives them only when its slack is a sum over blocks of per-block maxima
     (ξ(w) = Σ_b max_{Ŷ_b} Δ_b − w·g_b(Ŷ_b)): then any choice of one stored part per block is the plane
     of an output, a valid cut, and the engine assembles cuts from parts it has seen without a pass
-    over the data (:func:`rankopt.engine.solve_cutting_plane`).
+    over the data (:func:`rankopt.engine.solve_cutting_plane`).  The planes cost a product with the
+    data, so they are computed by ``compute`` when the engine first asks, and not when it keeps no
+    cache; ``compute`` returns None when the data cannot be split so (the engine then keeps none).
     """
 
-    planes: np.ndarray  # (n_blocks, n_features)
-    losses: np.ndarray  # (n_blocks,)
+    def __init__(self, losses: np.ndarray, compute: Callable[[], np.ndarray | None]):
+        self.losses = np.asarray(losses, dtype=np.float64)  # (n_blocks,)
+        self._compute = compute
+        self._planes: np.ndarray | None = None
+        self._computed = False
+
+    def planes(self) -> np.ndarray | None:
+        """The parts, shape (n_blocks, n_features), computed once; None when the problem cannot give them."""
+        if not self._computed:
+            self._planes, self._computed = self._compute(), True
+        return self._planes
 
 
 @dataclass(frozen=True)
@@ -112,7 +123,7 @@ class StructuredProblem(abc.ABC):
         return OracleSegment(self, w0, w1)
 
 
-class BlockProblem(abc.ABC):
+class BlockProblem(StructuredProblem):
     """A problem whose slack is a sum over independent blocks (queries), for block-coordinate solvers.
 
     ξ(w) = Σ_b max_{Ŷ_b} Δ_b(Ŷ_b) − w·g_b(Ŷ_b), the parts scaled so that they sum to the problem's
@@ -121,17 +132,10 @@ class BlockProblem(abc.ABC):
     """
 
     n_blocks: int
-    n_features: int
 
     @abc.abstractmethod
     def block_most_violated(self, block: int, w: np.ndarray) -> tuple[np.ndarray, float]:
         """Block ``block``'s part (g_b, Δ_b) of the most violated output at w, from that block's data only."""
-
-    @abc.abstractmethod
-    def ground_truth_feature(self) -> np.ndarray: ...
-
-    @abc.abstractmethod
-    def most_violated(self, w: np.ndarray) -> Constraint: ...
 
 
 class Segment(abc.ABC):

@@ -16,7 +16,6 @@ import logging
 import numbers
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.model_selection import GroupKFold, StratifiedKFold
 from sklearn.utils.validation import check_is_fitted
@@ -238,7 +237,7 @@ class RankSVMCV(BaseEstimator):
 
 def _fold_path(model: RankSVM, X, labels, qid, train, test, Cs, metric):
     """One fold's C path: validation scores, iterations, certificates and stop reasons, one per C."""
-    X_train, X_test = _rows(X, train), _rows(X, test)
+    X_train, X_test = X[train], X[test]  # check_matrix gave an array or CSR: both index rows
     queries = {} if qid is None else {"qid": qid[train]}
     scores, iterations, certified, reasons = [], [], [], []
     for C in Cs:
@@ -258,7 +257,3 @@ def _check_Cs(Cs) -> np.ndarray:
     if values is None or values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values) & (values > 0)):
         raise ValueError(f"expected Cs to be a non-empty list of positive finite numbers, got {Cs!r} instead")
     return np.unique(values)  # increasing: the path warm-starts each C from the smaller one before it
-
-
-def _rows(X, index):
-    return X[index] if not sp.issparse(X) else X.tocsr()[index]

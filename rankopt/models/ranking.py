@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import scipy.sparse as sp
 
 from rankopt._validation import QueryIndex
 from rankopt.engine.problem import BlockPlanes, BlockProblem, LinearProblem, RowInference
@@ -128,7 +129,7 @@ class QueryRankingProblem(LinearProblem, BlockProblem):
         )
         self._psi_star = feature_map.combine(X, self.ground_truth_coef)
         # Two products with X (scores and combination; the parts by query are a third).
-        self.oracle_cost = 3.0 * float(X.nnz if hasattr(X, "nnz") else np.prod(X.shape))
+        self.oracle_cost = 3.0 * float(X.nnz if sp.issparse(X) else np.prod(X.shape))
         self.n_blocks = self.n_queries_used
         order = np.arange(n_rows) if self.rows is None else self.rows
         self._block_rows = [order[a:b] for a, b in zip(self.offsets[:-1], self.offsets[1:], strict=True)]
@@ -191,10 +192,11 @@ class QueryRankingProblem(LinearProblem, BlockProblem):
         """Each query's part of the cut: its slack is a sum of per-query maxima (SVM^map's 1-slack form)."""
         if self.n_queries_used < 2 or inference.block_losses is None:
             return None
-        parts = self.feature_map.combine_groups(
-            self.X, self.ground_truth_coef - inference.coef, self._row_query, self.n_queries_used
+        coef = self.ground_truth_coef - inference.coef
+        return BlockPlanes(
+            inference.block_losses,
+            lambda: self.feature_map.combine_groups(self.X, coef, self._row_query, self.n_queries_used),
         )
-        return None if parts is None else BlockPlanes(parts, inference.block_losses)
 
 
 class RankingModel(Model):

@@ -59,14 +59,14 @@ def test_the_parts_sum_to_the_cut_and_any_choice_of_parts_is_a_valid_cut(rng, lo
         constraint = problem.most_violated(w)
         blocks = constraint.blocks
         assert isinstance(blocks, BlockPlanes)
-        np.testing.assert_allclose(blocks.planes.sum(axis=0), psi_star - constraint.feature, atol=1e-12)
+        np.testing.assert_allclose(blocks.planes().sum(axis=0), psi_star - constraint.feature, atol=1e-12)
         assert blocks.losses.sum() == pytest.approx(constraint.loss, abs=1e-12)
         parts.append(blocks)
     # Any choice of one stored part per query bounds the true slack from below, everywhere.
     for _ in range(20):
         choice = rng.integers(0, 3, parts[0].losses.size)
         blocks = np.arange(choice.size)
-        plane = sum(parts[k].planes[blocks[choice == k]].sum(axis=0) for k in range(3))
+        plane = sum(parts[k].planes()[blocks[choice == k]].sum(axis=0) for k in range(3))
         loss_value = sum(parts[k].losses[choice == k].sum() for k in range(3))
         w = 3.0 * rng.standard_normal(X.shape[1])
         exact = problem.most_violated(w)
@@ -77,6 +77,27 @@ def test_the_parts_sum_to_the_cut_and_any_choice_of_parts_is_a_valid_cut(rng, lo
 def test_one_query_or_a_dask_array_gives_no_parts(rng):
     X, grades, qid = _queries(rng, n_queries=1)
     assert _problem(X, grades, qid).most_violated(np.ones(X.shape[1])).blocks is None
+    dask_array = pytest.importorskip("dask.array")
+    X, grades, qid = _queries(rng)
+    blocks = _problem(dask_array.from_array(X, chunks=50), grades, qid).most_violated(np.ones(X.shape[1])).blocks
+    assert blocks is not None and blocks.planes() is None  # the losses come free, the planes are not computed
+
+
+def test_the_parts_are_computed_only_when_asked_for_and_once(rng, monkeypatch):
+    X, grades, qid = _queries(rng)
+    problem = _problem(X, grades, qid)
+    calls = []
+    original = problem.feature_map.combine_groups
+
+    def counting(*args):
+        calls.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(problem.feature_map, "combine_groups", counting)
+    blocks = problem.most_violated(np.ones(X.shape[1])).blocks
+    assert not calls
+    first = blocks.planes()
+    assert blocks.planes() is first and len(calls) == 1
 
 
 @pytest.mark.parametrize("loss,C", [("ap", 100.0), ("pairwise", 100.0), ("ndcg_graded", 30.0)])
