@@ -257,6 +257,9 @@ class ScoreSegment(Segment):
         self.s0 = np.asarray(problem.scores(self.w0) if s0 is None else s0, dtype=np.float64)
         self.s1 = np.asarray(problem.scores(self.w1), dtype=np.float64)
         self.ds = self.s1 - self.s0
+        # c*·s(t) = c*·s0 + t·c*·ds: the ground truth's score along the segment without a vector per t
+        # (at the ends from the scores themselves, so a working-set optimum is priced to the bit).
+        self.star_ends = (float(problem.ground_truth_coef @ self.s0), float(problem.ground_truth_coef @ self.s1))
         self.star_slope = float(problem.ground_truth_coef @ self.ds)
         # Inference by t: a cut reuses its point's line-search call, and the next segment its start's.
         self._inferred: dict[float, RowInference] = {} if at_w0 is None else {0.0: at_w0}
@@ -271,7 +274,8 @@ class ScoreSegment(Segment):
 
     def slack(self, t):
         result = self._infer(t)
-        xi = result.value - float(self.problem.ground_truth_coef @ self.scores(t))
+        star = self.star_ends[int(t)] if t in (0.0, 1.0) else self.star_ends[0] + t * self.star_slope
+        xi = result.value - star
         return max(0.0, xi), float(result.coef @ self.ds) - self.star_slope
 
     def most_violated(self, t):

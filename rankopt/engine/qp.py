@@ -25,7 +25,9 @@ It is solved in one of three forms, chosen by the shape of A w ≤ b:
   increases D, and the search ends when the step stays on its piece (the
   KKT conditions of D then hold).  The previous solve's α is the start, so a
   new plane usually costs one or two QPs in K variables instead of one in
-  d + 1 variables with K dense rows.
+  d + 1 variables with K dense rows.  When a piece's Gram is too degenerate
+  for the active-set solver, the piece is solved from the planes themselves,
+  as a primal in their range (``_range_simplex_qp``).
 * **General rows** (APPX's hard margins): the dual would grow one dense
   variable per row, so the primal in (w, ξ) is solved: d + 1 variables, a
   diagonal Hessian and sparse constraint rows.
@@ -169,6 +171,8 @@ class WorkingSetQP:
         self._gram = np.zeros((0, 0))
         self._alpha = np.zeros(0)  # the bounded dual's last optimum, its next start
         self._dual_failures = 0  # consecutive solves whose dual form failed or was skipped
+        #: Bounded-dual solves left whose pieces skip DAQP for :func:`_range_simplex_qp` (after a failure).
+        self._active_set_skips = 0
         self.n_pruned = 0
 
     @property
@@ -399,15 +403,26 @@ class WorkingSetQP:
         alpha[: self._alpha.size] = self._alpha
         u = G.T @ alpha
         value, w = self._bounded_dual_value(alpha, u)
+        # After DAQP failed on a piece, the pieces of the next solves go to the range form directly
+        # (the degeneracy is in the planes, which stay), with DAQP retried every _DUAL_RETRY_EVERY solves.
+        skip_active_set = self._active_set_skips > 0
+        self._active_set_skips = max(0, self._active_set_skips - 1)
         for _ in range(_MAX_NEWTON_STEPS):
             above, below = u > hi, u < lo
             clipped = above | below
             # On this piece D(α) = αᵀ(Δ − G_c w_c) − ½ αᵀ G_f G_fᵀ α + const,
             # f the free coordinates, c the clipped ones (w_c at its bound).
             G_clipped = G[:, clipped]
-            hessian = self._gram - G_clipped @ G_clipped.T
             linear = losses - G_clipped @ w[clipped]
-            target = self._simplex_qp(hessian, linear)
+            target = None
+            if not skip_active_set:
+                try:
+                    target = self._simplex_qp(self._gram - G_clipped @ G_clipped.T, linear)
+                except QPSolveError as exc:
+                    logger.info("bounded dual: the active-set piece QP failed (%s); solving it in range(G)", exc)
+                    skip_active_set, self._active_set_skips = True, _DUAL_RETRY_EVERY - 1
+            if target is None:
+                target = _range_simplex_qp(G[:, ~clipped], linear, self.C)
             direction = target - alpha
             v = G.T @ direction
             t = _line_search(float(direction @ losses), u, v, lo, hi)
@@ -543,6 +558,43 @@ def _dense_simplex_qp(H: np.ndarray, f: np.ndarray, weights: np.ndarray) -> np.n
             return np.maximum(np.asarray(gamma), 0.0)
         flags.append(exitflag)
     raise QPSolveError(f"working-set dual with {k} planes: DAQP ended with exit flags {flags}")
+
+
+def _range_simplex_qp(rows: np.ndarray, linear: np.ndarray, C: float) -> np.ndarray:
+    """argmax_α linear·α − ½‖rowsᵀα‖²  s.t.  α ≥ 0, Σα ≤ C, from the planes themselves rather than their Gram.
+
+    The dual solvers see H = rows·rowsᵀ, whose condition number is the
+    square of the planes': HOAP-SVM's working sets on Cora (98 planes in
+    4,299 features, norms 0.02 … 34, C ~ 2·10⁷) give H eigenvalues from
+    2·10⁻¹⁰ to 3·10³, and DAQP runs into its iteration limit on every
+    proximal weight.  This QP's primal, min ½‖v‖² + C ξ s.t. rows·v ≥
+    linear − ξ, ξ ≥ 0, has its optimum v = rowsᵀα in the planes' range, so
+    with rowsᵀ = Q R (thin QR, r ≤ K columns) it is the QP in z = Qᵀv,
+
+        min ½‖z‖² + C ξ   s.t.   Rᵀz + ξ ≥ linear,  ξ ≥ 0,
+
+    with r + 1 variables, an identity Hessian and R as ill-conditioned as the
+    planes only.  Clarabel solves it; α is its row multipliers, put on
+    {α ≥ 0, Σα ≤ C} (the caller prices α exactly, so an inexact α can only
+    cost optimality, never the bound).
+    """
+    k = linear.size
+    if k == 0:
+        return np.zeros(0)
+    R = np.asarray(np.linalg.qr(rows.T, mode="r"))  # rowsᵀ = Q R, R of shape (min(d, K), K); Q is not needed
+    r = R.shape[0]
+    rows_z = np.hstack([-R.T, -np.ones((k, 1))])
+    nonnegative_slack = np.append(np.zeros(r), -1.0)[None, :]
+    A = sp.csc_matrix(np.vstack([rows_z, nonnegative_slack]))
+    b = np.append(-np.asarray(linear, dtype=np.float64), 0.0)
+    P = sp.diags(np.append(np.ones(r), 0.0)).tocsc()
+    q = np.append(np.zeros(r), C)
+    _, multipliers = _clarabel(P, q, A, b, f"working-set QP in the range of {k} planes", False)
+    alpha = np.maximum(multipliers[:k], 0.0)
+    total = float(alpha.sum())
+    if total > C:
+        alpha *= C / total
+    return alpha
 
 
 def _polish(hessian: np.ndarray, linear: np.ndarray, alpha: np.ndarray, C: float) -> np.ndarray:

@@ -118,6 +118,10 @@ class RankingInference:
     value: float
 
 
+#: The score types the compiled kernels take as they are (anything else is converted to float64).
+_KERNEL_FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
+
+
 def descending_order(scores: np.ndarray) -> np.ndarray:
     """Indices sorting ``scores`` high to low, equal scores by increasing index.
 
@@ -125,11 +129,12 @@ def descending_order(scores: np.ndarray) -> np.ndarray:
     ``np.argsort(-scores, kind="stable")``, about 7 times faster on 10⁵
     spread-out scores.
     """
-    scores = np.asarray(scores)
+    if not (isinstance(scores, np.ndarray) and scores.dtype in _KERNEL_FLOATS and scores.flags.c_contiguous):
+        scores = np.asarray(scores)
+        scores = np.ascontiguousarray(scores, dtype=np.float32 if scores.dtype == np.float32 else np.float64)
     if scores.ndim != 1:
         raise ValueError(f"expected a 1-D array of scores, got shape {scores.shape} instead")
-    scores = np.ascontiguousarray(scores, dtype=np.float32 if scores.dtype == np.float32 else np.float64)
-    if not np.all(np.isfinite(scores)):
+    if not np.isfinite(scores).all():
         raise ValueError("expected finite scores, got NaN or infinity instead")
     order = np.empty(scores.size, dtype=np.intp)
     _order.descending_order_into(scores, order)
@@ -179,26 +184,17 @@ def ranking_from_ranks(
     neg_ranks = np.ascontiguousarray(neg_ranks, dtype=np.int32 if neg_ranks.dtype == np.int32 else np.int64)
     if neg_ranks.shape != (n_neg,):
         raise ValueError(f"expected {n_neg} ranks, got an array of shape {neg_ranks.shape} instead")
-    # Lemma 6 with the corrected coefficients (docs/maths.md); a negative's
-    # coefficient depends on its rank only.
-    scale = 1.0 / (n_pos * n_neg)
-    neg_coef_of_rank = (n_pos + 2.0 - 2.0 * np.arange(n_pos + 2)) * scale
-    counts = np.zeros(n_pos + 2, dtype=np.int64)  # counts[r]: negatives at rank r
-    neg_coef = np.empty(n_neg, dtype=np.float64)
-    neg_dot, bad = _observation.negative_terms(neg_ranks, neg_scores, neg_coef_of_rank, counts, neg_coef)
+    # Lemma 6 with the corrected coefficients (docs/maths.md); a row's coefficient depends on its rank only.
+    pos_order = descending_order(pos_scores)
+    neg_coef, pos_coef = np.empty(n_neg), np.empty(n_pos)
+    pos_ranks, positions = np.empty(n_pos, dtype=np.int64), np.empty(n_pos, dtype=np.int64)
+    dot, bad = _observation.observation_terms(
+        neg_ranks, neg_scores, pos_scores, pos_order, neg_coef, pos_coef, pos_ranks, positions
+    )
     if bad >= 0:
         raise RanksOutOfRangeError(f"expected ranks in 1..{n_pos + 1}, got {neg_ranks[bad]} at position {bad} instead")
-    # The k-th highest positive has every negative of rank <= k above it.
-    negatives_above = np.cumsum(counts[1:])[:n_pos]
-    pos_ranks_sorted = negatives_above + 1
-
-    pos_order = descending_order(pos_scores)
-    pos_ranks = np.empty(n_pos, dtype=np.int64)
-    pos_ranks[pos_order] = pos_ranks_sorted
-    pos_coef = (n_neg + 2.0 - 2.0 * pos_ranks) * scale
-
-    loss_value = float(loss.value_at_positions(np.arange(1, n_pos + 1) + negatives_above, n_neg))
-    value = float(np.einsum("i,i->", pos_coef, pos_scores.astype(np.float64, copy=False))) + neg_dot + loss_value
+    loss_value = float(loss.value_at_positions(positions, n_neg))
+    value = dot + loss_value
     return RankingInference(loss_value, pos_coef, neg_coef, neg_ranks, pos_ranks, value)
 
 
@@ -217,12 +213,27 @@ def most_violated_ranking(
             f"expected loss to be a rank loss, got the {loss.output_kind.value} loss {loss.name!r} instead"
         )
     pos, neg = check_scores(pos_scores, neg_scores)
+    # The loss's compiled form first (see solve_ranking): a discount that breaks its contract on
+    # this call's positions is named as such, before any method judges the loss.
+    loss.compiled_form(pos.size, neg.size)
+    return solve_ranking(loss, pos, neg, registry.resolve_method(method, loss, pos.size, neg.size))
+
+
+def solve_ranking(loss: RankLoss, pos: np.ndarray, neg: np.ndarray, solver: InferenceMethod) -> RankingInference:
+    """:func:`most_violated_ranking` with its lookups done: ``solver`` already resolved for this loss and size.
+
+    For callers that infer many times at one size (a cutting plane's
+    problem resolves its method once): ``pos`` and ``neg`` must have passed
+    :func:`~rankopt._validation.check_scores`, and ``solver`` must be exact
+    for ``loss`` at ``(pos.size, neg.size)``
+    (:meth:`PluginLookup.resolve_method` with both sizes).  The method's
+    output is still checked, so a plugin that breaks its contract is named.
+    """
     # Builds (once per size, shared by equal losses) and checks the loss's
     # compiled form on the positions this call uses, whichever method runs:
     # a discount that breaks its contract beyond the sizes the C1–C4 check
     # tried is refused here.
     loss.compiled_form(pos.size, neg.size)
-    solver = registry.resolve_method(method, loss, pos.size, neg.size)
     neg_ranks = np.asarray(solver.interleaving_ranks(loss, pos, neg))
     if neg_ranks.shape != neg.shape or not np.issubdtype(neg_ranks.dtype, np.integer):
         raise RuntimeError(

@@ -29,7 +29,7 @@ class APLoss(RankLoss):
 
     def value_at_positions(self, positions, n_neg):
         k = np.arange(1, positions.size + 1)
-        return float(1.0 - np.mean(k / positions))
+        return float(1.0 - (k / positions).sum() / positions.size)  # np.mean's bits, without its overhead
 
     def delta(self, j, i, n_pos, n_neg):
         j, i = np.broadcast_arrays(np.asarray(j, dtype=np.int64), np.asarray(i, dtype=np.int64))

@@ -7,10 +7,10 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt._validation import QueryIndex
+from rankopt._validation import QueryIndex, check_scores
 from rankopt.engine.problem import BlockPlanes, BlockProblem, LinearProblem, RowInference
 from rankopt.hookspecs import hookimpl
-from rankopt.inference.base import most_violated_ranking
+from rankopt.inference.base import solve_ranking
 from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings, resolve_graded_method
 from rankopt.losses.base import OutputKind
 from rankopt.models.base import Model
@@ -34,8 +34,10 @@ class RankingProblem(LinearProblem):
         self.registry = registry
         n_pos = int(np.count_nonzero(y))
         n_neg = y.size - n_pos
-        # Resolved for this problem's size: a loss's conditions may hold on some sizes only.
-        self.inference = registry.resolve_method(inference, loss, n_pos, n_neg).name
+        # Resolved for this problem's size, once: a loss's conditions may hold on some sizes only.
+        self._solver = registry.resolve_method(inference, loss, n_pos, n_neg)
+        self.inference = self._solver.name
+        self._pos_rows, self._neg_rows = np.flatnonzero(y), np.flatnonzero(~y)
         self.n_features = feature_map.n_features(X)
         self.ground_truth_coef = np.where(y, 1.0 / n_pos, -1.0 / n_neg)
         self._psi_star = feature_map.combine(X, self.ground_truth_coef)
@@ -50,12 +52,11 @@ class RankingProblem(LinearProblem):
         return self.feature_map.combine(self.X, coef)
 
     def infer(self, scores):
-        result = most_violated_ranking(
-            self.loss, scores[self.is_positive], scores[~self.is_positive], self.inference, registry=self.registry
-        )
+        pos, neg = check_scores(scores[self._pos_rows], scores[self._neg_rows])
+        result = solve_ranking(self.loss, pos, neg, self._solver)
         coef = np.empty(self.is_positive.size)
-        coef[self.is_positive] = result.pos_coef
-        coef[~self.is_positive] = result.neg_coef
+        coef[self._pos_rows] = result.pos_coef
+        coef[self._neg_rows] = result.neg_coef
         # The maximum as every linear problem sums it (one query over qid gives the same bits).
         return RowInference(coef, result.loss, float(coef @ scores) + result.loss)
 

@@ -484,6 +484,12 @@ def test_primal_is_the_last_resort_when_both_dual_solvers_fail(rng, monkeypatch,
         return np.zeros(args[1].size), 0.0, -4, {}
 
     monkeypatch.setattr(qp_module.daqp, "solve", daqp_stops_short)
+    if bounded:  # the bounded dual's own fallback (its pieces in the planes' range) fails too
+
+        def range_form_fails(*args):
+            raise qp_module.QPSolveError("working-set dual with 5 planes: DAQP ended with exit flags [-4, -4]")
+
+        monkeypatch.setattr(qp_module, "_range_simplex_qp", range_form_fails)
     with caplog.at_level("INFO", logger="rankopt.engine.qp"):
         _, w, dual = solve_engine(C, d, planes, losses, constraints)
     assert (
@@ -574,8 +580,51 @@ def test_after_the_dual_fails_the_primal_goes_first_and_the_dual_is_retried(rng,
         assert_matches_reference(solution.w, solution.dual, planes[: k + 1], losses[: k + 1], C, constraints)
     dual = "bounded dual" if bounded else "dual"
     retry = qp_module._DUAL_RETRY_EVERY
+    if bounded:
+        # The bounded dual solves the pieces DAQP failed on in the planes' range instead: no solve
+        # falls back to the primal; DAQP is skipped until the retry, which succeeds.
+        assert solvers == [dual] * len(solvers)
+        assert daqp_calls[0] == 2 and daqp_calls[1:retry] == [0] * (retry - 1) and min(daqp_calls[retry:]) >= 1
+        return
     # solve 1: the dual fails (both DAQP settings) and the primal answers; solves 2..retry: the primal
     # first, DAQP not called; solve retry + 1: the dual is retried, succeeds, and stays first
     assert solvers[:retry] == ["primal"] * retry
     assert solvers[retry:] == [dual] * (len(solvers) - retry)
     assert daqp_calls[0] == 2 and daqp_calls[1:retry] == [0] * (retry - 1) and min(daqp_calls[retry:]) >= 1
+
+
+def test_bounded_dual_solves_degenerate_pieces_in_the_range_of_the_planes(rng, monkeypatch, caplog):
+    """When DAQP fails on a piece of the bounded dual, the piece is solved as a primal in range(G)
+    (Clarabel, r + 1 variables): the answer is the verified optimum, without the primal in d + 1."""
+    d, C = 7, 3.0
+    constraints = LinearConstraints.nonpositive(d, [0, 2, 5])
+    planes, losses = random_instance(rng, d, 6)
+
+    def daqp_stops_short(*args, **kwargs):
+        return np.zeros(args[1].size), 0.0, -4, {}
+
+    monkeypatch.setattr(qp_module.daqp, "solve", daqp_stops_short)
+    with caplog.at_level("INFO", logger="rankopt.engine.qp"):
+        qp = WorkingSetQP(C, d, constraints)
+        for plane, loss in zip(planes, losses, strict=True):
+            qp.add(plane, loss)
+        solution = qp.solve()
+    assert solution.solver == "bounded dual" and solution.verified(0.0)
+    assert "solving it in range(G)" in caplog.text
+    assert_matches_reference(solution.w, solution.dual, planes, losses, C, constraints)
+
+
+@pytest.mark.parametrize("n_planes", [1, 3, 12])
+def test_range_simplex_qp_equals_the_active_set_answer(rng, n_planes):
+    """_range_simplex_qp (thin QR + Clarabel) against DAQP on the Gram, including more planes than features."""
+    d, C = 8, 2.5
+    rows = rng.normal(size=(n_planes, d)) * rng.uniform(0.1, 3.0, size=(n_planes, 1))
+    linear = rng.uniform(0.2, 1.0, size=n_planes)
+    alpha = qp_module._range_simplex_qp(rows, linear, C)
+    assert np.all(alpha >= 0.0) and alpha.sum() <= C * (1 + 1e-12)
+
+    def value(a):
+        return float(linear @ a) - 0.5 * float(np.sum((rows.T @ a) ** 2))
+
+    reference = WorkingSetQP(C, d)._simplex_qp(rows @ rows.T, linear)
+    assert value(alpha) == pytest.approx(value(reference), rel=1e-8, abs=1e-10)

@@ -631,3 +631,67 @@ def test_huge_scores_below_the_limit_are_exact(n_pos, n_neg, exponent, seed, los
             continue
         got = rankopt.most_violated_ranking(loss, pos, neg, method=method).value
         assert got == pytest.approx(best, rel=1e-12, abs=1e-12), method
+
+
+def test_ranking_from_ranks_equals_observation_2_written_out(rng):
+    """The one-kernel Observation 2 against its NumPy statement (Lemma 6's coefficients), float32 and float64."""
+    for dtype in (np.float64, np.float32):
+        for n_pos, n_neg in [(1, 1), (1, 7), (7, 1), (9, 4), (40, 300)]:
+            pos = rng.normal(size=n_pos).astype(dtype)
+            neg = np.round(rng.normal(size=n_neg), 1).astype(dtype)  # ties
+            ranks = rng.integers(1, n_pos + 2, size=n_neg)
+            got = ranking_from_ranks(APLoss(), pos, neg, ranks)
+            scale = 1.0 / (n_pos * n_neg)
+            neg_coef = (n_pos + 2.0 - 2.0 * ranks) * scale
+            above = np.cumsum(np.bincount(ranks, minlength=n_pos + 2)[1:])[:n_pos]
+            order = np.argsort(-pos, kind="stable")
+            pos_ranks = np.empty(n_pos, dtype=np.int64)
+            pos_ranks[order] = above + 1
+            pos_coef = (n_neg + 2.0 - 2.0 * pos_ranks) * scale
+            loss = APLoss().value_at_positions(np.arange(1, n_pos + 1) + above, n_neg)
+            np.testing.assert_array_equal(got.neg_coef, neg_coef)
+            np.testing.assert_array_equal(got.pos_ranks, pos_ranks)
+            np.testing.assert_array_equal(got.pos_coef, pos_coef)
+            assert got.loss == loss
+            expected = pos_coef @ pos.astype(np.float64) + neg_coef @ neg.astype(np.float64) + loss
+            assert got.value == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def test_observation_kernel_refuses_mismatched_arrays_and_orders():
+    from rankopt.inference import _observation
+
+    pos, neg = np.array([1.0, 0.5]), np.array([0.2, 0.1, 0.0])
+    ranks = np.array([1, 2, 3])
+    out = (np.empty(3), np.empty(2), np.empty(2, dtype=np.int64), np.empty(2, dtype=np.int64))
+    with pytest.raises(ValueError, match="permutation of 0..1"):
+        _observation.observation_terms(ranks, neg, pos, np.array([0, 2], dtype=np.intp), *out)
+    with pytest.raises(ValueError, match="to match"):
+        _observation.observation_terms(ranks, neg[:2], pos, np.array([0, 1], dtype=np.intp), *out)
+    with pytest.raises(ValueError, match="at least one positive"):
+        empty = (a[:0] for a in out[1:])
+        _observation.observation_terms(ranks, neg, pos[:0], np.empty(0, dtype=np.intp), out[0], *empty)
+
+
+@pytest.mark.parametrize("where", ["pos", "neg"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_check_scores_names_the_non_finite_side(where, bad, dtype):
+    pos, neg = np.array([1.0, 0.5, 0.2], dtype=dtype), np.array([0.3, 0.1], dtype=dtype)
+    (pos if where == "pos" else neg)[1] = bad
+    with pytest.raises(ValueError, match=f"expected {where}_scores to be finite"):
+        check_scores(pos, neg)
+    with pytest.raises(ValueError, match=f"expected {where}_scores to be finite"):  # the converting path too
+        check_scores(list(pos), neg[::-1][::-1].copy() if where == "pos" else neg[::-1])
+
+
+def test_solve_ranking_equals_the_looked_up_call(rng):
+    from rankopt.inference.base import solve_ranking
+
+    registry = default_registry()
+    for name in ("ap", "auc", "ndcg"):
+        loss = registry.resolve_loss(name)
+        pos, neg = check_scores(rng.normal(size=30), rng.normal(size=200))
+        solver = registry.resolve_method("auto", loss, pos.size, neg.size)
+        got, expected = solve_ranking(loss, pos, neg, solver), rankopt.most_violated_ranking(name, pos, neg)
+        assert got.loss == expected.loss and got.value == expected.value
+        np.testing.assert_array_equal(got.neg_ranks, expected.neg_ranks)
