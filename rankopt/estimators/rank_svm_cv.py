@@ -5,7 +5,7 @@ searches its own regularisation.  Each fold walks C from the smallest value to
 the largest, every fit starting from the previous one's w and working set
 (``RankSVM(warm_start=True)``: cutting planes bound the slack whatever C, so the
 planes cut at one C are valid at the next); the C with the best mean
-validation score is refitted on all the data, along the same path.  Queries
+validation score is refitted on all the data, cold.  Queries
 are never split: with ``qid`` the folds are ``GroupKFold`` over query ids, and
 ``fit(X, y, qid=...)`` needs no metadata routing.
 """
@@ -72,7 +72,7 @@ class RankSVMCV(BaseEstimator):
     best_score_ : float
         The chosen C's mean validation score.
     estimator_ : RankSVM
-        The model refitted on all the data at ``C_``.
+        The model refitted on all the data at ``C_`` (a cold fit: ``RankSVM(C=C_)``'s).
     coef_, converged_, duality_gap_, n_iter_ :
         The refitted model's.
     path_n_iter_ : int
@@ -161,13 +161,12 @@ class RankSVMCV(BaseEstimator):
         if not np.any(np.isfinite(mean)):
             raise ValueError(f"expected a finite validation {metric_name} for some C, got none instead")
         best = int(np.nanargmax(mean))  # the first (smallest) C on a tie
-        # The refit walks the same path on all the data, up to the chosen C.
-        model = self._path_model()
-        refit_iterations = 0
-        for C in Cs[: best + 1]:
-            model.set_params(C=C).fit(X, y, **({} if qid is None else {"qid": qid}))
-            refit_iterations += model.n_iter_
-        model.set_params(warm_start=False)
+        # One cold fit at the chosen C: walking the path up to it costs every smaller C's fit, and warm
+        # starts save ~10 % at most (the planes cut at a smaller C describe the risk near its own optimum);
+        # estimator_ is then exactly RankSVM(C=C_) fitted on all the data.
+        model = self._path_model().set_params(C=float(Cs[best]), warm_start=False)
+        model.fit(X, y, **({} if qid is None else {"qid": qid}))
+        refit_iterations = model.n_iter_
         self.Cs_ = Cs
         self.C_ = float(Cs[best])
         self.best_score_ = float(mean[best])
