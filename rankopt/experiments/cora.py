@@ -593,9 +593,9 @@ def _report(result: CoraExperimentResult) -> str:
     )
 
 
-#: Wall time of the full run, all 7 subjects with n_jobs=1 (docs/high-order-results.md), in minutes.
-#: Measured: the full run (2026-11-25) took 40 min of wall time with --n-jobs 2, one fit alone 28 min.
-FULL_RUN_MINUTES_TWO_JOBS = 40
+#: Wall time of the full run, all 7 subjects with --n-jobs 2 (docs/high-order-results.md), in minutes.
+#: Measured: the run of 2026-11-25 (3) took 731 s on a shared 2-core machine, its slowest fit 186 s.
+FULL_RUN_MINUTES_TWO_JOBS = 12
 
 
 def plan(quick: bool, subjects, n_jobs: int) -> str:
