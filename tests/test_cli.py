@@ -440,7 +440,7 @@ def test_cora_subcommand_quick_run_prints_the_table(capsys, tmp_path):
 def test_full_experiments_say_how_long_they_take():
     from rankopt.experiments import cora, latent
 
-    assert "roughly 80 min" in cora.plan(False, None, 1) and "7 subject(s)" in cora.plan(False, None, 1)
+    assert "roughly 24 min" in cora.plan(False, None, 1) and "7 subject(s)" in cora.plan(False, None, 1)
     assert "roughly 12 min" in cora.plan(False, None, 2) and "roughly 3 min" in cora.plan(False, [0], 1)
     args = build_parser().parse_args(["latent"])
     assert "135 fold runs" in latent.plan(args) and "52 min" in latent.plan(args)
