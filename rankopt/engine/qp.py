@@ -621,11 +621,31 @@ def _polish(hessian: np.ndarray, linear: np.ndarray, alpha: np.ndarray, C: float
         system = np.zeros((n + 1, n + 1))
         system[:n, :n] = H
         system[:n, n] = system[n, :n] = 1.0
-        solution = np.linalg.lstsq(system, np.append(c, C), rcond=None)[0][:n]
+        rhs = np.append(c, C)
     else:
-        solution = np.linalg.lstsq(H, c, rcond=None)[0]
-    if not np.all(np.isfinite(solution)) or np.any(solution < 0.0) or solution.sum() > C * (1.0 + 1e-12):
-        return alpha
+        n, system, rhs = active.size, H, c
+
+    def feasible(x):
+        return np.all(np.isfinite(x)) and not np.any(x < 0.0) and x.sum() <= C * (1.0 + 1e-12)
+
+    # Any solution of the face's optimality conditions is a face optimum (a singular face has an affine
+    # set of them, all of one objective): an LU solve, 5-10 times cheaper than the least-squares one at
+    # tens of planes, is taken when it solves the system and is feasible; otherwise the minimum-norm
+    # least-squares solution, which is what a singular face needs.
+    solution = None
+    try:
+        candidate = np.linalg.solve(system, rhs)
+        # Row by row (the sum row's 1s must not hide a badly scaled block): backward error ≤ 1e-12.
+        residual = np.abs(system @ candidate - rhs)
+        scale = np.abs(system) @ np.abs(candidate) + np.abs(rhs)
+        if np.all(residual <= 1e-12 * scale) and feasible(candidate[:n]):
+            solution = candidate[:n]
+    except np.linalg.LinAlgError:
+        pass
+    if solution is None:
+        solution = np.linalg.lstsq(system, rhs, rcond=None)[0][:n]
+        if not feasible(solution):
+            return alpha
     polished = np.zeros_like(alpha)
     polished[active] = solution
 

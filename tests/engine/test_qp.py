@@ -628,3 +628,37 @@ def test_range_simplex_qp_equals_the_active_set_answer(rng, n_planes):
 
     reference = WorkingSetQP(C, d)._simplex_qp(rows @ rows.T, linear)
     assert value(alpha) == pytest.approx(value(reference), rel=1e-8, abs=1e-10)
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+@pytest.mark.parametrize("on_sum", [False, True])
+def test_polish_gives_the_face_optimum_with_or_without_a_singular_face(rng, monkeypatch, repeat, on_sum):
+    """_polish solves the face's optimality conditions by LU when that solves them, by least squares
+    when the face is singular (a repeated plane): either way it returns the face optimum, feasible."""
+    d, k, C = 6, 4, 2.0
+    rows = rng.normal(size=(k, d))
+    if repeat:
+        rows = np.vstack([rows, rows[:1]])  # a singular Gram: two equal planes
+    n = rows.shape[0]
+    hessian = rows @ rows.T
+    # A face optimum by construction: α* > 0 solves H α* + λ 1 = linear, with Σα* = C and λ > 0 on the sum.
+    optimum = rng.uniform(0.5, 1.5, size=n)
+    optimum *= (C if on_sum else 0.5 * C) / optimum.sum()
+    linear = hessian @ optimum + (0.3 if on_sum else 0.0)
+    start = optimum * rng.uniform(0.8, 1.0, size=n)  # on the same face (every plane active), not optimal
+    if on_sum:
+        start *= C / start.sum()
+    least_squares = []
+    original = np.linalg.lstsq
+    monkeypatch.setattr(np.linalg, "lstsq", lambda *a, **k: least_squares.append(1) or original(*a, **k))
+    polished = qp_module._polish(hessian, linear, start, C)
+    assert bool(least_squares) == repeat  # LU where it solves the system, least squares where it is singular
+
+    def objective(a):
+        return float(linear @ a) - 0.5 * float(a @ hessian @ a)
+
+    assert np.all(polished >= 0.0) and polished.sum() <= C * (1 + 1e-12)
+    assert objective(polished) == pytest.approx(objective(optimum), rel=1e-12)
+    assert objective(polished) > objective(start)
+    if not repeat:
+        np.testing.assert_allclose(polished, optimum, rtol=1e-9)
