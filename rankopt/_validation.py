@@ -64,6 +64,17 @@ def check_scores(pos_scores, neg_scores) -> tuple[np.ndarray, np.ndarray]:
     return pos, neg
 
 
+def check_query_scores(scores: np.ndarray) -> None:
+    """One query's scores as a problem computed them (a 1-D float array): finite, and sums that cannot overflow.
+
+    :func:`check_scores` for a caller that splits the array itself: one reduction over all of it.
+    """
+    largest = float(np.max(np.abs(scores)))
+    if not math.isfinite(largest):
+        raise ValueError("expected finite scores, got NaN or infinity instead; rescale the features or w")
+    check_score_sums(largest, scores.size, scores.dtype)
+
+
 #: log2 of the largest |score| × (documents of a query) inference accepts, per score type: the
 #: exact methods add up to n scores and take differences of such sums, so every sum stays
 #: at least 2⁸ below the type's overflow (float64: 2¹⁰²⁴, float32: 2¹²⁸).

@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt._validation import QueryIndex, check_scores
+from rankopt._validation import QueryIndex, check_query_scores
 from rankopt.engine.problem import BlockPlanes, BlockProblem, LinearProblem, RowInference
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import solve_ranking
@@ -52,8 +52,8 @@ class RankingProblem(LinearProblem):
         return self.feature_map.combine(self.X, coef)
 
     def infer(self, scores):
-        pos, neg = check_scores(scores[self._pos_rows], scores[self._neg_rows])
-        result = solve_ranking(self.loss, pos, neg, self._solver)
+        check_query_scores(scores)  # then both parts pass check_scores, as solve_ranking requires
+        result = solve_ranking(self.loss, scores[self._pos_rows], scores[self._neg_rows], self._solver)
         coef = np.empty(self.is_positive.size)
         coef[self._pos_rows] = result.pos_coef
         coef[self._neg_rows] = result.neg_coef
