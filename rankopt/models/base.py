@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
+from rankopt.engine.problem import LinearProblem
 from rankopt.losses.base import OutputKind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,3 +37,31 @@ class Model(abc.ABC):
         with (:class:`rankopt.plugins.PluginRegistry`), for the inference
         method's name; the model never imports the registry itself.
         """
+
+
+class FeatureMapProblem(LinearProblem):
+    """A :class:`~rankopt.engine.problem.LinearProblem` over the rows of X seen through a feature map.
+
+    What every linear model shares: the scores X·w and the combinations Xᵀc
+    come from the feature map, and Ψ(X, Y*) = Xᵀc* is computed once.  A
+    subclass sets ``X``, ``feature_map`` and ``ground_truth_coef``, then calls
+    :meth:`_set_ground_truth`, and states its inference.
+    """
+
+    X: Any
+    feature_map: FeatureMap
+    _psi_star: np.ndarray
+
+    def _set_ground_truth(self, coef: np.ndarray) -> None:
+        """Ψ(X, Y*) from the ground truth's per-row coefficients c*."""
+        self.ground_truth_coef = coef
+        self._psi_star = self.feature_map.combine(self.X, coef)
+
+    def ground_truth_feature(self):
+        return self._psi_star
+
+    def scores(self, w):
+        return self.feature_map.scores(self.X, w)
+
+    def combine(self, coef):
+        return self.feature_map.combine(self.X, coef)

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from rankopt.engine.problem import LinearProblem, RowInference
+from rankopt.engine.problem import RowInference
 from rankopt.hookspecs import hookimpl
 from rankopt.losses.base import OutputKind
-from rankopt.models.base import Model
+from rankopt.models.base import FeatureMapProblem, Model
 
 
-class BinaryProblem(LinearProblem):
+class BinaryProblem(FeatureMapProblem):
     """Loss-augmented inference decomposes: each sample flips when that gains."""
 
     def __init__(self, X, y, loss, feature_map):
@@ -26,17 +26,7 @@ class BinaryProblem(LinearProblem):
         self.feature_map = feature_map
         self.weights = np.asarray(loss.sample_weights(y), dtype=np.float64)
         self.n_features = feature_map.n_features(X)
-        self.ground_truth_coef = self.weights * y
-        self._psi_star = feature_map.combine(X, self.ground_truth_coef)
-
-    def ground_truth_feature(self):
-        return self._psi_star
-
-    def scores(self, w):
-        return self.feature_map.scores(self.X, w)
-
-    def combine(self, coef):
-        return self.feature_map.combine(self.X, coef)
+        self._set_ground_truth(self.weights * y)
 
     def infer(self, scores):
         scores = np.asarray(scores, dtype=np.float64)

@@ -8,17 +8,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from rankopt._validation import QueryIndex, check_query_scores
-from rankopt.engine.problem import BlockPlanes, BlockProblem, LinearProblem, RowInference
+from rankopt.engine.problem import BlockPlanes, BlockProblem, RowInference
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import solve_ranking
 from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings, resolve_graded_method
 from rankopt.losses.base import OutputKind
-from rankopt.models.base import Model
+from rankopt.models.base import FeatureMapProblem, Model
 
 logger = logging.getLogger(__name__)
 
 
-class RankingProblem(LinearProblem):
+class RankingProblem(FeatureMapProblem):
     """Ψ(X, R) = (1/|P||N|) Σ_{x∈P} Σ_{y∈N} R_xy (ψ(x) − ψ(y)).
 
     The ground truth puts every positive first, so Ψ(X, R*) is the difference
@@ -39,17 +39,7 @@ class RankingProblem(LinearProblem):
         self.inference = self._solver.name
         self._pos_rows, self._neg_rows = np.flatnonzero(y), np.flatnonzero(~y)
         self.n_features = feature_map.n_features(X)
-        self.ground_truth_coef = np.where(y, 1.0 / n_pos, -1.0 / n_neg)
-        self._psi_star = feature_map.combine(X, self.ground_truth_coef)
-
-    def ground_truth_feature(self):
-        return self._psi_star
-
-    def scores(self, w):
-        return self.feature_map.scores(self.X, w)
-
-    def combine(self, coef):
-        return self.feature_map.combine(self.X, coef)
+        self._set_ground_truth(np.where(y, 1.0 / n_pos, -1.0 / n_neg))
 
     def infer(self, scores):
         check_query_scores(scores)  # then both parts pass check_scores, as solve_ranking requires
@@ -74,7 +64,7 @@ def queries_to_order(relevance: np.ndarray, queries: QueryIndex) -> np.ndarray:
     return np.maximum.reduceat(grouped, starts) > np.minimum.reduceat(grouped, starts)
 
 
-class QueryRankingProblem(LinearProblem, BlockProblem):
+class QueryRankingProblem(FeatureMapProblem, BlockProblem):
     """Q queries, one w, one slack: SVM^map's and SVM^rank's formulation.
 
     Ψ(X, R) = (1/Q) Σ_q Ψ_q(X_q, R_q) and Δ = (1/Q) Σ_q Δ_q(R*_q, R_q), each
@@ -125,10 +115,9 @@ class QueryRankingProblem(LinearProblem, BlockProblem):
         self.rows = None if rows.size == n_rows and np.array_equal(rows, np.arange(n_rows)) else rows
         self._n_rows = n_rows
         self.relevance = np.ascontiguousarray(relevance if self.rows is None else relevance[self.rows])
-        self.ground_truth_coef = self._scatter(
-            ground_truth_coefficients(loss, self.relevance, self.offsets, registry=registry)
+        self._set_ground_truth(
+            self._scatter(ground_truth_coefficients(loss, self.relevance, self.offsets, registry=registry))
         )
-        self._psi_star = feature_map.combine(X, self.ground_truth_coef)
         # Two products with X (scores and combination; the parts by query are a third).
         self.oracle_cost = 3.0 * float(X.nnz if sp.issparse(X) else np.prod(X.shape))
         self.n_blocks = self.n_queries_used
@@ -148,15 +137,6 @@ class QueryRankingProblem(LinearProblem, BlockProblem):
         coef = np.zeros(self._n_rows)
         coef[self.rows] = scaled
         return coef
-
-    def ground_truth_feature(self):
-        return self._psi_star
-
-    def scores(self, w):
-        return self.feature_map.scores(self.X, w)
-
-    def combine(self, coef):
-        return self.feature_map.combine(self.X, coef)
 
     def infer(self, scores):
         grouped = scores if self.rows is None else scores[self.rows]
