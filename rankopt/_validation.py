@@ -256,6 +256,21 @@ def check_eval_sets(eval_set) -> list[tuple]:
     return checked
 
 
+def _label_vector(y, n_samples: int | None, name: str, what: str) -> np.ndarray:
+    """``y`` as a non-empty 1-D array, one entry per row of X when ``n_samples`` is given; ``what`` the
+    labels expected (for the message when an object array holds something else)."""
+    y = np.asarray(y)
+    if y.dtype == object:
+        y = _labels_from_objects(y, name, what)
+    if y.ndim != 1:
+        raise ValueError(f"expected {name} to be 1-D, got an array of shape {y.shape} instead")
+    if n_samples is not None and y.shape[0] != n_samples:
+        raise ValueError(f"expected {name} to have {n_samples} entries (one per row of X), got {y.shape[0]} instead")
+    if y.size == 0:
+        raise ValueError(f"expected a non-empty {name}, got an empty array instead")
+    return y
+
+
 def check_binary_labels(y, n_samples: int | None = None, name: str = "y") -> np.ndarray:
     """Labels in {0, 1} or {-1, 1} (both classes present) as a bool array."""
     if y is None:
@@ -263,15 +278,7 @@ def check_binary_labels(y, n_samples: int | None = None, name: str = "y") -> np.
             f"expected {name} to hold labels in {{0, 1}} or {{-1, 1}}, got None instead: "
             f"requires {name} to be passed, but the target {name} is None"
         )
-    y = np.asarray(y)
-    if y.dtype == object:
-        y = _labels_from_objects(y, name, "labels in {0, 1} or {-1, 1}")
-    if y.ndim != 1:
-        raise ValueError(f"expected {name} to be 1-D, got an array of shape {y.shape} instead")
-    if n_samples is not None and y.shape[0] != n_samples:
-        raise ValueError(f"expected {name} to have {n_samples} entries (one per row of X), got {y.shape[0]} instead")
-    if y.size == 0:
-        raise ValueError(f"expected a non-empty {name}, got an empty array instead")
+    y = _label_vector(y, n_samples, name, "labels in {0, 1} or {-1, 1}")
     if not (np.issubdtype(y.dtype, np.number) or y.dtype == np.bool_):
         raise ValueError(
             f"expected {name} to hold labels in {{0, 1}} or {{-1, 1}}, got the labels {describe_values(y)} "
@@ -418,15 +425,7 @@ def check_grades(y, n_samples: int | None = None, name: str = "y") -> np.ndarray
     """
     if y is None:
         raise ValueError(f"expected {name} to hold integer relevance grades >= 0, got None instead")
-    y = np.asarray(y)
-    if y.dtype == object:
-        y = _labels_from_objects(y, name, "integer relevance grades >= 0")
-    if y.ndim != 1:
-        raise ValueError(f"expected {name} to be 1-D, got an array of shape {y.shape} instead")
-    if n_samples is not None and y.shape[0] != n_samples:
-        raise ValueError(f"expected {name} to have {n_samples} entries (one per row of X), got {y.shape[0]} instead")
-    if y.size == 0:
-        raise ValueError(f"expected a non-empty {name}, got an empty array instead")
+    y = _label_vector(y, n_samples, name, "integer relevance grades >= 0")
     if not (np.issubdtype(y.dtype, np.number) or y.dtype == np.bool_) or np.iscomplexobj(y):
         raise ValueError(
             f"expected {name} to hold integer relevance grades >= 0, got the labels {describe_values(y)} "
