@@ -695,3 +695,22 @@ def test_solve_ranking_equals_the_looked_up_call(rng):
         got, expected = solve_ranking(loss, pos, neg, solver), rankopt.most_violated_ranking(name, pos, neg)
         assert got.loss == expected.loss and got.value == expected.value
         np.testing.assert_array_equal(got.neg_ranks, expected.neg_ranks)
+
+
+def test_a_ranking_problem_refuses_scores_it_cannot_infer_on(rng):
+    """RankingProblem.infer checks the whole score array once: NaN / inf, and sums that could overflow."""
+    registry = default_registry()
+    X = rng.normal(size=(12, 3))
+    y = np.arange(12) % 3 == 0
+    problem = registry.get_model("ranking").build_problem(
+        X, y, registry.resolve_loss("ap"), registry.get_feature_map("linear"), registry=registry
+    )
+    scores = problem.scores(np.ones(3))
+    assert problem.infer(scores).loss == rankopt.most_violated_ranking("ap", scores[y], scores[~y]).loss
+    for bad in (np.nan, np.inf):
+        broken = scores.copy()
+        broken[4] = bad
+        with pytest.raises(ValueError, match="expected finite scores"):
+            problem.infer(broken)
+    with pytest.raises(ValueError, match="sums over a query stay finite"):
+        problem.infer(scores * 1e306)
