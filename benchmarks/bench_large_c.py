@@ -1,6 +1,6 @@
 """Large C: iterations and CPU time of the data sets of issue 21, and RankSVMCV against one cold fit.
 
-Three measurements, each in one run with its baseline timed alongside:
+Four measurements, each in one run with its baseline timed alongside:
 
 * ``test_ap_svm_against_linear_svc`` — AP-SVM on n × d float32 samples (1 %
   relevant, shifted by 0.5 along a random unit direction; 2·10⁵ × 100 at
@@ -15,6 +15,10 @@ Three measurements, each in one run with its baseline timed alongside:
   noisy linear score, relevant from grade 2; 30 queries × 50 features at
   ``small``) at the same Cs: iterations and CPU time; the only assertion is
   that every fit is certified.
+* ``test_queries_against_lgbm_ranker`` — the AP and pairwise fits over those
+  queries at C = 1000 against LightGBM's ``LGBMRanker`` (lambdarank, 100
+  trees, one thread) on the same data, alternated, CPU time; ``ratio`` (aim
+  ≤ 1).
 * ``test_rank_svm_cv_against_one_cold_fit`` — ``RankSVMCV`` over
   Cs = 10⁻² … 10³ with 3 folds (``GroupKFold`` over queries) on the AP case
   above, against one cold ``RankSVM(C=1000)`` on all of it, alternated, CPU
@@ -122,6 +126,29 @@ def measure_queries(n_queries: int, d: int, loss: str, C: float) -> dict:
     )
 
 
+def measure_lgbm(n_queries: int, d: int, loss: str, C: float = 1000.0, rounds: int = 3) -> dict:
+    import lightgbm
+
+    X, grades, qid = query_data(n_queries, d)
+    group = np.bincount(qid)  # query_data's qids are 0 … n_queries − 1, rows grouped
+
+    def lgbm():
+        return lightgbm.LGBMRanker(n_estimators=100, n_jobs=1, verbose=-1).fit(X, grades, group=group)
+
+    times, times_lgbm, ranker, _ = alternate(
+        lambda: rankopt.RankSVM(loss=loss, C=C, tol=TOL, relevant_at=2).fit(X, grades, qid=qid), lgbm, rounds
+    )
+    return dict(
+        case=f"{loss}-{n_queries}q-x{d}",
+        C=C,
+        n_iter=int(ranker.n_iter_),
+        converged=bool(ranker.converged_),
+        rankopt_median=float(np.median(times)),
+        lgbm_median=float(np.median(times_lgbm)),
+        ratio=float(np.median(times) / np.median(times_lgbm)),
+    )
+
+
 def measure_cv(n_queries: int, d: int, rounds: int = 2) -> dict:
     X, grades, qid = query_data(n_queries, d)
     Cs = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
@@ -167,6 +194,19 @@ def queries_table(records) -> str:
     return "\n".join(lines)
 
 
+def lgbm_table(records) -> str:
+    lines = [
+        "| case | C | iterations | certified | rankopt CPU s | LGBMRanker CPU s | ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        lines.append(
+            f"| {r['case']} | {r['C']:g} | {r['n_iter']} | {'yes' if r['converged'] else 'NO'} | "
+            f"{r['rankopt_median']:.3g} | {r['lgbm_median']:.3g} | {r['ratio']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def cv_table(r) -> str:
     return (
         "| case | chosen C | CV iterations (18 fits + refit) | certified fits | CV CPU s | cold C = 1000 CPU s "
@@ -187,7 +227,7 @@ if pytest is not None:
 
     @pytest.fixture(scope="module")
     def report(request):
-        records = {"ap": [], "queries": [], "cv": []}
+        records = {"ap": [], "queries": [], "lgbm": [], "cv": []}
         yield records
         capture = request.config.pluginmanager.getplugin("capturemanager")
         with capture.global_and_fixture_disabled():
@@ -197,6 +237,9 @@ if pytest is not None:
             if records["queries"]:
                 print("\n### Over queries: iterations\n")
                 print(queries_table(records["queries"]))
+            if records["lgbm"]:
+                print("\n### Over queries at C = 1000 against LGBMRanker (100 trees, one thread)\n")
+                print(lgbm_table(records["lgbm"]))
             for r in records["cv"]:
                 print("\n### RankSVMCV (6 Cs × 3 folds) against one cold fit at C = 1000\n")
                 print(cv_table(r))
@@ -220,6 +263,16 @@ if pytest is not None:
         report["queries"].append(info)
         assert info["converged"] and info["gap_over_tol"] <= 1.0, info
 
+    @pytest.mark.parametrize("loss", ["ap", "pairwise"])
+    def test_queries_against_lgbm_ranker(benchmark, request, report, loss):
+        benchmark.group = "large-C-lgbm"
+        n_queries, d = SIZES[request.config.rankopt_bench_scale]["queries"]
+        rounds = 3 if request.config.rankopt_bench_scale == "full" else 1
+        info = benchmark.pedantic(measure_lgbm, args=(n_queries, d, loss), kwargs={"rounds": rounds}, rounds=1)
+        benchmark.extra_info.update(info)
+        report["lgbm"].append(info)
+        assert info["converged"], info
+
     def test_rank_svm_cv_against_one_cold_fit(benchmark, request, report):
         benchmark.group = "large-C-cv"
         n_queries, d = SIZES[request.config.rankopt_bench_scale]["queries"]
@@ -241,6 +294,8 @@ def main(argv=None) -> int:
     print(ap_table([measure_ap(*sizes["ap"], C) for C in CS]), flush=True)
     print("\n### Over queries: iterations\n")
     print(queries_table([measure_queries(*sizes["queries"], loss, C) for loss in ("ap", "pairwise") for C in CS]))
+    print("\n### Over queries at C = 1000 against LGBMRanker (100 trees, one thread)\n")
+    print(lgbm_table([measure_lgbm(*sizes["queries"], loss) for loss in ("ap", "pairwise")]))
     print("\n### RankSVMCV (6 Cs × 3 folds) against one cold fit at C = 1000\n")
     print(cv_table(measure_cv(*sizes["queries"])))
     return 0
