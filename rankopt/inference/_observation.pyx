@@ -34,7 +34,7 @@ def observation_terms(const rank_t[::1] neg_ranks, const floating[::1] neg_score
     Returns ``(Σ coef·score over all rows, bad)``: ``bad`` is the index of
     the first rank outside 1…|P|+1 (nothing is filled then) or −1.
     """
-    cdef Py_ssize_t n_neg = neg_ranks.shape[0], n_pos = pos_scores.shape[0], k, bad = -1
+    cdef Py_ssize_t n_neg = neg_ranks.shape[0], n_pos = pos_scores.shape[0], k, bad = -1, bad_order = -1
     cdef int64_t r, above = 0
     cdef double scale, c, dot = 0.0
     if (neg_scores.shape[0] != n_neg or neg_coef.shape[0] != n_neg or pos_order.shape[0] != n_pos
@@ -65,13 +65,13 @@ def observation_terms(const rank_t[::1] neg_ranks, const floating[::1] neg_score
                 above += counts[k + 1]
                 r = pos_order[k]
                 if r < 0 or r >= n_pos:
-                    bad = -2 - k
+                    bad_order = k
                     break
                 pos_ranks[r] = above + 1
                 positions[k] = k + 1 + above
                 c = (n_neg + 2.0 - 2.0 * (above + 1)) * scale
                 pos_coef[r] = c
                 dot += c * pos_scores[r]
-    if bad <= -2:
-        raise ValueError(f"expected pos_order to be a permutation of 0..{n_pos - 1}, got {pos_order[-2 - bad]} instead")
+    if bad_order >= 0:
+        raise ValueError(f"expected pos_order to be a permutation of 0..{n_pos - 1}, got {pos_order[bad_order]} instead")
     return dot, bad

@@ -213,8 +213,9 @@ def most_violated_ranking(
             f"expected loss to be a rank loss, got the {loss.output_kind.value} loss {loss.name!r} instead"
         )
     pos, neg = check_scores(pos_scores, neg_scores)
-    # The loss's compiled form first (see solve_ranking): a discount that breaks its contract on
-    # this call's positions is named as such, before any method judges the loss.
+    # Builds (once per size, shared by equal losses) and checks the loss's compiled form on the
+    # positions this call uses, whichever method runs, and before any method judges the loss: a
+    # discount that breaks its contract beyond the sizes the C1–C4 check tried is refused here.
     loss.compiled_form(pos.size, neg.size)
     return solve_ranking(loss, pos, neg, registry.resolve_method(method, loss, pos.size, neg.size))
 
@@ -223,17 +224,14 @@ def solve_ranking(loss: RankLoss, pos: np.ndarray, neg: np.ndarray, solver: Infe
     """:func:`most_violated_ranking` with its lookups done: ``solver`` already resolved for this loss and size.
 
     For callers that infer many times at one size (a cutting plane's
-    problem resolves its method once): ``pos`` and ``neg`` must have passed
-    :func:`~rankopt._validation.check_scores`, and ``solver`` must be exact
-    for ``loss`` at ``(pos.size, neg.size)``
-    (:meth:`PluginLookup.resolve_method` with both sizes).  The method's
-    output is still checked, so a plugin that breaks its contract is named.
+    problem checks once what :func:`most_violated_ranking` checks per call):
+    ``pos`` and ``neg`` must have passed
+    :func:`~rankopt._validation.check_scores`, ``loss.compiled_form`` must
+    have been built for ``(pos.size, neg.size)``, and ``solver`` must be
+    exact for ``loss`` at that size (:meth:`PluginLookup.resolve_method`
+    with both sizes).  The method's output is still checked, so a plugin
+    that breaks its contract is named.
     """
-    # Builds (once per size, shared by equal losses) and checks the loss's
-    # compiled form on the positions this call uses, whichever method runs:
-    # a discount that breaks its contract beyond the sizes the C1–C4 check
-    # tried is refused here.
-    loss.compiled_form(pos.size, neg.size)
     neg_ranks = np.asarray(solver.interleaving_ranks(loss, pos, neg))
     if neg_ranks.shape != neg.shape or not np.issubdtype(neg_ranks.dtype, np.integer):
         raise RuntimeError(

@@ -34,7 +34,9 @@ class RankingProblem(FeatureMapProblem):
         self.registry = registry
         n_pos = int(np.count_nonzero(y))
         n_neg = y.size - n_pos
-        # Resolved for this problem's size, once: a loss's conditions may hold on some sizes only.
+        # Checked and resolved for this problem's size, once (as most_violated_ranking does per call):
+        # the compiled form first, then the method, since a loss's conditions may hold on some sizes only.
+        loss.compiled_form(n_pos, n_neg)
         self._solver = registry.resolve_method(inference, loss, n_pos, n_neg)
         self.inference = self._solver.name
         self._pos_rows, self._neg_rows = np.flatnonzero(y), np.flatnonzero(~y)

@@ -691,6 +691,7 @@ def test_solve_ranking_equals_the_looked_up_call(rng):
     for name in ("ap", "auc", "ndcg"):
         loss = registry.resolve_loss(name)
         pos, neg = check_scores(rng.normal(size=30), rng.normal(size=200))
+        loss.compiled_form(pos.size, neg.size)  # solve_ranking's caller builds it (most_violated_ranking per call)
         solver = registry.resolve_method("auto", loss, pos.size, neg.size)
         got, expected = solve_ranking(loss, pos, neg, solver), rankopt.most_violated_ranking(name, pos, neg)
         assert got.loss == expected.loss and got.value == expected.value
