@@ -153,6 +153,11 @@ def check_in_memory_matrix(X, name: str = "X"):
         X = sp.csr_matrix(X) if X.format != "csr" else X
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
+        if not X.has_canonical_format:
+            # SciPy sorts indices and sums duplicates in place on first need (abs, max along an axis):
+            # done here on a copy, the caller's matrix is never changed.
+            X = X.copy()
+            X.sum_duplicates()
         data = X.data
     else:
         try:
@@ -370,6 +375,66 @@ def query_ids(qid, n_samples: int, name: str = "qid", per: str = "row of X") -> 
             )
     _check_fits_int64(arr, name, "integer query ids")
     return arr.astype(np.int64, copy=False)
+
+
+def check_group_sizes(group, n_samples: int, name: str = "group") -> np.ndarray:
+    """LightGBM's ``group``: the sizes of contiguous queries, positive integers summing to ``n_samples``.
+
+    Each size is checked as a Python integer before any cast, so sizes whose
+    int64 sum would wrap are refused rather than summed; object arrays are
+    checked entry by entry (a fraction or None is refused, never truncated).
+    Returns the sizes as int64.
+    """
+    try:
+        sizes = np.asarray(group)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"expected {name} to be a 1-D list of group sizes, got {type(group).__name__}: {exc}") from exc
+    if sizes.ndim != 1 or sizes.size == 0:
+        raise ValueError(f"expected {name} to be a non-empty 1-D list of group sizes, got shape {sizes.shape} instead")
+    if sizes.dtype == np.bool_ or not (np.issubdtype(sizes.dtype, np.number) or sizes.dtype == object):
+        raise ValueError(f"expected {name} to hold integer group sizes, got dtype {sizes.dtype} instead")
+    total = 0
+    for position, size in enumerate(sizes.tolist()):
+        if isinstance(size, float) and size.is_integer():
+            size = int(size)
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral):
+            raise ValueError(f"expected {name} to hold integer group sizes, got {size!r} at {name}[{position}] instead")
+        if size < 1:
+            raise ValueError(
+                f"expected {name} to hold positive group sizes, got {size} at {name}[{position}] instead "
+                "(an empty query has no rows: leave it out)"
+            )
+        total += int(size)
+        if total > n_samples:
+            raise ValueError(
+                f"expected {name} to hold group sizes summing to the number of rows ({n_samples}), got sizes "
+                f"whose sum passes it at {name}[{position}] = {size} instead"
+            )
+    if total != n_samples:
+        raise ValueError(
+            f"expected {name} to hold group sizes summing to the number of rows ({n_samples}), got "
+            f"{sizes.size} sizes summing to {total} instead"
+        )
+    return sizes.astype(np.int64)
+
+
+def query_ids_from_group(group, n_samples: int, name: str = "group") -> np.ndarray:
+    """One int64 query id per row from LightGBM's contiguous group sizes (:func:`check_group_sizes`)."""
+    sizes = check_group_sizes(group, n_samples, name)
+    return np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+
+
+def qid_or_group(qid, group, n_samples: int, names: tuple[str, str] = ("qid", "group")):
+    """``qid`` as given, or one query id per row from ``group``'s sizes; None for neither.
+
+    The one place where ``fit``, ``score``, eval sets, :class:`~rankopt.RankSVMCV`
+    and the metrics over queries accept LightGBM's ``group=`` instead of ``qid=``.
+    """
+    if group is None:
+        return qid
+    if qid is not None:
+        raise ValueError(f"expected {names[0]} or {names[1]}, got both instead")
+    return query_ids_from_group(group, n_samples, names[1])
 
 
 def _check_fits_int64(values: np.ndarray, name: str, what: str) -> None:

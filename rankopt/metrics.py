@@ -32,6 +32,7 @@ from rankopt._validation import (
     check_positive_int,
     check_qid,
     check_relevant_at,
+    qid_or_group,
 )
 
 __all__ = ["average_precision", "mean_average_precision", "ndcg", "ndcg_at_k", "precision_at_k", "roc_auc"]
@@ -88,7 +89,7 @@ def roc_auc(y_true, scores) -> float:
     return float(1.0 - misordered / (n_pos * n_neg))
 
 
-def precision_at_k(y_true, scores, qid=None, k: int = 10, *, relevant_at=1, average: bool = True):
+def precision_at_k(y_true, scores, qid=None, k: int = 10, *, relevant_at=1, average: bool = True, group=None):
     """Fraction of positives among the k highest scores (k capped at the list length).
 
     Parameters
@@ -107,6 +108,8 @@ def precision_at_k(y_true, scores, qid=None, k: int = 10, *, relevant_at=1, aver
     average : bool, default True
         With ``qid``: False returns each query's P@k, queries by increasing
         qid, NaN for a query without a relevant document.
+    group : array-like of int, optional
+        LightGBM's contiguous group sizes, instead of ``qid``.
     """
     if qid is not None and np.ndim(qid) == 0:
         raise ValueError(
@@ -114,6 +117,7 @@ def precision_at_k(y_true, scores, qid=None, k: int = 10, *, relevant_at=1, aver
             f"is the fourth argument, precision_at_k(y_true, scores, qid=None, k=10): pass k={qid!r}"
         )
     k = check_positive_int(k, "k")
+    qid = _qid_or_group(qid, group, scores)
     if qid is not None:
         return _over_queries(_precision_at_k_sorted, y_true, scores, qid, average, relevant_at=relevant_at, k=k)
     positive, sorted_scores = _prepare(y_true, scores)
@@ -130,6 +134,11 @@ def _precision_at_k_sorted(positive, sorted_scores, k) -> float:
 
 
 # ------------------------------------------------------------------ over queries
+
+
+def _qid_or_group(qid, group, scores):
+    """``qid``, or the query ids of LightGBM's ``group`` sizes over the rows of ``scores``."""
+    return qid_or_group(qid, group, np.shape(scores)[0] if np.ndim(scores) == 1 else 0)
 
 
 def _grouped(y_true, scores, qid):
@@ -172,7 +181,7 @@ def _over_queries(metric, y_true, scores, qid, average, *, relevant_at=None, **k
     return float(np.mean(values[defined]))
 
 
-def mean_average_precision(y_true, scores, qid=None, relevant_at=1, *, average: bool = True):
+def mean_average_precision(y_true, scores, qid=None, relevant_at=1, *, average: bool = True, group=None):
     """Mean over queries of each query's average precision (MAP).
 
     Parameters
@@ -188,9 +197,12 @@ def mean_average_precision(y_true, scores, qid=None, relevant_at=1, *, average: 
     average : bool, default True
         False returns each query's AP instead, queries by increasing qid,
         NaN for a query without a relevant document.
+    group : array-like of int, optional
+        LightGBM's contiguous group sizes, instead of ``qid``.
 
     Ties are scikit-learn's: AP steps at distinct score thresholds.
     """
+    qid = _qid_or_group(qid, group, scores)
     if qid is None:
         qid = np.zeros(np.shape(scores)[0] if np.ndim(scores) == 1 else 0, dtype=np.int64)
     return _over_queries(_average_precision_sorted, y_true, scores, qid, average, relevant_at=relevant_at)
@@ -230,7 +242,7 @@ def _ndcg_at_k_sorted(grades, sorted_scores, k, gain) -> float:
     return float(dcg / ideal)
 
 
-def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential", *, average: bool = True):
+def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential", *, average: bool = True, group=None):
     """Mean over queries of NDCG@k with graded gains.
 
     DCG@k = Σ_{i ≤ k} gain(rel_i) / log2(i + 1), divided by the DCG@k of
@@ -251,6 +263,8 @@ def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential",
     average : bool, default True
         False returns each query's NDCG@k, queries by increasing qid, NaN
         for a query whose grades are all 0.
+    group : array-like of int, optional
+        LightGBM's contiguous group sizes, instead of ``qid``.
 
     Ties are scikit-learn's (``ndcg_score`` with ``ignore_ties=False``): the
     documents of a tie group share the group's mean gain, so the value does
@@ -259,6 +273,7 @@ def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential",
     k = check_positive_int(k, "k")
     if gains not in GAINS:
         raise ValueError(f"expected gains to be one of {sorted(GAINS)}, got {gains!r} instead")
+    qid = _qid_or_group(qid, group, scores)
     if qid is None:
         qid = np.zeros(np.shape(scores)[0] if np.ndim(scores) == 1 else 0, dtype=np.int64)
     return _over_queries(_ndcg_at_k_sorted, y_true, scores, qid, average, k=k, gain=GAINS[gains])

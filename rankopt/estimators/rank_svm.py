@@ -22,6 +22,7 @@ from rankopt._validation import (
     check_positive_int,
     check_qid,
     check_relevant_at,
+    qid_or_group,
     query_ids,
     relevant_from_grades,
 )
@@ -274,7 +275,7 @@ class RankSVM(BaseEstimator):
         """
         check_feature_names(self, X, reset=True)
         X = check_matrix(X)
-        qid = _qid_or_group(qid, group, X.shape[0])
+        qid = qid_or_group(qid, group, X.shape[0])
         if qid is None:
             y_checked = _check_one_query_labels(y, X.shape[0])
         C = check_positive_float(self.C, "C")
@@ -487,7 +488,7 @@ class RankSVM(BaseEstimator):
             X_val = check_matrix(X_val, "X_val")
             check_n_features(self, X_val.shape[1], "X_val")
             group_val = None if eval_group is None else eval_group[index]
-            qid_val = _qid_or_group(qid_val, group_val, X_val.shape[0], names=("qid_val", "eval_group"))
+            qid_val = qid_or_group(qid_val, group_val, X_val.shape[0], names=("qid_val", f"eval_group[{index}]"))
             if qid is not None and qid_val is None:
                 raise ValueError(
                     f"expected queries for {name} (eval_set=(X_val, y_val, qid_val) or eval_group) when "
@@ -561,10 +562,11 @@ class RankSVM(BaseEstimator):
         """Ranking scores w·x, as ``LGBMRanker.predict``: :meth:`decision_function`."""
         return self.decision_function(X)
 
-    def score(self, X, y, qid=None, sample_weight=None) -> float:
+    def score(self, X, y, qid=None, sample_weight=None, group=None) -> float:
         """Average precision of the ranking of X against relevance y.
 
-        With ``qid``, the mean over queries of each query's AP, a document
+        With ``qid`` (or ``group``, LightGBM's contiguous group sizes, as in
+        :meth:`fit`), the mean over queries of each query's AP, a document
         relevant when its grade reaches ``relevant_at``
         (:func:`rankopt.metrics.mean_average_precision`).
 
@@ -578,6 +580,7 @@ class RankSVM(BaseEstimator):
                 f"got {type(sample_weight).__name__} instead"
             )
         scores = self.decision_function(X)
+        qid = qid_or_group(qid, group, scores.size)
         if qid is None:
             if getattr(self, "fitted_with_qid_", False):
                 raise ValueError(_SCORE_WITHOUT_QID)
@@ -664,24 +667,6 @@ def _fit_fingerprint(X, y, qid, relevant_at, loss) -> str | None:
         digest.update(repr(part.tolist()).encode() if part.dtype == object else part.data.cast("B"))
     digest.update(repr((X.shape, relevant_at, type(loss).__qualname__, sorted(loss.get_params().items()))).encode())
     return digest.hexdigest()
-
-
-def _qid_or_group(qid, group, n_samples: int, names=("qid", "group")):
-    """Query ids from ``qid`` or from ``group`` (contiguous group sizes, LightGBM's form); None for neither."""
-    if group is None:
-        return qid
-    if qid is not None:
-        raise ValueError(f"expected {names[0]} or {names[1]}, got both instead")
-    sizes = np.asarray(group)
-    if sizes.ndim != 1 or sizes.size == 0 or not (np.issubdtype(sizes.dtype, np.integer) or sizes.dtype == object):
-        raise ValueError(f"expected {names[1]} to be a non-empty 1-D list of group sizes, got {group!r} instead")
-    sizes = sizes.astype(np.int64)
-    if sizes.min() < 1 or int(sizes.sum()) != n_samples:
-        raise ValueError(
-            f"expected {names[1]} to hold positive group sizes summing to the number of rows ({n_samples}), "
-            f"got {sizes.size} sizes summing to {int(sizes.sum())} instead"
-        )
-    return np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
 
 
 def _scorer(metric, X_val, y_val, qid_val, backend):

@@ -20,10 +20,11 @@ from sklearn.base import BaseEstimator
 from sklearn.model_selection import GroupKFold, StratifiedKFold
 from sklearn.utils.validation import check_is_fitted
 
+from rankopt._validation import qid_or_group, query_ids
 from rankopt.data.backends import check_matrix
 from rankopt.estimators.evaluation import eval_metrics
 from rankopt.estimators.progress import verbose_logging
-from rankopt.estimators.rank_svm import RankSVM, _check_one_query_labels, _qid_or_group
+from rankopt.estimators.rank_svm import RankSVM, _check_one_query_labels
 
 logger = logging.getLogger(__name__)
 
@@ -116,13 +117,11 @@ class RankSVMCV(BaseEstimator):
         Cs = _check_Cs(self.Cs)
         X_checked = check_matrix(X)
         n_samples = X_checked.shape[0]
-        qid = _qid_or_group(qid, group, n_samples)
+        qid = qid_or_group(qid, group, n_samples)
         if qid is None:
             labels = _check_one_query_labels(y, n_samples)
         else:
-            qid = np.asarray(qid)
-            if qid.shape != (n_samples,):
-                raise ValueError(f"expected one query id per row of X ({n_samples}), got shape {qid.shape} instead")
+            qid = query_ids(qid, n_samples)
             labels = np.asarray(y)
         if not (self.scoring is None or isinstance(self.scoring, str) or callable(self.scoring)):
             raise ValueError(f"expected scoring to be a metric name or a callable, got {self.scoring!r} instead")
@@ -200,10 +199,10 @@ class RankSVMCV(BaseEstimator):
         check_is_fitted(self, "estimator_")
         return self.estimator_.predict(X)
 
-    def score(self, X, y, qid=None):
-        """The refitted model's :meth:`RankSVM.score` (mean AP over queries with ``qid``)."""
+    def score(self, X, y, qid=None, group=None):
+        """The refitted model's :meth:`RankSVM.score` (mean AP over queries with ``qid`` or ``group``)."""
         check_is_fitted(self, "estimator_")
-        return self.estimator_.score(X, y, qid=qid)
+        return self.estimator_.score(X, y, qid=qid, group=group)
 
     def _path_model(self) -> RankSVM:
         return RankSVM(
