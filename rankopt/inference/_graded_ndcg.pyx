@@ -7,9 +7,15 @@ discounts D (``rankopt/losses/graded_ndcg.py`` has the model):
 * IDCG = Σ_{j<k'} D[j] G_(j), the k' largest gains in decreasing order
   (a partial sort of the gains);
 * u_i = s_i / S − G_i / IDCG with S = Σ_{j<k'} D[j];
-* the k' largest u (ties by lower index), in decreasing order, take positions
-  1…k': coef = D[j] / S there and 0 elsewhere; DCG = Σ_j D[j] G; the loss
-  1 − DCG / IDCG, the value Σ coef·s + loss.
+* the k' largest u, in decreasing order (equal u: higher gain first, then
+  higher score), take positions 1…k': coef = D[j] / S there and 0
+  elsewhere; DCG = Σ_j D[j] G; the loss 1 − DCG / IDCG, the value
+  Σ coef·s + loss.
+* documents of equal score and equal gain are interchangeable in that
+  assignment, so each gets the mean coefficient of the positions the tie
+  group occupies (0 for those beyond k'): a convex combination of optimal
+  rankings' Ψ, and the same whatever the order of the rows.  DCG is
+  unchanged, since a tie group shares one gain.
 
 That is the n × k' assignment maximising Σ D(π(i)) u_i, solved by sorting
 because its weight matrix is the product of u and D (D positive and
@@ -26,19 +32,22 @@ from libc.math cimport exp2
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport partial_sort
-from libcpp.utility cimport pair
 
 cdef enum:
     # Queries a thread takes at a time (the per-query work is a few microseconds).
     QUERY_CHUNK = 16
 
-ctypedef pair[double, Py_ssize_t] Keyed
+cdef struct Keyed:
+    double key         # G_i / IDCG − s_i / S = −u_i, sorted ascending
+    double gain
+    double score
+    Py_ssize_t index
 
 
 cdef struct NDCGWork:
     double* gain       # the query's gains, from its grades
     double* gains      # a copy of them, partially sorted for IDCG
-    Keyed* keyed       # (−u_i, i), partially sorted for the assignment
+    Keyed* keyed       # (−u_i, G_i, s_i, i), partially sorted for the assignment
 
 
 cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
@@ -60,13 +69,26 @@ cdef bint _descending(double a, double b) noexcept nogil:
     return a > b
 
 
+cdef bint _before(Keyed a, Keyed b) noexcept nogil:
+    """Ascending −u; among equal u, higher gain, then higher score: an order of values, not of rows."""
+    if a.key != b.key:
+        return a.key < b.key
+    if a.gain != b.gain:
+        return a.gain > b.gain
+    return a.score > b.score
+
+
+cdef inline bint _tied(Keyed a, Keyed b) noexcept nogil:
+    return a.gain == b.gain and a.score == b.score
+
+
 cdef uint8_t ndcg_query(const floating* scores, const int64_t* grades, Py_ssize_t n, bint exponential,
                         const double* discount, Py_ssize_t k, NDCGWork* work, double* coef, double* loss,
                         double* value) noexcept nogil:
-    cdef Py_ssize_t i, j, kk = k if k < n else n
+    cdef Py_ssize_t i, j, start, end, outside, kk = k if k < n else n
     cdef double* gains = work.gain
     cdef double lowest, highest, ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0
-    cdef double weight
+    cdef double weight, position_weights
     for i in range(n):
         # 2^g − 1 or g; the caller refused grades whose exponential gain overflows.
         gains[i] = exp2(<double>grades[i]) - 1.0 if exponential else <double>grades[i]
@@ -88,16 +110,35 @@ cdef uint8_t ndcg_query(const floating* scores, const int64_t* grades, Py_ssize_
         ideal += discount[j] * work.gains[j]
         total += discount[j]
     for i in range(n):
-        # Negated for an ascending sort; the pair's second member breaks ties by index.
-        work.keyed[i].first = gains[i] / ideal - <double>scores[i] / total
-        work.keyed[i].second = i
-    partial_sort(work.keyed, work.keyed + kk, work.keyed + n)
-    for j in range(kk):
-        i = work.keyed[j].second
-        weight = discount[j] / total
-        coef[i] = weight
-        psi += weight * <double>scores[i]
-        dcg += discount[j] * gains[i]
+        work.keyed[i].key = gains[i] / ideal - <double>scores[i] / total
+        work.keyed[i].gain = gains[i]
+        work.keyed[i].score = <double>scores[i]
+        work.keyed[i].index = i
+    partial_sort(work.keyed, work.keyed + kk, work.keyed + n, _before)
+    start = 0
+    while start < kk:
+        # The tie group at positions start…end − 1, and how many of its members lie beyond k'.
+        end = start + 1
+        position_weights = discount[start]
+        while end < kk and _tied(work.keyed[end], work.keyed[start]):
+            position_weights += discount[end]
+            end += 1
+        outside = 0
+        if end == kk:
+            for j in range(kk, n):
+                if _tied(work.keyed[j], work.keyed[start]):
+                    outside += 1
+        weight = position_weights / total / <double>(end - start + outside)
+        for j in range(start, end):
+            coef[work.keyed[j].index] = weight
+            psi += weight * work.keyed[j].score
+            dcg += discount[j] * work.keyed[j].gain
+        if outside:
+            for j in range(kk, n):
+                if _tied(work.keyed[j], work.keyed[start]):
+                    coef[work.keyed[j].index] = weight
+                    psi += weight * work.keyed[j].score
+        start = end
     loss[0] = 1.0 - dcg / ideal
     value[0] = psi + loss[0]
     return 1

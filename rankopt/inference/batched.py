@@ -356,10 +356,11 @@ def _ndcg_query_assignment(loss: GradedNDCGLoss, scores: np.ndarray, grades: np.
     """Graded NDCG@k's inference on one query as the n × k' assignment it is (SciPy), O(n k'²).
 
     The reference of the compiled sort: the weight of document i at position
-    j is D(j) (s_i / S − G_i / IDCG).  Returns (coef, loss, value), or None
-    when the query's grades are all equal.
+    j is D(j) (s_i / S − G_i / IDCG).  Documents of equal score and gain
+    share their tie group's mean coefficient.  Returns (coef, loss, value),
+    or None when the query's grades are all equal.
     """
-    if grades.max() == grades.min():
+    if grades.size == 0 or grades.max() == grades.min():
         return None
     from scipy.optimize import linear_sum_assignment
 
@@ -374,6 +375,10 @@ def _ndcg_query_assignment(loss: GradedNDCGLoss, scores: np.ndarray, grades: np.
     coef[rows] = discount[cols] / total
     dcg = float(gains[rows] @ discount[cols])
     delta = 1.0 - dcg / ideal
+    # Documents of equal score and gain are interchangeable: each gets its tie group's mean, as the sort does.
+    _, tie_group = np.unique(np.column_stack((s, gains)), axis=0, return_inverse=True)
+    tie_group = tie_group.ravel()
+    coef = (np.bincount(tie_group, weights=coef) / np.bincount(tie_group))[tie_group]
     return coef, delta, float(coef @ s) + delta
 
 
@@ -399,8 +404,10 @@ def _ndcg_ground_truth(loss: GradedNDCGLoss, grades: np.ndarray, offsets: np.nda
     new_group[1:] = (q_sorted[1:] != q_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
     group = np.cumsum(new_group) - 1
     mean = np.bincount(group, weights=weight) / np.bincount(group)
-    starts = offsets[:-1]
-    usable = np.maximum.reduceat(grades[order], starts) > np.minimum.reduceat(grades[order], starts)
+    # Per query, grades high to low: usable when its first grade is above its last (an empty query is not).
+    nonempty = sizes > 0
+    usable = np.zeros(n_queries, dtype=bool)
+    usable[nonempty] = g_sorted[offsets[:-1][nonempty]] > g_sorted[offsets[1:][nonempty] - 1]
     coef = np.zeros(grades.size)
     coef[order] = np.where(usable[q_sorted], mean[group], 0.0)
     return coef

@@ -319,3 +319,41 @@ def test_warm_start_refuses_another_problem(digits, change, message):
     model = RankSVM(max_iter=20, warm_start=True).fit(X, y)
     with pytest.raises(ValueError, match=message):
         change(model, X, y)
+
+
+def _unsorted_csr(rng, n=60, d=6):
+    """A CSR matrix with each row's indices reversed and one duplicate entry (SciPy sums it in place on need)."""
+    dense = np.where(rng.random((n, d)) < 0.5, rng.normal(size=(n, d)), 0.0)
+    dense[:, 0] = rng.normal(size=n)
+    X = sp.csr_matrix(dense)
+    rows = [(X.indices[a:b][::-1], X.data[a:b][::-1]) for a, b in zip(X.indptr[:-1], X.indptr[1:], strict=True)]
+    indices = np.concatenate([r[0] for r in rows] + [[0]])
+    data = np.concatenate([r[1] for r in rows] + [[0.25]])
+    indptr = X.indptr.copy()
+    indptr[-1] += 1  # the duplicate (row n-1, column 0)
+    return sp.csr_matrix((data, indices, indptr), shape=X.shape)
+
+
+@pytest.mark.parametrize("layout", ["csr-unsorted", "csc", "fortran", "float32-fortran"])
+def test_fit_never_changes_the_callers_matrix(layout, rng):
+    """Unsorted CSR indices were sorted (and duplicates summed) in the caller's X before."""
+    X = _unsorted_csr(rng)
+    if layout == "csc":
+        X = sp.csc_matrix(X.toarray())
+    elif layout.endswith("fortran"):
+        X = np.asfortranarray(X.toarray(), dtype=np.float32 if layout.startswith("float32") else np.float64)
+    y = (rng.random(X.shape[0]) < 0.4).astype(int)
+    y[:2] = [0, 1]
+    qid = np.repeat([0, 1, 2], 20)
+    parts = [X.data, X.indices, X.indptr] if sp.issparse(X) else [X]
+    before = [part.copy() for part in parts]
+    model = RankSVM(C=10.0).fit(X, y)
+    RankSVM(C=10.0, loss="ndcg_graded").fit(X, y, qid=qid)
+    model.score(X, y)
+    for part, copy in zip(parts, before, strict=True):
+        np.testing.assert_array_equal(part, copy)
+    if layout == "csr-unsorted":
+        assert not X.has_canonical_format
+        canonical = X.copy()
+        canonical.sum_duplicates()
+        np.testing.assert_array_equal(RankSVM(C=10.0).fit(canonical, y).coef_, model.coef_)

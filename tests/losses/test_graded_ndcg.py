@@ -62,7 +62,11 @@ def test_inference_is_the_best_of_all_rankings(kind):
             assert result.values[q] == pytest.approx(brute_force(s.tolist(), g, k, kind), abs=1e-12)
             coef = result.coef[offsets[q] : offsets[q + 1]]
             assert result.values[q] == pytest.approx(coef @ s + result.losses[q], abs=1e-12)
-            assert coef.sum() == pytest.approx(1.0) and np.count_nonzero(coef) == min(k, s.size)
+            # k positions carry weight; a tie group (equal score and grade) across the k-th shares it.
+            assert coef.sum() == pytest.approx(1.0) and np.count_nonzero(coef) >= min(k, s.size)
+            for score, grade in set(zip(s.tolist(), g.tolist(), strict=True)):
+                tied = coef[(s == score) & (g == grade)]
+                assert np.all(tied == tied[0])
             checked += 1
     assert checked >= 500
 
@@ -174,3 +178,36 @@ def test_as_a_binary_rank_loss_it_is_ndcg_at_k_with_binary_gains():
     d = 1.0 / np.log2(np.arange(2, 4))
     assert loss.value(pattern) == pytest.approx(1 - d[1] / (d[0] + d[1]))
     rankopt.testing.check_loss(loss)
+
+
+@pytest.mark.parametrize("method", ["auto", "sort", "assignment"])
+def test_empty_queries_are_unusable_on_every_graded_path(method):
+    """Repeated offsets are empty queries, as the pairwise loss takes them (NumPy's reduction errors before)."""
+    loss = GradedNDCGLoss(k=2)
+    scores, grades = np.array([0.3, -0.1, 0.2]), np.array([2, 0, 1])
+    whole = most_violated_rankings(loss, scores, grades, [0, 3], method)
+    for offsets in ([0, 0, 3], [0, 3, 3], [0, 0, 3, 3]):
+        empty = [q for q in range(len(offsets) - 1) if offsets[q] == offsets[q + 1]]
+        for call in (most_violated_rankings, most_violated_rankings_per_query):
+            result = call(loss, scores, grades, offsets, method)
+            assert not result.usable[empty].any() and np.all(result.losses[empty] == 0)
+            np.testing.assert_allclose(result.coef, whole.coef, rtol=0, atol=1e-15)
+        coef = ground_truth_coefficients(loss, grades, offsets)
+        np.testing.assert_array_equal(coef, ground_truth_coefficients(loss, grades, [0, 3]))
+
+
+def test_ties_of_equal_score_and_grade_share_their_positions_whatever_the_row_order():
+    """The sort broke such ties by row index before; now each member gets the group's mean coefficient."""
+    rng = np.random.default_rng(3)
+    scores, grades, offsets = _random_queries(rng, 300, 12)
+    for k in (1, 3, 10):
+        loss = GradedNDCGLoss(k=k)
+        base = most_violated_rankings(loss, scores, grades, offsets)
+        reference = most_violated_rankings(loss, scores, grades, offsets, "assignment")
+        np.testing.assert_allclose(reference.values, base.values, rtol=1e-12, atol=1e-12)
+        perm = np.concatenate([lo + rng.permutation(hi - lo) for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)])
+        moved = most_violated_rankings(loss, scores[perm], grades[perm], offsets)
+        coef = np.empty_like(moved.coef)
+        coef[perm] = moved.coef
+        np.testing.assert_allclose(coef, base.coef, rtol=0, atol=1e-15)
+        np.testing.assert_array_equal(moved.losses, base.losses)
