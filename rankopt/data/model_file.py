@@ -257,8 +257,8 @@ def _json_depth(text: str) -> int:
 class _ModelArchive:
     """The members of a model file, each checked from its zip entry and .npy header before it is read."""
 
-    def __init__(self, path: str, archive: zipfile.ZipFile):
-        self.path, self.archive = path, archive
+    def __init__(self, path: str, archive: zipfile.ZipFile, size: int):
+        self.path, self.archive, self.size = path, archive, size
         self.files = {name[: -len(".npy")] for name in archive.namelist() if name.endswith(".npy")}
 
     def _damaged(self, why: str) -> ModelFileError:
@@ -267,6 +267,17 @@ class _ModelArchive:
     def read(self, key: str, kinds: str, max_items: int) -> np.ndarray:
         """Member ``key``, refused unless its dtype kind is in ``kinds`` and it holds at most ``max_items`` values."""
         info = self.archive.getinfo(f"{key}.npy")
+        # The zip headers' sizes are claims: the stored bytes must fit in the file, and a stored
+        # (uncompressed) member inflates to exactly them, before any size derived from them is trusted.
+        if info.compress_size > self.size - info.header_offset:
+            raise self._damaged(
+                f"{key} claims {info.compress_size} stored bytes at offset {info.header_offset}, but the file "
+                f"holds {self.size} bytes"
+            )
+        if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+            raise self._damaged(
+                f"{key} is stored uncompressed in {info.compress_size} bytes but claims {info.file_size}"
+            )
         if info.file_size > _INFLATE_BASE + _INFLATE_RATIO * info.compress_size:
             raise self._damaged(
                 f"{key} would inflate from {info.compress_size} to {info.file_size} bytes (save_model stores "
@@ -362,8 +373,9 @@ def load_model(path, model_type=None):
 
     The estimator has its parameters and the fitted attributes of
     :data:`EXPORTS` restored.  The file is read as data only, and checked
-    before anything is allocated from it: every member's size and ``.npy``
-    header (dtype, shape) against what the model type stores, the JSON's
+    before anything is allocated from it: every member's declared sizes
+    against the file's real size, its ``.npy`` header (dtype, shape) against
+    what the model type stores, the JSON's
     nesting, and an allow-list of parameters and fitted values with their
     types.
 
@@ -385,8 +397,8 @@ def load_model(path, model_type=None):
             "written by `rankopt train` or rankopt.data.save_model)"
         )
     try:
-        with zipfile.ZipFile(path) as zipped:
-            archive = _ModelArchive(path, zipped)
+        with open(path, "rb") as raw, zipfile.ZipFile(raw) as zipped:
+            archive = _ModelArchive(path, zipped, os.fstat(raw.fileno()).st_size)
             if "format" not in archive.files or archive.text("format") != MODEL_FORMAT:
                 raise ModelFileError(f"{path!r} is an .npz archive but not a rankopt model file")
             version = archive.integer("format_version") if "format_version" in archive.files else None

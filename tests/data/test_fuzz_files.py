@@ -136,12 +136,36 @@ edits = st.one_of(
     st.tuples(st.just("drop"), member_names, st.none()),
     st.tuples(st.just("json"), st.sampled_from(["params", "fitted"]), json_values),
     st.tuples(st.just("raw"), member_names, st.binary(max_size=64)),
+    # A .npy header alone, claiming a large array or string (a hostile header allocates nothing).
+    st.tuples(
+        st.just("header"),
+        member_names,
+        st.tuples(st.sampled_from(["<f8", "<U500000000", "<U8", "<i8"]), st.sampled_from([(), (2**28,), (4,)])),
+    ),
+)
+#: A zip header field to overwrite: (which entry, local or central; which size; the claimed value).
+size_claims = st.tuples(
+    st.integers(0, 20), st.sampled_from(["local", "central"]), st.sampled_from([0, 4]), st.integers(0, 2**32 - 1)
 )
 
 
+def _claim(content: bytearray, claim) -> None:
+    """Overwrite one compressed (0) or inflated (4) size of the n-th local or central zip header."""
+    index, where, which, value = claim
+    signature, sizes_at = (b"PK\x03\x04", 18) if where == "local" else (b"PK\x01\x02", 20)
+    starts = [i for i in range(len(content)) if content[i : i + 4] == signature]
+    if starts:
+        at = starts[index % len(starts)] + sizes_at + which
+        content[at : at + 4] = value.to_bytes(4, "little")
+
+
 @settings(max_examples=700, **SETTINGS)
-@given(edit_list=st.lists(edits, min_size=1, max_size=3), flip=st.one_of(st.none(), st.integers(0, 10**6)))
-def test_load_model_raises_only_model_file_error(tmp_path, genuine, edit_list, flip):
+@given(
+    edit_list=st.lists(edits, min_size=1, max_size=3),
+    flip=st.one_of(st.none(), st.integers(0, 10**6)),
+    claims=st.lists(size_claims, max_size=2),
+)
+def test_load_model_raises_only_model_file_error(tmp_path, genuine, edit_list, flip, claims):
     raw, members = genuine
     members = dict(members)
     for kind, key, payload in edit_list:
@@ -152,6 +176,11 @@ def test_load_model_raises_only_model_file_error(tmp_path, genuine, edit_list, f
             members.pop(name, None)
         elif kind == "json":
             members[name] = _npy(np.array(json.dumps(payload)))
+        elif kind == "header":
+            descr, shape = payload
+            header = io.BytesIO()
+            np.lib.format.write_array_header_1_0(header, {"descr": descr, "fortran_order": False, "shape": shape})
+            members[name] = header.getvalue() + bytes(16)
         else:
             members[name] = payload
     buffer = io.BytesIO()
@@ -159,6 +188,8 @@ def test_load_model_raises_only_model_file_error(tmp_path, genuine, edit_list, f
         for name, data in members.items():
             archive.writestr(name, data)
     content = bytearray(buffer.getvalue())
+    for claim in claims:
+        _claim(content, claim)
     if flip is not None:
         position = flip % len(content)
         content[position] ^= 0xFF

@@ -182,3 +182,82 @@ def test_hostile_files_load_in_bounded_memory(tmp_path, model_file):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["refused"] * 3
+
+
+def _claim_size(path, member: str, claimed: int) -> None:
+    """Rewrite the zip headers (local and central) of ``member`` to claim ``claimed`` bytes, stored and inflated."""
+    raw = bytearray(path.read_bytes())
+    name = member.encode()
+    for signature, sizes_at in ((b"PK\x03\x04", 18), (b"PK\x01\x02", 20)):
+        name_at = 30 if signature == b"PK\x03\x04" else 46
+        start = raw.find(signature)
+        while start != -1:
+            if raw[start + name_at : start + name_at + len(name)] == name:
+                raw[start + sizes_at : start + sizes_at + 8] = claimed.to_bytes(4, "little") * 2
+            start = raw.find(signature, start + 4)
+    path.write_bytes(bytes(raw))
+
+
+def _lying_files(tmp_path, model_file) -> list:
+    """Small files whose zip headers claim ~4 GB members: a 2 GB string header, a 2 GB coef with a matching width."""
+    members = _members(model_file)
+    with np.load(model_file) as archive:
+        fitted = json.loads(str(archive["fitted"][()]))
+    files = []
+    for name, member, payload, extra in (
+        ("string", "format.npy", _npy_header((), descr="<U500000000") + bytes(64), {}),
+        ("coef", "coef.npy", _npy_header((2**28,)) + bytes(64), {"fitted.npy": _npy(json.dumps(fitted))}),
+    ):
+        if name == "coef":
+            fitted_wide = {**fitted, "n_features_in_": 2**28}
+            extra = {"fitted.npy": _npy(json.dumps(fitted_wide))}
+        path = tmp_path / f"claims-{name}.npz"
+        _write(path, {**members, **extra, member: payload})
+        _claim_size(path, member, 4_000_000_000)
+        assert path.stat().st_size < 10_000
+        files.append(path)
+    return files
+
+
+def test_members_claiming_more_bytes_than_the_file_holds_are_refused(tmp_path, model_file):
+    """load_model allocated ~2 GB from these headers before: a MemoryError, not a ModelFileError, under a limit."""
+    for path in _lying_files(tmp_path, model_file):
+        with pytest.raises(ModelFileError, match="claims 4000000000 stored bytes"):
+            load_model(path)
+
+
+def test_a_stored_member_inflating_to_another_size_is_refused(tmp_path, model_file):
+    members = _members(model_file)
+    path = tmp_path / "inflating.npz"
+    _write(path, members)
+    raw = bytearray(path.read_bytes())
+    start = raw.find(b"PK\x01\x02")  # the first member's central entry: its inflated size only
+    while raw[start + 46 : start + 46 + len(b"coef.npy")] != b"coef.npy":
+        start = raw.find(b"PK\x01\x02", start + 4)
+    raw[start + 24 : start + 28] = (10**6).to_bytes(4, "little")
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ModelFileError, match="stored uncompressed"):
+        load_model(path)
+
+
+def test_lying_headers_are_refused_under_an_address_space_limit(tmp_path, model_file):
+    files = [str(path) for path in _lying_files(tmp_path, model_file)]
+    script = textwrap.dedent(
+        f"""
+        import resource
+        from rankopt.data.model_file import ModelFileError, load_model
+        load_model({str(model_file)!r})
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[0])
+        limit = pages * resource.getpagesize() + 200 * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        for path in {files!r}:
+            try:
+                load_model(path)
+            except ModelFileError:
+                print("refused")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["refused"] * 2
