@@ -20,7 +20,9 @@ only then are the two data files read out of it (as data: no member is
 extracted to disk by name) and checked against their own recorded SHA-256.
 The cache directory is written only when both files passed.  The index is
 ``index_url``, else ``$RANKOPT_INDEX_URL``, else pip's ``$PIP_INDEX_URL``,
-else PyPI.  Every failure is a :class:`FetchError`, an ``OSError``.
+else PyPI.  Every failure is a :class:`FetchError`, an ``OSError``, and
+leaves no file or directory behind; each read waits at most
+:data:`TIMEOUT` seconds and a whole download :data:`DEADLINE` seconds.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import logging
 import os
 import tarfile
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -59,8 +62,13 @@ SDIST_SHA256 = "c7d71602ab7fe0a0281976c1f0e883cb16431f72e4e946e5fd83790449bb21a9
 #: Bytes read at most from the index page and from the archive (a hostile server cannot fill the disk).
 MAX_INDEX_BYTES = 1 << 22
 MAX_SDIST_BYTES = 1 << 24
-#: Seconds to wait for the index server.
+#: Seconds to wait for the index server on each read.
 TIMEOUT = 60
+#: Seconds one download may take in all: a server that trickles bytes in under TIMEOUT each is cut
+#: off here (checked between reads, so a fetch ends within DEADLINE + TIMEOUT seconds).
+DEADLINE = 300
+#: Bytes asked for per read of a download.
+_READ_CHUNK = 1 << 16
 #: The sample's directory inside that source distribution.
 SDIST_DATA_DIR = "rankeval-0.8.2/rankeval/test/data"
 #: Features of MSLR-WEB30K.
@@ -89,11 +97,16 @@ def get_data_home(data_home=None) -> str:
 
     ``data_home`` if given, else ``$RANKOPT_DATA``, else ``~/rankopt_data``.
     """
-    if data_home is None:
-        data_home = os.environ.get(DATA_HOME_ENV, os.path.join("~", "rankopt_data"))
-    data_home = os.path.expanduser(os.fspath(data_home))
+    data_home = _data_home_path(data_home)
     os.makedirs(data_home, exist_ok=True)
     return data_home
+
+
+def _data_home_path(data_home=None) -> str:
+    """:func:`get_data_home`'s directory, not created."""
+    if data_home is None:
+        data_home = os.environ.get(DATA_HOME_ENV, os.path.join("~", "rankopt_data"))
+    return os.path.expanduser(os.fspath(data_home))
 
 
 def fetch_mslr_sample(
@@ -130,7 +143,7 @@ def fetch_mslr_sample(
     """
     if subset not in MSLR_SAMPLE:
         raise ValueError(f"expected subset to be one of {sorted(MSLR_SAMPLE)}, got {subset!r} instead")
-    directory = os.path.join(get_data_home(data_home), "mslr_sample")
+    directory = os.path.join(_data_home_path(data_home), "mslr_sample")
     path = os.path.join(directory, MSLR_SAMPLE[subset].name)
     if not os.path.exists(path):
         if not download_if_missing:
@@ -156,12 +169,40 @@ def _fetch_into(directory: str, index_url: str | None = None) -> None:
             raise FetchError(
                 f"expected {sample.name} in {SDIST_NAME} to have SHA-256 {sample.sha256}, got {digest} instead"
             )
-    os.makedirs(directory, exist_ok=True)
-    for sample, data in contents.items():
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".partial-", delete=False) as handle:
-            handle.write(data)
-        os.replace(handle.name, os.path.join(directory, sample.name))
+    created = _missing_directories(directory)
+    partial, written = None, []
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for sample, data in contents.items():
+            with tempfile.NamedTemporaryFile(dir=directory, prefix=".partial-", delete=False) as handle:
+                partial = handle.name
+                handle.write(data)
+            os.replace(partial, os.path.join(directory, sample.name))
+            written.append(os.path.join(directory, sample.name))
+    except BaseException:
+        for path in [partial, *written]:  # all or nothing
+            if path is not None and os.path.exists(path):
+                os.unlink(path)
+        for path in created:  # deepest first; only what this call created, and only if still empty
+            try:
+                os.rmdir(path)
+            except OSError:
+                break
+        raise
     logger.info("cached the MSLR sample in %s", directory)
+
+
+def _missing_directories(directory: str) -> list[str]:
+    """The directories ``os.makedirs(directory)`` would create, deepest first."""
+    missing = []
+    path = os.path.abspath(directory)
+    while not os.path.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
 
 
 def _read_member(tar: tarfile.TarFile, name: str) -> bytes:
@@ -216,11 +257,14 @@ def _get(url: str, limit: int, what: str) -> tuple[bytes, str, str]:
     request = urllib.request.Request(
         url, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1, */*;q=0.01"}
     )
+    deadline = time.monotonic() + DEADLINE
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-            body = response.read(limit + 1)
+        with urllib.request.urlopen(request, timeout=min(TIMEOUT, DEADLINE)) as response:
+            body = _read_until(response, limit + 1, deadline, f"{what} from {url}")
             content_type = response.headers.get("Content-Type", "") if response.headers else ""
             final_url = response.geturl()
+    except FetchError:
+        raise
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise FetchError(
@@ -229,6 +273,25 @@ def _get(url: str, limit: int, what: str) -> tuple[bytes, str, str]:
     if len(body) > limit:
         raise FetchError(f"expected {what} from {url} to be at most {limit} bytes, got more: refused")
     return body, content_type, final_url
+
+
+def _read_until(response, limit: int, deadline: float, what: str) -> bytes:
+    """At most ``limit`` bytes of ``response``, read a chunk at a time; a FetchError once ``deadline`` passes."""
+    read = getattr(response, "read1", response.read)  # read1: whatever one read gives, not a full chunk
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        if time.monotonic() > deadline:
+            raise FetchError(
+                f"could not read {what} within {DEADLINE} s ({size} bytes arrived); check the network, or set "
+                f"${INDEX_URL_ENV} to a faster PyPI mirror"
+            )
+        chunk = read(min(_READ_CHUNK, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 class _Anchors(html.parser.HTMLParser):

@@ -9,6 +9,7 @@ import json
 import os
 import tarfile
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -255,3 +256,84 @@ def test_fetcher_is_importable_from_rankopt_data():
 
     assert rankopt.data.fetch_mslr_sample is mslr.fetch_mslr_sample
     assert "fetch_mslr_sample" in dir(rankopt.data)
+
+
+class TricklingIndex(FakeIndex):
+    """An index that sends its page one byte at a time, each well within the per-read timeout."""
+
+    def __init__(self, pause: float):
+        super().__init__(b"")
+        index = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = b"<html>" + b" " * 10_000
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                for byte in body:
+                    if index.stopped.is_set():
+                        return
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    index.stopped.wait(pause)
+
+            def log_message(self, *args):
+                pass
+
+        self.stopped = threading.Event()
+        self.server.RequestHandlerClass = Handler
+
+    def __exit__(self, *exc):
+        self.stopped.set()
+        super().__exit__(*exc)
+
+
+def test_a_trickling_server_is_cut_off_at_the_deadline(tmp_path, recorded, monkeypatch):
+    """The timeout bounded each read only: one byte a second held a 3 s fetch for 20 s and more."""
+    monkeypatch.setattr(mslr, "TIMEOUT", 1)
+    monkeypatch.setattr(mslr, "DEADLINE", 1)
+    home = tmp_path / "fresh" / "home"
+    with TricklingIndex(pause=0.05) as index:
+        started = time.monotonic()
+        with pytest.raises(mslr.FetchError, match=r"within 1 s \(\d+ bytes arrived\)"):
+            mslr.fetch_mslr_sample("train", data_home=home, index_url=index.url)
+        assert time.monotonic() - started < 1 + 1 + 1  # DEADLINE + one read's TIMEOUT, and slack
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_every_failure_leaves_a_fresh_data_home_absent(tmp_path, recorded, monkeypatch):
+    """The user guide promises no cache directory after a failure; fetch_mslr_sample created data_home first."""
+    failures = [
+        lambda home: mslr.fetch_mslr_sample("train", data_home=home, download_if_missing=False),
+        lambda home: mslr.fetch_mslr_sample("train", data_home=home, index_url=(tmp_path / "no-index").as_uri()),
+    ]
+    with FakeIndex(_sdist(recorded)) as index:  # served, but not the recorded archive
+        failures.append(lambda home: mslr.fetch_mslr_sample("train", data_home=home, index_url=index.url))
+        for number, fail in enumerate(failures):
+            home = tmp_path / f"home-{number}" / "cache"
+            with pytest.raises(OSError):
+                fail(home)
+            assert not (tmp_path / f"home-{number}").exists()
+
+
+def test_a_failed_write_removes_the_directories_it_made(tmp_path, fake_pypi, monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    for fails_after in (0, 1):  # the first file's move fails, or the second's
+        replace = mslr.os.replace
+        moves = []
+
+        def move_then_fail(src, dst, moves=moves, fails_after=fails_after, replace=replace):
+            if len(moves) == fails_after:
+                full_disk()
+            moves.append(dst)
+            replace(src, dst)
+
+        monkeypatch.setattr(mslr.os, "replace", move_then_fail)
+        with pytest.raises(OSError, match="No space left"):
+            mslr.fetch_mslr_sample("train", data_home=tmp_path / "new" / "cache")
+        monkeypatch.setattr(mslr.os, "replace", replace)
+        assert not (tmp_path / "new").exists()
