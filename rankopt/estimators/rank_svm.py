@@ -189,6 +189,11 @@ class RankSVM(BaseEstimator):
         Primal objective, dual objective and duality gap per iteration; with
         ``eval_set``, :class:`~rankopt.estimators.progress.MonitoredIterationRecord`
         whose ``validation_score`` is the validation metric of that iterate.
+        Each record describes the best point so far, so its primal never
+        increases, except at the last record of a converged fit: that one
+        is the point returned (``coef_``), the working-set optimum, certified
+        to C·tol like the best point, and its primal may lie up to C·tol
+        above it.
     best_iteration_ : int or None
         With ``eval_set``: the iteration (1-based, as in ``history_``) with
         the best validation score; None without.

@@ -357,3 +357,19 @@ def test_fit_never_changes_the_callers_matrix(layout, rng):
         canonical = X.copy()
         canonical.sum_duplicates()
         np.testing.assert_array_equal(RankSVM(C=10.0).fit(canonical, y).coef_, model.coef_)
+
+
+def test_history_primal_never_rises_but_at_the_returned_point(rng):
+    """As documented: records show the best point; a converged fit's last record is coef_, within C·tol of it."""
+    for seed in range(12):
+        local = np.random.default_rng(seed)
+        X = local.normal(size=(80, 5))
+        y = (X @ local.normal(size=5) + local.normal(size=80) > 0.5).astype(int)
+        for loss in ("ap", "auc"):
+            C, tol = 100.0, 1e-3
+            model = RankSVM(loss=loss, C=C, tol=tol).fit(X, y)
+            primal = np.array([record.primal_objective for record in model.history_])
+            assert np.all(np.diff(primal[:-1]) <= 1e-12 * primal[0])
+            assert model.converged_ and primal[-1] <= primal[:-1].min() + C * tol
+            last = model.history_[-1]
+            assert last.primal_objective - last.dual_objective == pytest.approx(model.duality_gap_)

@@ -211,3 +211,13 @@ def test_ties_of_equal_score_and_grade_share_their_positions_whatever_the_row_or
         coef[perm] = moved.coef
         np.testing.assert_allclose(coef, base.coef, rtol=0, atol=1e-15)
         np.testing.assert_array_equal(moved.losses, base.losses)
+
+
+def test_a_fit_without_qid_trains_the_position_based_psi(rng):
+    """docs/maths.md said one query trained the pairwise-Ψ NDCG@k; it trains the position-based Ψ, as documented now."""
+    X = rng.normal(size=(60, 4))
+    y = (X[:, 0] + rng.normal(size=60) > 0.3).astype(int)
+    single = rankopt.RankSVM(loss="ndcg_graded", C=10.0).fit(X, y)
+    over_one_query = rankopt.RankSVM(loss="ndcg_graded", C=10.0).fit(X, y, qid=np.zeros(60))
+    assert single.inference_ == over_one_query.inference_ == "sort"
+    np.testing.assert_array_equal(single.coef_, over_one_query.coef_)
