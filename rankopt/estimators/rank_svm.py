@@ -539,16 +539,23 @@ class RankSVM(BaseEstimator):
         queries = QueryIndex.single(n_samples) if qid is None else check_qid(qid, n_samples)
         grades = check_grades(y, n_samples)
         relevance = grades if graded else relevant_from_grades(grades, relevant_at)
-        n_used = int(np.count_nonzero(queries_to_order(relevance, queries)))
-        if n_used == 0:
-            _raise_no_query_orders(queries, graded, relevant_at)
         if not model.supports_queries:
+            # Documents are classified one by one: how they group into queries changes nothing, so
+            # every query's documents are used, and only the pooled labels need both classes.
+            if relevance.all():
+                raise ValueError(
+                    f"expected some document below relevant_at={relevant_at:g} for the {loss.output_kind.value} "
+                    f"loss {loss.name!r}, got every label at or above it instead"
+                )
             logger.info(
                 "the %s loss %r scores documents one by one: qid only sets which documents are relevant",
                 loss.output_kind.value,
                 loss.name,
             )
-            return relevance, None, queries.n_queries, n_used
+            return relevance, None, queries.n_queries, queries.n_queries
+        n_used = int(np.count_nonzero(queries_to_order(relevance, queries)))
+        if n_used == 0:
+            _raise_no_query_orders(queries, graded, relevant_at)
         return relevance, queries, queries.n_queries, n_used
 
     def decision_function(self, X) -> np.ndarray:

@@ -366,3 +366,17 @@ def test_row_order_within_queries_leaves_every_loss_s_fit_unchanged(loss, rng):
         shuffled = RankSVM(loss=loss, C=10.0).fit(X[perm], grades[perm], qid=qid[perm])
         np.testing.assert_allclose(shuffled.coef_, base.coef_, rtol=0, atol=1e-9)
         assert shuffled.n_iter_ == base.n_iter_
+
+
+def test_zero_one_takes_qid_whose_queries_hold_one_level_each(rng):
+    """Refused before ("no query holds both ..."), though the grouping does not change the 0-1 loss."""
+    X = rng.normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    plain = RankSVM(loss="zero_one").fit(X, y)
+    by_label = RankSVM(loss="zero_one").fit(X, y, qid=y)  # every query holds one level only
+    np.testing.assert_array_equal(by_label.coef_, plain.coef_)
+    assert by_label.n_queries_ == by_label.n_queries_used_ == 2
+    for qid in (np.arange(40) % 3, np.zeros(40)):
+        np.testing.assert_array_equal(RankSVM(loss="zero_one").fit(X, y, qid=qid).coef_, plain.coef_)
+    with pytest.raises(ValueError, match="expected some document below relevant_at=1 for the labeling loss"):
+        RankSVM(loss="zero_one").fit(X, np.ones(40), qid=y)
