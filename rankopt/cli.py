@@ -19,8 +19,11 @@ index 0 occurs), labels in {0, 1} or {−1, +1}, or relevance grades (integers
 model over them (``RankSVM.fit(X, y, qid=...)``, a document relevant for a
 binary loss when its grade reaches ``--relevant-at``) and ``evaluate``
 prints MAP, NDCG@1/5/10 and P@10 averaged over queries (``--per-query FILE``
-writes each query's).  A file without ``qid:`` is one query.  ``predict``
-scores each line independently and accepts any file.
+writes each query's).  A file without ``qid:`` takes its queries from
+LightGBM's sidecar ``FILE.query`` (one group size per line, rows in file
+order) when there is one, and says so on stderr; without either it is one
+query of binary labels, and graded labels are refused.  ``predict`` scores
+each line independently and accepts any file with features.
 
 Models are saved in rankopt's versioned ``.npz`` format
 (:mod:`rankopt.data.model_file`).
@@ -76,21 +79,23 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser(
         "train",
         parents=[verbose],
+        formatter_class=_TrainHelpFormatter,
         help="fit a RankSVM on an SVM-light/LETOR file",
         description="Fit a RankSVM on an SVM-light/LETOR file (one query, or every qid: in it) and save it.",
     )
     train.add_argument(
         "data",
         metavar="DATA.svmlight",
-        help="training samples: labels in {0,1} or {-1,+1}, or grades >= 0; optional qid:",
+        help="training samples: labels in {0,1} or {-1,+1}, or grades >= 0 with queries from qid: or "
+        "LightGBM's group sizes in DATA.svmlight.query",
     )
     train.add_argument("model", metavar="MODEL_FILE", help="where to write the model (.npz format)")
-    train.add_argument(
-        "--loss",
-        default="ap",
-        help='"ap", "ndcg", "auc", "pairwise" (trains on the grades), "zero_one" or a plugin\'s loss (default: ap)',
-    )
+    train.add_argument("--loss", default="ap", help=LOSS_HELP)
     train.add_argument("--C", type=float, default=1.0, help="slack weight (default: 1.0)")
+    # SVM^rank's -c: refused with a hint (its C is scaled otherwise), never read as --C silently.
+    train.add_argument(
+        "-c", dest="svm_rank_c", metavar="C", help="SVM^rank's slack weight: refused, use --C (scaled otherwise)"
+    )
     train.add_argument("--tol", type=float, default=1e-3, help="cutting-plane tolerance (default: 1e-3)")
     train.add_argument("--max-iter", type=int, default=1000, help="cutting-plane iterations (default: 1000)")
     train.add_argument("--inference", default="auto", help='loss-augmented inference method, or "auto" (default: auto)')
@@ -181,7 +186,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: The --zero-based option of the commands that read data files.
+#: The --loss help; "{losses}" is filled in with the registered losses when the help is printed.
+LOSS_HELP = "the loss to train on, one of {losses} (default: ap)"
+
+
+class _TrainHelpFormatter(argparse.HelpFormatter):
+    """Lists the registered losses, plugins' included, in ``train --help`` only when the help is shown."""
+
+    def _get_help_string(self, action):
+        if action.help == LOSS_HELP:
+            return LOSS_HELP.format(losses=", ".join(_loss_names()))
+        return super()._get_help_string(action)
+
+
+def _loss_names() -> list[str]:
+    """Every registered loss, graded ones marked: what ``--loss`` accepts."""
+    from rankopt.plugins import PluginKind, default_registry
+
+    registry = default_registry()
+    names = []
+    for info in registry.list(PluginKind.LOSS):
+        loss = registry.get_loss(info.name)
+        graded = getattr(loss, "graded", False)
+        names.append(f'"{info.name}" (trains on the grades)' if graded else f'"{info.name}"')
+    return names
+
+
 def _grade(text: str) -> int | float:
     """A relevance threshold as given: an int when it is a whole number (``2``, not ``2.0``)."""
     value = float(text)
@@ -282,7 +312,7 @@ def _read_data(path, args, *, n_features=None):
     """
     import numpy as np
 
-    from rankopt._validation import check_binary_labels
+    from rankopt._validation import check_binary_labels, check_grades
     from rankopt.data.loaders import read_svmlight
 
     data = read_svmlight(
@@ -293,10 +323,60 @@ def _read_data(path, args, *, n_features=None):
     )
     if data.zero_based:
         logger.info("%s: feature index 0 occurs, read as zero-based", data.path)
+    data = _with_sidecar_queries(data)
     values = set(np.unique(data.y).tolist())
-    if data.qid is None and (values <= {0, 1} or values <= {-1, 1}) and args.relevant_at in (1, None):
-        return data, check_binary_labels(data.y, name=f"the labels of {data.path!r}")
+    if data.qid is None:
+        if (values <= {0, 1} or values <= {-1, 1}) and args.relevant_at in (1, None):
+            return data, check_binary_labels(data.y, name=f"the labels of {data.path!r}")
+        check_grades(data.y, name=f"the labels of {data.path!r}")  # a bad label is named first
+        labels = "graded labels" if not (values <= {0, 1} or values <= {-1, 1}) else "--relevant-at other than 1"
+        raise CommandError(
+            f"expected queries for {data.path!r}, whose {labels} are scored per query, got neither qid: on "
+            f"its lines nor LightGBM's group-size file {data.path + SIDECAR_SUFFIX!r}; add qid: to each line "
+            "or write that file (one query size per line)"
+        )
     return data, None
+
+
+#: LightGBM's sidecar of group sizes: FILE.query beside the data file FILE.
+SIDECAR_SUFFIX = ".query"
+
+
+def _with_sidecar_queries(data):
+    """``data`` with query ids from LightGBM's ``FILE.query`` when the file has no qid: and a sidecar exists."""
+    import dataclasses
+
+    from rankopt._validation import query_ids_from_group
+
+    sidecar = data.path + SIDECAR_SUFFIX
+    if not os.path.isfile(sidecar):
+        return data
+    if data.qid is not None:
+        print(f"rankopt: {data.path!r} has qid: on its lines; {sidecar!r} is ignored", file=sys.stderr)
+        return data
+    sizes = _read_group_sizes(sidecar)
+    qid = query_ids_from_group(sizes, data.X.shape[0], name=f"the group sizes in {sidecar!r}")
+    print(f"rankopt: {len(sizes)} queries from LightGBM's group sizes in {sidecar!r}", file=sys.stderr)
+    return dataclasses.replace(data, qid=qid)
+
+
+def _read_group_sizes(path: str) -> list[int]:
+    """One positive integer per non-blank line, as LightGBM writes its ``.query`` files."""
+    sizes = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            text = line.strip()
+            if not text:
+                continue
+            if not text.isdigit() or int(text) == 0:
+                raise CommandError(
+                    f"expected a positive group size on every line of {path!r} (LightGBM's query file), got "
+                    f"{text[:40]!r} on line {number} instead"
+                )
+            sizes.append(int(text))
+    if not sizes:
+        raise CommandError(f"expected group sizes in {path!r} (LightGBM's query file), got an empty file instead")
+    return sizes
 
 
 def _query_ids(data):
@@ -324,6 +404,11 @@ def _train(args) -> None:
     from rankopt.estimators.rank_svm import RankSVM
     from rankopt.exceptions import ConvergenceWarning
 
+    if args.svm_rank_c is not None:
+        raise CommandError(
+            f"expected --C for the slack weight, got SVM^rank's -c {args.svm_rank_c} instead: rankopt scales C "
+            "otherwise (docs/maths.md), so retune it, e.g. rankopt train --C 10 ..."
+        )
     _refuse_overwrite(args.model, args.data)
     data, relevant = _read_data(args.data, args)
     model = RankSVM(
@@ -379,6 +464,7 @@ def _load_model_and_data(args, *, labels: bool):
             zero_based=_ZERO_BASED[args.zero_based],
             max_features=max(args.max_features, model.n_features_in_),
         )
+        data = _with_sidecar_queries(data)  # checked and reported; each line is scored on its own
         relevant = None
     _warn_if_narrow(data, model)
     return model, data, relevant

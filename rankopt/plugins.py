@@ -394,17 +394,18 @@ class PluginRegistry:
                 return solver.unsupported_reason(loss)
             return solver.unsupported_reason_at(loss, n_pos, n_neg)
 
+        candidates = sorted(
+            (info.cls() for info in self.list(PluginKind.INFERENCE_METHOD)), key=lambda m: (m.auto_priority, m.name)
+        )
         if method == "auto":
-            candidates = sorted(
-                (info.cls() for info in self.list(PluginKind.INFERENCE_METHOD)), key=lambda m: (m.auto_priority, m.name)
-            )
             reasons = {}
             for candidate in candidates:  # fastest first; the first exact one wins
                 reasons[candidate.name] = reason_against(candidate)
                 if reasons[candidate.name] is None:
                     return candidate
-            details = "; ".join(f"{name}: {brief(str(reason), 200)}" for name, reason in reasons.items())
-            raise ValueError(f"no registered inference method is exact for loss {loss.name!r} ({details})")
+            raise ValueError(
+                f"no registered inference method is exact for loss {loss.name!r} ({_grouped_reasons(reasons)})"
+            )
         try:
             solver = self._lookup(PluginKind.INFERENCE_METHOD, method).cls()
         except ValueError:
@@ -414,8 +415,22 @@ class PluginRegistry:
             ) from None
         reason = reason_against(solver)
         if reason is not None:
-            raise ValueError(f"inference method {method!r} cannot be used with loss {loss.name!r}: {reason}")
+            exact = [other.name for other in candidates if other.name != method and reason_against(other) is None]
+            remedy = (
+                f"use method='auto' (it picks {exact[0]!r}) or one of {exact}"
+                if exact
+                else "no registered method is exact for this loss: check it with rankopt.testing.check_plugin"
+            )
+            raise ValueError(f"inference method {method!r} cannot be used with loss {loss.name!r}: {reason}; {remedy}")
         return solver
+
+
+def _grouped_reasons(reasons: dict) -> str:
+    """``{method: reason}`` as "a, b: reason; c: other reason", each reason once."""
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in reasons.items():
+        by_reason.setdefault(brief(str(reason), 200), []).append(name)
+    return "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
 
 
 @functools.cache

@@ -113,7 +113,7 @@ def read_svmlight(
     OSError
         The file cannot be opened.
     ValueError
-        The file is not valid SVM-light, is empty, holds non-finite values,
+        The file is not valid SVM-light, is empty, names no feature, holds non-finite values,
         uses more than ``n_features`` or ``max_features`` features, a feature
         index of 2³¹ or more or a query id of 2⁶³ or more, or gives ``qid:``
         on some lines and not on others.
@@ -157,6 +157,11 @@ def read_svmlight(
             "instead; pass max_features= to read wider data (on the command line --max-features)"
         )
     file_width = X.shape[1]
+    if file_width == 0:
+        raise ValueError(
+            f"expected feature:value pairs in {path!r}, got lines holding a label only (no line names a "
+            "feature); if it is LightGBM's group-size file (FILE.query), pass the data file FILE instead"
+        )
     if n_features is not None:
         if X.shape[1] > n_features:
             base = "zero" if zero_based else "one"

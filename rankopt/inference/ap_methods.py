@@ -52,8 +52,7 @@ class _APOnlyMethod(InferenceMethod):
         if not _has_ap_form(loss, 1, 1):
             return (
                 f"it is exact only for the average-precision loss 'ap' (a loss whose compiled form "
-                f"is KernelCode.AP), got {type(loss).__name__} {loss.name!r} instead; use "
-                f"method='qs' or 'auto'"
+                f"is KernelCode.AP), got {type(loss).__name__} {loss.name!r} instead"
             )
         return super().unsupported_reason(loss)
 

@@ -7,11 +7,10 @@ import json
 import subprocess
 import sys
 import textwrap
-import zipfile
 
 import numpy as np
 import pytest
-from oracles.model_files import rewrite_archive
+from oracles.model_files import archive_members, lying_files, npy_bytes, npy_header, rewrite_archive, write_archive
 
 from rankopt import RankSVM
 from rankopt.data.model_file import ModelFileError, load_model, save_model
@@ -27,31 +26,6 @@ def model_file(tmp_path_factory):
     return path
 
 
-def _members(path) -> dict[str, bytes]:
-    with zipfile.ZipFile(path) as archive:
-        return {name: archive.read(name) for name in archive.namelist()}
-
-
-def _write(path, members: dict[str, bytes], deflate=()) -> None:
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in members.items():
-            kind = zipfile.ZIP_DEFLATED if name in deflate else zipfile.ZIP_STORED
-            archive.writestr(zipfile.ZipInfo(name), data, compress_type=kind)
-
-
-def _npy_header(shape, descr="<f8") -> bytes:
-    """A .npy file holding only a header that claims ``shape`` of ``descr``."""
-    buffer = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buffer, {"descr": descr, "fortran_order": False, "shape": shape})
-    return buffer.getvalue()
-
-
-def _npy(value) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, np.asarray(value), allow_pickle=False)
-    return buffer.getvalue()
-
-
 def test_a_genuine_file_loads(model_file):
     assert load_model(model_file).coef_.shape == (4,)
 
@@ -65,19 +39,19 @@ def test_deeply_nested_json_is_refused(tmp_path, model_file):
 
 @pytest.mark.parametrize("items", [2**31, 2**40])
 def test_a_header_claiming_a_huge_array_is_refused_before_allocation(tmp_path, model_file, items):
-    members = _members(model_file)
-    members["coef.npy"] = _npy_header((items,))
+    members = archive_members(model_file)
+    members["coef.npy"] = npy_header((items,))
     bad = tmp_path / "huge.npz"
-    _write(bad, members)
+    write_archive(bad, members)
     with pytest.raises(ModelFileError, match="at most 4 values"):
         load_model(bad)
 
 
 def test_a_zip_bomb_is_refused_by_its_inflation(tmp_path, model_file):
-    members = _members(model_file)
-    members["coef.npy"] = _npy_header((4,)) + bytes(50_000_000)  # 50 MB of zeros, deflated to ~50 kB
+    members = archive_members(model_file)
+    members["coef.npy"] = npy_header((4,)) + bytes(50_000_000)  # 50 MB of zeros, deflated to ~50 kB
     bad = tmp_path / "bomb.npz"
-    _write(bad, members, deflate={"coef.npy"})
+    write_archive(bad, members, deflate={"coef.npy"})
     assert bad.stat().st_size < 1_000_000
     with pytest.raises(ModelFileError, match="would inflate"):
         load_model(bad)
@@ -85,7 +59,7 @@ def test_a_zip_bomb_is_refused_by_its_inflation(tmp_path, model_file):
 
 def test_a_deflated_genuine_file_still_loads(tmp_path, model_file):
     good = tmp_path / "deflated.npz"
-    _write(good, _members(model_file), deflate=set(_members(model_file)))
+    write_archive(good, archive_members(model_file), deflate=set(archive_members(model_file)))
     np.testing.assert_array_equal(load_model(good).coef_, load_model(model_file).coef_)
 
 
@@ -131,36 +105,36 @@ def test_parameters_come_from_the_estimator(tmp_path, model_file, change, messag
     ],
 )
 def test_arrays_of_another_kind_or_shape_are_refused(tmp_path, model_file, value, message):
-    members = _members(model_file)
-    members["coef.npy"] = _npy(value)
+    members = archive_members(model_file)
+    members["coef.npy"] = npy_bytes(value)
     bad = tmp_path / "coef.npz"
-    _write(bad, members)
+    write_archive(bad, members)
     with pytest.raises(ModelFileError, match=message):
         load_model(bad)
 
 
 def test_object_arrays_are_refused_without_unpickling(tmp_path, model_file):
-    members = _members(model_file)
+    members = archive_members(model_file)
     buffer = io.BytesIO()
     np.save(buffer, np.array([object()] * 4, dtype=object), allow_pickle=True)
     members["coef.npy"] = buffer.getvalue()
     bad = tmp_path / "object.npz"
-    _write(bad, members)
+    write_archive(bad, members)
     with pytest.raises(ModelFileError, match="real numbers, got dtype object"):
         load_model(bad)
 
 
 def test_hostile_files_load_in_bounded_memory(tmp_path, model_file):
     """Each hostile file is refused with at most 200 MB of address space beyond the interpreter's."""
-    members = _members(model_file)
+    members = archive_members(model_file)
     files = []
     for name, payload, deflate in (
-        ("huge", _npy_header((2**40,)), ()),
-        ("bomb", _npy_header((4,)) + bytes(200_000_000), ("coef.npy",)),
-        ("lying", _npy_header((2**28,)) + bytes(1000), ()),
+        ("huge", npy_header((2**40,)), ()),
+        ("bomb", npy_header((4,)) + bytes(200_000_000), ("coef.npy",)),
+        ("lying", npy_header((2**28,)) + bytes(1000), ()),
     ):
         path = tmp_path / f"{name}.npz"
-        _write(path, {**members, "coef.npy": payload}, deflate=deflate)
+        write_archive(path, {**members, "coef.npy": payload}, deflate=deflate)
         files.append(str(path))
     script = textwrap.dedent(
         f"""
@@ -184,52 +158,17 @@ def test_hostile_files_load_in_bounded_memory(tmp_path, model_file):
     assert done.stdout.split() == ["refused"] * 3
 
 
-def _claim_size(path, member: str, claimed: int) -> None:
-    """Rewrite the zip headers (local and central) of ``member`` to claim ``claimed`` bytes, stored and inflated."""
-    raw = bytearray(path.read_bytes())
-    name = member.encode()
-    for signature, sizes_at in ((b"PK\x03\x04", 18), (b"PK\x01\x02", 20)):
-        name_at = 30 if signature == b"PK\x03\x04" else 46
-        start = raw.find(signature)
-        while start != -1:
-            if raw[start + name_at : start + name_at + len(name)] == name:
-                raw[start + sizes_at : start + sizes_at + 8] = claimed.to_bytes(4, "little") * 2
-            start = raw.find(signature, start + 4)
-    path.write_bytes(bytes(raw))
-
-
-def _lying_files(tmp_path, model_file) -> list:
-    """Small files whose zip headers claim ~4 GB members: a 2 GB string header, a 2 GB coef with a matching width."""
-    members = _members(model_file)
-    with np.load(model_file) as archive:
-        fitted = json.loads(str(archive["fitted"][()]))
-    files = []
-    for name, member, payload, extra in (
-        ("string", "format.npy", _npy_header((), descr="<U500000000") + bytes(64), {}),
-        ("coef", "coef.npy", _npy_header((2**28,)) + bytes(64), {"fitted.npy": _npy(json.dumps(fitted))}),
-    ):
-        if name == "coef":
-            fitted_wide = {**fitted, "n_features_in_": 2**28}
-            extra = {"fitted.npy": _npy(json.dumps(fitted_wide))}
-        path = tmp_path / f"claims-{name}.npz"
-        _write(path, {**members, **extra, member: payload})
-        _claim_size(path, member, 4_000_000_000)
-        assert path.stat().st_size < 10_000
-        files.append(path)
-    return files
-
-
 def test_members_claiming_more_bytes_than_the_file_holds_are_refused(tmp_path, model_file):
     """load_model allocated ~2 GB from these headers before: a MemoryError, not a ModelFileError, under a limit."""
-    for path in _lying_files(tmp_path, model_file):
+    for path in lying_files(tmp_path, model_file):
         with pytest.raises(ModelFileError, match="claims 4000000000 stored bytes"):
             load_model(path)
 
 
 def test_a_stored_member_inflating_to_another_size_is_refused(tmp_path, model_file):
-    members = _members(model_file)
+    members = archive_members(model_file)
     path = tmp_path / "inflating.npz"
-    _write(path, members)
+    write_archive(path, members)
     raw = bytearray(path.read_bytes())
     start = raw.find(b"PK\x01\x02")  # the first member's central entry: its inflated size only
     while raw[start + 46 : start + 46 + len(b"coef.npy")] != b"coef.npy":
@@ -241,7 +180,7 @@ def test_a_stored_member_inflating_to_another_size_is_refused(tmp_path, model_fi
 
 
 def test_lying_headers_are_refused_under_an_address_space_limit(tmp_path, model_file):
-    files = [str(path) for path in _lying_files(tmp_path, model_file)]
+    files = [str(path) for path in lying_files(tmp_path, model_file)]
     script = textwrap.dedent(
         f"""
         import resource

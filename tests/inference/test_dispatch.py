@@ -344,3 +344,19 @@ def test_rank_svm_over_queries_resolves_the_method_for_its_longest_query(rng):
     y[[0, 8]], y[[7, 67]] = 1, 0
     model = RankSVM(loss=LateBend(), max_iter=30).fit(X, y, qid=qid)
     assert model.inference_ == "dp"
+
+
+def test_refusals_of_a_broken_loss_are_short_and_name_a_remedy_that_works():
+    """The auto refusal listed one reason per method (about 900 characters), and select/search told users
+    to "use method='qs' or 'auto'", which refuse the loss too."""
+    for method in ("select", "search", "qs"):
+        with pytest.raises(ValueError) as caught:
+            most_violated_ranking(FalseAP(), [0.0, 1.0], [0.5], method)
+        message = str(caught.value)
+        assert "method='qs'" not in message and "no registered method is exact for this loss" in message
+    with pytest.raises(ValueError) as caught:
+        most_violated_ranking(FalseAP(), [0.0, 1.0], [0.5])
+    message = str(caught.value)
+    assert len(message) < 500 and message.count("compiled form") <= 2, message
+    with pytest.raises(ValueError, match=r"use method='auto' \(it picks 'qs'\)"):
+        most_violated_ranking("ndcg", [0.0, 1.0], [0.5], "select")
