@@ -201,13 +201,14 @@ class _TrainHelpFormatter(argparse.HelpFormatter):
 
 def _loss_names() -> list[str]:
     """Every registered loss, graded ones marked: what ``--loss`` accepts."""
+    from rankopt.losses.base import RankLoss
     from rankopt.plugins import PluginKind, default_registry
 
     registry = default_registry()
     names = []
     for info in registry.list(PluginKind.LOSS):
         loss = registry.get_loss(info.name)
-        graded = getattr(loss, "graded", False)
+        graded = isinstance(loss, RankLoss) and loss.graded
         names.append(f'"{info.name}" (trains on the grades)' if graded else f'"{info.name}"')
     return names
 
@@ -368,7 +369,7 @@ def _read_group_sizes(path: str) -> list[int]:
             text = line.strip()
             if not text:
                 continue
-            if not text.isdigit() or int(text) == 0:
+            if not (text.isascii() and text.isdigit()) or int(text) == 0:
                 raise CommandError(
                     f"expected a positive group size on every line of {path!r} (LightGBM's query file), got "
                     f"{text[:40]!r} on line {number} instead"

@@ -277,7 +277,6 @@ def _get(url: str, limit: int, what: str) -> tuple[bytes, str, str]:
 
 def _read_until(response, limit: int, deadline: float, what: str) -> bytes:
     """At most ``limit`` bytes of ``response``, read a chunk at a time; a FetchError once ``deadline`` passes."""
-    read = getattr(response, "read1", response.read)  # read1: whatever one read gives, not a full chunk
     chunks: list[bytes] = []
     size = 0
     while size < limit:
@@ -286,7 +285,7 @@ def _read_until(response, limit: int, deadline: float, what: str) -> bytes:
                 f"could not read {what} within {DEADLINE} s ({size} bytes arrived); check the network, or set "
                 f"${INDEX_URL_ENV} to a faster PyPI mirror"
             )
-        chunk = read(min(_READ_CHUNK, limit - size))
+        chunk = response.read1(min(_READ_CHUNK, limit - size))  # what one read gives, not a full chunk
         if not chunk:
             break
         chunks.append(chunk)
