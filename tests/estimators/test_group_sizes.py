@@ -26,7 +26,7 @@ def queries(rng):
     return X, y, np.repeat(np.arange(4), 10), [10, 10, 10, 10]
 
 
-def test_sizes_whose_int64_sum_wraps_are_refused_without_a_crash():
+def test_sizes_whose_int64_sum_wraps_are_refused_without_a_crash(tmp_path):
     """A segfault before: the sum wrapped to 20 and np.repeat wrote out of bounds."""
     script = textwrap.dedent(
         f"""
@@ -44,7 +44,8 @@ def test_sizes_whose_int64_sum_wraps_are_refused_without_a_crash():
                 print("refused:", "passes it at" in str(exc))
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    # Outside the checkout: from its root, python -c would import the source tree (no compiled kernels).
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:3] == ["refused: True"] * 3
 
