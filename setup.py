@@ -41,7 +41,7 @@ KERNELS = [
 #: Kernels that spread work over threads with OpenMP (Cython's prange).  They
 #: build without it too (one thread): ``RANKOPT_OPENMP=0`` turns it off, and it
 #: is off by default where the usual compiler lacks it (macOS's Apple clang).
-OPENMP_KERNELS = {"rankopt.inference._batched", "rankopt.inference._graded_ndcg"}
+OPENMP_KERNELS = {"rankopt.inference._batched", "rankopt.inference._graded_position"}
 OPENMP = os.environ.get("RANKOPT_OPENMP", "0" if sys.platform == "darwin" else "1") not in ("", "0")
 
 

@@ -157,3 +157,42 @@ def test_layers_point_one_way(layer):
         if any(target == f or target.startswith(f + ".") for f in forbidden)
     )
     assert not bad, "\n".join(bad)
+
+
+def _registered_loss_classes() -> set[str]:
+    """The loss classes the built-in plugin modules of rankopt.losses return from their rankopt_losses() hooks."""
+    names = set()
+    for path in (PACKAGE / "losses").glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == "rankopt_losses":
+                for returned in ast.walk(node):
+                    if isinstance(returned, ast.Name) and returned.id[0].isupper():
+                        names.add(returned.id)
+    return names
+
+
+def _names_in_code(path: Path) -> set[str]:
+    """Every identifier the module's code uses (names, attributes, imports), docstrings and comments aside."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.alias):
+            used.add(node.name.rpartition(".")[2])
+    return used
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((PACKAGE / "inference").glob("*.py")) + [PACKAGE / "models" / "ranking.py"],
+    ids=lambda path: str(path.relative_to(PACKAGE)),
+)
+def test_inference_dispatches_on_declared_structure_not_on_loss_classes(path):
+    """Issue 29: the batched inference and the ranking model name no concrete loss class; losses declare structure."""
+    concrete = _registered_loss_classes()
+    assert {"APLoss", "GradedNDCGLoss", "PairwiseLoss"} <= concrete
+    assert not (_names_in_code(path) & concrete)

@@ -49,27 +49,25 @@ from dataclasses import dataclass
 import numpy as np
 
 import rankopt.inference._batched as _batched
-import rankopt.inference._graded_ndcg as _graded_ndcg
+import rankopt.inference._graded_position as _graded_position
 from rankopt._validation import check_score_sums
 from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import PluginLookup, kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
 from rankopt.inference.qs import QSMethod
 from rankopt.losses.base import KernelCode, RankLoss
-from rankopt.losses.graded_ndcg import GradedNDCGLoss
-from rankopt.losses.pairwise import PairwiseLoss
+from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure
 
 logger = logging.getLogger(__name__)
 
 #: Grades below this are mapped to levels by counting in the pairwise kernel.
 MAX_COUNTED_GRADE = 64
 
-#: The method name of the pairwise loss over grades (besides "auto").
-PAIRWISE_METHOD = "pairwise"
-#: The methods of graded NDCG@k: the compiled sort (and "auto"), or the O(n k²) assignment by
-#: SciPy's ``linear_sum_assignment`` per query in Python, its reference.
-NDCG_SORT_METHOD = "sort"
-NDCG_ASSIGNMENT_METHOD = "assignment"
+#: The method name of the pairwise structure over grades (besides "auto").
+PAIRWISE_METHOD = GradedPairStructure.methods[0]
+#: The methods of a position-based structure: the compiled sort (and "auto"), or the O(n k²)
+#: assignment by SciPy's ``linear_sum_assignment`` per query in Python, its reference.
+NDCG_SORT_METHOD, NDCG_ASSIGNMENT_METHOD = GradedPositionStructure.methods
 
 
 @dataclass(frozen=True)
@@ -135,16 +133,14 @@ def most_violated_rankings(
     usable = np.zeros(n_queries, dtype=np.uint8)
     if loss.graded:
         method = resolve_graded_method(loss, method)
-        if isinstance(loss, GradedNDCGLoss):
+        structure = graded_structure(loss)
+        if isinstance(structure, GradedPositionStructure):
             if method == NDCG_ASSIGNMENT_METHOD:
                 return _per_query(loss, scores, relevance, offsets, method, registry)
-            loss.check_grades(relevance)  # the kernel computes the gains, on the threads
             longest = int(np.max(np.diff(offsets), initial=0))
-            discount = np.ascontiguousarray(loss.position_weights(longest))
-            exponential = loss.checked_gains() == "exponential"
-            _graded_ndcg.ndcg_batch(
-                scores, relevance, offsets, discount, exponential, coef, losses, values, usable, n_threads
-            )
+            gains = structure.gains(relevance)
+            discount = structure.position_weights(longest)
+            _graded_position.position_batch(scores, gains, offsets, discount, coef, losses, values, usable, n_threads)
             return BatchedRankingInference(coef, losses, values, usable.view(bool))
         # Levels by counting when the grades are small (LETOR's 0–4), else by sorting them per query.
         top_grade = int(relevance.max(initial=0))
@@ -212,9 +208,9 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLooku
     relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
     sizes = np.diff(offsets)
     query_of = np.repeat(np.arange(sizes.size), sizes)
-    if isinstance(loss, GradedNDCGLoss):
-        resolve_graded_method(loss, "auto")
-        return _ndcg_ground_truth(loss, relevance, offsets)
+    structure = graded_structure(loss) if loss.graded else None
+    if isinstance(structure, GradedPositionStructure):
+        return _position_ground_truth(structure, relevance, offsets)
     if loss.graded:
         lower, higher = _grade_counts(relevance, offsets)
         n_pairs = np.bincount(query_of, weights=lower, minlength=sizes.size)[query_of]
@@ -289,8 +285,9 @@ def _per_query(loss, scores, relevance, offsets, method, registry) -> BatchedRan
         lo, hi = offsets[q], offsets[q + 1]
         s, rel = scores[lo:hi], relevance[lo:hi]
         if loss.graded:
-            graded_ndcg = isinstance(loss, GradedNDCGLoss)
-            result = _ndcg_query_assignment(loss, s, rel) if graded_ndcg else _pairwise_query(s, rel)
+            structure = graded_structure(loss)
+            by_position = isinstance(structure, GradedPositionStructure)
+            result = _position_query_assignment(structure, s, rel) if by_position else _pairwise_query(s, rel)
             if result is None:
                 continue
             coef[lo:hi], losses[q], values[q] = result
@@ -352,21 +349,23 @@ def _pairwise_query(scores: np.ndarray, grades: np.ndarray):
 # ---------------------------------------------------------------- validation
 
 
-def _ndcg_query_assignment(loss: GradedNDCGLoss, scores: np.ndarray, grades: np.ndarray):
-    """Graded NDCG@k's inference on one query as the n × k' assignment it is (SciPy), O(n k'²).
+def _position_query_assignment(structure: GradedPositionStructure, scores: np.ndarray, grades: np.ndarray):
+    """A position-based loss's inference on one query as the n × k' assignment it is (SciPy), O(n k'²).
 
     The reference of the compiled sort: the weight of document i at position
     j is D(j) (s_i / S − G_i / IDCG).  Documents of equal score and gain
     share their tie group's mean coefficient.  Returns (coef, loss, value),
     or None when the query's grades are all equal.
     """
-    if grades.size == 0 or grades.max() == grades.min():
+    if grades.size == 0:
+        return None
+    gains = structure.gains(grades)
+    if gains.max() == gains.min():
         return None
     from scipy.optimize import linear_sum_assignment
 
     s = scores.astype(np.float64)
-    gains = loss.gain_values(grades)
-    discount = loss.position_weights(s.size)
+    discount = structure.position_weights(s.size)
     ideal = float(np.sort(gains)[::-1][: discount.size] @ discount)
     total = float(discount.sum())
     weights = np.outer(s / total - gains / ideal, discount)
@@ -382,20 +381,22 @@ def _ndcg_query_assignment(loss: GradedNDCGLoss, scores: np.ndarray, grades: np.
     return coef, delta, float(coef @ s) + delta
 
 
-def _ndcg_ground_truth(loss: GradedNDCGLoss, grades: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Ψ*'s coefficients: each document gets the mean position weight A of its tie group in the ideal order."""
+def _position_ground_truth(structure: GradedPositionStructure, grades: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Ψ*'s coefficients: each document gets the mean position weight A of its tie group (equal gains) in the
+    ideal order."""
     sizes = np.diff(offsets)
     n_queries = sizes.size
     if grades.size == 0:
         return np.zeros(0)
+    gains = structure.gains(grades)
     query_of = np.repeat(np.arange(n_queries), sizes)
-    order = np.lexsort((-grades, query_of))  # per query, grades high to low
+    order = np.lexsort((-gains, query_of))  # per query, gains high to low
     position = np.arange(grades.size) - offsets[query_of[order]]  # 0-based place in the ideal order
     longest = int(sizes.max(initial=0))
-    discount = loss.position_weights(longest)
+    discount = structure.position_weights(longest)
     kept = np.minimum(sizes, discount.size)  # k' per query
     totals = np.concatenate(([0.0], np.cumsum(discount)))[kept]
-    q_sorted, g_sorted = query_of[order], grades[order]
+    q_sorted, g_sorted = query_of[order], gains[order]
     inside = position < kept[q_sorted]
     weight = np.where(inside, discount[np.minimum(position, discount.size - 1)], 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -434,36 +435,28 @@ def _resolve_binary_method(loss, method, registry, offsets):
     return registry.resolve_method(method, loss, 1, max(longest - 1, 1))
 
 
-#: Graded losses with an inference over grades, by exact class (a subclass may change Δ or Ψ,
-#: which the kernels hard-code), and the methods each accepts besides "auto".
-_GRADED_METHODS: dict[type, tuple[str, ...]] = {
-    PairwiseLoss: (PAIRWISE_METHOD,),
-    GradedNDCGLoss: (NDCG_SORT_METHOD, NDCG_ASSIGNMENT_METHOD),
-}
+def graded_structure(loss: RankLoss):
+    """The structure the graded ``loss`` declares (:meth:`RankLoss.structure`), or a ValueError saying it has none."""
+    structure = loss.structure()
+    if not isinstance(structure, (GradedPositionStructure, GradedPairStructure)):
+        raise ValueError(
+            f"no inference over graded relevance is known for the loss {loss.name!r} "
+            f"({type(loss).__module__}.{type(loss).__qualname__}): its structure() declares "
+            f"{'none' if structure is None else repr(structure)}. The built-in graded losses declare theirs for "
+            "themselves, not subclasses (a subclass may change Δ); subclass rankopt.losses.GradedPositionLoss "
+            "(gain and discount) or return a rankopt.losses.structure.GradedPositionStructure (docs/plugins.md)"
+        )
+    return structure
 
 
 def resolve_graded_method(loss, method) -> str:
-    """The method the graded loss ``loss`` runs over grades ("auto" resolved), or a ValueError."""
-    # By class, as the AP-only methods check theirs: the kernels hard-code these
-    # losses' decompositions, which no declared capability of another graded loss implies.
-    methods = _GRADED_METHODS.get(type(loss))
-    if methods is None:
-        # A subclass may change Δ or Ψ, which the kernel would ignore: refused, as the
-        # single-query path gives a changed subclass of a built-in loss no compiled form.
-        raise ValueError(
-            f"no inference over graded relevance is known for the loss {loss.name!r} "
-            f"({type(loss).__module__}.{type(loss).__qualname__}); only 'pairwise' and 'ndcg_graded' "
-            f"({PairwiseLoss.__module__}.PairwiseLoss and {GradedNDCGLoss.__module__}.GradedNDCGLoss "
-            "themselves, not subclasses) have one"
-        )
+    """The method the graded ``loss`` runs over grades ("auto" resolved), or a ValueError."""
+    methods = graded_structure(loss).methods
     if method != "auto" and method not in methods:
         choices = repr(methods[0]) if len(methods) == 1 else f"one of {list(methods)}"
         raise ValueError(
             f"expected method 'auto' or {choices} for the graded loss {loss.name!r}, got {method!r} instead"
         )
-    if isinstance(loss, GradedNDCGLoss):
-        loss.checked_k()
-        loss.checked_gains()
     return methods[0] if method == "auto" else method
 
 

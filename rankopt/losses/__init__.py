@@ -5,6 +5,7 @@ from rankopt.losses.auc import AUCLoss
 from rankopt.losses.base import CompiledForm, KernelCode, LabelingLoss, Loss, OutputKind, RankLoss
 from rankopt.losses.discount import NDCGLoss, PositionDiscountLoss
 from rankopt.losses.graded_ndcg import GradedNDCGLoss
+from rankopt.losses.graded_position import GradedPositionLoss
 from rankopt.losses.pairwise import PairwiseLoss
 from rankopt.losses.zero_one import ZeroOneLoss
 
@@ -13,6 +14,7 @@ __all__ = [
     "AUCLoss",
     "CompiledForm",
     "GradedNDCGLoss",
+    "GradedPositionLoss",
     "KernelCode",
     "LabelingLoss",
     "Loss",

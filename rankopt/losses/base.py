@@ -426,6 +426,16 @@ class RankLoss(Loss):
         """The kernel-side description of :meth:`delta_diff`, or None."""
         return None
 
+    def structure(self):
+        """The structure exact inference over grades uses, for a graded loss (``graded = True``).
+
+        One of :mod:`rankopt.losses.structure`'s: a
+        :class:`~rankopt.losses.structure.GradedPositionStructure` (gain, discount, cutoff) or a
+        :class:`~rankopt.losses.structure.GradedPairStructure`.  Inference over queries dispatches on
+        it, never on the loss's class.  None (the default): no inference over grades is known.
+        """
+        return None
+
 
 class LabelingLoss(Loss):
     """A loss over labelings Y ∈ {0,1}ⁿ: Σ_i weight_i · [y_i ≠ y*_i]."""

@@ -39,7 +39,8 @@ import numbers
 import numpy as np
 
 from rankopt.hookspecs import hookimpl
-from rankopt.losses.discount import PositionDiscountLoss
+from rankopt.losses.graded_position import GradedPositionLoss
+from rankopt.losses.structure import GradedPositionStructure
 
 __all__ = ["GAINS", "GradedNDCGLoss", "MAX_EXPONENTIAL_GRADE"]
 
@@ -49,7 +50,7 @@ GAINS = ("exponential", "linear")
 MAX_EXPONENTIAL_GRADE = 1023
 
 
-class GradedNDCGLoss(PositionDiscountLoss):
+class GradedNDCGLoss(GradedPositionLoss):
     """1 − NDCG@k with graded gains, over the position-based joint feature map.
 
     Parameters
@@ -62,7 +63,6 @@ class GradedNDCGLoss(PositionDiscountLoss):
     """
 
     name = "ndcg_graded"
-    graded = True
 
     def __init__(self, k=10, gains="exponential"):
         self.k = k
@@ -71,7 +71,7 @@ class GradedNDCGLoss(PositionDiscountLoss):
     def checked_k(self) -> int:
         """``k`` as an int ≥ 1, or a ValueError naming the parameter."""
         k = self.k
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        if k is None or isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise ValueError(f"expected k to be an integer >= 1 (the NDCG cutoff), got {k!r} instead")
         return int(k)
 
@@ -90,23 +90,25 @@ class GradedNDCGLoss(PositionDiscountLoss):
                     f"float64 beyond), got {top} instead; use gains='linear'"
                 )
 
-    def gain_values(self, grades: np.ndarray) -> np.ndarray:
-        """The gains of integer grades ≥ 0 as float64; grades whose gain overflows are refused."""
+    def gain(self, grades):
+        """2^g − 1 or g; grades whose gain overflows are refused."""
         grades = np.asarray(grades)
         self.check_grades(grades)
         if self.checked_gains() == "linear":
             return grades.astype(np.float64)
         return np.exp2(grades.astype(np.float64)) - 1.0
 
-    def position_weights(self, n: int) -> np.ndarray:
-        """D(1), …, D(min(k, n)): the discount of the positions that carry gain."""
-        return self.discount(np.arange(1, min(self.checked_k(), n) + 1, dtype=np.float64))
+    def gain_values(self, grades: np.ndarray) -> np.ndarray:
+        """The gains of integer grades ≥ 0 as float64; grades whose gain overflows are refused."""
+        return self.gain(grades)
 
-    def discount(self, positions):
-        positions = np.asarray(positions, dtype=np.float64)
-        k = self.checked_k()
-        with np.errstate(divide="ignore"):
-            return np.where(positions <= k, 1.0 / np.log2(1.0 + positions), 0.0)
+    def position_discount(self, positions):
+        return 1.0 / np.log2(1.0 + np.asarray(positions, dtype=np.float64))
+
+    def structure(self) -> GradedPositionStructure | None:
+        """Declared for this class only, as the built-in losses' compiled forms are: a subclass may change Δ
+        elsewhere than in its gain and discount (subclass :class:`GradedPositionLoss` instead)."""
+        return super().structure() if type(self) is GradedNDCGLoss else None
 
 
 @hookimpl

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from rankopt.hookspecs import hookimpl
 from rankopt.losses.auc import AUCLoss
+from rankopt.losses.structure import GradedPairStructure
 
 
 class PairwiseLoss(AUCLoss):
@@ -35,6 +36,10 @@ class PairwiseLoss(AUCLoss):
 
     name = "pairwise"
     graded = True
+
+    def structure(self) -> GradedPairStructure | None:
+        """SVM^rank's pairs, for this class only: a subclass may change Δ, which the kernel would ignore."""
+        return GradedPairStructure() if type(self) is PairwiseLoss else None
 
 
 @hookimpl

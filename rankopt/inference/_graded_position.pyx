@@ -1,8 +1,9 @@
 # cython: language_level=3
-"""Loss-augmented inference of graded NDCG@k (position-based Ψ) for every query, over OpenMP threads.
+"""Loss-augmented inference of graded position-based losses (NDCG@k and kin) for every query, over OpenMP threads.
 
-Per query of n documents with scores s, gains G and the top k' = min(k, n)
-discounts D (``rankopt/losses/graded_ndcg.py`` has the model):
+The kernel of :class:`rankopt.losses.structure.GradedPositionStructure`.  Per
+query of n documents with scores s, gains G and the top k' = min(k, n)
+discounts D (``rankopt/losses/graded_position.py`` has the model):
 
 * IDCG = Σ_{j<k'} D[j] G_(j), the k' largest gains in decreasing order
   (a partial sort of the gains);
@@ -22,13 +23,13 @@ because its weight matrix is the product of u and D (D positive and
 decreasing).  A query whose gains are all equal has nothing to order: its
 coefficients, loss and value are 0 and it is not ``usable``.
 
-The caller validates: offsets from 0 to n non-decreasing, grades ≥ 0 (at
-most 1023 with exponential gains, so that 2^grade − 1 is finite), discount holding min(k, longest query) positive decreasing values,
-scores finite, outputs sized n and Q, n_threads ≥ 1.
+The caller validates: offsets from 0 to n non-decreasing, gains finite and
+≥ 0 (one per document, computed from the grades by the loss), discount
+holding min(k, longest query) positive non-increasing values, scores finite,
+outputs sized n and Q, n_threads ≥ 1.
 """
 from cython cimport floating
 from cython.parallel cimport prange, threadid
-from libc.math cimport exp2
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport partial_sort
@@ -45,22 +46,19 @@ cdef struct Keyed:
 
 
 cdef struct NDCGWork:
-    double* gain       # the query's gains, from its grades
-    double* gains      # a copy of them, partially sorted for IDCG
+    double* gains      # a copy of the query's gains, partially sorted for IDCG
     Keyed* keyed       # (−u_i, G_i, s_i, i), partially sorted for the assignment
 
 
 cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
-    work.gain = <double*>malloc(size * sizeof(double))
     work.gains = <double*>malloc(size * sizeof(double))
     work.keyed = <Keyed*>malloc(size * sizeof(Keyed))
-    if work.gain == NULL or work.gains == NULL or work.keyed == NULL:
+    if work.gains == NULL or work.keyed == NULL:
         return -1
     return 0
 
 
 cdef void work_free(NDCGWork* work) noexcept nogil:
-    free(work.gain)
     free(work.gains)
     free(work.keyed)
 
@@ -82,16 +80,12 @@ cdef inline bint _tied(Keyed a, Keyed b) noexcept nogil:
     return a.gain == b.gain and a.score == b.score
 
 
-cdef uint8_t ndcg_query(const floating* scores, const int64_t* grades, Py_ssize_t n, bint exponential,
-                        const double* discount, Py_ssize_t k, NDCGWork* work, double* coef, double* loss,
-                        double* value) noexcept nogil:
+cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssize_t n,
+                            const double* discount, Py_ssize_t k, NDCGWork* work, double* coef, double* loss,
+                            double* value) noexcept nogil:
     cdef Py_ssize_t i, j, start, end, outside, kk = k if k < n else n
-    cdef double* gains = work.gain
     cdef double lowest, highest, ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0
     cdef double weight, position_weights
-    for i in range(n):
-        # 2^g − 1 or g; the caller refused grades whose exponential gain overflows.
-        gains[i] = exp2(<double>grades[i]) - 1.0 if exponential else <double>grades[i]
     lowest = gains[0]
     highest = gains[0]
     for i in range(n):
@@ -144,12 +138,12 @@ cdef uint8_t ndcg_query(const floating* scores, const int64_t* grades, Py_ssize_
     return 1
 
 
-def ndcg_batch(const floating[::1] scores, const int64_t[::1] grades, const int64_t[::1] offsets,
-               const double[::1] discount, bint exponential, double[::1] coef, double[::1] losses,
-               double[::1] values, uint8_t[::1] usable, int n_threads):
-    """Every query's most violated ranking for graded NDCG@k (k = ``discount.shape[0]``); outputs in place.
+def position_batch(const floating[::1] scores, const double[::1] gains, const int64_t[::1] offsets,
+                   const double[::1] discount, double[::1] coef, double[::1] losses,
+                   double[::1] values, uint8_t[::1] usable, int n_threads):
+    """Every query's most violated ranking for a graded position-based loss (k' ≤ ``discount.shape[0]``).
 
-    Gains are 2^grade − 1 (``exponential``) or the grades, computed per query on the threads.
+    Outputs in place; ``gains`` holds G(grade) of every document.
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef Py_ssize_t k = discount.shape[0]
@@ -164,7 +158,6 @@ def ndcg_batch(const floating[::1] scores, const int64_t[::1] grades, const int6
         raise MemoryError()
     try:
         for t in range(n_threads):
-            works[t].gain = NULL
             works[t].gains = NULL
             works[t].keyed = NULL
             n_ready += 1
@@ -174,8 +167,8 @@ def ndcg_batch(const floating[::1] scores, const int64_t[::1] grades, const int6
             lo = offsets[q]
             hi = offsets[q + 1]
             if hi > lo:
-                usable[q] = ndcg_query(&scores[lo], &grades[lo], hi - lo, exponential, &discount[0], k,
-                                       &works[threadid()], &coef[lo], &losses[q], &values[q])
+                usable[q] = position_query(&scores[lo], &gains[lo], hi - lo, &discount[0], k,
+                                           &works[threadid()], &coef[lo], &losses[q], &values[q])
     finally:
         for t in range(n_ready):
             work_free(&works[t])

@@ -1,0 +1,143 @@
+"""The structures a graded rank loss declares, on which loss-augmented inference over grades dispatches.
+
+A graded loss (``RankLoss.graded``) says through :meth:`RankLoss.structure`
+which exact inference its Δ and Ψ admit; ``rankopt.inference.batched`` runs
+the compiled kernel of that structure and never looks at the loss's class:
+
+:class:`GradedPositionStructure`
+    Δ(π) = 1 − Σ_{π(i) ≤ k'} G(g_i) D(π(i)) / IDCG with a non-decreasing gain
+    G ≥ 0 and a positive non-increasing discount D on the top k' = min(k, n)
+    positions; Ψ(X, π) = Σ_{π(i) ≤ k'} A(π(i)) x_i with A = D / Σ_{j≤k'} D(j).
+    The assignment's weights are the product u_i D(j), so a partial sort per
+    query is exact (DCG/NDCG@k with any gains, graded rank-biased precision).
+:class:`GradedPairStructure`
+    SVM^rank's labellings of the pairs with different grades: every pair
+    (i, j) with g_i > g_j is a constraint of weight 1 (``pairwise``).
+
+A graded loss declaring neither has no exact inference over grades here and
+is refused with that reason.  The binary rank losses declare theirs through
+:meth:`RankLoss.compiled_form` and the C-conditions (``docs/plugins.md``).
+
+Each structure checks its own declaration (:meth:`contract_problem`) on a
+few grades and positions: a plugin whose declared structure its numbers
+contradict is refused at registration with a counterexample.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+__all__ = ["GradedPairStructure", "GradedPositionStructure", "LossStructure"]
+
+#: Grades and positions a declared structure is probed on at registration.
+PROBE_GRADES = 16
+PROBE_POSITIONS = 64
+
+
+@dataclass(frozen=True)
+class GradedPositionStructure:
+    """A position-based graded loss: gain of each grade, discount of each position, cutoff k.
+
+    Attributes
+    ----------
+    gain : callable
+        ``gain(grades)``: the gains G of integer grades ≥ 0 (an int64 array),
+        as floats, finite, ≥ 0 and non-decreasing in the grade.
+    discount : callable
+        ``discount(positions)``: D of 1-based positions (a float array),
+        positive and non-increasing up to k.
+    k : int or None
+        The cutoff: positions beyond k carry no gain and no weight; None for
+        every position.
+    """
+
+    gain: Callable[[np.ndarray], np.ndarray]
+    discount: Callable[[np.ndarray], np.ndarray]
+    k: int | None
+
+    #: The methods it runs besides "auto": the compiled partial sort, and the n × k' assignment
+    #: by SciPy's ``linear_sum_assignment`` per query in Python, its reference.
+    methods: ClassVar[tuple[str, ...]] = ("sort", "assignment")
+
+    def kept(self, n: int) -> int:
+        """k' = min(k, n): how many of n positions carry weight."""
+        return n if self.k is None else min(self.k, n)
+
+    def position_weights(self, n: int) -> np.ndarray:
+        """D(1), …, D(k') for queries of at most n documents, checked positive and non-increasing."""
+        positions = np.arange(1, self.kept(n) + 1, dtype=np.float64)
+        table = np.asarray(self.discount(positions), dtype=np.float64)
+        problem = _discount_problem(positions, table)
+        if problem is not None:
+            raise ValueError(f"expected a positive, non-increasing discount, got {problem} instead")
+        return np.ascontiguousarray(table)
+
+    def gains(self, grades: np.ndarray) -> np.ndarray:
+        """G of every document's grade, float64, checked finite, ≥ 0 and non-decreasing in the grade."""
+        grades = np.asarray(grades, dtype=np.int64)
+        levels, inverse = np.unique(grades, return_inverse=True)
+        table = np.asarray(self.gain(levels), dtype=np.float64)
+        problem = _gain_problem(levels, table)
+        if problem is not None:
+            raise ValueError(f"expected finite gains >= 0, non-decreasing in the grade, got {problem} instead")
+        return np.ascontiguousarray(table[inverse.ravel()])
+
+    def contract_problem(self) -> str | None:
+        """What contradicts the declaration on grades 0…15 and positions 1…64, or None."""
+        k = self.k
+        if k is not None and (isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1):
+            return f"cutoff k = {k!r}, expected an integer >= 1 or None"
+        positions = np.arange(1, (PROBE_POSITIONS if k is None else min(k, PROBE_POSITIONS)) + 1, dtype=np.float64)
+        problem = _discount_problem(positions, np.asarray(self.discount(positions), dtype=np.float64))
+        if problem is not None:
+            return f"discount: {problem}"
+        levels = np.arange(PROBE_GRADES, dtype=np.int64)
+        problem = _gain_problem(levels, np.asarray(self.gain(levels), dtype=np.float64))
+        return None if problem is None else f"gain: {problem}"
+
+
+@dataclass(frozen=True)
+class GradedPairStructure:
+    """SVM^rank's pairwise loss over grades: every pair of different grades counts 1."""
+
+    methods: ClassVar[tuple[str, ...]] = ("pairwise",)
+
+    def contract_problem(self) -> str | None:
+        return None
+
+
+#: What :meth:`rankopt.losses.RankLoss.structure` may return for a graded loss.
+LossStructure = GradedPositionStructure | GradedPairStructure
+
+
+def _discount_problem(positions: np.ndarray, table: np.ndarray) -> str | None:
+    if table.shape != positions.shape:
+        return f"shape {table.shape} for {positions.size} positions"
+    bad = ~np.isfinite(table) | (table <= 0)
+    if bad.any():
+        at = int(np.argmax(bad))
+        return f"D({positions[at]:g}) = {table[at]!r}"
+    rising = np.flatnonzero(table[1:] > table[:-1] * (1 + 1e-12))
+    if rising.size:
+        at = int(rising[0])
+        return f"D({positions[at]:g}) = {table[at]!r} < D({positions[at + 1]:g}) = {table[at + 1]!r}"
+    return None
+
+
+def _gain_problem(levels: np.ndarray, table: np.ndarray) -> str | None:
+    if table.shape != levels.shape:
+        return f"shape {table.shape} for {levels.size} grades"
+    bad = ~np.isfinite(table) | (table < 0)
+    if bad.any():
+        at = int(np.argmax(bad))
+        return f"G({levels[at]}) = {table[at]!r}"
+    falling = np.flatnonzero(table[1:] < table[:-1])
+    if falling.size:
+        at = int(falling[0])
+        return f"G({levels[at]}) = {table[at]!r} > G({levels[at + 1]}) = {table[at + 1]!r}"
+    return None
