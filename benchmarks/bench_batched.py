@@ -27,7 +27,15 @@ The targets are paired ratios, both sides timed in alternation in one run
   batch (1 thread), per call;
 * ``ndcg_graded`` — graded NDCG@10 (the position-based Ψ, grades 0–4) over 10⁴
   queries of 100 documents against the AP batch of the same shape, 1 thread
-  each (target ≤ 20).
+  each (target ≤ 20);
+* ``graded_plugin`` — the example plugin's ``dcg_zipf`` (k = 10, a gain table,
+  D(j) = 1/j; ``plugins/rankopt-graded``, no compiled code) against the
+  built-in ``ndcg_graded`` on the same batch, 1 thread each (issue 29: target
+  ≤ 1.5, aim ≤ 1.1).
+
+``graded_plugin_rbp`` is reported without a target: the plugin's
+``rbp_graded`` (no cutoff: all 100 positions carry weight, a full sort per
+query) against ``ndcg_graded``.
 
 One paired ratio is reported without a target: ``per_doc_balanced``, the
 ``per_doc`` batch against single-query qs with the batch's class balance
@@ -92,7 +100,10 @@ def pytest_generate_tests(metafunc):
             cases = [b for b in cases if b.n_queries * b.n_docs <= MAX_LOOP_DOCS]
         metafunc.parametrize("batch", cases, ids=[b.id for b in cases])
     if "target" in metafunc.fixturenames:
-        metafunc.parametrize("target", ["per_doc", "per_doc_balanced", "threads", "loop", "ndcg_graded"])
+        metafunc.parametrize(
+            "target",
+            ["per_doc", "per_doc_balanced", "threads", "loop", "ndcg_graded", "graded_plugin", "graded_plugin_rbp"],
+        )
 
 
 def _relevance_for(loss: str, batch: Batch) -> np.ndarray:
@@ -167,6 +178,15 @@ def test_paired_ratio(benchmark, request, target, monkeypatch):
             most_violated_rankings, "ndcg_graded", scores, grades, offsets, "auto", n_threads=1
         )
         denominator = batch_call(big, 1)
+        per = (1, 1)
+    elif target in ("graded_plugin", "graded_plugin_rbp"):
+        scores, _, grades, offsets = big.arrays()
+        plugin_loss = "dcg_zipf" if target == "graded_plugin" else "rbp_graded"
+
+        def graded_call(loss):
+            return functools.partial(most_violated_rankings, loss, scores, grades, offsets, "auto", n_threads=1)
+
+        numerator, denominator = graded_call(plugin_loss), graded_call("ndcg_graded")
         per = (1, 1)
     elif target == "threads":
         numerator, denominator = batch_call(big, 1), batch_call(big, 2)

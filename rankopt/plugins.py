@@ -231,6 +231,8 @@ def _smoke_test_loss(loss: Loss, where: str) -> None:
             f"(scikit-learn's convention; rankopt derives it from __init__, so do not override it), "
             f"got {type(exc).__name__}: {brief(str(exc))} instead"
         ) from exc
+    if isinstance(loss, RankLoss) and loss.graded:
+        _check_declared_structure(loss, label)
     try:
         if isinstance(loss, RankLoss):
             perfect = float(loss.value(np.array([True, True, False, False, False])))
@@ -272,6 +274,23 @@ def _smoke_test_loss(loss: Loss, where: str) -> None:
         else:
             return
     raise PluginContractError(f"{label} broke its contract on a 5-sample smoke test: {problem}")
+
+
+def _check_declared_structure(loss: RankLoss, label: str) -> None:
+    """A graded loss's declared structure, probed on a few grades and positions: refused with a counterexample."""
+    try:
+        structure = loss.structure()
+        problem = None if structure is None else structure.contract_problem()
+    except Exception as exc:
+        raise PluginContractError(
+            f"{label}: its declared structure could not be evaluated: {type(exc).__name__}: {brief(str(exc))}"
+        ) from exc
+    if problem is not None:
+        raise PluginContractError(
+            f"{label} declares a {type(structure).__name__} that its own numbers contradict: {problem} "
+            "(a position-based loss needs gains >= 0 non-decreasing in the grade, a positive non-increasing "
+            "discount and a cutoff k >= 1)"
+        )
 
 
 def _no_hooks_message(plugin) -> str:

@@ -17,7 +17,13 @@ a rank loss the way rankopt's own losses are verified:
 * every registered inference method that declares itself exact for the
   loss returns the optimum found by enumerating all rankings of small
   instances, tied scores included — including the AP-specific kernels for
-  a loss that declares AP's compiled form.
+  a loss that declares AP's compiled form;
+* for a graded loss, its declared structure
+  (:meth:`~rankopt.losses.RankLoss.structure`): every method of it, over
+  queries, returns the optimum :func:`brute_force_graded` finds among all
+  orders of small queries with tied scores and grades, cutoffs at and
+  beyond the query's length, and coefficients that give each tie group of
+  equal score and grade one value.
 
 Both raise :class:`AssertionError` describing the first failure.
 """
@@ -31,7 +37,7 @@ import numpy as np
 
 from rankopt.losses.base import LabelingLoss, Loss, RankLoss
 
-__all__ = ["brute_force_most_violated", "check_loss", "check_plugin"]
+__all__ = ["brute_force_graded", "brute_force_most_violated", "check_loss", "check_plugin"]
 
 
 def brute_force_most_violated(loss: RankLoss, pos_scores, neg_scores) -> float:
@@ -61,6 +67,27 @@ def brute_force_most_violated(loss: RankLoss, pos_scores, neg_scores) -> float:
     return best
 
 
+def brute_force_graded(structure, scores, grades) -> float:
+    """max_π Σ_{π(i) ≤ k'} A(π(i)) s_i + Δ(π) over every order of one query, from a position structure's definition.
+
+    ``structure`` is a :class:`~rankopt.losses.structure.GradedPositionStructure`;
+    Δ(π) = 1 − Σ_{j ≤ k'} D(j) G(g_{π⁻¹(j)}) / IDCG and A = D / Σ_{j ≤ k'} D(j).
+    At most 8 documents.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size > 8:
+        raise ValueError(f"expected at most 8 documents for enumeration, got {scores.size} instead")
+    gains = structure.gains(np.asarray(grades))
+    discount = structure.position_weights(scores.size)
+    weights = discount / discount.sum()
+    ideal = float(np.sort(gains)[::-1][: discount.size] @ discount)
+    best = -np.inf
+    for order in itertools.permutations(range(scores.size)):  # order[j]: the document at position j + 1
+        top = list(order[: discount.size])
+        best = max(best, float(weights @ scores[top]) + 1.0 - float(discount @ gains[top]) / ideal)
+    return best
+
+
 def check_loss(loss: Loss, *, n_instances: int = 40, random_state: int = 0, registry=None) -> None:
     """Verify a loss's contract and rankopt's inference on it; raise AssertionError on failure."""
     from rankopt.plugins import PluginKind, default_registry
@@ -72,6 +99,8 @@ def check_loss(loss: Loss, *, n_instances: int = 40, random_state: int = 0, regi
         return
     if not isinstance(loss, RankLoss):
         raise AssertionError(f"expected a RankLoss or LabelingLoss instance, got {loss!r}")
+    if loss.graded:
+        _check_graded_loss(loss, n_instances=10 * n_instances, random_state=random_state, registry=registry)
     from rankopt.losses.qs_check import check_qs_suitable
 
     report = check_qs_suitable(loss, random_state=random_state)
@@ -100,6 +129,50 @@ def check_loss(loss: Loss, *, n_instances: int = 40, random_state: int = 0, regi
                     f"method {method.name!r} on loss {loss.name!r}: objective {got.value!r} but "
                     f"enumeration finds {expected!r} for pos={pos.tolist()}, neg={neg.tolist()}"
                 )
+
+
+def _check_graded_loss(loss: RankLoss, *, n_instances: int, random_state: int, registry) -> None:
+    """Every method of the declared structure against enumeration, over queries of 1–6 documents."""
+    from rankopt.inference.batched import graded_structure, most_violated_rankings
+    from rankopt.losses.structure import GradedPositionStructure
+
+    try:
+        structure = graded_structure(loss)
+    except ValueError as exc:
+        raise AssertionError(f"graded loss {loss.name!r}: {exc}") from None
+    if not isinstance(structure, GradedPositionStructure):
+        return  # the pairs' kernel is tested against enumeration of the labellings in rankopt's own tests
+    rng = np.random.default_rng(random_state)
+    sizes = rng.integers(1, 7, n_instances)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    # Coarse grids: ties among scores, among grades, and of both at once.
+    scores = rng.integers(-2, 3, offsets[-1]) / 2.0
+    grades = rng.integers(0, 4, offsets[-1])
+    for method in structure.methods:
+        result = most_violated_rankings(loss, scores, grades, offsets, method, registry=registry)
+        for q in range(sizes.size):
+            s, g = scores[offsets[q] : offsets[q + 1]], grades[offsets[q] : offsets[q + 1]]
+            coef = result.coef[offsets[q] : offsets[q + 1]]
+            gains = structure.gains(g)
+            if gains.max() == gains.min():
+                if result.usable[q] or np.any(coef != 0):
+                    raise AssertionError(f"method {method!r} on loss {loss.name!r}: query {q} has nothing to order")
+                continue
+            expected = brute_force_graded(structure, s, g)
+            if not np.isclose(result.values[q], expected, rtol=1e-9, atol=1e-12) or not np.isclose(
+                coef @ s + result.losses[q], result.values[q], rtol=1e-9, atol=1e-12
+            ):
+                raise AssertionError(
+                    f"method {method!r} on graded loss {loss.name!r}: objective {result.values[q]!r} but "
+                    f"enumeration finds {expected!r} for scores={s.tolist()}, grades={g.tolist()}"
+                )
+            for score, grade in set(zip(s.tolist(), g.tolist(), strict=True)):
+                tied = coef[(s == score) & (g == grade)]
+                if np.any(tied != tied[0]):
+                    raise AssertionError(
+                        f"method {method!r} on graded loss {loss.name!r}: documents of equal score and grade get "
+                        f"coefficients {tied.tolist()}; a tie group shares its positions' mean"
+                    )
 
 
 def _check_identity(loss: Loss) -> None:

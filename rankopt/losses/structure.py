@@ -121,11 +121,11 @@ def _discount_problem(positions: np.ndarray, table: np.ndarray) -> str | None:
     bad = ~np.isfinite(table) | (table <= 0)
     if bad.any():
         at = int(np.argmax(bad))
-        return f"D({positions[at]:g}) = {table[at]!r}"
+        return f"D({positions[at]:g}) = {float(table[at])!r}"
     rising = np.flatnonzero(table[1:] > table[:-1] * (1 + 1e-12))
     if rising.size:
         at = int(rising[0])
-        return f"D({positions[at]:g}) = {table[at]!r} < D({positions[at + 1]:g}) = {table[at + 1]!r}"
+        return f"D({positions[at]:g}) = {float(table[at])!r} < D({positions[at + 1]:g}) = {float(table[at + 1])!r}"
     return None
 
 
@@ -135,9 +135,9 @@ def _gain_problem(levels: np.ndarray, table: np.ndarray) -> str | None:
     bad = ~np.isfinite(table) | (table < 0)
     if bad.any():
         at = int(np.argmax(bad))
-        return f"G({levels[at]}) = {table[at]!r}"
+        return f"G({levels[at]}) = {float(table[at])!r}"
     falling = np.flatnonzero(table[1:] < table[:-1])
     if falling.size:
         at = int(falling[0])
-        return f"G({levels[at]}) = {table[at]!r} > G({levels[at + 1]}) = {table[at + 1]!r}"
+        return f"G({levels[at]}) = {float(table[at])!r} > G({levels[at + 1]}) = {float(table[at + 1])!r}"
     return None
