@@ -16,7 +16,10 @@ discounts D (``rankopt/losses/graded_position.py`` has the model):
   assignment, so each gets the mean coefficient of the positions the tie
   group occupies (0 for those beyond k'): a convex combination of optimal
   rankings' Ψ, and the same whatever the order of the rows.  DCG is
-  unchanged, since a tie group shares one gain.
+  unchanged, since a tie group shares one gain.  A first partial sort of
+  (−u, index) pairs finds the top k'; only when two of them tie in u (or
+  the k'-th ties a document below) does a second sort by (−u, gain, score)
+  form the tie groups, so queries without ties pay for one sort.
 
 That is the n × k' assignment maximising Σ D(π(i)) u_i, solved by sorting
 because its weight matrix is the product of u and D (D positive and
@@ -33,6 +36,7 @@ from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport partial_sort
+from libcpp.utility cimport pair
 
 cdef enum:
     # Queries a thread takes at a time (the per-query work is a few microseconds).
@@ -45,26 +49,28 @@ cdef struct Keyed:
     Py_ssize_t index
 
 
+ctypedef pair[double, Py_ssize_t] KeyIndex
+
+
 cdef struct NDCGWork:
-    double* gains      # a copy of the query's gains, partially sorted for IDCG
-    Keyed* keyed       # (−u_i, G_i, s_i, i), partially sorted for the assignment
+    double* negated    # the query's gains negated, partially sorted (ascending) for IDCG
+    KeyIndex* pairs    # (−u_i, i), partially sorted: the assignment when no two of the top k' tie in u
+    Keyed* keyed       # (−u_i, G_i, s_i, i), partially sorted: the assignment with ties in u
 
 
 cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
-    work.gains = <double*>malloc(size * sizeof(double))
+    work.negated = <double*>malloc(size * sizeof(double))
+    work.pairs = <KeyIndex*>malloc(size * sizeof(KeyIndex))
     work.keyed = <Keyed*>malloc(size * sizeof(Keyed))
-    if work.gains == NULL or work.keyed == NULL:
+    if work.negated == NULL or work.pairs == NULL or work.keyed == NULL:
         return -1
     return 0
 
 
 cdef void work_free(NDCGWork* work) noexcept nogil:
-    free(work.gains)
+    free(work.negated)
+    free(work.pairs)
     free(work.keyed)
-
-
-cdef bint _descending(double a, double b) noexcept nogil:
-    return a > b
 
 
 cdef bint _before(Keyed a, Keyed b) noexcept nogil:
@@ -80,6 +86,18 @@ cdef inline bint _tied(Keyed a, Keyed b) noexcept nogil:
     return a.gain == b.gain and a.score == b.score
 
 
+cdef bint _ties_in_top(const KeyIndex* pairs, Py_ssize_t kk, Py_ssize_t n) noexcept nogil:
+    """Whether two documents of equal u meet among the top k' of a partial sort (a tail key can only tie the k'-th)."""
+    cdef Py_ssize_t j
+    for j in range(1, kk):
+        if pairs[j].first == pairs[j - 1].first:
+            return True
+    for j in range(kk, n):
+        if pairs[j].first == pairs[kk - 1].first:
+            return True
+    return False
+
+
 cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssize_t n,
                             const double* discount, Py_ssize_t k, NDCGWork* work, double* coef, double* loss,
                             double* value) noexcept nogil:
@@ -90,7 +108,8 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
     highest = gains[0]
     for i in range(n):
         coef[i] = 0.0
-        work.gains[i] = gains[i]
+        # Negated: the default ascending order, whose comparison the compiler inlines.
+        work.negated[i] = -gains[i]
         if gains[i] < lowest:
             lowest = gains[i]
         if gains[i] > highest:
@@ -99,15 +118,29 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
     value[0] = 0.0
     if not highest > lowest:
         return 0
-    partial_sort(work.gains, work.gains + kk, work.gains + n, _descending)
+    partial_sort(work.negated, work.negated + kk, work.negated + n)
     for j in range(kk):
-        ideal += discount[j] * work.gains[j]
+        ideal -= discount[j] * work.negated[j]
         total += discount[j]
     for i in range(n):
-        work.keyed[i].key = gains[i] / ideal - <double>scores[i] / total
-        work.keyed[i].gain = gains[i]
-        work.keyed[i].score = <double>scores[i]
-        work.keyed[i].index = i
+        work.pairs[i].first = gains[i] / ideal - <double>scores[i] / total
+        work.pairs[i].second = i
+    partial_sort(work.pairs, work.pairs + kk, work.pairs + n)
+    if not _ties_in_top(work.pairs, kk, n):
+        for j in range(kk):
+            i = work.pairs[j].second
+            weight = discount[j] / total
+            coef[i] = weight
+            psi += weight * <double>scores[i]
+            dcg += discount[j] * gains[i]
+        loss[0] = 1.0 - dcg / ideal
+        value[0] = psi + loss[0]
+        return 1
+    for i in range(n):
+        work.keyed[i].key = work.pairs[i].first
+        work.keyed[i].gain = gains[work.pairs[i].second]
+        work.keyed[i].score = <double>scores[work.pairs[i].second]
+        work.keyed[i].index = work.pairs[i].second
     partial_sort(work.keyed, work.keyed + kk, work.keyed + n, _before)
     start = 0
     while start < kk:
@@ -158,7 +191,8 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
         raise MemoryError()
     try:
         for t in range(n_threads):
-            works[t].gains = NULL
+            works[t].negated = NULL
+            works[t].pairs = NULL
             works[t].keyed = NULL
             n_ready += 1
             if work_init(&works[t], size) != 0:

@@ -34,6 +34,8 @@ import numpy as np
 
 __all__ = ["GradedPairStructure", "GradedPositionStructure", "LossStructure"]
 
+#: Grades below this are mapped to gains through a table indexed by the grade (one gather, no sort).
+_TABLE_GRADES = 1 << 16
 #: Grades and positions a declared structure is probed on at registration.
 PROBE_GRADES = 16
 PROBE_POSITIONS = 64
@@ -78,14 +80,30 @@ class GradedPositionStructure:
         return np.ascontiguousarray(table)
 
     def gains(self, grades: np.ndarray) -> np.ndarray:
-        """G of every document's grade, float64, checked finite, ≥ 0 and non-decreasing in the grade."""
+        """G of every document's grade (integers ≥ 0), float64, checked finite, ≥ 0 and non-decreasing in the grade.
+
+        The gain is a function of the grade, so it is evaluated once per grade present: through a
+        table indexed by the grade when the grades are small (LETOR's 0–4), else per distinct grade.
+        """
         grades = np.asarray(grades, dtype=np.int64)
+        if grades.size == 0:
+            return np.zeros(0)
+        top = int(grades.max())
+        if top < _TABLE_GRADES:
+            levels = np.flatnonzero(np.bincount(grades, minlength=top + 1))
+            table = np.zeros(top + 1)
+            table[levels] = self._checked_gain(levels)
+            return table[grades]
         levels, inverse = np.unique(grades, return_inverse=True)
+        return self._checked_gain(levels)[inverse.ravel()]
+
+    def _checked_gain(self, levels: np.ndarray) -> np.ndarray:
+        """G(levels) for increasing grades, or a ValueError with a counterexample."""
         table = np.asarray(self.gain(levels), dtype=np.float64)
         problem = _gain_problem(levels, table)
         if problem is not None:
             raise ValueError(f"expected finite gains >= 0, non-decreasing in the grade, got {problem} instead")
-        return np.ascontiguousarray(table[inverse.ravel()])
+        return table
 
     def contract_problem(self) -> str | None:
         """What contradicts the declaration on grades 0…15 and positions 1…64, or None."""
