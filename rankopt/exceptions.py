@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from sklearn.exceptions import ConvergenceWarning
 
-__all__ = ["ConvergenceWarning", "PluginLoadWarning", "brief"]
+__all__ = ["ConstantRankerWarning", "ConvergenceWarning", "PluginLoadWarning", "SlowInferenceWarning", "brief"]
 
 
 def __getattr__(name: str):
@@ -27,6 +27,14 @@ def __getattr__(name: str):
 
 class PluginLoadWarning(UserWarning):
     """An installed entry-point plugin failed to load or register and was skipped."""
+
+
+class SlowInferenceWarning(UserWarning):
+    """The inference method a fit runs is estimated at 100 times the compiled path's cost or more."""
+
+
+class ConstantRankerWarning(UserWarning):
+    """A fit certified an optimum that ranks every training document alike (w = 0, or every score tied)."""
 
 
 def brief(text: str, limit: int = 300) -> str:

@@ -43,10 +43,12 @@ BUILTIN_PLUGINS = (
     "rankopt.losses.auc",
     "rankopt.losses.pairwise",
     "rankopt.losses.graded_ndcg",
+    "rankopt.losses.precision",
     "rankopt.losses.zero_one",
     "rankopt.inference.greedy",
     "rankopt.inference.ap_methods",
     "rankopt.inference.qs",
+    "rankopt.inference.topk",
     "rankopt.inference.general",
     "rankopt.features.linear",
     "rankopt.models.ranking",
@@ -231,7 +233,7 @@ def _smoke_test_loss(loss: Loss, where: str) -> None:
             f"(scikit-learn's convention; rankopt derives it from __init__, so do not override it), "
             f"got {type(exc).__name__}: {brief(str(exc))} instead"
         ) from exc
-    if isinstance(loss, RankLoss) and loss.graded:
+    if isinstance(loss, RankLoss):
         _check_declared_structure(loss, label)
     try:
         if isinstance(loss, RankLoss):
@@ -280,7 +282,7 @@ def _check_declared_structure(loss: RankLoss, label: str) -> None:
     """A graded loss's declared structure, probed on a few grades and positions: refused with a counterexample."""
     try:
         structure = loss.structure()
-        problem = None if structure is None else structure.contract_problem()
+        problem = None if structure is None else structure.contract_problem(loss)
     except Exception as exc:
         raise PluginContractError(
             f"{label}: its declared structure could not be evaluated: {type(exc).__name__}: {brief(str(exc))}"
@@ -288,8 +290,7 @@ def _check_declared_structure(loss: RankLoss, label: str) -> None:
     if problem is not None:
         raise PluginContractError(
             f"{label} declares a {type(structure).__name__} that its own numbers contradict: {problem} "
-            "(a position-based loss needs gains >= 0 non-decreasing in the grade, a positive non-increasing "
-            "discount and a cutoff k >= 1)"
+            "(rankopt/losses/structure.py says what each structure promises)"
         )
 
 
@@ -442,6 +443,26 @@ class PluginRegistry:
             )
             raise ValueError(f"inference method {method!r} cannot be used with loss {loss.name!r}: {reason}; {remedy}")
         return solver
+
+    def explain_method(self, method: str, loss: RankLoss, n_pos: int | None = None, n_neg: int | None = None) -> str:
+        """Why ``method`` (resolved) runs for ``loss``: asked for, or "auto" and why each faster method did not."""
+        solver = self.resolve_method(method, loss, n_pos, n_neg)
+        if method != "auto":
+            return f"{solver.name!r}, as asked"
+        skipped = {}
+        candidates = sorted(
+            (info.cls() for info in self.list(PluginKind.INFERENCE_METHOD)), key=lambda m: (m.auto_priority, m.name)
+        )
+        for candidate in candidates:
+            if candidate.name == solver.name:
+                break
+            reason = (
+                candidate.unsupported_reason(loss)
+                if n_pos is None or n_neg is None
+                else candidate.unsupported_reason_at(loss, n_pos, n_neg)
+            )
+            skipped[candidate.name] = reason
+        return f"{solver.name!r}" + (f", since {_grouped_reasons(skipped)}" if skipped else ", the fastest")
 
 
 def _grouped_reasons(reasons: dict) -> str:

@@ -102,6 +102,9 @@ class StructuredProblem(abc.ABC):
     #: Multiply-adds of one oracle call, roughly (None: unknown).  The engine weighs work that saves
     #: oracle calls (cuts assembled from :class:`BlockPlanes`, each a working-set solve) against it.
     oracle_cost: float | None = None
+    #: Which loss-augmented inference method the oracle runs and why, for the estimators' verbose
+    #: output (None: nothing to say).
+    inference_note: str | None = None
 
     @abc.abstractmethod
     def ground_truth_feature(self) -> np.ndarray:

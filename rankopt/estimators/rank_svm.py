@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,6 +33,7 @@ from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.engine.problem import BlockProblem
 from rankopt.estimators.evaluation import eval_metrics
 from rankopt.estimators.progress import ValidationMonitor, iteration_callback, verbose_logging
+from rankopt.exceptions import ConstantRankerWarning
 from rankopt.losses.base import Loss, OutputKind, RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
 from rankopt.models.approx import check_approx, fit_approx
@@ -366,7 +368,11 @@ class RankSVM(BaseEstimator):
                     monitor.best_score,
                     result.history[best].primal_objective - result.history[-1].dual_objective,
                 )
+        if problem.inference_note is not None:
+            logger.info("%s: inference for loss %r: %s", type(self).__name__, loss.name, problem.inference_note)
         self.coef_ = result.w
+        if result.converged:
+            _warn_if_constant_ranker(type(self).__name__, X, result.w, loss, C)
         # The planes are a valid start only for this very problem: kept (in memory, not in pickles)
         # with the fingerprint of the data they came from.
         self._warm_planes = (fingerprint, result.working_set) if self.warm_start and approx is None else None
@@ -661,6 +667,24 @@ def _check_scale(X) -> None:
             magnitude[0],
             largest,
         )
+
+
+def _warn_if_constant_ranker(estimator: str, X, w: np.ndarray, loss: Loss, C: float) -> None:
+    """Warn when a certified optimum ranks every training document alike: w = 0, or every score tied."""
+    if np.any(w):
+        scores = backend_for(X).scores(X, w)
+        if np.ptp(scores) > 0:
+            return
+    what = "w = 0" if not np.any(w) else "a w that gives every training document the same score"
+    warnings.warn(
+        f"{estimator}: the certified optimum is {what}: the constant ranker is optimal for loss {loss.name!r} "
+        f"at C = {C:g} on this data, and the model ranks nothing. Likely causes: a hinge that is flat around "
+        "w = 0 — a top-k loss whose k is far below the number of relevant documents, a graded loss at "
+        "moderate C — or features squeezed towards 0 (MaxAbsScaler on heavy-tailed data). Remedies: a larger "
+        "C, standardised features (StandardScaler), a larger k, or another loss",
+        ConstantRankerWarning,
+        stacklevel=3,
+    )
 
 
 def _fit_fingerprint(X, y, qid, relevant_at, loss) -> str | None:

@@ -81,6 +81,15 @@ class InferenceMethod(abc.ABC):
             reason = size_unsupported_reason(loss, self.requires, n_pos, n_neg)
         return reason
 
+    def estimated_cost(self, n_pos: int, n_neg: int) -> float:
+        """Operations of one call, up to a constant: (|P| + |N|) log(|P| + |N|) unless a method says otherwise.
+
+        Compared with that of the compiled sorting methods, it decides whether a fit warns that its
+        method is slow (:class:`rankopt.exceptions.SlowInferenceWarning`).
+        """
+        n = n_pos + n_neg
+        return n * np.log2(n + 1.0)
+
     @abc.abstractmethod
     def interleaving_ranks(self, loss: RankLoss, pos_scores: np.ndarray, neg_scores: np.ndarray) -> np.ndarray:
         """Optimal interleaving rank (1…|P|+1) of every negative, in input order.

@@ -44,6 +44,10 @@ class DPMethod(InferenceMethod):
     #: Exact under C1 and C2 alone (Observations 1–3).
     requires = "C2"
 
+    def estimated_cost(self, n_pos: int, n_neg: int) -> float:
+        """O(|P| |N|): every negative against every interleaving rank."""
+        return float(n_pos) * float(n_neg)
+
     def interleaving_ranks(self, loss: RankLoss, pos_scores, neg_scores):
         pos_desc = pos_scores[descending_order(pos_scores)].astype(np.float64)
         order = descending_order(neg_scores)

@@ -16,7 +16,13 @@ the compiled kernel of that structure and never looks at the loss's class:
 
 A graded loss declaring neither has no exact inference over grades here and
 is refused with that reason.  The binary rank losses declare theirs through
-:meth:`RankLoss.compiled_form` and the C-conditions (``docs/plugins.md``).
+:meth:`RankLoss.compiled_form` and the C-conditions (``docs/plugins.md``),
+and a binary loss whose Δ counts the positives in the top k may declare
+
+:class:`TopKCountStructure`
+    Δ a function of m, the positives among the top k (precision and recall
+    at k): the ``topk`` method tries every m, O(n log n) per query, where the
+    C3-based methods do not apply and the general ``dp`` costs O(|P||N|).
 
 Each structure checks its own declaration (:meth:`contract_problem`) on a
 few grades and positions: a plugin whose declared structure its numbers
@@ -32,7 +38,7 @@ from typing import ClassVar
 
 import numpy as np
 
-__all__ = ["GradedPairStructure", "GradedPositionStructure", "LossStructure"]
+__all__ = ["GradedPairStructure", "GradedPositionStructure", "LossStructure", "TopKCountStructure"]
 
 #: Grades below this are mapped to gains through a table indexed by the grade (one gather, no sort).
 _TABLE_GRADES = 1 << 16
@@ -105,7 +111,7 @@ class GradedPositionStructure:
             raise ValueError(f"expected finite gains >= 0, non-decreasing in the grade, got {problem} instead")
         return table
 
-    def contract_problem(self) -> str | None:
+    def contract_problem(self, loss=None) -> str | None:
         """What contradicts the declaration on grades 0…15 and positions 1…64, or None."""
         k = self.k
         if k is not None and (isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1):
@@ -125,12 +131,59 @@ class GradedPairStructure:
 
     methods: ClassVar[tuple[str, ...]] = ("pairwise",)
 
-    def contract_problem(self) -> str | None:
+    def contract_problem(self, loss=None) -> str | None:
         return None
 
 
-#: What :meth:`rankopt.losses.RankLoss.structure` may return for a graded loss.
-LossStructure = GradedPositionStructure | GradedPairStructure
+@dataclass(frozen=True)
+class TopKCountStructure:
+    """A binary rank loss whose Δ depends only on m, the number of positives among the top k positions.
+
+    Precision at k and recall at k are of this kind (normalised so that the ground truth scores 0, both
+    are 1 − m / min(k, |P|)).  With the pairwise Ψ of the binary rank losses, the most violated
+    ranking for a given m puts the m best positives and the k − m best negatives in the top k, each
+    block sorted by score (Joachims, "A support vector method for multivariate performance measures",
+    ICML 2005, solves Prec@k by such sorting): trying every m is exact, O(n log n) per query
+    (``rankopt.inference.topk``, ``docs/maths.md``).
+
+    Attributes
+    ----------
+    k : int
+        The cutoff, ≥ 1.
+    loss_of_count : callable
+        ``loss_of_count(m, n_pos, n_neg)``: Δ of any ranking with m positives (an int array) in the
+        top min(k, |P| + |N|) positions.
+    """
+
+    k: int
+    loss_of_count: Callable[[np.ndarray, int, int], np.ndarray]
+
+    def contract_problem(self, loss) -> str | None:
+        """Where ``loss.value`` depends on more than the count, on every pattern of up to 6 samples, or None."""
+        k = self.k
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+            return f"cutoff k = {k!r}, expected an integer >= 1"
+        import itertools
+
+        for n in range(2, 7):
+            for n_pos in range(1, n):
+                for positions in itertools.combinations(range(n), n_pos):
+                    pattern = np.zeros(n, dtype=bool)
+                    pattern[list(positions)] = True
+                    m = int(pattern[:k].sum())
+                    declared = float(np.asarray(self.loss_of_count(np.array([m]), n_pos, n - n_pos))[0])
+                    value = float(loss.value(pattern))
+                    if not (np.isfinite(declared) and abs(declared - value) <= 1e-12 * max(1.0, abs(value))):
+                        shown = "".join("+" if x else "-" for x in pattern)
+                        return (
+                            f"the ranking {shown} has {m} positives in the top {k}, for which loss_of_count "
+                            f"gives {declared!r}, but value() gives {value!r}"
+                        )
+        return None
+
+
+#: What :meth:`rankopt.losses.RankLoss.structure` may return.
+LossStructure = GradedPositionStructure | GradedPairStructure | TopKCountStructure
 
 
 def _discount_problem(positions: np.ndarray, table: np.ndarray) -> str | None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 
 from rankopt._validation import QueryIndex, check_query_scores
 from rankopt.engine.problem import BlockPlanes, BlockProblem, RowInference
+from rankopt.exceptions import SlowInferenceWarning
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import solve_ranking
 from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings, resolve_graded_method
@@ -39,6 +41,7 @@ class RankingProblem(FeatureMapProblem):
         loss.compiled_form(n_pos, n_neg)
         self._solver = registry.resolve_method(inference, loss, n_pos, n_neg)
         self.inference = self._solver.name
+        self.inference_note = report_inference(registry, inference, loss, np.array([n_pos]), np.array([n_neg]))
         self._pos_rows, self._neg_rows = np.flatnonzero(y), np.flatnonzero(~y)
         self.n_features = feature_map.n_features(X)
         self._set_ground_truth(np.where(y, 1.0 / n_pos, -1.0 / n_neg))
@@ -51,6 +54,35 @@ class RankingProblem(FeatureMapProblem):
         coef[self._neg_rows] = result.neg_coef
         # The maximum as every linear problem sums it (one query over qid gives the same bits).
         return RowInference(coef, result.loss, float(coef @ scores) + result.loss)
+
+
+#: A fit warns when its inference method is estimated at this many times the compiled sorting path's cost.
+SLOW_INFERENCE_RATIO = 100.0
+
+
+def report_inference(registry, method: str, loss, n_pos: np.ndarray, n_neg: np.ndarray, size=None) -> str:
+    """The method a fit's inference runs, why, and its estimated cost; warn once when that is ≥ 100× the compiled path.
+
+    ``n_pos`` and ``n_neg`` hold each query's class sizes; ``size`` the (|P|, |N|) the method was
+    resolved for (default: the one query's).
+    """
+    size = (int(n_pos[0]), int(n_neg[0])) if size is None else size
+    solver = registry.resolve_method(method, loss, *size)
+    explanation = registry.explain_method(method, loss, *size)
+    cost = float(sum(solver.estimated_cost(int(p), int(n)) for p, n in zip(n_pos, n_neg, strict=True)))
+    total = n_pos + n_neg
+    compiled = float(np.sum(total * np.log2(total + 1.0)))
+    ratio = cost / max(compiled, 1.0)
+    if ratio >= SLOW_INFERENCE_RATIO:
+        warnings.warn(
+            f"inference for loss {loss.name!r} runs method {explanation}: estimated at {ratio:.0f} times the cost "
+            f"of the compiled O(n log n) path on this data, at every iteration. A loss that satisfies C3 or "
+            f"declares a structure (a top-k count, a graded position structure) runs compiled; see "
+            f"docs/plugins.md, or subsample the documents",
+            SlowInferenceWarning,
+            stacklevel=4,
+        )
+    return f"{explanation}; estimated at {ratio:.3g} times the compiled path"
 
 
 def queries_to_order(relevance: np.ndarray, queries: QueryIndex) -> np.ndarray:
@@ -87,15 +119,20 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
         self.X = X
         self.loss, self.feature_map = loss, feature_map
         self.registry = registry
+        relevance = np.asarray(relevance)
+        usable = queries_to_order(relevance, queries)
         if loss.graded:
             self.inference = resolve_graded_method(loss, inference)
+            self.inference_note = f"{self.inference!r}, the kernel of its declared {type(loss.structure()).__name__}"
         else:
             # Exact up to the longest query is exact for all (see inference.batched).
             longest = int(queries.sizes.max(initial=0))
             self.inference = registry.resolve_method(inference, loss, 1, max(longest - 1, 1)).name
+            n_pos = np.add.reduceat(relevance[queries.order] != 0, queries.offsets[:-1])[usable]
+            self.inference_note = report_inference(
+                registry, inference, loss, n_pos, queries.sizes[usable] - n_pos, (1, max(longest - 1, 1))
+            )
         self.n_features = feature_map.n_features(X)
-        relevance = np.asarray(relevance)
-        usable = queries_to_order(relevance, queries)
         self.n_queries = queries.n_queries
         self.n_queries_used = int(np.count_nonzero(usable))
         if self.n_queries_used == 0:
