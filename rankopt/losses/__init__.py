@@ -7,6 +7,7 @@ from rankopt.losses.discount import NDCGLoss, PositionDiscountLoss
 from rankopt.losses.graded_ndcg import GradedNDCGLoss
 from rankopt.losses.graded_position import GradedPositionLoss
 from rankopt.losses.pairwise import PairwiseLoss
+from rankopt.losses.precision import PrecisionAtKLoss
 from rankopt.losses.zero_one import ZeroOneLoss
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "OutputKind",
     "PairwiseLoss",
     "PositionDiscountLoss",
+    "PrecisionAtKLoss",
     "RankLoss",
     "ZeroOneLoss",
 ]
