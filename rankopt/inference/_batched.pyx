@@ -52,8 +52,11 @@ cdef enum:
     METHOD_SELECT = 2
     METHOD_SEARCH = 3
     METHOD_GREEDY = 4
+    METHOD_TOPK = 5
 
-METHOD_CODES = {"qs": METHOD_QS, "select": METHOD_SELECT, "search": METHOD_SEARCH, "greedy": METHOD_GREEDY}
+METHOD_CODES = {
+    "qs": METHOD_QS, "select": METHOD_SELECT, "search": METHOD_SEARCH, "greedy": METHOD_GREEDY, "topk": METHOD_TOPK
+}
 
 
 cdef struct BinaryWork:
@@ -72,12 +75,13 @@ cdef struct BinaryWork:
     int* ranks
     int* ranks_sorted
     int64_t* counts
+    double* prefix     # prefix sums of the sorted positives and negatives (top-k method)
 
 
 cdef void _binary_work_free(BinaryWork* w) noexcept nogil:
     free(w.pos); free(w.neg); free(w.pos_desc); free(w.neg_desc); free(w.neg_desc64); free(w.table)
     free(w.pos_idx); free(w.neg_idx); free(w.pos_order); free(w.items); free(w.ranks); free(w.ranks_sorted)
-    free(w.counts)
+    free(w.counts); free(w.prefix)
 
 
 cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size) noexcept nogil:
@@ -95,9 +99,11 @@ cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size) noexcept nogil:
     w.ranks = <int*>malloc(n * sizeof(int))
     w.ranks_sorted = <int*>malloc(n * sizeof(int))
     w.counts = <int64_t*>malloc((n + 2) * sizeof(int64_t))
+    w.prefix = <double*>malloc((n + 2) * sizeof(double))
     if (w.pos == NULL or w.neg == NULL or w.pos_desc == NULL or w.neg_desc == NULL or w.neg_desc64 == NULL
             or w.table == NULL or w.pos_idx == NULL or w.neg_idx == NULL or w.pos_order == NULL
-            or w.items == NULL or w.ranks == NULL or w.ranks_sorted == NULL or w.counts == NULL):
+            or w.items == NULL or w.ranks == NULL or w.ranks_sorted == NULL or w.counts == NULL
+            or w.prefix == NULL):
         _binary_work_free(w)
         return -1
     return 0
@@ -135,9 +141,89 @@ cdef inline void _sort_descending(const floating* scores, Py_ssize_t n, pair[dou
         desc[k] = scores[items[k].second]
 
 
+cdef inline Py_ssize_t _count_above(const floating* desc, Py_ssize_t lo, Py_ssize_t hi, double x,
+                                    bint or_equal) noexcept nogil:
+    """#{i in lo…hi−1 : desc[i] > x} (≥ x with ``or_equal``), ``desc`` sorted high to low: a binary search."""
+    cdef Py_ssize_t a = lo, b = hi, mid
+    while a < b:
+        mid = a + (b - a) // 2
+        if (<double>desc[mid] >= x) if or_equal else (<double>desc[mid] > x):
+            a = mid + 1
+        else:
+            b = mid
+    return a - lo
+
+
+cdef void _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, Py_ssize_t n_neg, Py_ssize_t k,
+                      const double* table, double* prefix, int* ranks_sorted) noexcept nogil:
+    """``rankopt.inference.topk`` for one query: the interleaving ranks of the negatives ``q`` (sorted high
+    to low) against the positives ``p`` (the same) for a position-discount loss whose Δ counts the
+    positives in the top k; ``table`` is its normalised discount.  Tries every m (the positives in the top
+    k'), updating the boundary penalties U + V by one row and one column per step."""
+    cdef Py_ssize_t kept = min(k, n_pos + n_neg), m, b, i, j, last, width, best_m
+    cdef Py_ssize_t m_lo = max(<Py_ssize_t>0, kept - n_neg), m_hi = min(kept, n_pos)
+    cdef double* sp = prefix                 # sp[i] = p_0 + … + p_{i−1}
+    cdef double* sq = prefix + n_pos + 1     # sq[j] = q_0 + … + q_{j−1}
+    cdef double penalty = 0.0, objective, best, scale = 2.0 / ((<double>n_pos) * (<double>n_neg))
+    cdef double delta, kept_gain
+    sp[0] = 0.0
+    for i in range(n_pos):
+        sp[i + 1] = sp[i] + <double>p[i]
+    sq[0] = 0.0
+    for j in range(n_neg):
+        sq[j + 1] = sq[j] + <double>q[j]
+    # U(m_lo) + V(m_lo), row by row and column by column.
+    b = kept - m_lo
+    for i in range(m_lo):  # Σ_{j ≥ b} (q_j − p_i)⁺
+        last = _count_above(q, 0, n_neg, <double>p[i], False)
+        if last > b:
+            penalty += sq[last] - sq[b] - (last - b) * <double>p[i]
+    for j in range(b):  # Σ_{i ≥ m_lo} (p_i − q_j)⁺
+        last = _count_above(p, 0, n_pos, <double>q[j], False)
+        if last > m_lo:
+            penalty += sp[last] - sp[m_lo] - (last - m_lo) * <double>q[j]
+    # Δ(m) = 1 − Σ_{j ≤ m} T(j) − Σ_{j = k'+1}^{k'+|P|−m} T(j): positives at the top m places and after k'.
+    kept_gain = 0.0
+    for i in range(m_lo):
+        kept_gain += table[i]
+    delta = 1.0 - kept_gain
+    for i in range(kept, kept + n_pos - m_lo):
+        delta -= table[i]
+    best = delta - scale * penalty
+    best_m = m_lo
+    for m in range(m_lo, m_hi):
+        b = kept - m  # ≥ 1: a negative leaves the top as positive m joins it
+        # U gains column b − 1 over the top positives i < m, and row m from column b − 1 on.
+        i = _count_above(p, 0, n_pos, <double>q[b - 1], True)  # positives i ≥ this score below q_{b−1}
+        if m > i:
+            penalty += (m - i) * <double>q[b - 1] - (sp[m] - sp[i])
+        last = _count_above(q, 0, n_neg, <double>p[m], False)
+        if last > b - 1:
+            penalty += sq[last] - sq[b - 1] - (last - b + 1) * <double>p[m]
+        # V loses row m over the negatives j < b, and column b − 1 over the positives after m.
+        j = _count_above(q, 0, n_neg, <double>p[m], True)  # negatives j ≥ this score below p_m
+        if b > j:
+            penalty -= (b - j) * <double>p[m] - (sq[b] - sq[j])
+        last = _count_above(p, 0, n_pos, <double>q[b - 1], False)
+        if last > m + 1:
+            penalty -= sp[last] - sp[m + 1] - (last - m - 1) * <double>q[b - 1]
+        # Positive m moves from place k' + |P| − m to place m + 1.
+        delta += table[kept + n_pos - m - 1] - table[m]
+        objective = delta - scale * penalty
+        if objective > best:
+            best = objective
+            best_m = m + 1
+    b = kept - best_m
+    for j in range(n_neg):
+        if j < b:
+            ranks_sorted[j] = <int>(1 + _count_above(p, 0, best_m, <double>q[j], True))
+        else:
+            ranks_sorted[j] = <int>(1 + best_m + _count_above(p, best_m, n_pos, <double>q[j], True))
+
+
 cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int method, int code,
-                       const double* discount, bint unimodal, BinaryWork* w, double* coef, double* loss,
-                       double* value) except -1 nogil:
+                       const double* discount, bint unimodal, Py_ssize_t top_k, BinaryWork* w, double* coef,
+                       double* loss, double* value) except -1 nogil:
     """One query of a binary rank loss; returns 1 when usable, 0 when one class only."""
     cdef floating* pos = <floating*>w.pos
     cdef floating* neg = <floating*>w.neg
@@ -180,9 +266,11 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
             select_ranks_f64(pos_desc, n_pos, neg, n_neg, w.ranks)
         else:
             select_ranks_f32(pos_desc, n_pos, neg, n_neg, w.ranks)
-    else:  # search and greedy take the negatives sorted
+    else:  # search, greedy and topk take the negatives sorted
         _sort_descending(neg, n_neg, w.items, neg_desc, w.pos_order + n_pos)
-        if method == METHOD_SEARCH:
+        if method == METHOD_TOPK:
+            _topk_ranks(pos_desc, n_pos, neg_desc, n_neg, top_k, table, w.prefix, w.ranks_sorted)
+        elif method == METHOD_SEARCH:
             for k in range(n_neg):
                 w.neg_desc64[k] = <double>neg_desc[k]
             if floating is double:
@@ -238,14 +326,16 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
 
 def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64_t[::1] offsets, int method,
                  int code, const double[::1] discount, bint unimodal, double[::1] coef, double[::1] losses,
-                 double[::1] values, uint8_t[::1] usable, int n_threads):
+                 double[::1] values, uint8_t[::1] usable, int n_threads, Py_ssize_t top_k=0):
     """Every query of a binary rank loss; outputs written in place.
 
     The caller (``rankopt.inference.batched``) validates everything: offsets
     from 0 to n non-decreasing, ``rel`` 0/1, scores finite, ``method`` one of
     :data:`METHOD_CODES` exact for the loss, ``code`` its kernel code,
     ``discount`` the position-discount table T(1 … longest query) for that
-    code (any non-empty array otherwise), outputs sized n and Q, n_threads ≥ 1.
+    code (any non-empty array otherwise), outputs sized n and Q, n_threads ≥ 1;
+    with ``METHOD_TOPK`` a position-discount loss whose Δ counts the
+    positives in the top ``top_k`` ≥ 1 (its declared structure).
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef BinaryWork* works
@@ -266,7 +356,7 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
             lo = offsets[q]
             hi = offsets[q + 1]
             usable[q] = <uint8_t>_binary_query(&scores[lo], &rel[lo], hi - lo, method, code, &discount[0],
-                                               unimodal, &works[threadid()], &coef[lo],
+                                               unimodal, top_k, &works[threadid()], &coef[lo],
                                                &losses[q], &values[q])
     finally:
         for t in range(n_ready):

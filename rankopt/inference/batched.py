@@ -31,7 +31,7 @@ coefficients and losses (the kernels reproduce NumPy's summation order); the
 values Σ coef·s + Δ up to the order of that sum.  A position-discount plugin
 with D(1) ≠ 1 gets its per-query tables up to rounding (docs/maths.md).
 
-Compiled path.  The methods qs, select, search and greedy (by class) on a
+Compiled path.  The methods qs, select, search, greedy and topk (by class) on a
 loss with a :meth:`~rankopt.losses.RankLoss.compiled_form`, and the pairwise
 loss, run in one nogil call of ``_batched.pyx`` with the queries spread over
 OpenMP threads (at most one per :data:`DOCS_PER_THREAD` documents).  Any
@@ -55,8 +55,9 @@ from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import PluginLookup, kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
 from rankopt.inference.qs import QSMethod
+from rankopt.inference.topk import TopKMethod
 from rankopt.losses.base import KernelCode, RankLoss
-from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure
+from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure, TopKCountStructure
 
 logger = logging.getLogger(__name__)
 
@@ -151,9 +152,9 @@ def most_violated_rankings(
     kernel = _compiled_kernel(loss, solver, offsets)
     if kernel is None:
         return _per_query(loss, scores, relevance, offsets, method, registry)
-    method_code, code, table, unimodal = kernel
+    method_code, code, table, unimodal, top_k = kernel
     _batched.binary_batch(
-        scores, relevance, offsets, method_code, code, table, unimodal, coef, losses, values, usable, n_threads
+        scores, relevance, offsets, method_code, code, table, unimodal, coef, losses, values, usable, n_threads, top_k
     )
     return BatchedRankingInference(coef, losses, values, usable.view(bool))
 
@@ -231,7 +232,13 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLooku
 
 #: The single-query methods with a compiled per-query form in ``_batched.pyx``,
 #: by class: a subclass may change what the method computes.
-_COMPILED_METHODS = {QSMethod: "qs", SelectMethod: "select", SearchMethod: "search", GreedyMethod: "greedy"}
+_COMPILED_METHODS = {
+    QSMethod: "qs",
+    SelectMethod: "select",
+    SearchMethod: "search",
+    GreedyMethod: "greedy",
+    TopKMethod: "topk",
+}
 
 #: (loss type, method name) pairs already logged as running per query in Python.
 _LOGGED_FALLBACKS: set = set()
@@ -250,7 +257,7 @@ def _log_fallback(loss: RankLoss, method_name: str, reason: str) -> None:
 
 
 def _compiled_kernel(loss: RankLoss, solver, offsets: np.ndarray):
-    """(method code, kernel code, discount table, unimodal) for ``_batched.binary_batch``, or None.
+    """(method code, kernel code, discount table, unimodal, top k) for ``_batched.binary_batch``, or None.
 
     None — the per-query Python path, logged once per loss type and method —
     when the method has no compiled per-query form or the loss no compiled form.
@@ -269,7 +276,15 @@ def _compiled_kernel(loss: RankLoss, solver, offsets: np.ndarray):
         return None
     code, table = kernel_arguments(loss, form, 1, max(longest - 1, 1))
     unimodal = method_name == "qs" and code is KernelCode.AP and solver.ap_unimodal_search
-    return _batched.METHOD_CODES[method_name], int(code), table, bool(unimodal)
+    top_k = 0
+    if method_name == "topk":
+        # The kernel evaluates Δ(m) from the discount table: a position-discount loss only.
+        structure = loss.structure()
+        if code is not KernelCode.POSITION_DISCOUNT or not isinstance(structure, TopKCountStructure):
+            _log_fallback(loss, solver.name, f"loss {loss.name!r} is not a position-discount top-k loss")
+            return None
+        top_k = structure.k
+    return _batched.METHOD_CODES[method_name], int(code), table, bool(unimodal), top_k
 
 
 # ---------------------------------------------------------------- the per-query path

@@ -60,17 +60,23 @@ def test_topk_equals_dp_on_large_random_instances():
         assert fast.value == pytest.approx(slow.value, abs=1e-10)
 
 
-def test_over_queries_the_batch_equals_the_single_query_method():
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_over_queries_the_compiled_batch_equals_the_single_query_method(dtype, caplog):
     rng = np.random.default_rng(2)
-    sizes = rng.integers(1, 30, 200)
-    offsets = np.concatenate(([0], np.cumsum(sizes)))
-    relevance = (rng.random(offsets[-1]) < 0.3).astype(int)
-    scores = np.round(rng.normal(size=offsets[-1]), 1)
-    loss = PrecisionAtKLoss(5)
-    batch = most_violated_rankings(loss, scores, relevance, offsets)
-    reference = most_violated_rankings_per_query(loss, scores, relevance, offsets, "dp")
-    np.testing.assert_allclose(batch.values, reference.values, atol=1e-12)
-    np.testing.assert_array_equal(batch.usable, reference.usable)
+    for k in (2, 5, 40):
+        sizes = rng.integers(1, 30, 200)
+        offsets = np.concatenate(([0], np.cumsum(sizes)))
+        relevance = (rng.random(offsets[-1]) < rng.uniform(0.1, 0.8)).astype(int)
+        scores = np.round(rng.normal(size=offsets[-1]), 1).astype(dtype)
+        loss = PrecisionAtKLoss(k)
+        with caplog.at_level(logging.WARNING, logger="rankopt.inference.batched"):
+            batch = most_violated_rankings(loss, scores, relevance, offsets, n_threads=2)
+        assert not caplog.records  # compiled: no per-query fallback
+        reference = most_violated_rankings_per_query(loss, scores, relevance, offsets, "dp")
+        np.testing.assert_allclose(batch.values, reference.values, atol=1e-9)
+        np.testing.assert_array_equal(batch.usable, reference.usable)
+        single = most_violated_rankings_per_query(loss, scores, relevance, offsets, "topk")
+        np.testing.assert_allclose(batch.coef, single.coef, atol=1e-12)
 
 
 def test_precision_at_k_passes_the_plugin_checks():
