@@ -38,6 +38,8 @@ from rankopt.inference._pairwise cimport (
     pairwise_query_f64,
     pairwise_work_free,
     pairwise_work_init,
+    weighted_query_f32,
+    weighted_query_f64,
 )
 from rankopt.inference._qs cimport qs_ranks_f32, qs_ranks_f64
 from rankopt.inference._sums cimport numpy_sum
@@ -400,6 +402,47 @@ def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const 
                     usable[q] = pairwise_query_f32(&scores[lo], &grades[lo], hi - lo,
                                                    &works[threadid()], &coef[lo], &losses[q],
                                                    &values[q])
+    finally:
+        for t in range(n_ready):
+            pairwise_work_free(&works[t])
+        free(works)
+
+
+def weighted_pairwise_batch(const floating[::1] scores, const int64_t[::1] levels, const int64_t[::1] offsets,
+                            const double[::1] weight, Py_ssize_t n_levels, double[::1] coef, double[::1] losses,
+                            double[::1] values, uint8_t[::1] usable, int n_threads):
+    """Every query of a pairwise loss with a weight per pair of grade levels; outputs written in place.
+
+    The caller validates: offsets from 0 to n non-decreasing, ``levels`` in 0 … n_levels − 1 (the
+    grades' ranks), ``weight`` the n_levels × n_levels matrix (row: the higher level) finite and ≥ 0,
+    scores finite, outputs sized n and Q, n_threads ≥ 1.
+    """
+    cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
+    cdef PairwiseWork* works
+    for q in range(n_queries):
+        size = max(size, offsets[q + 1] - offsets[q])
+    if size == 0:
+        return
+    n_threads = <int>min(<Py_ssize_t>n_threads, n_queries)
+    works = <PairwiseWork*>malloc(n_threads * sizeof(PairwiseWork))
+    if works == NULL:
+        raise MemoryError()
+    try:
+        for t in range(n_threads):
+            # The per-level counts are indexed by the batch's levels, which may outnumber a query's documents.
+            if pairwise_work_init(&works[t], max(size, n_levels), 0) != 0:
+                raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
+            n_ready += 1
+        for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=QUERY_CHUNK):
+            lo = offsets[q]
+            hi = offsets[q + 1]
+            if hi > lo:
+                if floating is double:
+                    usable[q] = weighted_query_f64(&scores[lo], &levels[lo], hi - lo, &weight[0], n_levels,
+                                                   &works[threadid()], &coef[lo], &losses[q], &values[q])
+                else:
+                    usable[q] = weighted_query_f32(&scores[lo], &levels[lo], hi - lo, &weight[0], n_levels,
+                                                   &works[threadid()], &coef[lo], &losses[q], &values[q])
     finally:
         for t in range(n_ready):
             pairwise_work_free(&works[t])

@@ -28,3 +28,9 @@ cdef bint pairwise_query_f64(const double* scores, const int64_t* grades, Py_ssi
                              double* coef, double* loss, double* value) noexcept nogil
 cdef bint pairwise_query_f32(const float* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* work,
                              double* coef, double* loss, double* value) noexcept nogil
+cdef bint weighted_query_f64(const double* scores, const int64_t* levels, Py_ssize_t n, const double* weight,
+                             Py_ssize_t n_levels, PairwiseWork* work, double* coef, double* loss,
+                             double* value) noexcept nogil
+cdef bint weighted_query_f32(const float* scores, const int64_t* levels, Py_ssize_t n, const double* weight,
+                             Py_ssize_t n_levels, PairwiseWork* work, double* coef, double* loss,
+                             double* value) noexcept nogil

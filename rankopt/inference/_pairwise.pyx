@@ -193,6 +193,89 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
     return True
 
 
+cdef bint _weighted_query(const floating* scores, const int64_t* levels, Py_ssize_t n, const double* weight,
+                          Py_ssize_t n_levels, PairwiseWork* w, double* coef, double* loss,
+                          double* value) noexcept nogil:
+    """One query of the pairwise loss with a weight per pair of grade levels (``weight[h * K + l]`` for h > l).
+
+    Ψ = Σ_{g_i > g_j} w_ij y_ij (x_i − x_j) / W and Δ = Σ_{y_ij = −1} w_ij / W with W = Σ w_ij: still
+    y_ij = +1 exactly when s_i − s_j ≥ 1/2.  With A_il the documents of level l < g_i that i stays
+    above, B_ih those of level h > g_i that stay above i, and L_l the documents of level l,
+
+        coef_i · W = Σ_{l < g_i} w(g_i, l) (2 A_il − L_l) − Σ_{h > g_i} w(h, g_i) (2 B_ih − L_h),
+        Δ · W = Σ_i Σ_{l < g_i} w(g_i, l) (L_l − A_il),
+
+    the two sweeps of the unweighted kernel counting per level: O(n K) for K levels.
+    ``levels`` are 0 … K − 1 (global, increasing with the grade); the caller validates.
+    """
+    cdef Py_ssize_t k, t, p, i, g
+    cdef int64_t* size = w.level_size      # documents per level in this query
+    cdef int64_t* admitted = w.level_below  # documents of each level admitted by the sweep
+    cdef double total = 0.0, swapped = 0.0, part, s, dot = 0.0, lower_weight
+    for t in range(n_levels):
+        size[t] = 0
+    for k in range(n):
+        size[levels[k]] += 1
+    for t in range(n_levels):
+        for g in range(t):
+            total += weight[t * n_levels + g] * (<double>size[t]) * (<double>size[g])
+    if not total > 0.0:
+        for k in range(n):
+            coef[k] = 0.0
+        loss[0] = 0.0
+        value[0] = 0.0
+        return False
+    descending_keyed(scores, n, w.by_score, w.sort_ids, w.sort_ends)
+    cdef const Keyed* desc = w.by_score
+    # Lower levels, ascending: admit every j with s_i − s_j ≥ 1/2.
+    for t in range(n_levels):
+        admitted[t] = 0
+    p = n - 1
+    for k in range(n - 1, -1, -1):
+        s = -desc[k].key
+        while p >= 0 and s - (-desc[p].key) >= 0.5:
+            admitted[levels[desc[p].idx]] += 1
+            p -= 1
+        i = desc[k].idx
+        part = 0.0
+        for g in range(levels[i]):
+            lower_weight = weight[levels[i] * n_levels + g]
+            part += lower_weight * (<double>(2 * admitted[g] - size[g]))
+            swapped += lower_weight * (<double>(size[g] - admitted[g]))
+        coef[i] = part
+    # Higher levels, descending: admit every j with s_j − s_i ≥ 1/2.
+    for t in range(n_levels):
+        admitted[t] = 0
+    p = 0
+    for k in range(n):
+        s = -desc[k].key
+        while p < n and (-desc[p].key) - s >= 0.5:
+            admitted[levels[desc[p].idx]] += 1
+            p += 1
+        i = desc[k].idx
+        part = 0.0
+        for g in range(levels[i] + 1, n_levels):
+            part += weight[g * n_levels + levels[i]] * (<double>(2 * admitted[g] - size[g]))
+        coef[i] = (coef[i] - part) / total
+    for k in range(n):
+        dot += coef[k] * scores[k]
+    loss[0] = swapped / total
+    value[0] = dot + loss[0]
+    return True
+
+
+cdef bint weighted_query_f64(const double* scores, const int64_t* levels, Py_ssize_t n, const double* weight,
+                             Py_ssize_t n_levels, PairwiseWork* work, double* coef, double* loss,
+                             double* value) noexcept nogil:
+    return _weighted_query(scores, levels, n, weight, n_levels, work, coef, loss, value)
+
+
+cdef bint weighted_query_f32(const float* scores, const int64_t* levels, Py_ssize_t n, const double* weight,
+                             Py_ssize_t n_levels, PairwiseWork* work, double* coef, double* loss,
+                             double* value) noexcept nogil:
+    return _weighted_query(scores, levels, n, weight, n_levels, work, coef, loss, value)
+
+
 cdef bint pairwise_query_f64(const double* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* work,
                              double* coef, double* loss, double* value) noexcept nogil:
     return _pairwise_query(scores, grades, n, work, coef, loss, value)

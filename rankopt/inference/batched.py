@@ -144,6 +144,14 @@ def most_violated_rankings(
             _graded_position.position_batch(scores, gains, offsets, discount, coef, losses, values, usable, n_threads)
             return BatchedRankingInference(coef, losses, values, usable.view(bool))
         # Levels by counting when the grades are small (LETOR's 0–4), else by sorting them per query.
+        if structure.weight is not None:
+            levels, inverse = np.unique(relevance, return_inverse=True)
+            weight = np.ascontiguousarray(structure.weight_matrix(levels).ravel())
+            grade_levels = np.ascontiguousarray(inverse.ravel(), dtype=np.int64)
+            _batched.weighted_pairwise_batch(
+                scores, grade_levels, offsets, weight, levels.size, coef, losses, values, usable, n_threads
+            )
+            return BatchedRankingInference(coef, losses, values, usable.view(bool))
         top_grade = int(relevance.max(initial=0))
         n_grade_values = top_grade + 1 if top_grade < MAX_COUNTED_GRADE else 0
         _batched.pairwise_batch(scores, relevance, offsets, coef, losses, values, usable, n_threads, n_grade_values)
@@ -212,6 +220,8 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLooku
     structure = graded_structure(loss) if loss.graded else None
     if isinstance(structure, GradedPositionStructure):
         return _position_ground_truth(structure, relevance, offsets)
+    if isinstance(structure, GradedPairStructure) and structure.weight is not None:
+        return _weighted_pair_ground_truth(structure, relevance, offsets)
     if loss.graded:
         lower, higher = _grade_counts(relevance, offsets)
         n_pairs = np.bincount(query_of, weights=lower, minlength=sizes.size)[query_of]
@@ -302,7 +312,9 @@ def _per_query(loss, scores, relevance, offsets, method, registry) -> BatchedRan
         if loss.graded:
             structure = graded_structure(loss)
             by_position = isinstance(structure, GradedPositionStructure)
-            result = _position_query_assignment(structure, s, rel) if by_position else _pairwise_query(s, rel)
+            result = (
+                _position_query_assignment(structure, s, rel) if by_position else _pairwise_query(structure, s, rel)
+            )
             if result is None:
                 continue
             coef[lo:hi], losses[q], values[q] = result
@@ -337,12 +349,14 @@ def _grade_counts(grades: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, 
     return lower, higher
 
 
-def _pairwise_query(scores: np.ndarray, grades: np.ndarray):
-    """The pairwise loss's inference on one query by its definition, over the pair matrix.
+def _pairwise_query(structure: GradedPairStructure, scores: np.ndarray, grades: np.ndarray):
+    """A pairwise structure's inference on one query by its definition, over the pair matrix.
 
-    O(n²): the reference of the compiled O(n log n) kernel.  Returns
-    (coef, loss, value), or None when the query has a single grade.
+    O(n²): the reference of the compiled kernels.  Returns (coef, loss,
+    value), or None when the query has no pair of positive weight.
     """
+    if structure.weight is not None:
+        return _weighted_pairwise_query(structure, scores, grades)
     s = scores.astype(np.float64)
     higher = grades[:, None] > grades[None, :]  # (i, j) is a pair: i has the higher grade
     n_pairs = int(np.count_nonzero(higher))
@@ -358,6 +372,23 @@ def _pairwise_query(scores: np.ndarray, grades: np.ndarray):
     scale = 1.0 / n_pairs
     coef = counts * scale
     loss = np.count_nonzero(swapped) / n_pairs
+    return coef, loss, float(coef @ s) + loss
+
+
+def _weighted_pairwise_query(structure: GradedPairStructure, scores: np.ndarray, grades: np.ndarray):
+    """:func:`_pairwise_query` with a weight per pair of grades: Ψ and Δ weighted, divided by the weights' sum."""
+    s = scores.astype(np.float64)
+    levels, inverse = np.unique(grades, return_inverse=True)
+    inverse = inverse.ravel()
+    weights = structure.weight_matrix(levels)[inverse[:, None], inverse[None, :]]  # 0 unless g_i > g_j
+    total = float(weights.sum())
+    if not total > 0:
+        return None
+    with np.errstate(over="ignore"):
+        kept = s[:, None] - s[None, :] >= 0.5
+    signed = np.where(kept, weights, -weights)
+    coef = (signed.sum(axis=1) - signed.sum(axis=0)) / total
+    loss = float(np.where(kept, 0.0, weights).sum()) / total
     return coef, loss, float(coef @ s) + loss
 
 
@@ -394,6 +425,25 @@ def _position_query_assignment(structure: GradedPositionStructure, scores: np.nd
     tie_group = tie_group.ravel()
     coef = (np.bincount(tie_group, weights=coef) / np.bincount(tie_group))[tie_group]
     return coef, delta, float(coef @ s) + delta
+
+
+def _weighted_pair_ground_truth(structure: GradedPairStructure, grades: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Ψ*'s coefficients with weighted pairs: (Σ_{l < g_i} w(g_i, l) L_l − Σ_{h > g_i} w(h, g_i) L_h) / W per query."""
+    sizes = np.diff(offsets)
+    if grades.size == 0:
+        return np.zeros(0)
+    levels, inverse = np.unique(grades, return_inverse=True)
+    inverse = inverse.ravel()
+    matrix = structure.weight_matrix(levels)
+    query_of = np.repeat(np.arange(sizes.size), sizes)
+    counts = np.zeros((sizes.size, levels.size))
+    np.add.at(counts, (query_of, inverse), 1.0)
+    per_doc = counts[query_of]  # the level counts of each document's query
+    below = np.einsum("nl,nl->n", per_doc, matrix[inverse])
+    above = np.einsum("nh,nh->n", per_doc, matrix[:, inverse].T)
+    total = np.einsum("qh,hl,ql->q", counts, matrix, counts)[query_of]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, (below - above) / total, 0.0)
 
 
 def _position_ground_truth(structure: GradedPositionStructure, grades: np.ndarray, offsets: np.ndarray) -> np.ndarray:

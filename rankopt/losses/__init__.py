@@ -6,7 +6,7 @@ from rankopt.losses.base import CompiledForm, KernelCode, LabelingLoss, Loss, Ou
 from rankopt.losses.discount import NDCGLoss, PositionDiscountLoss
 from rankopt.losses.graded_ndcg import GradedNDCGLoss
 from rankopt.losses.graded_position import GradedPositionLoss
-from rankopt.losses.pairwise import PairwiseLoss
+from rankopt.losses.pairwise import GradedPairwiseLoss, PairwiseLoss
 from rankopt.losses.precision import PrecisionAtKLoss
 from rankopt.losses.zero_one import ZeroOneLoss
 
@@ -15,6 +15,7 @@ __all__ = [
     "AUCLoss",
     "CompiledForm",
     "GradedNDCGLoss",
+    "GradedPairwiseLoss",
     "GradedPositionLoss",
     "KernelCode",
     "LabelingLoss",

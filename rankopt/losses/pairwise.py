@@ -26,6 +26,10 @@ included; with ``graded = True`` the multi-query inference
 
 from __future__ import annotations
 
+import abc
+
+import numpy as np
+
 from rankopt.hookspecs import hookimpl
 from rankopt.losses.auc import AUCLoss
 from rankopt.losses.structure import GradedPairStructure
@@ -40,6 +44,27 @@ class PairwiseLoss(AUCLoss):
     def structure(self) -> GradedPairStructure | None:
         """SVM^rank's pairs, for this class only: a subclass may change Δ, which the kernel would ignore."""
         return GradedPairStructure() if type(self) is PairwiseLoss else None
+
+
+class GradedPairwiseLoss(AUCLoss):
+    """Base class of pairwise losses over grades whose pairs weigh by their two grades.
+
+    Ψ = Σ_{g_i > g_j} w(g_i, g_j) y_ij (x_i − x_j) / W and Δ = Σ_{y_ij = −1} w(g_i, g_j) / W, W the sum
+    of the weights: SVM^rank's formulation with the pairs weighted, say by their grades' difference
+    (``docs/plugins.md``, "Graded losses").  Subclasses set ``name`` and implement :meth:`pair_weight`;
+    they get the compiled, threaded inference of their declared
+    :class:`~rankopt.losses.structure.GradedPairStructure`.  With two grades every pair weighs the
+    same, so the binary view — the single-query API — is the ROC-area loss.
+    """
+
+    graded = True
+
+    @abc.abstractmethod
+    def pair_weight(self, higher: np.ndarray, lower: np.ndarray) -> np.ndarray:
+        """The weights of pairs of integer grades (int64 arrays, elementwise, higher > lower): finite, ≥ 0."""
+
+    def structure(self) -> GradedPairStructure | None:
+        return GradedPairStructure(weight=self.pair_weight)
 
 
 @hookimpl
