@@ -23,7 +23,8 @@ a rank loss the way rankopt's own losses are verified:
   queries, returns the optimum :func:`brute_force_graded` finds among all
   orders of small queries with tied scores and grades, cutoffs at and
   beyond the query's length, and coefficients that give each tie group of
-  equal score and grade one value.
+  equal score and grade one value; for a pair structure, every labelling
+  of the pairs (:func:`brute_force_pairs`).
 
 Both raise :class:`AssertionError` describing the first failure.
 """
@@ -37,7 +38,7 @@ import numpy as np
 
 from rankopt.losses.base import LabelingLoss, Loss, RankLoss
 
-__all__ = ["brute_force_graded", "brute_force_most_violated", "check_loss", "check_plugin"]
+__all__ = ["brute_force_graded", "brute_force_most_violated", "brute_force_pairs", "check_loss", "check_plugin"]
 
 
 def brute_force_most_violated(loss: RankLoss, pos_scores, neg_scores) -> float:
@@ -141,7 +142,8 @@ def _check_graded_loss(loss: RankLoss, *, n_instances: int, random_state: int, r
     except ValueError as exc:
         raise AssertionError(f"graded loss {loss.name!r}: {exc}") from None
     if not isinstance(structure, GradedPositionStructure):
-        return  # the pairs' kernel is tested against enumeration of the labellings in rankopt's own tests
+        _check_pair_structure(loss, structure, n_instances=n_instances, random_state=random_state, registry=registry)
+        return
     rng = np.random.default_rng(random_state)
     sizes = rng.integers(1, 7, n_instances)
     offsets = np.concatenate(([0], np.cumsum(sizes)))
@@ -173,6 +175,52 @@ def _check_graded_loss(loss: RankLoss, *, n_instances: int, random_state: int, r
                         f"method {method!r} on graded loss {loss.name!r}: documents of equal score and grade get "
                         f"coefficients {tied.tolist()}; a tie group shares its positions' mean"
                     )
+
+
+def brute_force_pairs(structure, scores, grades) -> float:
+    """max over every labelling y of the pairs g_i > g_j of Σ w_ij (y_ij (s_i − s_j) + [y_ij = −1]) / Σ w_ij.
+
+    ``structure`` is a :class:`~rankopt.losses.structure.GradedPairStructure`; at most 10 pairs.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    grades = np.asarray(grades, dtype=np.int64)
+    pairs = [(i, j) for i in range(grades.size) for j in range(grades.size) if grades[i] > grades[j]]
+    if len(pairs) > 10:
+        raise ValueError(f"expected at most 10 pairs for enumeration, got {len(pairs)} instead")
+    levels = np.unique(grades)
+    matrix = structure.weight_matrix(levels)
+    level = {int(g): t for t, g in enumerate(levels)}
+    weights = [matrix[level[int(grades[i])], level[int(grades[j])]] for i, j in pairs]
+    best = -np.inf
+    for signs in itertools.product((1.0, -1.0), repeat=len(pairs)):
+        total = sum(
+            w * (y * (scores[i] - scores[j]) + (y < 0)) for (i, j), y, w in zip(pairs, signs, weights, strict=True)
+        )
+        best = max(best, total / sum(weights))
+    return best
+
+
+def _check_pair_structure(loss: RankLoss, structure, *, n_instances: int, random_state: int, registry) -> None:
+    """The pairs' kernel against enumeration of every labelling, on queries of 2–5 documents with ties."""
+    from rankopt.inference.batched import most_violated_rankings
+
+    rng = np.random.default_rng(random_state)
+    sizes = rng.integers(2, 6, n_instances)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    scores = rng.integers(-2, 3, offsets[-1]) / 2.0  # ties, and differences of exactly 1/2
+    grades = rng.integers(0, 4, offsets[-1])
+    result = most_violated_rankings(loss, scores, grades, offsets, registry=registry)
+    for q in range(sizes.size):
+        s, g = scores[offsets[q] : offsets[q + 1]], grades[offsets[q] : offsets[q + 1]]
+        n_pairs = int(np.sum(g[:, None] > g[None, :]))
+        if not result.usable[q] or n_pairs > 10:
+            continue
+        expected = brute_force_pairs(structure, s, g)
+        if not np.isclose(result.values[q], expected, rtol=1e-9, atol=1e-12):
+            raise AssertionError(
+                f"graded loss {loss.name!r}: objective {result.values[q]!r} but enumeration of the labellings "
+                f"finds {expected!r} for scores={s.tolist()}, grades={g.tolist()}"
+            )
 
 
 def _check_identity(loss: Loss) -> None:

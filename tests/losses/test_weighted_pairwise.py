@@ -129,3 +129,10 @@ def test_a_negative_or_nan_weight_is_refused_at_registration(weight, message):
         match=f"plugin 'bad': loss 'bad_weights_test' declares a GradedPairStructure.*weight: {message}",
     ):
         create_plugin_manager(autoload=False).register(Plugin(), name="bad")
+
+
+def test_check_loss_enumerates_the_labellings_of_a_pair_structure():
+    from rankopt.testing import check_loss
+
+    check_loss(GradeGapPairwise())
+    check_loss(rankopt.get_loss("pairwise"))
