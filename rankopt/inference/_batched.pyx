@@ -368,15 +368,20 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
 
 def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const int64_t[::1] offsets,
                    double[::1] coef, double[::1] losses, double[::1] values, uint8_t[::1] usable, int n_threads,
-                   Py_ssize_t n_grade_values=0):
-    """Every query of the pairwise loss over graded relevance; outputs written in place.
+                   Py_ssize_t n_grade_values=0, const double[::1] weight=None):
+    """Every query of a pairwise loss over graded relevance; outputs written in place.
 
     The caller validates: offsets from 0 to n non-decreasing, grades ≥ 0 (and
     below ``n_grade_values`` when positive: levels by counting), scores
-    finite, outputs sized n and Q, n_threads ≥ 1.
+    finite, outputs sized n and Q, n_threads ≥ 1.  With ``weight`` (the
+    K × K weights of the pairs of levels, row: the higher, finite and ≥ 0,
+    K = ``n_grade_values``) the grades are those levels, 0 … K − 1, and
+    every pair weighs its entry.
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef PairwiseWork* works
+    cdef bint weighted = weight is not None
+    cdef const double* pair_weight = &weight[0] if weighted else NULL
     for q in range(n_queries):
         size = max(size, offsets[q + 1] - offsets[q])
     if size == 0:
@@ -387,14 +392,25 @@ def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const 
         raise MemoryError()
     try:
         for t in range(n_threads):
-            if pairwise_work_init(&works[t], size, n_grade_values) != 0:
+            # The weighted sweeps count per level, and the batch's levels may outnumber a query's documents.
+            if (pairwise_work_init(&works[t], max(size, n_grade_values), 0) if weighted
+                    else pairwise_work_init(&works[t], size, n_grade_values)) != 0:
                 raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
             n_ready += 1
         for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=QUERY_CHUNK):
             lo = offsets[q]
             hi = offsets[q + 1]
             if hi > lo:
-                if floating is double:
+                if weighted:
+                    if floating is double:
+                        usable[q] = weighted_query_f64(&scores[lo], &grades[lo], hi - lo, pair_weight,
+                                                       n_grade_values, &works[threadid()], &coef[lo], &losses[q],
+                                                       &values[q])
+                    else:
+                        usable[q] = weighted_query_f32(&scores[lo], &grades[lo], hi - lo, pair_weight,
+                                                       n_grade_values, &works[threadid()], &coef[lo], &losses[q],
+                                                       &values[q])
+                elif floating is double:
                     usable[q] = pairwise_query_f64(&scores[lo], &grades[lo], hi - lo,
                                                    &works[threadid()], &coef[lo], &losses[q],
                                                    &values[q])
@@ -407,43 +423,3 @@ def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const 
             pairwise_work_free(&works[t])
         free(works)
 
-
-def weighted_pairwise_batch(const floating[::1] scores, const int64_t[::1] levels, const int64_t[::1] offsets,
-                            const double[::1] weight, Py_ssize_t n_levels, double[::1] coef, double[::1] losses,
-                            double[::1] values, uint8_t[::1] usable, int n_threads):
-    """Every query of a pairwise loss with a weight per pair of grade levels; outputs written in place.
-
-    The caller validates: offsets from 0 to n non-decreasing, ``levels`` in 0 … n_levels − 1 (the
-    grades' ranks), ``weight`` the n_levels × n_levels matrix (row: the higher level) finite and ≥ 0,
-    scores finite, outputs sized n and Q, n_threads ≥ 1.
-    """
-    cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
-    cdef PairwiseWork* works
-    for q in range(n_queries):
-        size = max(size, offsets[q + 1] - offsets[q])
-    if size == 0:
-        return
-    n_threads = <int>min(<Py_ssize_t>n_threads, n_queries)
-    works = <PairwiseWork*>malloc(n_threads * sizeof(PairwiseWork))
-    if works == NULL:
-        raise MemoryError()
-    try:
-        for t in range(n_threads):
-            # The per-level counts are indexed by the batch's levels, which may outnumber a query's documents.
-            if pairwise_work_init(&works[t], max(size, n_levels), 0) != 0:
-                raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
-            n_ready += 1
-        for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=QUERY_CHUNK):
-            lo = offsets[q]
-            hi = offsets[q + 1]
-            if hi > lo:
-                if floating is double:
-                    usable[q] = weighted_query_f64(&scores[lo], &levels[lo], hi - lo, &weight[0], n_levels,
-                                                   &works[threadid()], &coef[lo], &losses[q], &values[q])
-                else:
-                    usable[q] = weighted_query_f32(&scores[lo], &levels[lo], hi - lo, &weight[0], n_levels,
-                                                   &works[threadid()], &coef[lo], &losses[q], &values[q])
-    finally:
-        for t in range(n_ready):
-            pairwise_work_free(&works[t])
-        free(works)

@@ -148,8 +148,8 @@ def most_violated_rankings(
             levels, inverse = np.unique(relevance, return_inverse=True)
             weight = np.ascontiguousarray(structure.weight_matrix(levels).ravel())
             grade_levels = np.ascontiguousarray(inverse.ravel(), dtype=np.int64)
-            _batched.weighted_pairwise_batch(
-                scores, grade_levels, offsets, weight, levels.size, coef, losses, values, usable, n_threads
+            _batched.pairwise_batch(
+                scores, grade_levels, offsets, coef, losses, values, usable, n_threads, levels.size, weight
             )
             return BatchedRankingInference(coef, losses, values, usable.view(bool))
         top_grade = int(relevance.max(initial=0))

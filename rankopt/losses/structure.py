@@ -235,23 +235,25 @@ def _discount_problem(positions: np.ndarray, table: np.ndarray) -> str | None:
     return None
 
 
-def _weight_problem(higher: np.ndarray, lower: np.ndarray, values: np.ndarray) -> str | None:
-    if values.shape != higher.shape:
-        return f"shape {values.shape} for {higher.size} pairs of grades"
+def _negative_or_not_finite(values: np.ndarray, expected: tuple, name) -> str | None:
+    """The first entry of ``values`` that is negative, NaN or infinite, as ``name(at) = value``; or a bad shape."""
+    if values.shape != expected:
+        return f"shape {values.shape}, expected {expected}"
     bad = ~np.isfinite(values) | (values < 0)
     if bad.any():
         at = int(np.argmax(bad))
-        return f"w({higher[at]}, {lower[at]}) = {float(values[at])!r}"
+        return f"{name(at)} = {float(values[at])!r}"
     return None
 
 
+def _weight_problem(higher: np.ndarray, lower: np.ndarray, values: np.ndarray) -> str | None:
+    return _negative_or_not_finite(values, higher.shape, lambda at: f"w({higher[at]}, {lower[at]})")
+
+
 def _gain_problem(levels: np.ndarray, table: np.ndarray) -> str | None:
-    if table.shape != levels.shape:
-        return f"shape {table.shape} for {levels.size} grades"
-    bad = ~np.isfinite(table) | (table < 0)
-    if bad.any():
-        at = int(np.argmax(bad))
-        return f"G({levels[at]}) = {float(table[at])!r}"
+    problem = _negative_or_not_finite(table, levels.shape, lambda at: f"G({levels[at]})")
+    if problem is not None:
+        return problem
     falling = np.flatnonzero(table[1:] < table[:-1])
     if falling.size:
         at = int(falling[0])
