@@ -57,7 +57,12 @@ from rankopt.inference.greedy import GreedyMethod
 from rankopt.inference.qs import QSMethod
 from rankopt.inference.topk import TopKMethod
 from rankopt.losses.base import KernelCode, RankLoss
-from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure, TopKCountStructure
+from rankopt.losses.structure import (
+    GradedPairStructure,
+    GradedPositionStructure,
+    GradedQueryStructure,
+    TopKCountStructure,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +140,9 @@ def most_violated_rankings(
     if loss.graded:
         method = resolve_graded_method(loss, method)
         structure = graded_structure(loss)
+        if isinstance(structure, GradedQueryStructure):
+            _log_fallback(loss, method, "it declares a GradedQueryStructure: its own inference, per query")
+            return _per_query(loss, scores, relevance, offsets, method, registry)
         if isinstance(structure, GradedPositionStructure):
             if method == NDCG_ASSIGNMENT_METHOD:
                 return _per_query(loss, scores, relevance, offsets, method, registry)
@@ -220,6 +228,13 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLooku
     structure = graded_structure(loss) if loss.graded else None
     if isinstance(structure, GradedPositionStructure):
         return _position_ground_truth(structure, relevance, offsets)
+    if isinstance(structure, GradedQueryStructure):
+        coef = np.zeros(relevance.size)
+        for lo, hi in zip(offsets[:-1], offsets[1:], strict=True):
+            grades = relevance[lo:hi]
+            if hi > lo and grades.max() > grades.min():
+                coef[lo:hi] = structure.ground_truth(grades)
+        return coef
     if isinstance(structure, GradedPairStructure) and structure.weight is not None:
         return _weighted_pair_ground_truth(structure, relevance, offsets)
     if loss.graded:
@@ -311,10 +326,12 @@ def _per_query(loss, scores, relevance, offsets, method, registry) -> BatchedRan
         s, rel = scores[lo:hi], relevance[lo:hi]
         if loss.graded:
             structure = graded_structure(loss)
-            by_position = isinstance(structure, GradedPositionStructure)
-            result = (
-                _position_query_assignment(structure, s, rel) if by_position else _pairwise_query(structure, s, rel)
-            )
+            if isinstance(structure, GradedPositionStructure):
+                result = _position_query_assignment(structure, s, rel)
+            elif isinstance(structure, GradedQueryStructure):
+                result = _own_query_inference(loss, structure, s, rel)
+            else:
+                result = _pairwise_query(structure, s, rel)
             if result is None:
                 continue
             coef[lo:hi], losses[q], values[q] = result
@@ -373,6 +390,22 @@ def _pairwise_query(structure: GradedPairStructure, scores: np.ndarray, grades: 
     coef = counts * scale
     loss = np.count_nonzero(swapped) / n_pairs
     return coef, loss, float(coef @ s) + loss
+
+
+def _own_query_inference(loss: RankLoss, structure: GradedQueryStructure, scores: np.ndarray, grades: np.ndarray):
+    """A loss's own inference on one query, its output checked; None when the grades are all equal."""
+    if grades.size == 0 or grades.max() == grades.min():
+        return None
+    coef, delta = structure.inference(scores, grades)
+    coef = np.asarray(coef, dtype=np.float64)
+    delta = float(delta)
+    if coef.shape != scores.shape or not np.all(np.isfinite(coef)) or not (np.isfinite(delta) and delta >= 0):
+        raise RuntimeError(
+            f"loss {loss.name!r} broke its contract: its own inference returned coefficients of shape "
+            f"{coef.shape} for {scores.size} documents and Δ = {delta!r}; expected finite coefficients, one per "
+            "document, and a finite Δ >= 0"
+        )
+    return coef, delta, float(coef @ scores.astype(np.float64)) + delta
 
 
 def _weighted_pairwise_query(structure: GradedPairStructure, scores: np.ndarray, grades: np.ndarray):
@@ -503,7 +536,7 @@ def _resolve_binary_method(loss, method, registry, offsets):
 def graded_structure(loss: RankLoss):
     """The structure the graded ``loss`` declares (:meth:`RankLoss.structure`), or a ValueError saying it has none."""
     structure = loss.structure()
-    if not isinstance(structure, (GradedPositionStructure, GradedPairStructure)):
+    if not isinstance(structure, (GradedPositionStructure, GradedPairStructure, GradedQueryStructure)):
         raise ValueError(
             f"no inference over graded relevance is known for the loss {loss.name!r} "
             f"({type(loss).__module__}.{type(loss).__qualname__}): its structure() declares "

@@ -15,7 +15,11 @@ the compiled kernel of that structure and never looks at the loss's class:
     (i, j) with g_i > g_j is a constraint, of weight 1 (``pairwise``) or of
     a weight the loss gives each pair of grades.
 
-A graded loss declaring neither has no exact inference over grades here and
+:class:`GradedQueryStructure`
+    no structure to exploit: the loss brings its own per-query inference,
+    run on the reference path (one Python call per query, logged).
+
+A graded loss declaring none of them has no inference over grades here and
 is refused with that reason.  The binary rank losses declare theirs through
 :meth:`RankLoss.compiled_form` and the C-conditions (``docs/plugins.md``),
 and a binary loss whose Δ counts the positives in the top k may declare
@@ -39,7 +43,13 @@ from typing import ClassVar
 
 import numpy as np
 
-__all__ = ["GradedPairStructure", "GradedPositionStructure", "LossStructure", "TopKCountStructure"]
+__all__ = [
+    "GradedPairStructure",
+    "GradedPositionStructure",
+    "GradedQueryStructure",
+    "LossStructure",
+    "TopKCountStructure",
+]
 
 #: Grades below this are mapped to gains through a table indexed by the grade (one gather, no sort).
 _TABLE_GRADES = 1 << 16
@@ -217,8 +227,34 @@ class TopKCountStructure:
         return None
 
 
+@dataclass(frozen=True)
+class GradedQueryStructure:
+    """A graded loss with no structure the compiled kernels exploit, bringing its own per-query inference.
+
+    For a Δ that is not separable by position — expected reciprocal rank, say — no sorting argument
+    applies.  Such a loss declares this and gives its own exact inference for one query; rankopt runs it
+    on the reference path, one Python call per query, and says so once in its log.
+
+    Attributes
+    ----------
+    inference : callable
+        ``inference(scores, grades) -> (coef, loss)``: one query's most violated output, as the
+        coefficients of Ψ per document and its Δ.
+    ground_truth : callable
+        ``ground_truth(grades) -> coef``: Ψ(X, Y*)'s coefficients for one query.
+    """
+
+    inference: Callable[[np.ndarray, np.ndarray], tuple]
+    ground_truth: Callable[[np.ndarray], np.ndarray]
+
+    methods: ClassVar[tuple[str, ...]] = ("reference",)
+
+    def contract_problem(self, loss=None) -> str | None:
+        return None
+
+
 #: What :meth:`rankopt.losses.RankLoss.structure` may return.
-LossStructure = GradedPositionStructure | GradedPairStructure | TopKCountStructure
+LossStructure = GradedPositionStructure | GradedPairStructure | GradedQueryStructure | TopKCountStructure
 
 
 def _discount_problem(positions: np.ndarray, table: np.ndarray) -> str | None:
