@@ -156,18 +156,17 @@ cdef inline Py_ssize_t _count_above(const floating* desc, Py_ssize_t lo, Py_ssiz
     return a - lo
 
 
-cdef void _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, Py_ssize_t n_neg, Py_ssize_t k,
-                      const double* table, double* prefix, int* ranks_sorted) noexcept nogil:
+cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, Py_ssize_t n_neg, Py_ssize_t k,
+                        const double* count_loss, double* prefix, int* ranks_sorted) noexcept nogil:
     """``rankopt.inference.topk`` for one query: the interleaving ranks of the negatives ``q`` (sorted high
-    to low) against the positives ``p`` (the same) for a position-discount loss whose Δ counts the
-    positives in the top k; ``table`` is its normalised discount.  Tries every m (the positives in the top
-    k'), updating the boundary penalties U + V by one row and one column per step."""
+    to low) against the positives ``p`` (the same) for a loss whose Δ counts the positives in the top k;
+    ``count_loss[m − m_lo]`` is Δ for m of them, m_lo ≤ m ≤ m_hi.  Tries every m, updating the boundary
+    penalties U + V by one row and one column per step; returns Δ of the chosen m."""
     cdef Py_ssize_t kept = min(k, n_pos + n_neg), m, b, i, j, last, width, best_m
     cdef Py_ssize_t m_lo = max(<Py_ssize_t>0, kept - n_neg), m_hi = min(kept, n_pos)
     cdef double* sp = prefix                 # sp[i] = p_0 + … + p_{i−1}
     cdef double* sq = prefix + n_pos + 1     # sq[j] = q_0 + … + q_{j−1}
     cdef double penalty = 0.0, objective, best, scale = 2.0 / ((<double>n_pos) * (<double>n_neg))
-    cdef double delta, kept_gain
     sp[0] = 0.0
     for i in range(n_pos):
         sp[i + 1] = sp[i] + <double>p[i]
@@ -184,14 +183,7 @@ cdef void _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, Py
         last = _count_above(p, 0, n_pos, <double>q[j], False)
         if last > m_lo:
             penalty += sp[last] - sp[m_lo] - (last - m_lo) * <double>q[j]
-    # Δ(m) = 1 − Σ_{j ≤ m} T(j) − Σ_{j = k'+1}^{k'+|P|−m} T(j): positives at the top m places and after k'.
-    kept_gain = 0.0
-    for i in range(m_lo):
-        kept_gain += table[i]
-    delta = 1.0 - kept_gain
-    for i in range(kept, kept + n_pos - m_lo):
-        delta -= table[i]
-    best = delta - scale * penalty
+    best = count_loss[0] - scale * penalty
     best_m = m_lo
     for m in range(m_lo, m_hi):
         b = kept - m  # ≥ 1: a negative leaves the top as positive m joins it
@@ -209,9 +201,7 @@ cdef void _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, Py
         last = _count_above(p, 0, n_pos, <double>q[b - 1], False)
         if last > m + 1:
             penalty -= sp[last] - sp[m + 1] - (last - m - 1) * <double>q[b - 1]
-        # Positive m moves from place k' + |P| − m to place m + 1.
-        delta += table[kept + n_pos - m - 1] - table[m]
-        objective = delta - scale * penalty
+        objective = count_loss[m + 1 - m_lo] - scale * penalty
         if objective > best:
             best = objective
             best_m = m + 1
@@ -221,11 +211,12 @@ cdef void _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, Py
             ranks_sorted[j] = <int>(1 + _count_above(p, 0, best_m, <double>q[j], True))
         else:
             ranks_sorted[j] = <int>(1 + best_m + _count_above(p, best_m, n_pos, <double>q[j], True))
+    return count_loss[best_m - m_lo]
 
 
 cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int method, int code,
-                       const double* discount, bint unimodal, Py_ssize_t top_k, BinaryWork* w, double* coef,
-                       double* loss, double* value) except -1 nogil:
+                       const double* discount, bint unimodal, Py_ssize_t top_k, const double* count_loss,
+                       BinaryWork* w, double* coef, double* loss, double* value) except -1 nogil:
     """One query of a binary rank loss; returns 1 when usable, 0 when one class only."""
     cdef floating* pos = <floating*>w.pos
     cdef floating* neg = <floating*>w.neg
@@ -234,7 +225,7 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
     cdef const double* table = discount
     cdef Py_ssize_t k, n_pos = 0, n_neg = 0, r, is_pos
     cdef int64_t above = 0, above_sum = 0
-    cdef double scale, c, dot = 0.0, dot_odd = 0.0, z = 1.0
+    cdef double scale, c, dot = 0.0, dot_odd = 0.0, z = 1.0, count_delta = 0.0
     # Branch-free: each document is written to both lists, and only one of them advances.
     for k in range(n):
         is_pos = rel[k] != 0
@@ -251,7 +242,7 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
         value[0] = 0.0
         return 0
     _sort_descending(pos, n_pos, w.items, pos_desc, w.pos_order)
-    if code == LOSS_POSITION_DISCOUNT:
+    if code == LOSS_POSITION_DISCOUNT and method != METHOD_TOPK:
         # The single-query table D / Σ_{i≤|P|} D(i), divided as NumPy divides it.
         z = numpy_sum(discount, n_pos)
         for k in range(n):
@@ -271,7 +262,7 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
     else:  # search, greedy and topk take the negatives sorted
         _sort_descending(neg, n_neg, w.items, neg_desc, w.pos_order + n_pos)
         if method == METHOD_TOPK:
-            _topk_ranks(pos_desc, n_pos, neg_desc, n_neg, top_k, table, w.prefix, w.ranks_sorted)
+            count_delta = _topk_ranks(pos_desc, n_pos, neg_desc, n_neg, top_k, count_loss, w.prefix, w.ranks_sorted)
         elif method == METHOD_SEARCH:
             for k in range(n_neg):
                 w.neg_desc64[k] = <double>neg_desc[k]
@@ -310,13 +301,17 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
         c = ((<double>n_neg) + 2.0 - 2.0 * (above + 1)) * scale
         coef[w.pos_idx[w.pos_order[k]]] = c
         dot += c * pos_desc[k]
+        if method == METHOD_TOPK:
+            continue  # Δ came with the count
         if code == LOSS_AP:
             w.neg_desc64[k] = (<double>(k + 1)) / (<double>(k + 1 + above))
         elif code == LOSS_AUC:
             above_sum += above
         else:
             w.neg_desc64[k] = discount[k + above]  # D at the positive's position k + 1 + above
-    if code == LOSS_AP:
+    if method == METHOD_TOPK:
+        loss[0] = count_delta
+    elif code == LOSS_AP:
         loss[0] = 1.0 - numpy_sum(w.neg_desc64, n_pos) / (<double>n_pos)
     elif code == LOSS_AUC:
         loss[0] = (<double>above_sum) / ((<double>n_pos) * (<double>n_neg))
@@ -328,7 +323,8 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
 
 def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64_t[::1] offsets, int method,
                  int code, const double[::1] discount, bint unimodal, double[::1] coef, double[::1] losses,
-                 double[::1] values, uint8_t[::1] usable, int n_threads, Py_ssize_t top_k=0):
+                 double[::1] values, uint8_t[::1] usable, int n_threads, Py_ssize_t top_k=0,
+                 const double[::1] count_loss=None, const int64_t[::1] count_offsets=None):
     """Every query of a binary rank loss; outputs written in place.
 
     The caller (``rankopt.inference.batched``) validates everything: offsets
@@ -336,11 +332,14 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
     :data:`METHOD_CODES` exact for the loss, ``code`` its kernel code,
     ``discount`` the position-discount table T(1 … longest query) for that
     code (any non-empty array otherwise), outputs sized n and Q, n_threads ≥ 1;
-    with ``METHOD_TOPK`` a position-discount loss whose Δ counts the
-    positives in the top ``top_k`` ≥ 1 (its declared structure).
+    with ``METHOD_TOPK`` a loss whose Δ counts the positives in the top
+    ``top_k`` ≥ 1 (its declared structure), ``count_loss[count_offsets[q] + t]``
+    Δ of query q with m_lo + t of them (m_lo = max(0, k' − |N_q|) … min(k', |P_q|)).
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef BinaryWork* works
+    cdef const double* counted = &count_loss[0] if count_loss is not None else NULL
+    cdef const int64_t* counted_at = &count_offsets[0] if count_offsets is not None else NULL
     for q in range(n_queries):
         size = max(size, offsets[q + 1] - offsets[q])
     if size == 0:
@@ -358,8 +357,9 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
             lo = offsets[q]
             hi = offsets[q + 1]
             usable[q] = <uint8_t>_binary_query(&scores[lo], &rel[lo], hi - lo, method, code, &discount[0],
-                                               unimodal, top_k, &works[threadid()], &coef[lo],
-                                               &losses[q], &values[q])
+                                               unimodal, top_k,
+                                               counted + counted_at[q] if counted != NULL else NULL,
+                                               &works[threadid()], &coef[lo], &losses[q], &values[q])
     finally:
         for t in range(n_ready):
             _binary_work_free(&works[t])

@@ -169,8 +169,23 @@ def most_violated_rankings(
     if kernel is None:
         return _per_query(loss, scores, relevance, offsets, method, registry)
     method_code, code, table, unimodal, top_k = kernel
+    count_loss, count_offsets = _count_loss_tables(loss.structure(), relevance, offsets) if top_k else (None, None)
     _batched.binary_batch(
-        scores, relevance, offsets, method_code, code, table, unimodal, coef, losses, values, usable, n_threads, top_k
+        scores,
+        relevance,
+        offsets,
+        method_code,
+        code,
+        table,
+        unimodal,
+        coef,
+        losses,
+        values,
+        usable,
+        n_threads,
+        top_k,
+        count_loss,
+        count_offsets,
     )
     return BatchedRankingInference(coef, losses, values, usable.view(bool))
 
@@ -291,6 +306,11 @@ def _compiled_kernel(loss: RankLoss, solver, offsets: np.ndarray):
     if method_name is None:
         _log_fallback(loss, solver.name, f"method {solver.name!r} has no compiled batched form")
         return None
+    if method_name == "topk":
+        # Δ comes per query from the declared count structure (_count_loss_tables), not from a compiled form.
+        structure = loss.structure()
+        assert isinstance(structure, TopKCountStructure)  # the method refuses other losses
+        return _batched.METHOD_CODES[method_name], 0, np.zeros(1), False, structure.k
     longest = int(np.max(np.diff(offsets), initial=0))
     # One form for every query: the kernel code does not depend on the sizes,
     # and a position-discount table T(1…longest) asked with |P| = 1 is D / D(1);
@@ -301,15 +321,38 @@ def _compiled_kernel(loss: RankLoss, solver, offsets: np.ndarray):
         return None
     code, table = kernel_arguments(loss, form, 1, max(longest - 1, 1))
     unimodal = method_name == "qs" and code is KernelCode.AP and solver.ap_unimodal_search
-    top_k = 0
-    if method_name == "topk":
-        # The kernel evaluates Δ(m) from the discount table: a position-discount loss only.
-        structure = loss.structure()
-        if code is not KernelCode.POSITION_DISCOUNT or not isinstance(structure, TopKCountStructure):
-            _log_fallback(loss, solver.name, f"loss {loss.name!r} is not a position-discount top-k loss")
-            return None
-        top_k = structure.k
-    return _batched.METHOD_CODES[method_name], int(code), table, bool(unimodal), top_k
+    return _batched.METHOD_CODES[method_name], int(code), table, bool(unimodal), 0
+
+
+def _count_loss_tables(structure: TopKCountStructure, relevance: np.ndarray, offsets: np.ndarray):
+    """Δ(m) for every query and every feasible count m of positives in its top k', concatenated, and offsets.
+
+    Query q's entries are m = max(0, k' − |N_q|) … min(k', |P_q|); the loss is asked once per distinct
+    (|P_q|, |N_q|), vectorised over m.
+    """
+    sizes = np.diff(offsets)
+    n_pos = np.zeros(sizes.size, dtype=np.int64)
+    nonempty = sizes > 0
+    n_pos[nonempty] = np.add.reduceat(relevance, offsets[:-1][nonempty])
+    n_neg = sizes - n_pos
+    kept = np.minimum(structure.k, sizes)
+    low, high = np.maximum(0, kept - n_neg), np.minimum(kept, n_pos)
+    lengths = np.maximum(high - low + 1, 1)
+    starts = np.concatenate(([0], np.cumsum(lengths)))
+    table = np.zeros(int(starts[-1]))
+    usable = (n_pos > 0) & (n_neg > 0)
+    pairs, group = np.unique(np.column_stack((n_pos, n_neg))[usable], axis=0, return_inverse=True)
+    where = np.flatnonzero(usable)
+    for index, (p, n) in enumerate(pairs):
+        members = where[group.ravel() == index]
+        counts = np.arange(low[members[0]], high[members[0]] + 1)
+        values = np.asarray(structure.loss_of_count(counts, int(p), int(n)), dtype=np.float64)
+        if values.shape != counts.shape or not np.all(np.isfinite(values)) or np.any(values < 0):
+            raise ValueError(
+                f"expected loss_of_count to give a finite Δ >= 0 for each of {counts.size} counts, got {values!r}"
+            )
+        table[starts[members][:, None] + np.arange(counts.size)] = values
+    return table, starts[:-1].astype(np.int64)
 
 
 # ---------------------------------------------------------------- the per-query path

@@ -11,7 +11,7 @@ import pytest
 import rankopt
 from rankopt.api import most_violated_rankings, most_violated_rankings_per_query
 from rankopt.exceptions import ConstantRankerWarning, SlowInferenceWarning
-from rankopt.losses import PositionDiscountLoss
+from rankopt.losses import PositionDiscountLoss, RankLoss
 from rankopt.losses.precision import PrecisionAtKLoss
 from rankopt.losses.structure import TopKCountStructure
 from rankopt.models import ranking
@@ -155,3 +155,56 @@ def test_a_certified_constant_ranker_warns_once(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConstantRankerWarning)
         rankopt.RankSVM(loss="ap", C=1.0).fit(X, y)  # a ranker that ranks: no warning
+
+
+class _SquaredTopK(RankLoss):
+    """Δ = 1 − (m / min(k, |P|))²: a count loss outside the position-discount family, decomposed by telescoping.
+
+    With b the negatives in the top k' = min(k, n), m = k' − b; δ_j(i) = [i + j − 1 ≤ k'] (F(j) − F(j − 1))
+    + F(0) / |N| sums to F(b) over any ranking (the negatives in the top k' are the first b).
+    """
+
+    name = "squared_topk_test"
+
+    def __init__(self, k=4):
+        self.k = k
+
+    def _f(self, b, n_pos, n_neg):
+        kept = min(self.k, n_pos + n_neg)
+        return 1.0 - ((kept - np.asarray(b, dtype=float)) / min(self.k, n_pos)) ** 2
+
+    def value(self, pattern):
+        pattern = np.asarray(pattern, dtype=bool)
+        return float(1.0 - (pattern[: self.k].sum() / min(self.k, pattern.sum())) ** 2)
+
+    def delta(self, j, i, n_pos, n_neg):
+        j, i = np.asarray(j), np.asarray(i)
+        inside = (i + j - 1) <= min(self.k, n_pos + n_neg)
+        step = self._f(j, n_pos, n_neg) - self._f(j - 1, n_pos, n_neg)
+        return np.where(inside, step, 0.0) + self._f(0, n_pos, n_neg) / n_neg
+
+    def structure(self):
+        return TopKCountStructure(
+            k=self.k, loss_of_count=lambda m, n_pos, n_neg: 1.0 - (np.asarray(m) / min(self.k, n_pos)) ** 2
+        )
+
+
+def test_a_count_loss_outside_the_discount_family_runs_compiled_and_exact():
+    loss = _SquaredTopK(4)
+    assert loss.structure().contract_problem(loss) is None
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n_pos, n_neg = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        pos, neg = rng.integers(-2, 3, n_pos) / 2.0, rng.integers(-2, 3, n_neg) / 2.0
+        got = rankopt.most_violated_ranking(loss, pos, neg, "topk")
+        assert got.value == pytest.approx(brute_force_most_violated(loss, pos, neg), abs=1e-12)
+    sizes = rng.integers(1, 25, 300)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    relevance = (rng.random(offsets[-1]) < 0.4).astype(int)
+    scores = np.round(rng.normal(size=offsets[-1]), 1)
+    batch = most_violated_rankings(loss, scores, relevance, offsets, n_threads=2)
+    single = most_violated_rankings_per_query(loss, scores, relevance, offsets, "topk")
+    reference = most_violated_rankings_per_query(loss, scores, relevance, offsets, "dp")
+    np.testing.assert_allclose(batch.coef, single.coef, atol=1e-12)
+    np.testing.assert_allclose(batch.losses, single.losses, atol=1e-12)
+    np.testing.assert_allclose(batch.values, reference.values, atol=1e-9)
