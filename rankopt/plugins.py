@@ -279,7 +279,8 @@ def _smoke_test_loss(loss: Loss, where: str) -> None:
 
 
 def _check_declared_structure(loss: RankLoss, label: str) -> None:
-    """A graded loss's declared structure, probed on a few grades and positions: refused with a counterexample."""
+    """A rank loss's declared structure (:meth:`RankLoss.structure`), probed on small cases: refused with a
+    counterexample when its own numbers contradict it."""
     try:
         structure = loss.structure()
         problem = None if structure is None else structure.contract_problem(loss)
@@ -414,9 +415,7 @@ class PluginRegistry:
                 return solver.unsupported_reason(loss)
             return solver.unsupported_reason_at(loss, n_pos, n_neg)
 
-        candidates = sorted(
-            (info.cls() for info in self.list(PluginKind.INFERENCE_METHOD)), key=lambda m: (m.auto_priority, m.name)
-        )
+        candidates = self._methods_fastest_first()
         if method == "auto":
             reasons = {}
             for candidate in candidates:  # fastest first; the first exact one wins
@@ -444,16 +443,18 @@ class PluginRegistry:
             raise ValueError(f"inference method {method!r} cannot be used with loss {loss.name!r}: {reason}; {remedy}")
         return solver
 
+    def _methods_fastest_first(self) -> tuple[InferenceMethod, ...]:
+        """Every registered inference method, in the order "auto" tries them."""
+        methods = (info.cls() for info in self.list(PluginKind.INFERENCE_METHOD))
+        return tuple(sorted(methods, key=lambda m: (m.auto_priority, m.name)))
+
     def explain_method(self, method: str, loss: RankLoss, n_pos: int | None = None, n_neg: int | None = None) -> str:
         """Why ``method`` (resolved) runs for ``loss``: asked for, or "auto" and why each faster method did not."""
         solver = self.resolve_method(method, loss, n_pos, n_neg)
         if method != "auto":
             return f"{solver.name!r}, as asked"
         skipped = {}
-        candidates = sorted(
-            (info.cls() for info in self.list(PluginKind.INFERENCE_METHOD)), key=lambda m: (m.auto_priority, m.name)
-        )
-        for candidate in candidates:
+        for candidate in self._methods_fastest_first():
             if candidate.name == solver.name:
                 break
             reason = (

@@ -41,7 +41,9 @@ class RankingProblem(FeatureMapProblem):
         loss.compiled_form(n_pos, n_neg)
         self._solver = registry.resolve_method(inference, loss, n_pos, n_neg)
         self.inference = self._solver.name
-        self.inference_note = report_inference(registry, inference, loss, np.array([n_pos]), np.array([n_neg]))
+        self.inference_note = report_inference(
+            registry, inference, self._solver, loss, np.array([n_pos]), np.array([n_neg]), (n_pos, n_neg)
+        )
         self._pos_rows, self._neg_rows = np.flatnonzero(y), np.flatnonzero(~y)
         self.n_features = feature_map.n_features(X)
         self._set_ground_truth(np.where(y, 1.0 / n_pos, -1.0 / n_neg))
@@ -60,14 +62,12 @@ class RankingProblem(FeatureMapProblem):
 SLOW_INFERENCE_RATIO = 100.0
 
 
-def report_inference(registry, method: str, loss, n_pos: np.ndarray, n_neg: np.ndarray, size=None) -> str:
+def report_inference(registry, method: str, solver, loss, n_pos: np.ndarray, n_neg: np.ndarray, size) -> str:
     """The method a fit's inference runs, why, and its estimated cost; warn once when that is ≥ 100× the compiled path.
 
-    ``n_pos`` and ``n_neg`` hold each query's class sizes; ``size`` the (|P|, |N|) the method was
-    resolved for (default: the one query's).
+    ``solver`` is what ``method`` resolved to for problems of ``size`` (|P|, |N|); ``n_pos`` and
+    ``n_neg`` hold each query's class sizes.
     """
-    size = (int(n_pos[0]), int(n_neg[0])) if size is None else size
-    solver = registry.resolve_method(method, loss, *size)
     explanation = registry.explain_method(method, loss, *size)
     cost = float(sum(solver.estimated_cost(int(p), int(n)) for p, n in zip(n_pos, n_neg, strict=True)))
     total = n_pos + n_neg
@@ -127,10 +127,12 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
         else:
             # Exact up to the longest query is exact for all (see inference.batched).
             longest = int(queries.sizes.max(initial=0))
-            self.inference = registry.resolve_method(inference, loss, 1, max(longest - 1, 1)).name
+            size = (1, max(longest - 1, 1))
+            solver = registry.resolve_method(inference, loss, *size)
+            self.inference = solver.name
             n_pos = np.add.reduceat(relevance[queries.order] != 0, queries.offsets[:-1])[usable]
             self.inference_note = report_inference(
-                registry, inference, loss, n_pos, queries.sizes[usable] - n_pos, (1, max(longest - 1, 1))
+                registry, inference, solver, loss, n_pos, queries.sizes[usable] - n_pos, size
             )
         self.n_features = feature_map.n_features(X)
         self.n_queries = queries.n_queries
