@@ -35,6 +35,7 @@ _LAZY = {
     "most_violated_ranking": "rankopt.api",
     "solve_cccp": "rankopt.engine",
     "solve_cutting_plane": "rankopt.engine",
+    "structured_hinge": "rankopt.hinge",
 }
 
 __all__ = sorted([*_LAZY, "hookimpl"])

@@ -1,0 +1,169 @@
+"""The structured hinge of a rank loss as a function of the scores, for training any scorer (neural rankers).
+
+For one query with scores s and ground truth R*,
+
+    h(s) = max_R [ Δ(R*, R) + Σ_i (c_i(R) − c_i(R*)) s_i ],
+
+where c_i(R) are the coefficients of the joint feature map Ψ(X, R) = Σ_i c_i(R) ψ(x_i) (the pairwise Ψ of
+the binary rank losses, a graded loss's own).  h ≥ 0, and c(R̂) − c(R*) is a subgradient, R̂ a maximiser:
+both come from one batched loss-augmented inference over every query
+(:func:`rankopt.api.most_violated_rankings`) and the ground truth's coefficients
+(:func:`rankopt.api.ground_truth_coefficients`).  With a linear scorer s = Xw,
+½‖w‖² + C · mean_q h_q(Xw) is exactly RankSVM's 1-slack objective over queries.
+
+:func:`structured_hinge` is the NumPy function; ``rankopt.torch.RankHingeLoss`` wraps it as a PyTorch
+module, and other frameworks can wrap it the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rankopt._validation import QueryIndex, as_float_vector, check_grades, check_qid, check_relevant_at, qid_or_group
+from rankopt.inference.base import PluginLookup
+from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings
+from rankopt.losses.base import RankLoss
+
+__all__ = ["REDUCTIONS", "HingeQueries", "structured_hinge"]
+
+#: How the per-query hinges are combined: their mean over the queries with something to order, their
+#: sum, or none (one value per query, queries by increasing qid).
+REDUCTIONS = ("mean", "sum", "none")
+
+
+@dataclass(frozen=True)
+class HingeQueries:
+    """The per-query hinges of one call, before reduction.
+
+    Attributes
+    ----------
+    values : ndarray of float64, shape (n_queries,)
+        h_q, queries by increasing qid; 0 for a query with nothing to order.
+    grad : ndarray of float64, shape (n_samples,)
+        ∂h_{q(i)} / ∂s_i, in the input order of the scores.
+    usable : ndarray of bool, shape (n_queries,)
+        Whether the query has something to order.
+    query_of : ndarray of intp, shape (n_samples,)
+        Each document's query (an index into ``values``).
+    """
+
+    values: np.ndarray
+    grad: np.ndarray
+    usable: np.ndarray
+    query_of: np.ndarray
+
+
+def structured_hinge(
+    scores,
+    y,
+    *,
+    qid=None,
+    group=None,
+    loss="ap",
+    relevant_at=1,
+    reduction: str = "mean",
+    n_threads: int | None = None,
+    registry: PluginLookup | None = None,
+):
+    """The structured hinge of ``loss`` at ``scores`` and a subgradient: ``(value, grad)``.
+
+    Parameters
+    ----------
+    scores : array-like of float, shape (n_samples,)
+        One score per document (float32 is kept for the inference).
+    y : array-like, shape (n_samples,)
+        Relevance grades, integers ≥ 0 ({−1, 1} reads as {0, 1}); a binary loss counts a document
+        relevant from ``relevant_at`` on, a graded loss trains on the grades.  Without ``qid`` and
+        ``group`` the documents are one query.
+    qid, group : array-like, optional
+        The queries, as in :meth:`rankopt.RankSVM.fit`: one id per document, or LightGBM's contiguous
+        group sizes.
+    loss : str or RankLoss, default "ap"
+        Any registered rank loss, built-in or plugin, binary or graded.
+    relevant_at : float, default 1
+    reduction : {"mean", "sum", "none"}, default "mean"
+        "mean": over the queries with something to order (0 when none has); "sum"; "none": one value per
+        query, queries by increasing qid (0 for a query with nothing to order).
+    n_threads : int, optional
+        Threads of the batched inference (default: ``OMP_NUM_THREADS``, else every core).
+    registry : PluginRegistry, optional
+        Where names are looked up; the default registry otherwise.
+
+    Returns
+    -------
+    value : float, or ndarray of shape (n_queries,) with ``reduction="none"``
+    grad : ndarray of float64, shape (n_samples,)
+        A subgradient of ``value`` (of the sum with "sum", the mean with "mean"); with "none", each
+        document's derivative of its own query's hinge.
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"expected reduction to be one of {list(REDUCTIONS)}, got {reduction!r} instead")
+    per_query = hinge_per_query(
+        scores, y, qid=qid, group=group, loss=loss, relevant_at=relevant_at, n_threads=n_threads, registry=registry
+    )
+    if reduction == "none":
+        return per_query.values, per_query.grad
+    total = float(np.sum(per_query.values))
+    if reduction == "sum":
+        return total, per_query.grad
+    n_usable = int(np.count_nonzero(per_query.usable))
+    if n_usable == 0:
+        return 0.0, np.zeros_like(per_query.grad)
+    return total / n_usable, per_query.grad / n_usable
+
+
+def hinge_per_query(
+    scores, y, *, qid=None, group=None, loss="ap", relevant_at=1, n_threads=None, registry=None
+) -> HingeQueries:
+    """:func:`structured_hinge` before its reduction: every query's hinge and each document's derivative."""
+    if registry is None:
+        from rankopt.plugins import default_registry
+
+        registry = default_registry()
+    loss = _rank_loss(loss, registry)
+    s = as_float_vector(scores, "scores")
+    qid = qid_or_group(qid, group, s.size)
+    queries, relevance = _queries_and_relevance(y, qid, s.size, loss, relevant_at)
+    grouped_scores = np.ascontiguousarray(s[queries.order])
+    grouped_relevance = np.ascontiguousarray(relevance[queries.order])
+    offsets = queries.offsets.astype(np.int64)
+    result = most_violated_rankings(
+        loss, grouped_scores, grouped_relevance, offsets, "auto", n_threads=n_threads, registry=registry
+    )
+    truth = ground_truth_coefficients(loss, grouped_relevance, offsets, registry=registry)
+    truth_terms = truth * grouped_scores.astype(np.float64)
+    sizes = np.diff(offsets)
+    truth_dot = np.zeros(sizes.size)
+    nonempty = sizes > 0
+    truth_dot[nonempty] = np.add.reduceat(truth_terms, offsets[:-1][nonempty])
+    # max(0, ·): R = R* gives 0, so h ≥ 0; the subtraction may round a hair below.
+    values = np.where(result.usable, np.maximum(result.values - truth_dot, 0.0), 0.0)
+    grad = np.empty(s.size)
+    grad[queries.order] = result.coef - truth
+    query_of = np.empty(s.size, dtype=np.intp)
+    query_of[queries.order] = np.repeat(np.arange(sizes.size), sizes)
+    return HingeQueries(values, grad, result.usable, query_of)
+
+
+def _rank_loss(loss, registry) -> RankLoss:
+    if not isinstance(loss, (str, RankLoss)):
+        raise TypeError(f"expected loss to be a rank-loss name or a RankLoss instance, got {type(loss).__name__}")
+    resolved = registry.resolve_loss(loss)
+    if not isinstance(resolved, RankLoss):
+        raise ValueError(f"expected a rank loss, got the {resolved.output_kind.value} loss {resolved.name!r} instead")
+    return resolved
+
+
+def _queries_and_relevance(y, qid, n_samples: int, loss: RankLoss, relevant_at) -> tuple[QueryIndex, np.ndarray]:
+    """The queries and what the loss trains on: grades for a graded loss, 0/1 relevance for a binary one.
+
+    A query (or a batch) with one relevance level is not an error here: its hinge is 0, as a neural
+    training loop's mini-batch may well hold no relevant document.
+    """
+    queries = QueryIndex.single(n_samples) if qid is None else check_qid(qid, n_samples)
+    grades = check_grades(y, n_samples)
+    if loss.graded:
+        return queries, grades
+    return queries, (grades >= check_relevant_at(relevant_at)).astype(np.int64)
