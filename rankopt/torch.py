@@ -97,9 +97,9 @@ class _Call:
         self.module, self.y, self.qid, self.group, self.mask = module, y, qid, group, mask
 
     def host(self, scores: torch.Tensor):
-        """(flat scores, grades, qid, group, where each flat document sits in the padded input or None), on the host.
+        """(flat scores, grades, qid, group, where the flat documents sit in the padded input), on the host.
 
-        One copy of the scores to the host; float16 and bfloat16 become float32 there.
+        The last is an index array, a slice (no mask), or None (flat layout).  One copy of the scores to the host; float16 and bfloat16 become float32 there.
         """
         y = _host_array(self.y, scores, "y")
         detached = scores.detach()
@@ -112,7 +112,10 @@ class _Call:
             return s, y, _host_array(self.qid, scores, "qid"), _host_array(self.group, scores, "group"), None
         if y is None or y.shape != s.shape:
             raise ValueError(f"expected y of shape {s.shape} (the scores' padded layout), got {_shape(y)} instead")
-        mask = np.ones(s.shape, dtype=bool) if self.mask is None else _host_array(self.mask, scores, "mask")
+        if self.mask is None:  # every document of every row: no gather
+            rows = np.repeat(np.arange(s.shape[0]), s.shape[1])
+            return s.ravel(), y.ravel(), rows, None, slice(None)
+        mask = _host_array(self.mask, scores, "mask")
         if mask.shape != s.shape or mask.dtype != np.bool_:
             raise ValueError(
                 f"expected a boolean mask of shape {s.shape}, got {mask.dtype} of shape {mask.shape} instead"

@@ -261,11 +261,13 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLooku
         return coef
     n_pos = np.bincount(query_of, weights=relevance, minlength=sizes.size)
     n_neg = sizes - n_pos
-    usable = ((n_pos > 0) & (n_neg > 0))[query_of]
-    # The expressions of the single-query ranking model, 1.0 / n_pos and −1.0 / n_neg.
+    usable = (n_pos > 0) & (n_neg > 0)
+    # The expressions of the single-query ranking model, 1.0 / n_pos and −1.0 / n_neg, computed once per
+    # query (0 for an unusable one) and handed to its documents.
     with np.errstate(divide="ignore"):
-        coef = np.where(relevance != 0, 1.0 / n_pos[query_of], -1.0 / n_neg[query_of])
-    return np.where(usable, coef, 0.0)
+        positive = np.where(usable, 1.0 / n_pos, 0.0)
+        negative = np.where(usable, -1.0 / n_neg, 0.0)
+    return np.where(relevance != 0, positive[query_of], negative[query_of])
 
 
 # ---------------------------------------------------------------- the compiled path

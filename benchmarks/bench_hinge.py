@@ -1,0 +1,63 @@
+"""The structured hinge's forward plus backward against the losses neural rankers use (issue 30).
+
+10⁴ queries × 100 documents (``--bench-scale full``; ``small``: 50 × 20), 10 % relevant, grades 0–4,
+scores "mid-training".  Each case times ``RankHingeLoss(loss)(scores, y)`` in the padded (B, L) layout
+and its ``backward()``, against ``binary_cross_entropy_with_logits`` forward plus backward on the same
+scores, both sides alternated, CPU time, one thread (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``)
+or two (``n_threads=2``).  Target: the AP hinge ≤ 4× BCE (aim ≤ 2×).  Medians in ``extra_info``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from bench_inference import _alternate
+from pytest_benchmark.utils import load_timer
+
+torch = pytest.importorskip("torch")
+from rankopt.torch import RankHingeLoss  # noqa: E402
+
+SIZES = {"small": (50, 20), "full": (10_000, 100)}
+ROUNDS = {"small": (3, 0.0), "full": (15, 10.0)}
+
+
+def _batch(scale: str):
+    n_queries, n_docs = SIZES[scale]
+    rng = np.random.default_rng(0)
+    grades = np.where(rng.random((n_queries, n_docs)) < 0.1, rng.integers(1, 5, (n_queries, n_docs)), 0)
+    scores = np.where(grades > 0, rng.normal(1, 1, grades.shape), rng.normal(0, 1, grades.shape))
+    return torch.tensor(scores, dtype=torch.float32), torch.tensor(grades)
+
+
+def _hinge_step(layer, scores, y):
+    s = scores.detach().requires_grad_(True)
+    layer(s, y).backward()
+
+
+def _bce_step(scores, y):
+    s = scores.detach().requires_grad_(True)
+    torch.nn.functional.binary_cross_entropy_with_logits(s, (y > 0).to(s.dtype)).backward()
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("loss", ["ap", "ndcg", "ndcg_graded", "pairwise"])
+def test_hinge_against_bce(benchmark, request, loss, n_threads):
+    scale = request.config.rankopt_bench_scale
+    scores, y = _batch(scale)
+    rounds, seconds = ROUNDS[scale]
+    timer = load_timer(request.config.getoption("benchmark_timer")).target
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n_threads)
+    try:
+        hinge = functools.partial(_hinge_step, RankHingeLoss(loss, n_threads=n_threads), scores, y)
+        bce = functools.partial(_bce_step, scores, y)
+        benchmark.group = f"hinge-{n_threads}-threads"
+        times_hinge, times_bce = benchmark.pedantic(_alternate, args=(hinge, bce, timer, rounds, seconds), rounds=1)
+    finally:
+        torch.set_num_threads(previous)
+    num, den = float(np.median(times_hinge)), float(np.median(times_bce))
+    benchmark.extra_info.update(
+        bench="hinge", loss=loss, n_threads=n_threads, numerator_median=num, denominator_median=den, ratio=num / den
+    )
