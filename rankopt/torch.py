@@ -99,7 +99,8 @@ class _Call:
     def host(self, scores: torch.Tensor):
         """(flat scores, grades, qid, group, where the flat documents sit in the padded input), on the host.
 
-        The last is an index array, a slice (no mask), or None (flat layout).  One copy of the scores to the host; float16 and bfloat16 become float32 there.
+        The last is an index array, a slice (no mask) or None (the flat layout).  The scores are copied
+        to the host once; float16 and bfloat16 become float32 there.
         """
         y = _host_array(self.y, scores, "y")
         detached = scores.detach()
