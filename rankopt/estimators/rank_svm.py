@@ -368,11 +368,8 @@ class RankSVM(BaseEstimator):
                     monitor.best_score,
                     result.history[best].primal_objective - result.history[-1].dual_objective,
                 )
-        if problem.inference_note is not None:
-            logger.info("%s: inference for loss %r: %s", type(self).__name__, loss.name, problem.inference_note)
+        _report_solution(type(self).__name__, problem, result, X, loss, C)
         self.coef_ = result.w
-        if result.converged:
-            _warn_if_constant_ranker(type(self).__name__, X, result.w, loss, C)
         # The planes are a valid start only for this very problem: kept (in memory, not in pickles)
         # with the fingerprint of the data they came from.
         self._warm_planes = (fingerprint, result.working_set) if self.warm_start and approx is None else None
@@ -669,6 +666,14 @@ def _check_scale(X) -> None:
         )
 
 
+def _report_solution(estimator: str, problem, result, X, loss: Loss, C: float) -> None:
+    """Log which inference method the fit ran and why; warn when its certified optimum ranks nothing."""
+    if problem.inference_note is not None:
+        logger.info("%s: inference for loss %r: %s", estimator, loss.name, problem.inference_note)
+    if result.converged:
+        _warn_if_constant_ranker(estimator, X, result.w, loss, C)
+
+
 def _warn_if_constant_ranker(estimator: str, X, w: np.ndarray, loss: Loss, C: float) -> None:
     """Warn when a certified optimum ranks every training document alike: w = 0, or every score tied."""
     if np.any(w):
@@ -683,7 +688,7 @@ def _warn_if_constant_ranker(estimator: str, X, w: np.ndarray, loss: Loss, C: fl
         "moderate C — or features squeezed towards 0 (MaxAbsScaler on heavy-tailed data). Remedies: a larger "
         "C, standardised features (StandardScaler), a larger k, or another loss",
         ConstantRankerWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 
