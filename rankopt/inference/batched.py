@@ -62,6 +62,7 @@ from rankopt.losses.structure import (
     GradedPositionStructure,
     GradedQueryStructure,
     TopKCountStructure,
+    grade_levels,
 )
 
 logger = logging.getLogger(__name__)
@@ -153,11 +154,10 @@ def most_violated_rankings(
             return BatchedRankingInference(coef, losses, values, usable.view(bool))
         # Levels by counting when the grades are small (LETOR's 0–4), else by sorting them per query.
         if structure.weight is not None:
-            levels, inverse = np.unique(relevance, return_inverse=True)
+            levels, inverse = grade_levels(relevance)
             weight = np.ascontiguousarray(structure.weight_matrix(levels).ravel())
-            grade_levels = np.ascontiguousarray(inverse.ravel(), dtype=np.int64)
             _batched.pairwise_batch(
-                scores, grade_levels, offsets, coef, losses, values, usable, n_threads, levels.size, weight
+                scores, inverse.astype(np.int64), offsets, coef, losses, values, usable, n_threads, levels.size, weight
             )
             return BatchedRankingInference(coef, losses, values, usable.view(bool))
         top_grade = int(relevance.max(initial=0))
@@ -456,8 +456,7 @@ def _own_query_inference(loss: RankLoss, structure: GradedQueryStructure, scores
 def _weighted_pairwise_query(structure: GradedPairStructure, scores: np.ndarray, grades: np.ndarray):
     """:func:`_pairwise_query` with a weight per pair of grades: Ψ and Δ weighted, divided by the weights' sum."""
     s = scores.astype(np.float64)
-    levels, inverse = np.unique(grades, return_inverse=True)
-    inverse = inverse.ravel()
+    levels, inverse = grade_levels(grades)
     weights = structure.weight_matrix(levels)[inverse[:, None], inverse[None, :]]  # 0 unless g_i > g_j
     total = float(weights.sum())
     if not total > 0:
@@ -510,8 +509,7 @@ def _weighted_pair_ground_truth(structure: GradedPairStructure, grades: np.ndarr
     sizes = np.diff(offsets)
     if grades.size == 0:
         return np.zeros(0)
-    levels, inverse = np.unique(grades, return_inverse=True)
-    inverse = inverse.ravel()
+    levels, inverse = grade_levels(grades)
     matrix = structure.weight_matrix(levels)
     query_of = np.repeat(np.arange(sizes.size), sizes)
     counts = np.zeros((sizes.size, levels.size))

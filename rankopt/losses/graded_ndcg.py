@@ -98,10 +98,6 @@ class GradedNDCGLoss(GradedPositionLoss):
             return grades.astype(np.float64)
         return np.exp2(grades.astype(np.float64)) - 1.0
 
-    def gain_values(self, grades: np.ndarray) -> np.ndarray:
-        """The gains of integer grades ≥ 0 as float64; grades whose gain overflows are refused."""
-        return self.gain(grades)
-
     def position_discount(self, positions):
         return 1.0 / np.log2(1.0 + np.asarray(positions, dtype=np.float64))
 

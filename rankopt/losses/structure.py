@@ -99,20 +99,11 @@ class GradedPositionStructure:
     def gains(self, grades: np.ndarray) -> np.ndarray:
         """G of every document's grade (integers ≥ 0), float64, checked finite, ≥ 0 and non-decreasing in the grade.
 
-        The gain is a function of the grade, so it is evaluated once per grade present: through a
-        table indexed by the grade when the grades are small (LETOR's 0–4), else per distinct grade.
+        The gain is a function of the grade, so it is evaluated once per grade present
+        (:func:`grade_levels`).
         """
-        grades = np.asarray(grades, dtype=np.int64)
-        if grades.size == 0:
-            return np.zeros(0)
-        top = int(grades.max())
-        if top < _TABLE_GRADES:
-            levels = np.flatnonzero(np.bincount(grades, minlength=top + 1))
-            table = np.zeros(top + 1)
-            table[levels] = self._checked_gain(levels)
-            return table[grades]
-        levels, inverse = np.unique(grades, return_inverse=True)
-        return self._checked_gain(levels)[inverse.ravel()]
+        levels, inverse = grade_levels(grades)
+        return self._checked_gain(levels)[inverse]
 
     def _checked_gain(self, levels: np.ndarray) -> np.ndarray:
         """G(levels) for increasing grades, or a ValueError with a counterexample."""
@@ -255,6 +246,25 @@ class GradedQueryStructure:
 
 #: What :meth:`rankopt.losses.RankLoss.structure` may return.
 LossStructure = GradedPositionStructure | GradedPairStructure | GradedQueryStructure | TopKCountStructure
+
+
+def grade_levels(grades) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct grades (integers ≥ 0), increasing, and each document's index among them.
+
+    ``np.unique`` sorts every document; grades below 2¹⁶ (LETOR's 0–4) are counted and looked up in a
+    table instead, one pass each, which matters on a training loop's hot path.
+    """
+    grades = np.asarray(grades, dtype=np.int64)
+    if grades.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.intp)
+    top = int(grades.max())
+    if top < _TABLE_GRADES:
+        present = np.bincount(grades, minlength=top + 1) > 0
+        levels = np.flatnonzero(present)
+        index = np.cumsum(present) - 1
+        return levels, index[grades]
+    levels, inverse = np.unique(grades, return_inverse=True)
+    return levels, inverse.ravel()
 
 
 def _discount_problem(positions: np.ndarray, table: np.ndarray) -> str | None:

@@ -136,3 +136,15 @@ def test_check_loss_enumerates_the_labellings_of_a_pair_structure():
 
     check_loss(GradeGapPairwise())
     check_loss(rankopt.get_loss("pairwise"))
+
+
+@pytest.mark.parametrize("top", [5, 2**16 + 3])
+def test_grade_levels_equal_numpys_unique_on_small_and_large_grades(top):
+    from rankopt.losses.structure import grade_levels
+
+    grades = np.random.default_rng(top).integers(0, top, 500)
+    levels, inverse = grade_levels(grades)
+    expected_levels, expected_inverse = np.unique(grades, return_inverse=True)
+    np.testing.assert_array_equal(levels, expected_levels)
+    np.testing.assert_array_equal(inverse, expected_inverse.ravel())
+    assert grade_levels(np.zeros(0, dtype=np.int64))[0].size == 0
