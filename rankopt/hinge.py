@@ -105,6 +105,11 @@ def structured_hinge(
     )
     if reduction == "none":
         return per_query.values, per_query.grad
+    return reduce_hinges(per_query, reduction)
+
+
+def reduce_hinges(per_query: HingeQueries, reduction: str) -> tuple[float, np.ndarray]:
+    """The "sum" or "mean" of the per-query hinges and its gradient (the mean over the usable queries; 0 without)."""
     total = float(np.sum(per_query.values))
     if reduction == "sum":
         return total, per_query.grad

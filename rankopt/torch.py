@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rankopt.hinge import REDUCTIONS, hinge_per_query
+from rankopt.hinge import REDUCTIONS, hinge_per_query, reduce_hinges
 
 __all__ = ["RankHingeLoss"]
 
@@ -157,19 +157,17 @@ class _StructuredHinge(torch.autograd.Function):
             relevant_at=module.relevant_at,
             n_threads=module.n_threads,
         )
-        values, grad = per_query.values, per_query.grad
-        n_usable = int(np.count_nonzero(per_query.usable))
-        query_of = per_query.query_of
+        grad, query_of = per_query.grad, per_query.query_of
         if module.reduction == "none":
+            values = per_query.values
             if where is not None:  # one value per row of the padded layout, 0 for a row without documents
+                rows = qid  # each document's row, increasing
                 by_row = np.zeros(scores.shape[0])
-                by_row[np.unique(qid)] = values
-                values, query_of = by_row, qid  # qid is each document's row here
+                by_row[rows[np.flatnonzero(np.diff(rows, prepend=-1))]] = values
+                values, query_of = by_row, rows
             out = torch.as_tensor(values, dtype=scores.dtype, device=scores.device)
         else:
-            total = float(np.sum(values))
-            if module.reduction == "mean":
-                total, grad = (total / n_usable, grad / n_usable) if n_usable else (0.0, np.zeros_like(grad))
+            total, grad = reduce_hinges(per_query, module.reduction)
             out = torch.tensor(total, dtype=scores.dtype, device=scores.device)
         ctx.save_for_backward(scores)  # only to tie a double backward to the graph, where it is refused
         ctx.grad, ctx.query_of, ctx.where, ctx.shape = grad, query_of, where, scores.shape
