@@ -23,7 +23,7 @@ import numpy as np
 
 from rankopt._validation import QueryIndex, as_float_vector, check_grades, check_qid, check_relevant_at, qid_or_group
 from rankopt.inference.base import PluginLookup
-from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings
+from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings, resolve_rank_loss
 from rankopt.losses.base import RankLoss
 
 __all__ = ["REDUCTIONS", "HingeQueries", "structured_hinge"]
@@ -155,10 +155,7 @@ def hinge_per_query(
 def _rank_loss(loss, registry) -> RankLoss:
     if not isinstance(loss, (str, RankLoss)):
         raise TypeError(f"expected loss to be a rank-loss name or a RankLoss instance, got {type(loss).__name__}")
-    resolved = registry.resolve_loss(loss)
-    if not isinstance(resolved, RankLoss):
-        raise ValueError(f"expected a rank loss, got the {resolved.output_kind.value} loss {resolved.name!r} instead")
-    return resolved
+    return resolve_rank_loss(loss, registry)
 
 
 def _queries_and_relevance(y, qid, n_samples: int, loss: RankLoss, relevant_at) -> tuple[QueryIndex, np.ndarray]:

@@ -236,7 +236,7 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLooku
     weight A over the positions the document's tie group of equal grades
     occupies in the ideal order.  0 for the documents of unusable queries.
     """
-    loss = _resolve_rank_loss(loss, registry)
+    loss = resolve_rank_loss(loss, registry)
     relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
     sizes = np.diff(offsets)
     query_of = np.repeat(np.arange(sizes.size), sizes)
@@ -555,7 +555,8 @@ def _position_ground_truth(structure: GradedPositionStructure, grades: np.ndarra
     return coef
 
 
-def _resolve_rank_loss(loss, registry: PluginLookup) -> RankLoss:
+def resolve_rank_loss(loss, registry: PluginLookup) -> RankLoss:
+    """The rank loss named by or given as ``loss``, or a ValueError for a labeling loss."""
     loss = registry.resolve_loss(loss)
     if not isinstance(loss, RankLoss):
         raise ValueError(
@@ -609,7 +610,7 @@ def _check_n_threads(n_threads) -> None:
 
 
 def _check_batch(loss, scores, relevance, offsets, registry):
-    loss = _resolve_rank_loss(loss, registry)
+    loss = resolve_rank_loss(loss, registry)
     try:
         scores = np.asarray(scores)
     except Exception as exc:

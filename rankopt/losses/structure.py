@@ -36,6 +36,7 @@ contradict is refused at registration with a counterexample.
 
 from __future__ import annotations
 
+import itertools
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -199,8 +200,6 @@ class TopKCountStructure:
         k = self.k
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             return f"cutoff k = {k!r}, expected an integer >= 1"
-        import itertools
-
         for n in range(2, 7):
             for n_pos in range(1, n):
                 for positions in itertools.combinations(range(n), n_pos):
