@@ -64,6 +64,7 @@ def most_violated_rankings(
     method: str = "auto",
     *,
     n_threads: int | None = None,
+    relative_to_truth: bool = False,
     registry: PluginLookup | None = None,
 ) -> BatchedRankingInference:
     """Loss-augmented inference for every query in one call.
@@ -72,7 +73,14 @@ def most_violated_rankings(
     the parameters), with ``registry`` the default registry when None.
     """
     return batched.most_violated_rankings(
-        loss, scores, relevance, offsets, method, n_threads=n_threads, registry=_lookup(registry)
+        loss,
+        scores,
+        relevance,
+        offsets,
+        method,
+        n_threads=n_threads,
+        relative_to_truth=relative_to_truth,
+        registry=_lookup(registry),
     )
 
 

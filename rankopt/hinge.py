@@ -23,10 +23,10 @@ import numpy as np
 
 from rankopt._validation import QueryIndex, as_float_vector, check_grades, check_qid, check_relevant_at, qid_or_group
 from rankopt.inference.base import PluginLookup
-from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings, resolve_rank_loss
+from rankopt.inference.batched import most_violated_rankings, resolve_rank_loss
 from rankopt.losses.base import RankLoss
 
-__all__ = ["REDUCTIONS", "HingeQueries", "structured_hinge"]
+__all__ = ["REDUCTIONS", "HingeQueries", "grouped_hinges", "hinge_per_query", "structured_hinge"]
 
 #: How the per-query hinges are combined: their mean over the queries with something to order, their
 #: sum, or none (one value per query, queries by increasing qid).
@@ -40,19 +40,32 @@ class HingeQueries:
     Attributes
     ----------
     values : ndarray of float64, shape (n_queries,)
-        h_q, queries by increasing qid; 0 for a query with nothing to order.
+        h_q, queries by increasing qid (or in ``offsets`` order); 0 for a query with nothing to order.
     grad : ndarray of float64, shape (n_samples,)
         ∂h_{q(i)} / ∂s_i, in the input order of the scores.
     usable : ndarray of bool, shape (n_queries,)
         Whether the query has something to order.
-    query_of : ndarray of intp, shape (n_samples,)
-        Each document's query (an index into ``values``).
+    order : ndarray of intp, shape (n_samples,), or None
+        The documents grouped by query (None: already grouped, as given).
+    offsets : ndarray of int64, shape (n_queries + 1,)
+        Query q holds the documents ``order[offsets[q]:offsets[q + 1]]``.
     """
 
     values: np.ndarray
     grad: np.ndarray
     usable: np.ndarray
-    query_of: np.ndarray
+    order: np.ndarray | None
+    offsets: np.ndarray
+
+    def query_of(self) -> np.ndarray:
+        """Each document's query (an index into ``values``), in input order."""
+        sizes = np.diff(self.offsets)
+        grouped = np.repeat(np.arange(sizes.size, dtype=np.intp), sizes)
+        if self.order is None:
+            return grouped
+        query_of = np.empty_like(grouped)
+        query_of[self.order] = grouped
+        return query_of
 
 
 def structured_hinge(
@@ -105,67 +118,73 @@ def structured_hinge(
     )
     if reduction == "none":
         return per_query.values, per_query.grad
-    return reduce_hinges(per_query, reduction)
+    value, grad_scale = reduce_hinges(per_query, reduction)
+    return value, per_query.grad if grad_scale == 1.0 else per_query.grad * grad_scale
 
 
-def reduce_hinges(per_query: HingeQueries, reduction: str) -> tuple[float, np.ndarray]:
-    """The "sum" or "mean" of the per-query hinges and its gradient (the mean over the usable queries; 0 without)."""
+def reduce_hinges(per_query: HingeQueries, reduction: str) -> tuple[float, float]:
+    """The "sum" or "mean" of the per-query hinges, and the factor of ``per_query.grad`` in its gradient.
+
+    "mean" is over the usable queries: 0, with a factor 0, when no query is usable.
+    """
     total = float(np.sum(per_query.values))
     if reduction == "sum":
-        return total, per_query.grad
+        return total, 1.0
     n_usable = int(np.count_nonzero(per_query.usable))
     if n_usable == 0:
-        return 0.0, np.zeros_like(per_query.grad)
-    return total / n_usable, per_query.grad / n_usable
+        return 0.0, 0.0
+    return total / n_usable, 1.0 / n_usable
 
 
 def hinge_per_query(
     scores, y, *, qid=None, group=None, loss="ap", relevant_at=1, n_threads=None, registry=None
 ) -> HingeQueries:
     """:func:`structured_hinge` before its reduction: every query's hinge and each document's derivative."""
+    s = as_float_vector(scores, "scores")
+    qid = qid_or_group(qid, group, s.size)
+    queries = QueryIndex.single(s.size) if qid is None else check_qid(qid, s.size)
+    grades = check_grades(y, s.size)
+    if qid is None or np.array_equal(queries.order, np.arange(s.size)):
+        return grouped_hinges(
+            s, grades, queries.offsets, loss=loss, relevant_at=relevant_at, n_threads=n_threads, registry=registry
+        )
+    per_query = grouped_hinges(
+        s[queries.order],
+        grades[queries.order],
+        queries.offsets,
+        loss=loss,
+        relevant_at=relevant_at,
+        n_threads=n_threads,
+        registry=registry,
+    )
+    grad = np.empty_like(per_query.grad)
+    grad[queries.order] = per_query.grad
+    return HingeQueries(per_query.values, grad, per_query.usable, queries.order, per_query.offsets)
+
+
+def grouped_hinges(
+    scores: np.ndarray, grades: np.ndarray, offsets, *, loss="ap", relevant_at=1, n_threads=None, registry=None
+) -> HingeQueries:
+    """:func:`hinge_per_query` of documents already grouped by query: query q holds
+    ``offsets[q]`` … ``offsets[q + 1]`` − 1 (empty queries allowed), ``grades`` integers ≥ 0 as checked by
+    :func:`rankopt._validation.check_grades`.  The layout of padded (B, L) batches, with no reordering.
+    """
     if registry is None:
         from rankopt.plugins import default_registry
 
         registry = default_registry()
-    loss = _rank_loss(loss, registry)
-    s = as_float_vector(scores, "scores")
-    qid = qid_or_group(qid, group, s.size)
-    queries, relevance = _queries_and_relevance(y, qid, s.size, loss, relevant_at)
-    grouped_scores = np.ascontiguousarray(s[queries.order])
-    grouped_relevance = np.ascontiguousarray(relevance[queries.order])
-    offsets = queries.offsets.astype(np.int64)
+    rank_loss = _rank_loss(loss, registry)
+    # A query (or a whole mini-batch) with one relevance level is not an error here: its hinge is 0.
+    relevance = grades if rank_loss.graded else (grades >= check_relevant_at(relevant_at)).astype(np.int64)
     result = most_violated_rankings(
-        loss, grouped_scores, grouped_relevance, offsets, "auto", n_threads=n_threads, registry=registry
+        rank_loss, scores, relevance, offsets, "auto", n_threads=n_threads, relative_to_truth=True, registry=registry
     )
-    truth = ground_truth_coefficients(loss, grouped_relevance, offsets, registry=registry)
-    truth_terms = truth * grouped_scores.astype(np.float64)
-    sizes = np.diff(offsets)
-    truth_dot = np.zeros(sizes.size)
-    nonempty = sizes > 0
-    truth_dot[nonempty] = np.add.reduceat(truth_terms, offsets[:-1][nonempty])
     # max(0, ·): R = R* gives 0, so h ≥ 0; the subtraction may round a hair below.
-    values = np.where(result.usable, np.maximum(result.values - truth_dot, 0.0), 0.0)
-    grad = np.empty(s.size)
-    grad[queries.order] = result.coef - truth
-    query_of = np.empty(s.size, dtype=np.intp)
-    query_of[queries.order] = np.repeat(np.arange(sizes.size), sizes)
-    return HingeQueries(values, grad, result.usable, query_of)
+    values = np.maximum(result.values, 0.0)
+    return HingeQueries(values, result.coef, result.usable, None, np.asarray(offsets, dtype=np.int64))
 
 
 def _rank_loss(loss, registry) -> RankLoss:
     if not isinstance(loss, (str, RankLoss)):
         raise TypeError(f"expected loss to be a rank-loss name or a RankLoss instance, got {type(loss).__name__}")
     return resolve_rank_loss(loss, registry)
-
-
-def _queries_and_relevance(y, qid, n_samples: int, loss: RankLoss, relevant_at) -> tuple[QueryIndex, np.ndarray]:
-    """The queries and what the loss trains on: grades for a graded loss, 0/1 relevance for a binary one.
-
-    A query (or a batch) with one relevance level is not an error here: its hinge is 0, as a neural
-    training loop's mini-batch may well hold no relevant document.
-    """
-    queries = QueryIndex.single(n_samples) if qid is None else check_qid(qid, n_samples)
-    grades = check_grades(y, n_samples)
-    if loss.graded:
-        return queries, grades
-    return queries, (grades >= check_relevant_at(relevant_at)).astype(np.int64)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rankopt.hinge import REDUCTIONS, hinge_per_query, reduce_hinges
+from rankopt._validation import as_float_vector, check_grades
+from rankopt.hinge import REDUCTIONS, HingeQueries, grouped_hinges, hinge_per_query, reduce_hinges
 
 __all__ = ["RankHingeLoss"]
 
@@ -96,12 +97,15 @@ class _Call:
     def __init__(self, module: RankHingeLoss, y, qid, group, mask):
         self.module, self.y, self.qid, self.group, self.mask = module, y, qid, group, mask
 
-    def host(self, scores: torch.Tensor):
-        """(flat scores, grades, qid, group, where the flat documents sit in the padded input), on the host.
+    def hinges(self, scores: torch.Tensor) -> tuple[HingeQueries, np.ndarray | slice | None]:
+        """The per-query hinges of the call, and where its flat documents sit in the padded input.
 
-        The last is an index array, a slice (no mask) or None (the flat layout).  The scores are copied
-        to the host once; float16 and bfloat16 become float32 there.
+        The second is an index array (masked padded layout), a slice (unmasked: every document, no
+        gather) or None (the flat layout).  The scores are copied to the host once; float16 and bfloat16
+        become float32 there.
         """
+        module = self.module
+        options = dict(loss=module.rank_loss, relevant_at=module.relevant_at, n_threads=module.n_threads)
         y = _host_array(self.y, scores, "y")
         detached = scores.detach()
         if detached.dtype in (torch.float16, torch.bfloat16):
@@ -110,12 +114,16 @@ class _Call:
         if s.ndim == 1:
             if y is None or y.shape != s.shape:
                 raise ValueError(f"expected y of shape {s.shape} (one label per score), got {_shape(y)} instead")
-            return s, y, _host_array(self.qid, scores, "qid"), _host_array(self.group, scores, "group"), None
+            qid, group = _host_array(self.qid, scores, "qid"), _host_array(self.group, scores, "group")
+            return hinge_per_query(s, y, qid=qid, group=group, **options), None
         if y is None or y.shape != s.shape:
             raise ValueError(f"expected y of shape {s.shape} (the scores' padded layout), got {_shape(y)} instead")
+        n_rows, width = s.shape
+        flat = as_float_vector(s.reshape(-1), "scores")
+        grades = check_grades(y.reshape(-1), flat.size)
         if self.mask is None:  # every document of every row: no gather
-            rows = np.repeat(np.arange(s.shape[0]), s.shape[1])
-            return s.ravel(), y.ravel(), rows, None, slice(None)
+            offsets = np.arange(n_rows + 1, dtype=np.int64) * width
+            return grouped_hinges(flat, grades, offsets, **options), slice(None)
         mask = _host_array(self.mask, scores, "mask")
         if mask.shape != s.shape or mask.dtype != np.bool_:
             raise ValueError(
@@ -123,9 +131,9 @@ class _Call:
             )
         if not mask.any():
             raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
-        where = np.flatnonzero(mask.ravel())
-        rows = where // s.shape[1]
-        return s.ravel()[where], y.ravel()[where], rows, None, where
+        where = np.flatnonzero(mask.reshape(-1))
+        offsets = np.concatenate(([0], np.cumsum(np.count_nonzero(mask, axis=1)))).astype(np.int64)
+        return grouped_hinges(flat[where], grades[where], offsets, **options), where
 
 
 def _shape(value) -> str:
@@ -146,48 +154,36 @@ def _host_array(value, scores: torch.Tensor, name: str):
 class _StructuredHinge(torch.autograd.Function):
     @staticmethod
     def forward(ctx, scores: torch.Tensor, call: _Call):
-        module = call.module
-        flat, grades, qid, group, where = call.host(scores)
-        per_query = hinge_per_query(
-            flat,
-            grades,
-            qid=qid,
-            group=group,
-            loss=module.rank_loss,
-            relevant_at=module.relevant_at,
-            n_threads=module.n_threads,
-        )
-        grad, query_of = per_query.grad, per_query.query_of
-        if module.reduction == "none":
-            values = per_query.values
-            if where is not None:  # one value per row of the padded layout, 0 for a row without documents
-                rows = qid  # each document's row, increasing
-                by_row = np.zeros(scores.shape[0])
-                by_row[rows[np.flatnonzero(np.diff(rows, prepend=-1))]] = values
-                values, query_of = by_row, rows
-            out = torch.as_tensor(values, dtype=scores.dtype, device=scores.device)
+        per_query, where = call.hinges(scores)
+        reduction = call.module.reduction
+        if reduction == "none":  # one value per query: per row of the padded layout, per qid of the flat one
+            out = torch.as_tensor(per_query.values, dtype=scores.dtype, device=scores.device)
+            ctx.grad, ctx.query_of = per_query.grad, per_query.query_of()
         else:
-            total, grad = reduce_hinges(per_query, module.reduction)
+            total, ctx.grad_scale = reduce_hinges(per_query, reduction)
+            ctx.grad = per_query.grad
             out = torch.tensor(total, dtype=scores.dtype, device=scores.device)
         ctx.save_for_backward(scores)  # only to tie a double backward to the graph, where it is refused
-        ctx.grad, ctx.query_of, ctx.where, ctx.shape = grad, query_of, where, scores.shape
-        ctx.reduction, ctx.dtype, ctx.device = module.reduction, scores.dtype, scores.device
+        ctx.where, ctx.shape, ctx.reduction = where, scores.shape, reduction
         return out
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
         upstream = grad_output.detach().double().cpu().numpy()
+        # Scaled and cast to the scores' dtype in one pass (float32 for float16 / bfloat16, cast by torch).
+        host_dtype = torch.float64 if ctx.saved_tensors[0].dtype == torch.float64 else torch.float32
+        per_doc = np.empty(ctx.grad.size, dtype=np.float64 if host_dtype == torch.float64 else np.float32)
         if ctx.reduction == "none":
-            per_doc = ctx.grad * upstream[ctx.query_of]
+            np.multiply(ctx.grad, upstream[ctx.query_of], out=per_doc, casting="same_kind")
         else:
-            per_doc = ctx.grad * float(upstream)
-        if ctx.where is not None:
-            full = np.zeros(int(np.prod(ctx.shape)))
+            np.multiply(ctx.grad, ctx.grad_scale * float(upstream), out=per_doc, casting="same_kind")
+        if isinstance(ctx.where, np.ndarray):
+            full = np.zeros(int(np.prod(ctx.shape)), dtype=per_doc.dtype)
             full[ctx.where] = per_doc
-            per_doc = full.reshape(ctx.shape)
-        grad = torch.as_tensor(per_doc, dtype=ctx.dtype, device=ctx.device)
+            per_doc = full
+        (scores,) = ctx.saved_tensors
+        grad = torch.from_numpy(per_doc.reshape(ctx.shape)).to(device=scores.device, dtype=scores.dtype)
         if torch.is_grad_enabled():  # create_graph=True: a second derivative may be asked for
-            (scores,) = ctx.saved_tensors
             grad = _NoSecondDerivative.apply(grad, scores)
         return grad, None
 

@@ -216,8 +216,14 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, 
 
 cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int method, int code,
                        const double* discount, bint unimodal, Py_ssize_t top_k, const double* count_loss,
-                       BinaryWork* w, double* coef, double* loss, double* value) except -1 nogil:
-    """One query of a binary rank loss; returns 1 when usable, 0 when one class only."""
+                       bint relative_to_truth, BinaryWork* w, double* coef, double* loss,
+                       double* value) except -1 nogil:
+    """One query of a binary rank loss; returns 1 when usable, 0 when one class only.
+
+    With ``relative_to_truth`` the ground truth's coefficients (1/|P| for a positive, −1/|N| for a
+    negative, ``ground_truth_coefficients``'s expressions) are subtracted from ``coef`` and their
+    product with the scores from ``value``: the structured hinge's subgradient and value.
+    """
     cdef floating* pos = <floating*>w.pos
     cdef floating* neg = <floating*>w.neg
     cdef floating* pos_desc = <floating*>w.pos_desc
@@ -226,6 +232,7 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
     cdef Py_ssize_t k, n_pos = 0, n_neg = 0, r, is_pos
     cdef int64_t above = 0, above_sum = 0
     cdef double scale, c, dot = 0.0, dot_odd = 0.0, z = 1.0, count_delta = 0.0
+    cdef double truth_pos = 0.0, truth_neg = 0.0
     # Branch-free: each document is written to both lists, and only one of them advances.
     for k in range(n):
         is_pos = rel[k] != 0
@@ -241,6 +248,9 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
         loss[0] = 0.0
         value[0] = 0.0
         return 0
+    if relative_to_truth:
+        truth_pos = 1.0 / (<double>n_pos)
+        truth_neg = -1.0 / (<double>n_neg)
     _sort_descending(pos, n_pos, w.items, pos_desc, w.pos_order)
     if code == LOSS_POSITION_DISCOUNT and method != METHOD_TOPK:
         # The single-query table D / Σ_{i≤|P|} D(i), divided as NumPy divides it.
@@ -287,7 +297,7 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
     for k in range(n_neg):
         r = w.ranks[k]
         w.counts[r] += 1
-        c = ((<double>n_pos) + 2.0 - 2.0 * r) * scale
+        c = ((<double>n_pos) + 2.0 - 2.0 * r) * scale - truth_neg
         coef[w.neg_idx[k]] = c
         if k & 1:
             dot_odd += c * neg[k]
@@ -298,7 +308,7 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
     # (free again) collects the loss's terms for NumPy's summation order.
     for k in range(n_pos):
         above += w.counts[k + 1]
-        c = ((<double>n_neg) + 2.0 - 2.0 * (above + 1)) * scale
+        c = ((<double>n_neg) + 2.0 - 2.0 * (above + 1)) * scale - truth_pos
         coef[w.pos_idx[w.pos_order[k]]] = c
         dot += c * pos_desc[k]
         if method == METHOD_TOPK:
@@ -324,7 +334,8 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
 def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64_t[::1] offsets, int method,
                  int code, const double[::1] discount, bint unimodal, double[::1] coef, double[::1] losses,
                  double[::1] values, uint8_t[::1] usable, int n_threads, Py_ssize_t top_k=0,
-                 const double[::1] count_loss=None, const int64_t[::1] count_offsets=None):
+                 const double[::1] count_loss=None, const int64_t[::1] count_offsets=None,
+                 bint relative_to_truth=False):
     """Every query of a binary rank loss; outputs written in place.
 
     The caller (``rankopt.inference.batched``) validates everything: offsets
@@ -335,6 +346,8 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
     with ``METHOD_TOPK`` a loss whose Δ counts the positives in the top
     ``top_k`` ≥ 1 (its declared structure), ``count_loss[count_offsets[q] + t]``
     Δ of query q with m_lo + t of them (m_lo = max(0, k' − |N_q|) … min(k', |P_q|)).
+    With ``relative_to_truth`` the coefficients and values are taken relative to the ground truth
+    (see ``_binary_query``).
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef BinaryWork* works
@@ -359,7 +372,7 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
             usable[q] = <uint8_t>_binary_query(&scores[lo], &rel[lo], hi - lo, method, code, &discount[0],
                                                unimodal, top_k,
                                                counted + counted_at[q] if counted != NULL else NULL,
-                                               &works[threadid()], &coef[lo], &losses[q], &values[q])
+                                               relative_to_truth, &works[threadid()], &coef[lo], &losses[q], &values[q])
     finally:
         for t in range(n_ready):
             _binary_work_free(&works[t])

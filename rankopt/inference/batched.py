@@ -101,7 +101,15 @@ class BatchedRankingInference:
 
 
 def most_violated_rankings(
-    loss, scores, relevance, offsets, method: str = "auto", *, n_threads: int | None = None, registry: PluginLookup
+    loss,
+    scores,
+    relevance,
+    offsets,
+    method: str = "auto",
+    *,
+    n_threads: int | None = None,
+    relative_to_truth: bool = False,
+    registry: PluginLookup,
 ) -> BatchedRankingInference:
     """Loss-augmented inference for every query: argmax_R w·Ψ_q(R) + Δ_q(R*_q, R).
 
@@ -121,6 +129,11 @@ def most_violated_rankings(
         Most threads the queries are spread over; default:
         :func:`default_threads` (``OMP_NUM_THREADS``, else every core).  A batch uses one thread per
         :data:`DOCS_PER_THREAD` documents at most.
+    relative_to_truth : bool, default False
+        Return ``coef`` as Ψ_q(R̂_q) − Ψ_q(R*_q)'s coefficients and ``values`` as
+        Δ_q + w·(Ψ_q(R̂_q) − Ψ_q(R*_q)), the structured hinge of each query (up to rounding, ≥ 0) and its
+        subgradient: the ground truth of :func:`ground_truth_coefficients` is subtracted inside the
+        compiled binary kernel, after the inference elsewhere.
     registry : PluginLookup
         Where names are looked up (a :class:`rankopt.plugins.PluginRegistry`;
         :func:`rankopt.api.most_violated_rankings` supplies the default one).
@@ -132,42 +145,70 @@ def most_violated_rankings(
     loss, scores, relevance, offsets = _check_batch(loss, scores, relevance, offsets, registry)
     _check_n_threads(n_threads)
     n_threads = _threads_for(scores.size, default_threads() if n_threads is None else int(n_threads))
+    if not loss.graded:
+        solver = _resolve_binary_method(loss, method, registry, offsets)
+        kernel = _compiled_kernel(loss, solver, offsets)
+        if kernel is not None:
+            return _binary_kernel_rankings(loss, kernel, scores, relevance, offsets, n_threads, relative_to_truth)
+        result = _per_query(loss, scores, relevance, offsets, method, registry)
+    else:
+        result = _graded_rankings(loss, scores, relevance, offsets, method, n_threads, registry)
+    if not relative_to_truth:
+        return result
+    truth = ground_truth_coefficients(loss, relevance, offsets, registry=registry)
+    coef = result.coef - truth
+    values = np.zeros_like(result.values)
+    terms = truth * scores.astype(np.float64)
+    nonempty = offsets[1:] > offsets[:-1]
+    values[nonempty] = np.add.reduceat(terms, offsets[:-1][nonempty]) if terms.size else 0.0
+    values = np.where(result.usable, result.values - values, 0.0)
+    return BatchedRankingInference(coef, result.losses, values, result.usable)
+
+
+def _graded_rankings(loss, scores, relevance, offsets, method, n_threads, registry) -> BatchedRankingInference:
+    """:func:`most_violated_rankings` of a graded loss, by its declared structure."""
     n_queries = offsets.size - 1
-    # The binary kernel writes every coefficient (0 for unusable queries): no zero-filling.
-    coef = np.zeros(scores.size, dtype=np.float64) if loss.graded else np.empty(scores.size, dtype=np.float64)
+    coef = np.zeros(scores.size, dtype=np.float64)
     losses = np.zeros(n_queries, dtype=np.float64)
     values = np.zeros(n_queries, dtype=np.float64)
     usable = np.zeros(n_queries, dtype=np.uint8)
-    if loss.graded:
-        method = resolve_graded_method(loss, method)
-        structure = graded_structure(loss)
-        if isinstance(structure, GradedQueryStructure):
-            _log_fallback(loss, method, "it declares a GradedQueryStructure: its own inference, per query")
-            return _per_query(loss, scores, relevance, offsets, method, registry)
-        if isinstance(structure, GradedPositionStructure):
-            if method == NDCG_ASSIGNMENT_METHOD:
-                return _per_query(loss, scores, relevance, offsets, method, registry)
-            longest = int(np.max(np.diff(offsets), initial=0))
-            gains = structure.gains(relevance)
-            discount = structure.position_weights(longest)
-            _graded_position.position_batch(scores, gains, offsets, discount, coef, losses, values, usable, n_threads)
-            return BatchedRankingInference(coef, losses, values, usable.view(bool))
-        # Levels by counting when the grades are small (LETOR's 0–4), else by sorting them per query.
-        if structure.weight is not None:
-            levels, inverse = grade_levels(relevance)
-            weight = np.ascontiguousarray(structure.weight_matrix(levels).ravel())
-            _batched.pairwise_batch(
-                scores, inverse.astype(np.int64), offsets, coef, losses, values, usable, n_threads, levels.size, weight
-            )
-            return BatchedRankingInference(coef, losses, values, usable.view(bool))
-        top_grade = int(relevance.max(initial=0))
-        n_grade_values = top_grade + 1 if top_grade < MAX_COUNTED_GRADE else 0
-        _batched.pairwise_batch(scores, relevance, offsets, coef, losses, values, usable, n_threads, n_grade_values)
-        return BatchedRankingInference(coef, losses, values, usable.view(bool))
-    solver = _resolve_binary_method(loss, method, registry, offsets)
-    kernel = _compiled_kernel(loss, solver, offsets)
-    if kernel is None:
+    method = resolve_graded_method(loss, method)
+    structure = graded_structure(loss)
+    if isinstance(structure, GradedQueryStructure):
+        _log_fallback(loss, method, "it declares a GradedQueryStructure: its own inference, per query")
         return _per_query(loss, scores, relevance, offsets, method, registry)
+    if isinstance(structure, GradedPositionStructure):
+        if method == NDCG_ASSIGNMENT_METHOD:
+            return _per_query(loss, scores, relevance, offsets, method, registry)
+        longest = int(np.max(np.diff(offsets), initial=0))
+        gains = structure.gains(relevance)
+        discount = structure.position_weights(longest)
+        _graded_position.position_batch(scores, gains, offsets, discount, coef, losses, values, usable, n_threads)
+        return BatchedRankingInference(coef, losses, values, usable.view(bool))
+    # Levels by counting when the grades are small (LETOR's 0–4), else by sorting them per query.
+    if structure.weight is not None:
+        levels, inverse = grade_levels(relevance)
+        weight = np.ascontiguousarray(structure.weight_matrix(levels).ravel())
+        _batched.pairwise_batch(
+            scores, inverse.astype(np.int64), offsets, coef, losses, values, usable, n_threads, levels.size, weight
+        )
+        return BatchedRankingInference(coef, losses, values, usable.view(bool))
+    top_grade = int(relevance.max(initial=0))
+    n_grade_values = top_grade + 1 if top_grade < MAX_COUNTED_GRADE else 0
+    _batched.pairwise_batch(scores, relevance, offsets, coef, losses, values, usable, n_threads, n_grade_values)
+    return BatchedRankingInference(coef, losses, values, usable.view(bool))
+
+
+def _binary_kernel_rankings(
+    loss, kernel, scores, relevance, offsets, n_threads, relative_to_truth
+) -> BatchedRankingInference:
+    """:func:`most_violated_rankings` of a binary loss through ``_batched.binary_batch``."""
+    n_queries = offsets.size - 1
+    # The binary kernel writes every coefficient (0 for unusable queries): no zero-filling.
+    coef = np.empty(scores.size, dtype=np.float64)
+    losses = np.zeros(n_queries, dtype=np.float64)
+    values = np.zeros(n_queries, dtype=np.float64)
+    usable = np.zeros(n_queries, dtype=np.uint8)
     method_code, code, table, unimodal, top_k = kernel
     count_loss, count_offsets = _count_loss_tables(loss.structure(), relevance, offsets) if top_k else (None, None)
     _batched.binary_batch(
@@ -186,6 +227,7 @@ def most_violated_rankings(
         top_k,
         count_loss,
         count_offsets,
+        relative_to_truth,
     )
     return BatchedRankingInference(coef, losses, values, usable.view(bool))
 

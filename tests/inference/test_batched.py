@@ -270,3 +270,26 @@ def test_batched_equals_per_query_property(sizes, data, pair, dtype):
     relevance = np.array(data.draw(st.lists(st.integers(0, top), min_size=n, max_size=n)), dtype=np.int64)
     fast = most_violated_rankings(loss, scores, relevance, offsets, method)
     assert_same(fast, most_violated_rankings_per_query(loss, scores, relevance, offsets, method))
+
+
+@pytest.mark.parametrize(
+    ("loss", "method", "graded"),
+    [*((loss, method, False) for loss, method in COMPILED), ("pairwise", "auto", True), ("ndcg_graded", "auto", True)],
+)
+def test_relative_to_truth_subtracts_the_ground_truth(loss, method, graded):
+    """The hinge form: coefficients minus the ground truth's, values minus its score, on every path
+    (subtracted inside the compiled binary kernel, after the inference elsewhere)."""
+    rng = np.random.default_rng(7)
+    for _ in range(150):
+        scores, relevance, grades, offsets = random_query_set(rng, np.float64)
+        labels = grades if graded else relevance
+        plain = most_violated_rankings(loss, scores, labels, offsets, method)
+        relative = most_violated_rankings(loss, scores, labels, offsets, method, relative_to_truth=True)
+        truth = ground_truth_coefficients(loss, labels, offsets)
+        np.testing.assert_array_equal(relative.coef, plain.coef - truth)
+        np.testing.assert_array_equal(relative.losses, plain.losses)
+        np.testing.assert_array_equal(relative.usable, plain.usable)
+        truth_dot = np.array([truth[lo:hi] @ scores[lo:hi] for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)])
+        expected = np.where(plain.usable, plain.values - truth_dot, 0.0)
+        np.testing.assert_allclose(relative.values, expected, rtol=1e-12, atol=1e-12)
+        assert np.all(relative.values[relative.usable] >= -1e-12)  # R = R* is a candidate
