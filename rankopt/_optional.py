@@ -29,6 +29,8 @@ EXTRAS = {
     "pyarrow": "experiments",
     "mil": "experiments",
     "lightgbm": "experiments",
+    "pytorch_metric_learning": "experiments",
+    "torch": "torch",
     "dask": "scale",
     "distributed": "scale",
     "zarr": "scale",

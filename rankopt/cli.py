@@ -177,10 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     # The papers' experiments own their options; they import their data lazily.
     from rankopt.experiments.cora import add_cli_subcommand as add_cora
+    from rankopt.experiments.deep import add_cli_subcommand as add_deep
     from rankopt.experiments.latent import add_cli_subcommand as add_latent
     from rankopt.experiments.letor import add_cli_subcommand as add_letor
 
     add_cora(sub, parents=[verbose])
+    add_deep(sub, parents=[verbose])
     add_latent(sub, parents=[verbose])
     add_letor(sub, parents=[verbose])
     return parser
