@@ -65,6 +65,7 @@ def most_violated_rankings(
     *,
     n_threads: int | None = None,
     relative_to_truth: bool = False,
+    relevant_at: float | None = None,
     registry: PluginLookup | None = None,
 ) -> BatchedRankingInference:
     """Loss-augmented inference for every query in one call.
@@ -80,6 +81,7 @@ def most_violated_rankings(
         method,
         n_threads=n_threads,
         relative_to_truth=relative_to_truth,
+        relevant_at=relevant_at,
         registry=_lookup(registry),
     )
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rankopt._validation import QueryIndex, as_float_vector, check_grades, check_qid, check_relevant_at, qid_or_group
+from rankopt._validation import QueryIndex, as_float_vector, check_grades, check_qid, qid_or_group
 from rankopt.inference.base import PluginLookup
 from rankopt.inference.batched import most_violated_rankings, resolve_rank_loss
 from rankopt.losses.base import RankLoss
@@ -175,9 +175,16 @@ def grouped_hinges(
         registry = default_registry()
     rank_loss = _rank_loss(loss, registry)
     # A query (or a whole mini-batch) with one relevance level is not an error here: its hinge is 0.
-    relevance = grades if rank_loss.graded else (grades >= check_relevant_at(relevant_at)).astype(np.int64)
     result = most_violated_rankings(
-        rank_loss, scores, relevance, offsets, "auto", n_threads=n_threads, relative_to_truth=True, registry=registry
+        rank_loss,
+        scores,
+        grades,
+        offsets,
+        "auto",
+        n_threads=n_threads,
+        relative_to_truth=True,
+        relevant_at=relevant_at,
+        registry=registry,
     )
     # max(0, ·): R = R* gives 0, so h ≥ 0; the subtraction may round a hair below.
     values = np.maximum(result.values, 0.0)

@@ -45,7 +45,7 @@ DIGITS_LOSSES = ("hinge_ap", "fastap", "contrastive", "triplet")
 LEARNING_RATES = (1e-3, 3e-4)
 C_GRID = (0.1, 1.0, 10.0, 100.0)
 #: Score scales of the AP hinge on cosine similarities, chosen on validation.
-HINGE_SCALES = (4.0, 16.0)
+HINGE_SCALES = (1.0, 4.0, 16.0)
 
 
 @dataclass
@@ -393,7 +393,7 @@ def _digits_loss(name: str, scale: float, torch):
 
 
 def run_digits_experiment(
-    *, seeds=(0, 1, 2), n_epochs: int = 40, quick=False, output=None, json_output=None, progress=None
+    *, seeds=(0, 1, 2), n_epochs: int = 100, quick=False, output=None, json_output=None, progress=None
 ) -> DeepResult:
     """The digits retrieval comparison (module docstring)."""
     torch = _torch()
@@ -476,7 +476,7 @@ def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:
     )
     parser.add_argument("task", choices=("mslr", "digits"), help="the experiment")
     parser.add_argument("--seeds", type=int, default=3, help="number of seeds (default: 3)")
-    parser.add_argument("--epochs", type=int, default=None, help="most epochs (default: 60 mslr, 40 digits)")
+    parser.add_argument("--epochs", type=int, default=None, help="most epochs (default: 60 mslr, 100 digits)")
     parser.add_argument("--quick", action="store_true", help="a smoke test whose numbers mean nothing")
     parser.add_argument("--data-home", default=None, help="cache directory of the MSLR sample")
     parser.add_argument("--output", default=None, help="write the markdown table to this file")

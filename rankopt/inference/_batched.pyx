@@ -214,11 +214,14 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, 
     return count_loss[best_m - m_lo]
 
 
-cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int method, int code,
+cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_from, Py_ssize_t n, int method,
+                       int code,
                        const double* discount, bint unimodal, Py_ssize_t top_k, const double* count_loss,
                        bint relative_to_truth, BinaryWork* w, double* coef, double* loss,
                        double* value) except -1 nogil:
     """One query of a binary rank loss; returns 1 when usable, 0 when one class only.
+
+    A document is relevant when its label is ≥ ``relevant_from`` (1 for 0/1 labels).
 
     With ``relative_to_truth`` the ground truth's coefficients (1/|P| for a positive, −1/|N| for a
     negative, ``ground_truth_coefficients``'s expressions) are subtracted from ``coef`` and their
@@ -235,7 +238,7 @@ cdef int _binary_query(const floating* s, const int64_t* rel, Py_ssize_t n, int 
     cdef double truth_pos = 0.0, truth_neg = 0.0
     # Branch-free: each document is written to both lists, and only one of them advances.
     for k in range(n):
-        is_pos = rel[k] != 0
+        is_pos = rel[k] >= relevant_from
         pos[n_pos] = s[k]
         w.pos_idx[n_pos] = k
         neg[n_neg] = s[k]
@@ -335,11 +338,12 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
                  int code, const double[::1] discount, bint unimodal, double[::1] coef, double[::1] losses,
                  double[::1] values, uint8_t[::1] usable, int n_threads, Py_ssize_t top_k=0,
                  const double[::1] count_loss=None, const int64_t[::1] count_offsets=None,
-                 bint relative_to_truth=False):
+                 bint relative_to_truth=False, int64_t relevant_from=1):
     """Every query of a binary rank loss; outputs written in place.
 
     The caller (``rankopt.inference.batched``) validates everything: offsets
-    from 0 to n non-decreasing, ``rel`` 0/1, scores finite, ``method`` one of
+    from 0 to n non-decreasing, ``rel`` 0/1 — or grades ≥ 0, relevant from
+    ``relevant_from`` ≥ 1 on —, scores finite, ``method`` one of
     :data:`METHOD_CODES` exact for the loss, ``code`` its kernel code,
     ``discount`` the position-discount table T(1 … longest query) for that
     code (any non-empty array otherwise), outputs sized n and Q, n_threads ≥ 1;
@@ -369,8 +373,8 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
         for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=QUERY_CHUNK):
             lo = offsets[q]
             hi = offsets[q + 1]
-            usable[q] = <uint8_t>_binary_query(&scores[lo], &rel[lo], hi - lo, method, code, &discount[0],
-                                               unimodal, top_k,
+            usable[q] = <uint8_t>_binary_query(&scores[lo], &rel[lo], relevant_from, hi - lo, method, code,
+                                               &discount[0], unimodal, top_k,
                                                counted + counted_at[q] if counted != NULL else NULL,
                                                relative_to_truth, &works[threadid()], &coef[lo], &losses[q], &values[q])
     finally:

@@ -42,6 +42,7 @@ method (logger ``rankopt.inference.batched``).
 from __future__ import annotations
 
 import logging
+import math
 import numbers
 import os
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ import numpy as np
 
 import rankopt.inference._batched as _batched
 import rankopt.inference._graded_position as _graded_position
-from rankopt._validation import check_score_sums
+from rankopt._validation import check_relevant_at, check_score_sums
 from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import PluginLookup, kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
@@ -109,6 +110,7 @@ def most_violated_rankings(
     *,
     n_threads: int | None = None,
     relative_to_truth: bool = False,
+    relevant_at: float | None = None,
     registry: PluginLookup,
 ) -> BatchedRankingInference:
     """Loss-augmented inference for every query: argmax_R w·Ψ_q(R) + Δ_q(R*_q, R).
@@ -134,6 +136,10 @@ def most_violated_rankings(
         Δ_q + w·(Ψ_q(R̂_q) − Ψ_q(R*_q)), the structured hinge of each query (up to rounding, ≥ 0) and its
         subgradient: the ground truth of :func:`ground_truth_coefficients` is subtracted inside the
         compiled binary kernel, after the inference elsewhere.
+    relevant_at : float, optional
+        For a binary loss: ``relevance`` holds integer grades ≥ 0, and a document is relevant from
+        this grade on (thresholded inside the compiled kernel, without a 0/1 copy of the grades).
+        Ignored by graded losses, which train on the grades.
     registry : PluginLookup
         Where names are looked up (a :class:`rankopt.plugins.PluginRegistry`;
         :func:`rankopt.api.most_violated_rankings` supplies the default one).
@@ -142,14 +148,22 @@ def most_violated_rankings(
     -------
     BatchedRankingInference
     """
-    loss, scores, relevance, offsets = _check_batch(loss, scores, relevance, offsets, registry)
+    thresholded = relevant_at is not None and not resolve_rank_loss(loss, registry).graded
+    loss, scores, relevance, offsets = _check_batch(loss, scores, relevance, offsets, registry, grades=thresholded)
     _check_n_threads(n_threads)
     n_threads = _threads_for(scores.size, default_threads() if n_threads is None else int(n_threads))
     if not loss.graded:
+        relevant_from = 1
+        if thresholded:
+            relevant_from = _integer_threshold(check_relevant_at(relevant_at))
         solver = _resolve_binary_method(loss, method, registry, offsets)
         kernel = _compiled_kernel(loss, solver, offsets)
         if kernel is not None:
-            return _binary_kernel_rankings(loss, kernel, scores, relevance, offsets, n_threads, relative_to_truth)
+            return _binary_kernel_rankings(
+                loss, kernel, scores, relevance, offsets, n_threads, relative_to_truth, relevant_from
+            )
+        if thresholded:
+            relevance = (relevance >= relevant_from).astype(np.int64)
         result = _per_query(loss, scores, relevance, offsets, method, registry)
     else:
         result = _graded_rankings(loss, scores, relevance, offsets, method, n_threads, registry)
@@ -199,10 +213,18 @@ def _graded_rankings(loss, scores, relevance, offsets, method, n_threads, regist
     return BatchedRankingInference(coef, losses, values, usable.view(bool))
 
 
+def _integer_threshold(relevant_at: float) -> int:
+    """The least integer grade ≥ ``relevant_at`` (> 0), capped where no int64 grade reaches it."""
+    return int(min(math.ceil(relevant_at), np.iinfo(np.int64).max))
+
+
 def _binary_kernel_rankings(
-    loss, kernel, scores, relevance, offsets, n_threads, relative_to_truth
+    loss, kernel, scores, relevance, offsets, n_threads, relative_to_truth, relevant_from=1
 ) -> BatchedRankingInference:
-    """:func:`most_violated_rankings` of a binary loss through ``_batched.binary_batch``."""
+    """:func:`most_violated_rankings` of a binary loss through ``_batched.binary_batch``.
+
+    ``relevance`` holds 0/1 labels, or grades relevant from ``relevant_from`` on.
+    """
     n_queries = offsets.size - 1
     # The binary kernel writes every coefficient (0 for unusable queries): no zero-filling.
     coef = np.empty(scores.size, dtype=np.float64)
@@ -210,7 +232,11 @@ def _binary_kernel_rankings(
     values = np.zeros(n_queries, dtype=np.float64)
     usable = np.zeros(n_queries, dtype=np.uint8)
     method_code, code, table, unimodal, top_k = kernel
-    count_loss, count_offsets = _count_loss_tables(loss.structure(), relevance, offsets) if top_k else (None, None)
+    count_loss, count_offsets = (
+        _count_loss_tables(loss.structure(), (relevance >= relevant_from).astype(np.int64), offsets)
+        if top_k
+        else (None, None)
+    )
     _batched.binary_batch(
         scores,
         relevance,
@@ -228,6 +254,7 @@ def _binary_kernel_rankings(
         count_loss,
         count_offsets,
         relative_to_truth,
+        relevant_from,
     )
     return BatchedRankingInference(coef, losses, values, usable.view(bool))
 
@@ -651,7 +678,7 @@ def _check_n_threads(n_threads) -> None:
         raise ValueError(f"expected n_threads to be a positive integer or None, got {n_threads!r} instead")
 
 
-def _check_batch(loss, scores, relevance, offsets, registry):
+def _check_batch(loss, scores, relevance, offsets, registry, *, grades: bool = False):
     loss = resolve_rank_loss(loss, registry)
     try:
         scores = np.asarray(scores)
@@ -664,7 +691,7 @@ def _check_batch(loss, scores, relevance, offsets, registry):
     scores = np.ascontiguousarray(scores, dtype=np.float32 if scores.dtype == np.float32 else np.float64)
     if not np.all(np.isfinite(scores)):
         raise ValueError("expected finite scores, got NaN or infinity instead")
-    relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
+    relevance, offsets = _check_relevance_offsets(loss, relevance, offsets, grades=grades)
     if scores.size:
         longest = int(np.max(np.diff(offsets), initial=0))
         check_score_sums(float(np.max(np.abs(scores))), longest, scores.dtype)
@@ -675,7 +702,8 @@ def _check_batch(loss, scores, relevance, offsets, registry):
     return loss, scores, relevance, offsets
 
 
-def _check_relevance_offsets(loss, relevance, offsets) -> tuple[np.ndarray, np.ndarray]:
+def _check_relevance_offsets(loss, relevance, offsets, *, grades: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Relevance and offsets as int64; 0/1 relevance for a binary loss unless ``grades`` (thresholded later)."""
     try:
         offsets_arr = np.asarray(offsets)
     except Exception as exc:
@@ -715,9 +743,10 @@ def _check_relevance_offsets(loss, relevance, offsets) -> tuple[np.ndarray, np.n
         raise ValueError(f"expected integer or bool relevance, got dtype {rel.dtype} instead")
     rel = np.ascontiguousarray(rel)
     if rel.size:
-        if loss.graded and rel.min() < 0:
-            raise ValueError(f"expected grades >= 0 for the graded loss {loss.name!r}, got {rel.min()} instead")
-        if not loss.graded and (rel.min() < 0 or rel.max() > 1):
+        if (loss.graded or grades) and rel.min() < 0:
+            kind = "graded loss" if loss.graded else "loss"
+            raise ValueError(f"expected grades >= 0 for the {kind} {loss.name!r}, got {rel.min()} instead")
+        if not (loss.graded or grades) and (rel.min() < 0 or rel.max() > 1):
             bad = rel[(rel < 0) | (rel > 1)][0]
             raise ValueError(
                 f"expected 0/1 relevance for the binary loss {loss.name!r} (threshold graded labels "

@@ -293,3 +293,25 @@ def test_relative_to_truth_subtracts_the_ground_truth(loss, method, graded):
         expected = np.where(plain.usable, plain.values - truth_dot, 0.0)
         np.testing.assert_allclose(relative.values, expected, rtol=1e-12, atol=1e-12)
         assert np.all(relative.values[relative.usable] >= -1e-12)  # R = R* is a candidate
+
+
+@pytest.mark.parametrize(("loss", "method"), [*COMPILED, ("precision_at_k", "auto")])
+def test_relevant_at_thresholds_grades_like_a_0_1_copy(loss, method):
+    """Grades with ``relevant_at`` (thresholded in the kernel) give what their 0/1 threshold gives."""
+    rng = np.random.default_rng(9)
+    for _ in range(100):
+        scores, _, grades, offsets = random_query_set(rng, np.float32)
+        for relevant_at in (1, 1.5, 3, 2.0**70):
+            thresholded = (grades >= relevant_at).astype(np.int64)
+            expected = most_violated_rankings(loss, scores, thresholded, offsets, method, relative_to_truth=True)
+            got = most_violated_rankings(
+                loss, scores, grades, offsets, method, relative_to_truth=True, relevant_at=relevant_at
+            )
+            assert_same(got, expected)
+
+
+def test_relevant_at_refuses_negative_grades_and_a_bad_threshold():
+    with pytest.raises(ValueError, match="expected grades >= 0 for the loss 'ap'"):
+        most_violated_rankings("ap", [0.0, 1.0], [-1, 2], [0, 2], relevant_at=1)
+    with pytest.raises(ValueError, match="relevant_at"):
+        most_violated_rankings("ap", [0.0, 1.0], [0, 2], [0, 2], relevant_at=0)
