@@ -28,7 +28,7 @@ def as_float_vector(values, name: str) -> np.ndarray:
         raise ValueError(f"expected {name} to hold real numbers, got complex values instead")
     if arr.dtype != np.float32:
         arr = arr.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(arr)):
+    if arr.size and not math.isfinite(largest_magnitude(arr)):
         raise ValueError(f"expected {name} to be finite, got NaN or infinity instead")
     return np.ascontiguousarray(arr)
 
@@ -53,7 +53,7 @@ def check_query_scores(scores: np.ndarray) -> None:
 
     :func:`check_scores` for a caller that splits the array itself: one reduction over all of it.
     """
-    largest = float(np.max(np.abs(scores)))
+    largest = largest_magnitude(scores)
     if not math.isfinite(largest):
         raise ValueError("expected finite scores, got NaN or infinity instead; rescale the features or w")
     check_score_sums(largest, scores.size, scores.dtype)
@@ -63,6 +63,18 @@ def check_query_scores(scores: np.ndarray) -> None:
 #: exact methods add up to n scores and take differences of such sums, so every sum stays
 #: at least 2⁸ below the type's overflow (float64: 2¹⁰²⁴, float32: 2¹²⁸).
 _SCORE_SUM_LOG2 = {np.dtype(np.float64): 1016, np.dtype(np.float32): 120}
+
+
+def largest_magnitude(values: np.ndarray) -> float:
+    """max |value| of a non-empty float array, NaN when it holds a NaN (inf with an infinity).
+
+    Two reductions without a temporary (``np.abs`` would allocate one as large as the array): the
+    finiteness check and the overflow-safe-sum check of the scores in one go.
+    """
+    low, high = float(np.min(values)), float(np.max(values))
+    if math.isnan(low) or math.isnan(high):
+        return math.nan
+    return max(-low, high)
 
 
 def check_score_sums(largest: float, n_documents: int, dtype) -> None:
@@ -490,7 +502,7 @@ def check_grades(y, n_samples: int | None = None, name: str = "y") -> np.ndarray
                 f"got {y[np.argmax(fractional)].item()!r} instead"
             )
     _check_fits_int64(y, name, "integer relevance grades >= 0")
-    grades = y.astype(np.int64)
+    grades = y.astype(np.int64, copy=False)  # read only: an int64 y is not copied
     if grades.min() < 0:
         if set(np.unique(grades).tolist()) == {-1, 1}:
             return (grades > 0).astype(np.int64)

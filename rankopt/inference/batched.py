@@ -51,7 +51,7 @@ import numpy as np
 
 import rankopt.inference._batched as _batched
 import rankopt.inference._graded_position as _graded_position
-from rankopt._validation import check_relevant_at, check_score_sums
+from rankopt._validation import check_relevant_at, check_score_sums, largest_magnitude
 from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import PluginLookup, kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
@@ -689,12 +689,13 @@ def _check_batch(loss, scores, relevance, offsets, registry, *, grades: bool = F
     if scores.dtype == np.bool_ or not np.issubdtype(scores.dtype, np.number) or np.iscomplexobj(scores):
         raise ValueError(f"expected scores to hold real numbers, got dtype {scores.dtype} instead")
     scores = np.ascontiguousarray(scores, dtype=np.float32 if scores.dtype == np.float32 else np.float64)
-    if not np.all(np.isfinite(scores)):
+    largest = largest_magnitude(scores) if scores.size else 0.0
+    if not math.isfinite(largest):
         raise ValueError("expected finite scores, got NaN or infinity instead")
     relevance, offsets = _check_relevance_offsets(loss, relevance, offsets, grades=grades)
     if scores.size:
         longest = int(np.max(np.diff(offsets), initial=0))
-        check_score_sums(float(np.max(np.abs(scores))), longest, scores.dtype)
+        check_score_sums(largest, longest, scores.dtype)
     if relevance.size != scores.size:
         raise ValueError(
             f"expected relevance of the same length as scores ({scores.size}), got {relevance.size} instead"
