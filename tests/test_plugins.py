@@ -426,7 +426,18 @@ class _WrongParams(HalfAUCLoss):
         return {}
 
 
+class _GetParamsWithoutDeep(HalfAUCLoss):
+    name = "test_get_params_without_deep"
+
+    def get_params(self):  # scikit-learn's signature is get_params(deep=True)
+        return {}
+
+
 BROKEN_PLUGINS = {
+    "get-params-without-deep": (
+        lambda: LossPlugin(_GetParamsWithoutDeep),
+        r"get_params\(deep=False\).*TypeError.*unexpected keyword argument 'deep'",
+    ),
     "scalar-delta-diff": (lambda: LossPlugin(_ScalarDiff), r"broadcast shape \(2,\) of j and i, got shape \(\)"),
     "get-params-not-the-init-parameters": (
         lambda: LossPlugin(_WrongParams),

@@ -1,7 +1,7 @@
 """Data backends: the two products the engine needs, for each kind of array.
 
 Per cutting-plane iteration the engine touches the training data only
-through the scores s = X w and the joint feature Xᵀ c (``ARCHITECTURE.md``).
+through the scores s = X w and the joint feature Xᵀ c.
 A :class:`DataBackend` computes those two products for one kind of array;
 :func:`backend_for` picks it from the array's type (``functools.singledispatch``,
 so subclasses such as ``np.memmap`` share their base's backend):

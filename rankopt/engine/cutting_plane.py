@@ -47,14 +47,10 @@ logger = logging.getLogger(__name__)
 #: verify its own optimality; the rest is left for the cutting planes.
 QP_GAP_FRACTION = 0.1
 #: OCA's cut after a line search: the fraction of the way from the best point to the working-set
-#: optimum.  Franc & Sonnenburg use μ = 0.1; measured here, 0.05 certifies AP-SVM and the binary SVM on
-#: 2·10⁵ × 100 in 16 / 22 and 13 / 34 iterations at C = 100 / 1000 (0.1: 16 / 25 and 16 / 44), costs nothing
-#: over 201 queries (AP 39 / 79 against 36 / 77) or on the small tol-1e-6 cases (548 iterations in all
-#: against 544), and saves on the MSLR sample (AP at C = 1000: 76 against 85).
+#: optimum (Franc and Sonnenburg's μ, 0.1 in their paper; why 0.05: docs/engine-notes.md).
 CUT_TOWARDS_OPTIMUM = 0.05
 #: The in-out cut where a point costs an oracle call (no line search): the fraction of the way from
-#: the best point to the working-set optimum.  Measured on a HOAP-SVM inner solve (Cora): 0.1 certified
-#: in 174 iterations where 0.4 left 1.8·C·tol after 300 and the plain cut 135·C·tol.
+#: the best point to the working-set optimum (docs/engine-notes.md).
 IN_OUT_CUT = 0.1
 #: Line-search evaluations (one inference call each, no pass over the data) per iteration at most.
 LINE_SEARCH_EVALUATIONS = 6
@@ -80,8 +76,8 @@ STALL_ROUNDING = 1024.0
 #: 2^±60, where the Gram matrix would leave float64's comfortable range.
 _RESCALE_BEYOND = 2.0**60
 #: C·scale² beyond which a working-set QP that no solver can verify is blamed on
-#: the scale (a ValueError naming it) rather than reported as a convergence failure:
-#: measured, random planes stop being solvable between 1e12 and 1e16.
+#: the scale (a ValueError naming it) rather than reported as a convergence failure
+#: (below where random planes stop being solvable: docs/engine-notes.md).
 _SOLVABLE_C_SCALE2 = 1e12
 
 
@@ -469,10 +465,8 @@ class _PlaneCache:
 
 
 def _solve_cheaper_than_oracle(qp: _ScaledQP, problem: StructuredProblem) -> bool:
-    """Whether a working-set solve (~K³ for K planes, measured for DAQP: 0.5 ms at K = 100, 4 ms at 200)
-    costs less than an oracle call: only then is an assembled cut, which saves oracle calls at the price
-    of a solve, worth adding (on the MSLR sample, 5,000 × 136 over 43 queries, it is not: 4.2 s against
-    1.9 s at C = 1000 for 148 against 411 iterations)."""
+    """Whether a working-set solve (~K³ for K planes) costs less than an oracle call: only then is an
+    assembled cut, which saves oracle calls at the price of a solve, worth adding (docs/engine-notes.md)."""
     cost = problem.oracle_cost
     return cost is not None and float(qp.n_planes) ** 3 < cost
 

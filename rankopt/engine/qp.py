@@ -58,6 +58,8 @@ _TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10, "tol_kt
 _STALLED = ("InsufficientProgress", "NumericalError", "MaxIterations")
 #: Newton steps of the bounded dual before it gives up (and the primal is solved).
 _MAX_NEWTON_STEPS = 50
+#: After the dual form fails, the primal goes first and the dual is retried every this many solves.
+_DUAL_RETRY_EVERY = 10
 #: A Newton step raising D by less than this (relative) ends the search:
 #: the model QPs are themselves solved to ~1e-10.
 _NEWTON_RTOL = 1e-13
@@ -511,9 +513,6 @@ def _clarabel(P, q, A, b, what: str, constraints_can_be_infeasible: bool) -> tup
     raise QPSolveError(f"{what} ended with status {status}")
 
 
-#: After the dual form fails, the primal goes first and the dual is retried every this many solves.
-_DUAL_RETRY_EVERY = 10
-
 #: DAQP's stand-in for an absent bound.
 _NO_BOUND = 1e30
 
@@ -529,12 +528,8 @@ def _dense_simplex_qp(H: np.ndarray, f: np.ndarray, weights: np.ndarray) -> np.n
     automatic choice (ε < 0) then runs into its iteration limit (10⁴
     iterations, ~0.13 s at 80 planes) before the proximal retry succeeds.
     So they are forced (ε = 10⁻⁶) from the first try, the automatic choice
-    being the retry.  Measured on the solves of three slow fits
-    (breast_cancer auc and digits 8 ap at C = 100, tol 1e-6; 5,000 × 20 ap
-    at C = 100): 24 of 77, 0 of 62 and 102 of 125 automatic first tries
-    failed, and forcing ε took the fits' QP time from 1.40 s, 0.006 s and
-    6.6 s to 0.008 s, 0.006 s and 0.029 s; :func:`_polish` then makes the
-    ε-optimal answer exact on its face.  Both failing raises
+    being the retry (docs/engine-notes.md, "The working-set QP");
+    :func:`_polish` then makes the ε-optimal answer exact on its face.  Both failing raises
     :class:`QPSolveError`, and :meth:`WorkingSetQP.solve` then solves the
     primal.
     """

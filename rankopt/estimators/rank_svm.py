@@ -107,10 +107,8 @@ class RankSVM(BaseEstimator):
         per query (Lacoste-Julien et al., ICML 2013), for a rank loss over
         queries (``qid``) on NumPy or CSR data; ``max_iter`` then counts
         passes over the queries.  Both stop on the same certified duality
-        gap.  Measured on 201 queries (3,005 × 300), BCFW needs more passes
-        than the cutting plane needs iterations (64 against 19 at C = 10)
-        and each pass costs more (one small product per query): it is
-        4–18× slower, hence not the default; see ``docs/maths.md``.
+        gap; BCFW is slower on the data measured so far, hence not the
+        default (docs/engine-notes.md, ``docs/maths.md``).
     warm_start : bool, default False
         Start the cutting plane from the previous fit's ``coef_`` instead of
         w = 0 (scikit-learn's convention): refitting at a nearby C, or on a

@@ -160,9 +160,9 @@ class RankSVMCV(BaseEstimator):
         if not np.any(np.isfinite(mean)):
             raise ValueError(f"expected a finite validation {metric_name} for some C, got none instead")
         best = int(np.nanargmax(mean))  # the first (smallest) C on a tie
-        # One cold fit at the chosen C: walking the path up to it costs every smaller C's fit, and warm
-        # starts save ~10 % at most (the planes cut at a smaller C describe the risk near its own optimum);
-        # estimator_ is then exactly RankSVM(C=C_) fitted on all the data.
+        # One cold fit at the chosen C: walking the path up to it costs every smaller C's fit, warm starts
+        # save little (docs/engine-notes.md), and estimator_ is then exactly RankSVM(C=C_) fitted on all
+        # the data.
         model = self._path_model().set_params(C=float(Cs[best]), warm_start=False)
         model.fit(X, y, **({} if qid is None else {"qid": qid}))
         refit_iterations = model.n_iter_

@@ -1,6 +1,6 @@
 """The joint-feature-map contract.
 
-The engine touches the data only through two products (``ARCHITECTURE.md``):
+The engine touches the data only through two products:
 per-sample scores s_i = w·ψ(x_i) and the combination Σ_i c_i ψ(x_i) that
 builds a joint feature vector from the coefficients an inference kernel
 returns.  A feature map provides exactly those.

@@ -75,7 +75,7 @@ class CompiledForm:
     (``first_concave_position``; condition C3 at this size holds exactly when
     there is none).  A training run hands the same form to every inference
     call, and reading all |P| + |N| entries again at each call evicts the
-    scores from the cache (about 6 % of a qs call at 10⁶ negatives).
+    scores from the cache.
     """
 
     code: KernelCode
@@ -182,18 +182,6 @@ class Loss(abc.ABC):
     name: ClassVar[str] = ""
     #: The structured output the loss is defined on.
     output_kind: ClassVar[OutputKind]
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("get_params")
-        if own is not None and "deep" not in inspect.signature(own).parameters:
-            # A get_params() override written before losses followed scikit-learn
-            # keeps working; registration checks that it names the __init__ parameters.
-            @functools.wraps(own)
-            def get_params(self, deep=True):
-                return own(self)
-
-            cls.get_params = get_params  # type: ignore[method-assign]
 
     @classmethod
     def _param_names(cls) -> tuple[str, ...]:
@@ -405,7 +393,7 @@ class RankLoss(Loss):
         the ±-pattern, O(|P| + |N|), and calls :meth:`value`.  A loss that
         computes Δ from the positions anyway — every built-in one — overrides
         it and defines :meth:`value` through it, and inference then never
-        builds the pattern (about 0.3 ms of a qs call at |N| = 10⁶).  The two
+        builds the pattern.  The two
         must agree; :func:`rankopt.testing.check_loss` checks that they do.
         """
         positions = np.asarray(positions)

@@ -258,7 +258,7 @@ class _RaisingLoss(_PythonAP):
     def __init__(self, at=None):
         self.at = at
 
-    def get_params(self):
+    def get_params(self, deep=True):
         return {"at": self.at}
 
     def delta_diff(self, j, i, n_pos, n_neg):

@@ -158,7 +158,7 @@ def test_old_style_get_params_override_still_works():
         def __init__(self, p=0.5):
             self.p = p
 
-        def get_params(self):
+        def get_params(self, deep=True):
             return {"p": self.p}
 
         def discount(self, positions):

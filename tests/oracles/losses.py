@@ -17,7 +17,7 @@ class PrecisionAtKLoss(PositionDiscountLoss):
     def __init__(self, k: int = 3):
         self.k = k
 
-    def get_params(self):
+    def get_params(self, deep=True):
         return {"k": self.k}
 
     def discount(self, positions):
