@@ -1,4 +1,4 @@
-"""The structural-SVM engine: 1-slack cutting plane and the CCCP outer loop.
+"""The structural-SVM engine: 1-slack cutting plane, BCFW and the CCCP outer loop, one certificate.
 
 The names below are imported on first access (PEP 562's module
 ``__getattr__``): the built-in model plugins import only
@@ -15,9 +15,10 @@ _LAZY = {
     "best_on_ray": "rankopt.engine.cccp",
     "solve_cccp": "rankopt.engine.cccp",
     "solve_bcfw": "rankopt.engine.bcfw",
-    "CuttingPlaneResult": "rankopt.engine.cutting_plane",
-    "WorkingSet": "rankopt.engine.cutting_plane",
-    "IterationRecord": "rankopt.engine.cutting_plane",
+    "Certificate": "rankopt.engine.certificate",
+    "SolveResult": "rankopt.engine.certificate",
+    "WorkingSet": "rankopt.engine.certificate",
+    "IterationRecord": "rankopt.engine.certificate",
     "solve_cutting_plane": "rankopt.engine.cutting_plane",
     "BlockPlanes": "rankopt.engine.problem",
     "BlockProblem": "rankopt.engine.problem",

@@ -21,20 +21,11 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 
 import numpy as np
 
-from rankopt.engine.cutting_plane import (
-    CuttingPlaneResult,
-    IterationRecord,
-    StallGuard,
-    _check_finite,
-    _rounding,
-    log_end,
-)
+from rankopt.engine.certificate import Certificate, IterationRecord, SolveResult, check_finite
 from rankopt.engine.problem import BlockProblem
-from rankopt.exceptions import ConvergenceWarning
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +39,10 @@ SEED = 0
 
 def solve_bcfw(
     problem: BlockProblem, C: float, *, tol: float = 1e-3, max_iter: int = 1000, warn: bool = True, callback=None
-) -> CuttingPlaneResult:
+) -> SolveResult:
     """Solve ``problem`` to a duality gap of ``C·tol`` with at most ``max_iter`` passes over its blocks.
 
-    The result is a :class:`~rankopt.engine.cutting_plane.CuttingPlaneResult`
+    The result is a :class:`~rankopt.engine.certificate.SolveResult`
     whose ``n_iter`` counts passes (each a block step per query plus the
     certifying oracle call) and whose history has one record per pass;
     ``callback(record, w)`` is called after each, and returning True stops
@@ -65,16 +56,14 @@ def solve_bcfw(
             f"{n_blocks} queries × {d} features instead; use the cutting plane"
         )
     psi_star = np.asarray(problem.ground_truth_feature(), dtype=np.float64)
-    target_gap = C * tol
     rng = np.random.default_rng(SEED)
     parts = np.zeros((n_blocks, d))  # w_b
     part_losses = np.zeros(n_blocks)  # ℓ_b (in units of Δ: the dual is C ℓ − ½‖w‖²)
     w, loss_sum = np.zeros(d), 0.0
     average_w, average_loss, steps = np.zeros(d), 0.0, 0
-    best_primal, best_w, best_dual = np.inf, w.copy(), 0.0
+    cert = Certificate(C, tol, best_w=w.copy())
     history: list[IterationRecord] = []
     stop_reason = "max_iter"
-    stall = StallGuard()
     for iteration in range(1, max_iter + 1):
         start = time.perf_counter()
         for block in rng.permutation(n_blocks):
@@ -98,39 +87,38 @@ def solve_bcfw(
         w = parts.sum(axis=0)
         loss_sum = float(part_losses.sum())
         elapsed = time.perf_counter() - start
-        dual = C * loss_sum - 0.5 * float(w @ w)
-        best_dual = max(best_dual, dual, C * average_loss - 0.5 * float(average_w @ average_w))
+        cert.raise_dual(C * loss_sum - 0.5 * float(w @ w))
+        cert.raise_dual(C * average_loss - 0.5 * float(average_w @ average_w))
         for candidate in (w, average_w):
             constraint = problem.most_violated(candidate)
             plane = psi_star - np.asarray(constraint.feature, dtype=np.float64)
-            _check_finite(plane, "the most violated plane Ψ(X, Y*) − Ψ(X, Ŷ)", iteration)
+            check_finite(plane, "the most violated plane Ψ(X, Y*) − Ψ(X, Ŷ)", iteration)
             xi = max(0.0, float(constraint.loss) - float(candidate @ plane))
             primal = 0.5 * float(candidate @ candidate) + C * xi
-            if primal < best_primal:
-                best_primal, best_w = primal, candidate.copy()
-        gap = best_primal - best_dual
-        record = IterationRecord(iteration, best_primal, best_dual, gap, gap / C, n_blocks, elapsed)
+            if primal < cert.best_primal:
+                cert.best_primal, cert.best_w = primal, candidate.copy()
+        record = IterationRecord(iteration, cert.best_primal, cert.best_dual, cert.gap, cert.gap / C, n_blocks, elapsed)
         history.append(record)
-        logger.debug("BCFW pass %d: primal %.6g dual %.6g gap %.3g", iteration, best_primal, best_dual, gap)
-        stop_requested = callback is not None and callback(record, best_w)
-        if gap <= target_gap:
-            stop_reason = "stalled" if target_gap < _rounding(best_primal, best_dual) else "converged"
-            break
-        if stop_requested:
-            stop_reason = "callback"
-            break
-        if stall.stalled(iteration, gap, _rounding(best_primal, best_dual)):
-            stop_reason = "stalled"
-            break
-    converged = stop_reason == "converged"
-    final_gap = best_primal - best_dual
-    if warn and not converged and stop_reason != "callback":
-        warnings.warn(
-            f"block-coordinate Frank-Wolfe stopped uncertified ({stop_reason}) after {len(history)} passes, with "
-            f"duality gap {final_gap:.3g} > C·tol = {target_gap:.3g}; increase max_iter or tol, or use the "
-            "cutting plane",
-            ConvergenceWarning,
-            stacklevel=2,
+        logger.debug(
+            "BCFW pass %d: primal %.6g dual %.6g gap %.3g", iteration, cert.best_primal, cert.best_dual, cert.gap
         )
-    log_end("BCFW", "passes", stop_reason, len(history), best_primal, final_gap, target_gap)
-    return CuttingPlaneResult(best_w, len(history), converged, history, stop_reason, best_primal, final_gap)
+        stop_requested = callback is not None and callback(record, cert.best_w)
+        reason = cert.verdict() or ("callback" if stop_requested else None)
+        if reason is None and cert.stalled(iteration):
+            reason = "stalled"
+        if reason is not None:
+            stop_reason = reason
+            break
+    cause = f"{stop_reason} after {len(history)} passes"
+    cert.finish(
+        "block-coordinate Frank-Wolfe",
+        "passes",
+        stop_reason,
+        len(history),
+        warn=warn,
+        cause=cause,
+        remedy="increase max_iter or tol, or use the cutting plane",
+    )
+    return SolveResult(
+        cert.best_w, len(history), stop_reason == "converged", history, stop_reason, cert.best_primal, cert.gap
+    )

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rankopt.engine.cutting_plane import CuttingPlaneResult, solve_cutting_plane
+from rankopt.engine.certificate import SolveResult
+from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.engine.problem import StructuredProblem
 from rankopt.exceptions import ConvergenceWarning
 
@@ -66,7 +67,7 @@ class CCCPResult:
     converged: bool
     #: J at the start and after each accepted step (non-increasing).
     objectives: list[float] = field(default_factory=list)
-    inner: list[CuttingPlaneResult] = field(default_factory=list)
+    inner: list[SolveResult] = field(default_factory=list)
     steps: list[CCCPStep] = field(default_factory=list)
     #: Why CCCP ended: "converged", "max_iter", "no_progress" (an uncertified inner solve found no
     #: point below J(w_t)) or "callback".
@@ -135,7 +136,7 @@ def solve_cccp(
     """
     w = np.asarray(w0, dtype=np.float64).copy()
     objectives = [problem.objective(w, C)]
-    inner_results: list[CuttingPlaneResult] = []
+    inner_results: list[SolveResult] = []
     steps: list[CCCPStep] = []
     converged = False
     stop_reason = "max_iter"

@@ -31,14 +31,12 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from rankopt.engine.certificate import Certificate, IterationRecord, SolveResult, WorkingSet, check_finite
 from rankopt.engine.problem import LinearConstraints, Segment, StructuredProblem
 from rankopt.engine.qp import InfeasibleConstraintsError, QPSolution, QPSolveError, WorkingSetQP
-from rankopt.exceptions import ConvergenceWarning
 
 logger = logging.getLogger(__name__)
 
@@ -66,12 +64,6 @@ CACHE_BYTES = 2**28
 #: (in units of tol, beyond the working set's slack) a cut must reach to be added.
 CACHE_ROUNDS = 3
 CACHE_VIOLATION = 0.1
-#: The stall guard: a solve whose certified gap has not fallen by more than float64 rounding
-#: of the objective (STALL_ROUNDING machine epsilons of its magnitude) in STALL_ITERATIONS
-#: iterations stops (``stop_reason="stalled"``): a tol below what float64 can certify would
-#: otherwise add planes until max_iter, each QP larger than the last.
-STALL_ITERATIONS = 50
-STALL_ROUNDING = 1024.0
 #: Features are rescaled inside the engine (by a power of two) only beyond
 #: 2^±60, where the Gram matrix would leave float64's comfortable range.
 _RESCALE_BEYOND = 2.0**60
@@ -79,64 +71,6 @@ _RESCALE_BEYOND = 2.0**60
 #: the scale (a ValueError naming it) rather than reported as a convergence failure
 #: (below where random planes stop being solvable: docs/engine-notes.md).
 _SOLVABLE_C_SCALE2 = 1e12
-
-
-@dataclass(frozen=True)
-class IterationRecord:
-    """One cutting-plane iteration."""
-
-    iteration: int
-    primal_objective: float  # ½‖w‖² + C ξ(w) at the iterate: the cut point, or the best point with the line search
-    dual_objective: float  # best working-set dual so far: a lower bound on the optimum
-    duality_gap: float  # best primal so far − dual_objective: what the stopping test reads
-    violation: float  # ξ(w) − working-set slack at w
-    n_planes: int
-    inference_seconds: float
-    qp_gap: float = 0.0  # the working-set solve's own gap (primal − dual of the QP that gave w)
-    qp_solver: str = ""  # which form solved it ("dual", "bounded dual", "primal"; "" for a start point)
-
-
-@dataclass(frozen=True)
-class WorkingSet:
-    """Cutting planes w·g_k ≥ Δ_k − ξ of one problem, in its units: rows ``planes`` (K, n_features), ``losses`` (K,).
-
-    A plane bounds the slack ξ(w) from below whatever C, so the planes of a
-    solve at one C are a valid start at another C for the *same* problem (the
-    same data, loss and labels): a C path then begins from a working-set
-    optimum that is already close, and its dual bound holds from the first
-    iteration.  Planes of another problem would give a false dual bound.
-    """
-
-    planes: np.ndarray
-    losses: np.ndarray
-
-
-@dataclass
-class CuttingPlaneResult:
-    """The solution and how it was reached.
-
-    ``w`` is the iterate with the smallest primal objective, and
-    ``duality_gap`` bounds how far that objective is from the optimum:
-    ``converged`` is True exactly when it is at most C·tol.
-    """
-
-    w: np.ndarray
-    n_iter: int
-    converged: bool
-    history: list[IterationRecord] = field(default_factory=list)
-    #: Why the solve ended: "converged", "max_iter", "callback", "qp_failure" or "stalled"
-    #: (the gap stopped falling at float64's rounding of the objective).
-    stop_reason: str = "converged"
-    #: ½‖w‖² + C ξ(w) at the returned w.
-    primal_objective: float = float("nan")
-    #: primal_objective − the best dual objective: a certified bound on suboptimality.
-    duality_gap: float = float("nan")
-    #: The working set at the end (idle planes pruned): the ``planes=`` of a solve at another C.
-    working_set: WorkingSet | None = None
-
-    @property
-    def inference_seconds(self) -> float:
-        return float(sum(r.inference_seconds for r in self.history))
 
 
 def solve_cutting_plane(
@@ -150,260 +84,288 @@ def solve_cutting_plane(
     callback=None,
     line_search: bool = True,
     planes: WorkingSet | None = None,
-) -> CuttingPlaneResult:
+) -> SolveResult:
     """Solve ``problem`` to a duality gap of ``C·tol`` with at most ``max_iter`` oracle calls.
 
-    Parameters
-    ----------
-    problem : StructuredProblem
-    C : float
-        Weight of the slack, > 0.
-    tol : float
-        Stop when the best primal objective is within ``C·tol`` of the best
-        dual objective (with an exact QP: when no constraint is violated by
-        more than ``tol`` beyond the working set's slack, Joachims et al.'s ε).
-    max_iter : int
-        Oracle calls allowed; a :class:`ConvergenceWarning` is issued when
-        they run out (unless ``warn=False``).
-    w0 : ndarray, optional
-        Where to start (must satisfy the linear constraints); otherwise the
-        smallest w that satisfies them (w = 0 when there are none).  Its
-        most violated output seeds the working set; it is returned if no
-        later iterate has a smaller primal objective.
-    warn : bool
-        Issue a :class:`ConvergenceWarning` when the solve ends uncertified
-        (max_iter, or a working-set QP no solver could verify).
-    callback : callable(IterationRecord, ndarray) -> bool or None, optional
-        Called after every iteration with its record and the iterate w the
-        record describes (read-only; copy it to keep it), e.g. to drive a
-        progress bar or to score w on validation data.  Returning True
-        stops the solve there (``stop_reason="callback"``, no warning),
-        unless that iterate already certified convergence.
-    line_search : bool or None
-        Search the segment from the best point to each working-set optimum
-        and cut near the best point (OCA), where the problem prices a segment
-        without passes over the data (:attr:`Segment.cheap
-        <rankopt.engine.problem.Segment.cheap>`).  False: the plain cutting
-        plane, each cut at the working-set optimum.  Where a point costs an
-        oracle call (a pass over the data or a graph cut), no line is
-        searched but the cut is still placed near the best point, at
-        (1 − μ)·w_b + μ·w_c: the best point then moves by the cuts' own exact
-        evaluations (the in-out stabilisation of Ben-Ameur & Neto, 2007).
-    planes : WorkingSet, optional
-        Planes of an earlier solve of the same problem (its
-        :attr:`CuttingPlaneResult.working_set`, at any C) to start the
-        working set with.
+    ``tol``: stop when the best primal objective is within C·tol of the best dual objective (with an
+    exact QP: no constraint violated by more than ``tol`` beyond the working set's slack, Joachims et
+    al.'s ε).  ``w0``: where to start (it must meet the linear constraints; default: the smallest w that
+    does); it is returned if no later iterate has a smaller primal objective.  ``warn``: a
+    :class:`ConvergenceWarning` when the solve ends uncertified (max_iter, or a working-set QP no solver
+    could verify).  ``callback(record, w)`` is called after every iteration with its record and the
+    iterate it describes (read-only); returning True stops the solve (``stop_reason="callback"``) unless
+    that iterate already certified convergence.  ``line_search``: search the segment from the best point
+    to each working-set optimum and cut near the best point (OCA) where the problem prices a segment
+    without a pass over the data (:attr:`Segment.cheap <rankopt.engine.problem.Segment.cheap>`); where a
+    point costs an oracle call the cut is still placed near the best point, at (1 − μ)·w_b + μ·w_c (the
+    in-out stabilisation of Ben-Ameur and Neto, 2007); False: the plain cutting plane.  ``planes``: the
+    working set of an earlier solve of the same problem (at any C) to start from.
 
-    Raises
-    ------
-    ValueError
-        When the oracle returns a non-finite plane or loss, or the problem's
-        scale leaves the floating-point range (the message names the scale).
+    Raises ``ValueError`` when the oracle returns a non-finite plane or loss, or the problem's scale
+    leaves the floating-point range (the message names the scale).
     """
-    C = float(C)
+    solve = _CuttingPlane(problem, C, tol, line_search, w0, planes)
+    stop_reason = "max_iter"
+    for iteration in range(1, max_iter + 1):
+        record, shown_w = solve.iterate(iteration)
+        stop_requested = callback is not None and callback(record, shown_w)
+        reason = solve.stop_reason(iteration, stop_requested)
+        if reason is None and iteration < max_iter:
+            reason = solve.extend_working_set()
+        if reason is not None:
+            stop_reason = reason
+            break
+    return solve.result(stop_reason, warn, max_iter)
+
+
+class _CuttingPlane:
+    """The state of one cutting-plane solve, advanced by :func:`solve_cutting_plane` in named steps.
+
+    Each iteration: :meth:`iterate` chooses the cut point (the first point, the best point to verify,
+    or a point on the segment from the best point to the working-set optimum, after a line search),
+    calls the oracle there, feeds the plane cache, prices the point and updates the certificate;
+    :meth:`stop_reason` applies the stop test; :meth:`extend_working_set` adds the plane and re-solves
+    the working-set QP.
+    """
+
+    def __init__(self, problem: StructuredProblem, C, tol, line_search, w0, planes):
+        self.problem, self.C, self.line_search = problem, float(C), line_search
+        self.psi_star = _ground_truth_feature(problem)
+        self.target_gap = self.C * tol
+        self.tol = tol
+        self.qp_gap_tol = QP_GAP_FRACTION * self.target_gap
+        self.qp = _ScaledQP(self.C, problem.n_features, problem.linear_constraints, self.psi_star, self.qp_gap_tol)
+        if planes is not None:
+            _check_working_set(planes, problem.n_features)
+            for plane, loss in zip(planes.planes, planes.losses, strict=True):
+                self.qp.add(plane, float(loss))
+        if w0 is None:
+            self._take(self.qp.solve(self.qp_gap_tol))  # the smallest w meeting the linear constraints (0 without)
+        else:
+            # ½‖w‖² + C ξ ≥ 0: zero is a lower bound until the first working-set solve.
+            self.w, self.dual, self.qp_gap, self.qp_solver = np.asarray(w0, dtype=np.float64).copy(), 0.0, 0.0, ""
+        self.certificate = Certificate(self.C, tol, best_w=self.w, best_dual=self.dual)
+        self.history: list[IterationRecord] = []
+        self.qp_failed = False
+        #: The problem from the best point (at t = 0) to the working-set optimum (t = 1); None before the first QP.
+        self.segment: Segment | None = None
+        #: Where the best point lies on ``segment``, and whether its primal came from an oracle call at it
+        #: (a line-search point's slack comes from interpolated scores: verified before a stop).
+        self.best_t, self.best_exact, self.verify = 0.0, True, False
+        #: Cut at the working-set optimum next (after a cut that returned a plane the set holds).
+        self.plain_cut = False
+        #: The last working-set optimum the line search priced, and its primal (exact: its scores are X·w).
+        self.optimum_w, self.optimum_primal = self.w, np.inf
+        #: Each query's parts of the cuts seen so far (problems that split their cuts by block only).
+        self.cache: _PlaneCache | None = None
+        self.cache_usable = True
+        self.last_plane, self.last_loss = np.zeros(0), 0.0
+
+    def _take(self, solution: QPSolution) -> None:
+        self.w, self.dual, self.qp_gap, self.qp_solver = solution.w, solution.dual, solution.gap, solution.solver
+
+    def iterate(self, iteration: int) -> tuple[IterationRecord, np.ndarray]:
+        """One oracle call and its bookkeeping: the iteration's record and the point it describes."""
+        start = time.perf_counter()
+        constraint, cut_t, optimized = self._cut()
+        elapsed = time.perf_counter() - start
+        self._feed_cache(constraint)
+        primal, violation = self._price(constraint, iteration)
+        self._update_bounds(primal, cut_t)
+        cert = self.certificate
+        # With the line search the solve's current point is the best one (the cut only feeds the
+        # working set): the record, the callback and a validation monitor see that point.
+        shown_primal, shown_w = (cert.best_primal, cert.best_w) if optimized else (primal, self.w)
+        record = IterationRecord(
+            iteration,
+            shown_primal,
+            cert.best_dual,
+            cert.gap,
+            violation,
+            self.qp.n_planes,
+            elapsed,
+            self.qp_gap,
+            self.qp_solver,
+        )
+        self.history.append(record)
+        logger.debug(
+            "iter %d: primal %.6g dual %.6g gap %.3g violation %.3g planes %d (QP %s, gap %.3g)",
+            iteration,
+            shown_primal,
+            cert.best_dual,
+            cert.gap,
+            violation,
+            self.qp.n_planes,
+            self.qp_solver or "-",
+            self.qp_gap,
+        )
+        return record, shown_w
+
+    def _cut(self):
+        """The oracle's answer at this iteration's cut point: (constraint, where on the segment, line-searched)."""
+        if self.segment is None or self.verify:
+            if self.verify:
+                self.w = self.certificate.best_w
+            return self.problem.most_violated(self.w), self.best_t, False
+        segment, cert = self.segment, self.certificate
+        optimized = self.line_search and segment.cheap
+        if optimized:
+            t, value, self.optimum_primal = _search_segment(segment, self.C, cert.best_primal, 0.1 * self.target_gap)
+            self.optimum_w = segment.w1
+            if value < cert.best_primal:
+                cert.best_primal, cert.best_w, self.best_t, self.best_exact = value, segment.point(t), t, False
+        # Without a cheap line search the cut point's own oracle call prices it exactly (the best point
+        # moves with the cuts); with it, the cut lands beyond the point just found.
+        mu = CUT_TOWARDS_OPTIMUM if optimized else IN_OUT_CUT
+        cut_t = self.best_t + mu * (1.0 - self.best_t) if self.line_search and not self.plain_cut else 1.0
+        self.plain_cut = False
+        self.w = segment.point(cut_t)
+        return segment.most_violated(cut_t), cut_t, optimized
+
+    def _feed_cache(self, constraint) -> None:
+        """Keep each query's part of the cut, where the problem splits its cuts by block."""
+        if constraint.blocks is None or not self.cache_usable:
+            return
+        parts = constraint.blocks.planes()
+        if self.cache is None and parts is not None:
+            self.cache = _PlaneCache.for_blocks(constraint.blocks.losses.size, self.problem.n_features)
+        if self.cache is None or parts is None:  # the data cannot be split by query, or the cache would not fit
+            self.cache_usable = False
+        else:
+            self.cache.add(parts, constraint.blocks.losses)
+
+    def _price(self, constraint, iteration: int) -> tuple[float, float]:
+        """The primal objective at the cut point and its violation beyond the working set's slack."""
+        plane = self.psi_star - np.asarray(constraint.feature, dtype=np.float64)
+        check_finite(plane, "the most violated plane Ψ(X, Y*) − Ψ(X, Ŷ)", iteration)
+        loss = float(constraint.loss)
+        check_finite(np.array([loss]), "the most violated output's loss Δ", iteration)
+        xi = max(0.0, loss - float(self.w @ plane))
+        primal = 0.5 * float(self.w @ self.w) + self.C * xi
+        if not np.isfinite(primal):
+            raise ValueError(
+                _scale_message(f"the primal objective at iteration {iteration} is {primal}", self.w, plane)
+            )
+        self.last_plane, self.last_loss = plane, loss
+        return primal, xi - self.qp.slack(self.w)
+
+    def _update_bounds(self, primal: float, cut_t: float) -> None:
+        cert = self.certificate
+        if self.verify:  # the best point's primal, now from an oracle call at it
+            cert.best_primal, self.best_exact, self.verify = primal, True, False
+        elif primal <= cert.best_primal:  # on a tie the later iterate, a working-set optimum
+            cert.best_primal, cert.best_w, self.best_t, self.best_exact = primal, self.w, cut_t, True
+        cert.raise_dual(self.dual)
+        if cert.gap <= self.target_gap and self.optimum_primal - cert.best_dual <= self.target_gap:
+            # The working-set optimum is certified too: return it, the canonical point (the QP's
+            # polished optimum), which rounding-level changes of the data do not move.
+            cert.best_w, cert.best_primal, self.best_exact = self.optimum_w, self.optimum_primal, True
+
+    def stop_reason(self, iteration: int, stop_requested: bool) -> str | None:
+        """Why the solve stops after this iteration, or None (a certified gap at an interpolated best
+        point is verified by an oracle call at it first)."""
+        cert = self.certificate
+        verdict = cert.verdict()
+        if verdict == "stalled" or (verdict == "converged" and self.best_exact):
+            return verdict
+        if verdict == "converged":
+            self.verify = True  # certify on an oracle call at the best point itself, next iteration
+        if self.qp_failed:
+            return "stalled" if self.qp_gap_tol < cert.rounding else "qp_failure"
+        if stop_requested:
+            return "callback"
+        if cert.stalled(iteration):
+            return "stalled"
+        return None
+
+    def extend_working_set(self) -> str | None:
+        """Add the last plane and re-solve the working-set QP; a stop reason when no QP solver succeeds."""
+        if not self.qp.add(self.last_plane, self.last_loss) and self.segment is not None:
+            # The working set holds this plane already: its optimum stands.  Cutting there next either
+            # finds a new plane or shows the working set's slack exact there (converged).  (Before the
+            # first solve — planes given — the set's optimum is found below.)
+            self.segment = self.segment.next(self.best_t, self.segment.w1)
+            self.best_t, self.plain_cut = 0.0, True
+            return None
+        try:
+            solution = self.qp.solve(self.qp_gap_tol)
+        except InfeasibleConstraintsError:
+            raise
+        except QPSolveError as exc:
+            self.qp.refuse_if_out_of_scale(str(exc))
+            reason = "stalled" if self.qp_gap_tol < self.certificate.rounding else "qp_failure"
+            if reason == "qp_failure":
+                logger.warning("cutting plane: %s", exc)
+            return reason
+        # An unverified answer still has a valid dual bound, and its w is a point the oracle can price
+        # (it may improve the best primal): one more iteration does both, then the solve stops, since
+        # the next planes would rest on it.
+        self._take(solution)
+        solution = self._assembled(solution)
+        best_w = self.certificate.best_w
+        self.segment = (
+            self.problem.segment(best_w, self.w) if self.segment is None else self.segment.next(self.best_t, self.w)
+        )
+        self.best_t = 0.0
+        self.qp_failed = not solution.verified(self.qp_gap_tol)
+        if self.qp_failed:
+            self.qp.refuse_if_out_of_scale(f"working-set QP gap {solution.gap:.3g} > {self.qp_gap_tol:.3g}")
+        return None
+
+    def _assembled(self, solution: QPSolution) -> QPSolution:
+        """The solution after the cuts assembled from the plane cache, where they are worth a solve."""
+        if self.cache is not None and solution.solver == "primal" and self.problem.linear_constraints is None:
+            # The dual form failed: assembled cuts are linear combinations of one another's parts, and a
+            # working set of them can be too degenerate for the active-set dual. The cache stops here.
+            self.cache, self.cache_usable = None, False
+            logger.debug("plane cache off after iteration %d: the working-set dual failed", len(self.history))
+        if (
+            self.cache is not None
+            and solution.verified(self.qp_gap_tol)
+            and _solve_cheaper_than_oracle(self.qp, self.problem)
+        ):
+            solution = _assemble_cuts(self.cache, self.qp, solution, self.qp_gap_tol, CACHE_VIOLATION * self.tol)
+            self._take(solution)
+        return solution
+
+    def result(self, stop_reason: str, warn: bool, max_iter: int) -> SolveResult:
+        """Warn if uncertified, log the end, and return the best point with its certificate."""
+        cert = self.certificate
+        if stop_reason == "max_iter":
+            cause, remedy = f"max_iter={max_iter} was reached", "increase max_iter or tol"
+        else:
+            cause, remedy = "no working-set QP solver reached a verified optimum", "rescale the features or loosen tol"
+        cert.finish(
+            "cutting plane",
+            "iterations",
+            stop_reason,
+            len(self.history),
+            warn=warn,
+            cause=cause,
+            remedy=remedy,
+            stacklevel=4,
+        )
+        return SolveResult(
+            cert.best_w,
+            len(self.history),
+            stop_reason == "converged",
+            self.history,
+            stop_reason,
+            cert.best_primal,
+            cert.gap,
+            self.qp.working_set(),
+        )
+
+
+def _ground_truth_feature(problem: StructuredProblem) -> np.ndarray:
     psi_star = np.asarray(problem.ground_truth_feature(), dtype=np.float64)
     if psi_star.shape != (problem.n_features,):
         raise RuntimeError(
             f"{type(problem).__name__} broke its contract: Ψ(X, Y*) has shape {psi_star.shape}, "
             f"expected ({problem.n_features},)"
         )
-    _check_finite(psi_star, "Ψ(X, Y*)", 0)
-    target_gap = C * tol
-    qp_gap_tol = QP_GAP_FRACTION * target_gap
-    qp = _ScaledQP(C, problem.n_features, problem.linear_constraints, psi_star, qp_gap_tol)
-    if planes is not None:
-        _check_working_set(planes, problem.n_features)
-        for plane, loss in zip(planes.planes, planes.losses, strict=True):
-            qp.add(plane, float(loss))
-    if w0 is None:
-        solution = qp.solve(qp_gap_tol)  # the smallest w meeting the linear constraints (0 without them)
-        w, dual, qp_gap, qp_solver = solution.w, solution.dual, solution.gap, solution.solver
-    else:
-        # ½‖w‖² + C ξ ≥ 0: zero is a lower bound until the first working-set solve.
-        w, dual, qp_gap, qp_solver = np.asarray(w0, dtype=np.float64).copy(), 0.0, 0.0, ""
-    best_primal, best_w, best_dual = np.inf, w, dual
-    history: list[IterationRecord] = []
-    stop_reason = "max_iter"
-    qp_failed = False
-    stall = StallGuard()
-    #: The problem from the best point (at t = 0) to the working-set optimum (t = 1); None before the first QP.
-    segment: Segment | None = None
-    #: Where the best point lies on ``segment``, and whether its primal came from an oracle call at it
-    #: (a line-search point's slack comes from interpolated scores: verified before a stop).
-    best_t, best_exact, verify = 0.0, True, False
-    #: Cut at the working-set optimum next (after a cut that returned a plane the set holds).
-    plain_cut = False
-    #: The last working-set optimum the line search priced, and its primal (exact: its scores are X·w).
-    optimum_w, optimum_primal = w, np.inf
-    #: Each query's parts of the cuts seen so far (problems that split their cuts by block only).
-    cache: _PlaneCache | None = None
-    cache_usable = True
-    for iteration in range(1, max_iter + 1):
-        start = time.perf_counter()
-        optimized = False
-        if segment is None or verify:
-            if verify:
-                w = best_w
-            constraint = problem.most_violated(w)
-            cut_t = best_t
-        else:
-            optimized = line_search and segment.cheap
-            if optimized:
-                t, value, optimum_primal = _search_segment(segment, C, best_primal, 0.1 * target_gap)
-                optimum_w = segment.w1
-                if value < best_primal:
-                    best_primal, best_w, best_t, best_exact = value, segment.point(t), t, False
-            # Without a cheap line search the cut point's own oracle call prices it exactly (the
-            # best point moves with the cuts); with it, the cut lands beyond the point just found.
-            mu = CUT_TOWARDS_OPTIMUM if optimized else IN_OUT_CUT
-            cut_t = best_t + mu * (1.0 - best_t) if line_search and not plain_cut else 1.0
-            plain_cut = False
-            w = segment.point(cut_t)
-            constraint = segment.most_violated(cut_t)
-        elapsed = time.perf_counter() - start
-        if constraint.blocks is not None and cache_usable:
-            parts = constraint.blocks.planes()
-            if cache is None and parts is not None:
-                cache = _PlaneCache.for_blocks(constraint.blocks.losses.size, problem.n_features)
-            if cache is None or parts is None:  # the data cannot be split by query, or the cache would not fit
-                cache_usable = False
-            else:
-                cache.add(parts, constraint.blocks.losses)
-        plane = psi_star - np.asarray(constraint.feature, dtype=np.float64)
-        _check_finite(plane, "the most violated plane Ψ(X, Y*) − Ψ(X, Ŷ)", iteration)
-        loss = float(constraint.loss)
-        _check_finite(np.array([loss]), "the most violated output's loss Δ", iteration)
-        xi = max(0.0, loss - float(w @ plane))
-        violation = xi - qp.slack(w)
-        primal = 0.5 * float(w @ w) + C * xi
-        if not np.isfinite(primal):
-            raise ValueError(_scale_message(f"the primal objective at iteration {iteration} is {primal}", w, plane))
-        if verify:  # the best point's primal, now from an oracle call at it
-            best_primal, best_exact, verify = primal, True, False
-        elif primal <= best_primal:  # on a tie the later iterate, a working-set optimum
-            best_primal, best_w, best_t, best_exact = primal, w, cut_t, True
-        best_dual = max(best_dual, dual)
-        if best_primal - best_dual <= target_gap and optimum_primal - best_dual <= target_gap:
-            # The working-set optimum is certified too: return it, the canonical point (the QP's
-            # polished optimum), which rounding-level changes of the data do not move.
-            best_w, best_primal, best_exact = optimum_w, optimum_primal, True
-        gap = best_primal - best_dual
-        # With the line search the solve's current point is the best one (the cut only feeds the
-        # working set): the record, the callback and a validation monitor see that point.
-        shown_primal, shown_w = (best_primal, best_w) if optimized else (primal, w)
-        record = IterationRecord(
-            iteration, shown_primal, best_dual, gap, violation, qp.n_planes, elapsed, qp_gap, qp_solver
-        )
-        history.append(record)
-        logger.debug(
-            "iter %d: primal %.6g dual %.6g gap %.3g violation %.3g planes %d (QP %s, gap %.3g)",
-            iteration,
-            shown_primal,
-            best_dual,
-            gap,
-            violation,
-            qp.n_planes,
-            qp_solver or "-",
-            qp_gap,
-        )
-        stop_requested = callback is not None and callback(record, shown_w)
-        if gap <= target_gap:
-            if target_gap < _rounding(best_primal, best_dual):
-                # C·tol is below float64's rounding of the objective: a gap that small (even negative)
-                # is rounding, not a certificate.
-                stop_reason = "stalled"
-                break
-            if best_exact:
-                stop_reason = "converged"
-                break
-            verify = True  # certify on an oracle call at the best point itself, next iteration
-        if qp_failed:
-            stop_reason = "stalled" if qp_gap_tol < _rounding(best_primal, best_dual) else "qp_failure"
-            break
-        if stop_requested:
-            stop_reason = "callback"
-            break
-        if stall.stalled(iteration, gap, _rounding(best_primal, best_dual)):
-            stop_reason = "stalled"
-            break
-        if iteration == max_iter:
-            break
-        if not qp.add(plane, loss) and segment is not None:
-            # The working set holds this plane already: its optimum stands.  Cutting there next
-            # either finds a new plane or shows the working set's slack exact there (converged).
-            # (Before the first solve — planes given — the set's optimum is found below.)
-            segment = segment.next(best_t, segment.w1)
-            best_t, plain_cut = 0.0, True
-            continue
-        try:
-            solution = qp.solve(qp_gap_tol)
-        except InfeasibleConstraintsError:
-            raise
-        except QPSolveError as exc:
-            qp.refuse_if_out_of_scale(str(exc))
-            stop_reason = "stalled" if qp_gap_tol < _rounding(best_primal, best_dual) else "qp_failure"
-            if stop_reason == "qp_failure":
-                logger.warning("cutting plane: %s", exc)
-            break
-        # An unverified answer still has a valid dual bound, and its w is a point the
-        # oracle can price (it may improve the best primal): one more iteration does
-        # both, then the solve stops, since the next planes would rest on it.
-        w, dual, qp_gap, qp_solver = solution.w, solution.dual, solution.gap, solution.solver
-        if cache is not None and solution.solver == "primal" and problem.linear_constraints is None:
-            # The dual form failed: assembled cuts are linear combinations of one another's parts, and a
-            # working set of them can be too degenerate for the active-set dual. The cache stops here.
-            cache, cache_usable = None, False
-            logger.debug("plane cache off after iteration %d: the working-set dual failed", iteration)
-        if cache is not None and solution.verified(qp_gap_tol) and _solve_cheaper_than_oracle(qp, problem):
-            solution = _assemble_cuts(cache, qp, solution, qp_gap_tol, CACHE_VIOLATION * tol)
-            w, dual, qp_gap, qp_solver = solution.w, solution.dual, solution.gap, solution.solver
-        segment = problem.segment(best_w, w) if segment is None else segment.next(best_t, w)
-        best_t = 0.0
-        qp_failed = not solution.verified(qp_gap_tol)
-        if qp_failed:
-            qp.refuse_if_out_of_scale(f"working-set QP gap {solution.gap:.3g} > {qp_gap_tol:.3g}")
-    converged = stop_reason == "converged"
-    final_gap = best_primal - best_dual
-    if warn and stop_reason == "stalled":
-        warnings.warn(
-            f"cutting plane stalled: the duality gap reached {final_gap:.3g} stops at float64's rounding of the "
-            f"objective ({best_primal:.6g}): it no longer falls, or the working-set QP cannot be verified below "
-            f"it, so C·tol = {target_gap:.3g} cannot be certified; the tolerance attainable here is about "
-            f"tol = {max(final_gap, _rounding(best_primal, best_dual)) / C:.1g}",
-            ConvergenceWarning,
-            stacklevel=2,
-        )
-    elif warn and not converged and stop_reason != "callback":
-        cause = (
-            f"max_iter={max_iter} was reached"
-            if stop_reason == "max_iter"
-            else "no working-set QP solver reached a verified optimum"
-        )
-        warnings.warn(
-            f"cutting plane stopped uncertified: {cause}, with duality gap {final_gap:.3g} > "
-            f"C·tol = {target_gap:.3g} (relative {final_gap / max(best_primal, 1e-300):.3g}); "
-            + ("increase max_iter or tol" if stop_reason == "max_iter" else "rescale the features or loosen tol"),
-            ConvergenceWarning,
-            stacklevel=2,
-        )
-    log_end("cutting plane", "iterations", stop_reason, len(history), best_primal, final_gap, target_gap)
-    return CuttingPlaneResult(
-        best_w, len(history), converged, history, stop_reason, best_primal, final_gap, qp.working_set()
-    )
-
-
-def log_end(solver: str, unit: str, stop_reason: str, count: int, primal: float, gap: float, target: float) -> None:
-    """The one INFO line a solve ends with."""
-    logger.info(
-        "%s %s after %d %s: primal %.6g, gap %.3g (C·tol %.3g)",
-        solver,
-        "converged" if stop_reason == "converged" else f"stopped ({stop_reason})",
-        count,
-        unit,
-        primal,
-        gap,
-        target,
-    )
+    check_finite(psi_star, "Ψ(X, Y*)", 0)
+    return psi_star
 
 
 def _check_working_set(planes: WorkingSet, n_features: int) -> None:
@@ -446,7 +408,7 @@ class _PlaneCache:
                 f"a problem broke its contract: its cuts came split into {self.losses.shape[0]} blocks, then into "
                 f"planes of shape {planes.shape} and losses of shape {losses.shape}"
             )
-        _check_finite(planes, "a cut's parts by block", 0)
+        check_finite(planes, "a cut's parts by block", 0)
         self.clock += 1
         held = np.all(self.planes == planes[:, None, :], axis=2) & (self.losses == losses[:, None])
         new = np.flatnonzero(~held.any(axis=1))
@@ -497,29 +459,6 @@ def _assemble_cuts(
             break
         solution = candidate
     return solution
-
-
-class StallGuard:
-    """Whether a certified gap has stopped falling: by no more than float64's rounding of the objective
-    in STALL_ITERATIONS iterations (or passes)."""
-
-    def __init__(self):
-        self.gap, self.iteration = np.inf, 0
-
-    def stalled(self, iteration: int, gap: float, rounding: float) -> bool:
-        if gap < self.gap - rounding:
-            self.gap, self.iteration = gap, iteration
-            return False
-        return iteration - self.iteration >= STALL_ITERATIONS
-
-
-def _rounding(best_primal: float, best_dual: float) -> float:
-    """float64's rounding of the objective: the smallest gap any computation here can verify.
-
-    A gap that stops falling by more (the stall guard), a C·tol or a working-set QP tolerance below it
-    cannot be certified: the solve then stops as "stalled".
-    """
-    return STALL_ROUNDING * np.finfo(np.float64).eps * max(abs(best_primal), abs(best_dual))
 
 
 def _search_segment(segment: Segment, C: float, start_value: float, tolerance: float) -> tuple[float, float, float]:
@@ -639,15 +578,6 @@ class _ScaledQP:
         s2 = self.scale * self.scale
         solution = self._qp.solve(gap_tol * s2)
         return QPSolution(solution.w / self.scale, solution.dual / s2, solution.primal / s2, solution.solver)
-
-
-def _check_finite(values: np.ndarray, what: str, iteration: int) -> None:
-    if not np.all(np.isfinite(values)):
-        raise ValueError(
-            f"expected finite values in {what} (iteration {iteration}), got NaN or infinity instead: "
-            "the features are too large for float64 arithmetic (largest finite entry "
-            f"{np.max(np.abs(values[np.isfinite(values)]), initial=0.0):.3g}); rescale X"
-        )
 
 
 def _scale_message(what: str, w: np.ndarray, plane: np.ndarray) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from rankopt.engine.cutting_plane import IterationRecord
+from rankopt.engine.certificate import IterationRecord
 
 logger = logging.getLogger(__name__)
 

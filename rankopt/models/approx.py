@@ -36,7 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt.engine.cutting_plane import CuttingPlaneResult, solve_cutting_plane
+from rankopt.engine.certificate import SolveResult
+from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.engine.problem import LinearConstraints, StructuredProblem
 from rankopt.inference.base import descending_order
 from rankopt.losses.ap import APLoss
@@ -81,7 +82,7 @@ class ApproxSplit:
     ----------
     w0 : ndarray
         The binary SVM's weights.
-    binary_result : CuttingPlaneResult
+    binary_result : SolveResult
         Stage 1's cutting-plane run.
     easy : ndarray of bool
         Samples with y_i w₀·x_i ≥ 1.
@@ -90,7 +91,7 @@ class ApproxSplit:
     """
 
     w0: np.ndarray
-    binary_result: CuttingPlaneResult
+    binary_result: SolveResult
     easy: np.ndarray
     hard: np.ndarray
 
@@ -153,7 +154,7 @@ def fit_approx(
     inference: str,
     registry,
     callback=None,
-) -> tuple[StructuredProblem, CuttingPlaneResult, ApproxSplit]:
+) -> tuple[StructuredProblem, SolveResult, ApproxSplit]:
     """Run both stages; return stage 2's problem, its solution and stage 1's split.
 
     ``X``, ``y`` (bool) and ``percent`` arrive validated (:func:`check_approx`).  The hard
@@ -176,7 +177,7 @@ def fit_approx(
     n_hard = split.n_hard_constraints
     in_qp = np.zeros(n_hard, dtype=bool)
     batch = _batch_size(X.shape[1])
-    runs: list[CuttingPlaneResult] = []
+    runs: list[SolveResult] = []
     while True:
         problem.linear_constraints = (
             LinearConstraints(constraints.A[in_qp], constraints.b[in_qp])
@@ -202,7 +203,7 @@ def fit_approx(
     # The last run's w meets every hard constraint, so the dual bound of its relaxation
     # (only some of them in the QP) certifies it for the full problem.
     last = runs[-1]
-    result = CuttingPlaneResult(
+    result = SolveResult(
         w, len(history), last.converged, history, last.stop_reason, last.primal_objective, last.duality_gap
     )
     return problem, result, split

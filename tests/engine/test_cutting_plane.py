@@ -338,7 +338,7 @@ def test_a_tolerance_below_float64_rounding_stalls_instead_of_running_on():
 
 def test_the_stall_guard_stops_a_gap_stuck_at_rounding():
     """The plain cutting plane on the same data: the gap stops near 1e-12 and the guard stops it."""
-    from rankopt.engine.cutting_plane import STALL_ITERATIONS, STALL_ROUNDING
+    from rankopt.engine.certificate import STALL_ITERATIONS, STALL_ROUNDING
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((2000, 20))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rankopt import HOAPSVM, HOBSVM, LatentAPSVM, RankSVM
-from rankopt.engine.cutting_plane import IterationRecord
+from rankopt.engine.certificate import IterationRecord
 from rankopt.estimators import progress
 from rankopt.estimators.progress import IterationProgress, verbose_logging
 from rankopt.exceptions import ConvergenceWarning
