@@ -57,39 +57,17 @@ def solve_bcfw(
         )
     psi_star = np.asarray(problem.ground_truth_feature(), dtype=np.float64)
     rng = np.random.default_rng(SEED)
-    parts = np.zeros((n_blocks, d))  # w_b
-    part_losses = np.zeros(n_blocks)  # ℓ_b (in units of Δ: the dual is C ℓ − ½‖w‖²)
-    w, loss_sum = np.zeros(d), 0.0
-    average_w, average_loss, steps = np.zeros(d), 0.0, 0
-    cert = Certificate(C, tol, best_w=w.copy())
+    dual = _BlockDual(n_blocks, d)
+    cert = Certificate(C, tol, best_w=dual.w.copy())
     history: list[IterationRecord] = []
     stop_reason = "max_iter"
     for iteration in range(1, max_iter + 1):
         start = time.perf_counter()
-        for block in rng.permutation(n_blocks):
-            plane, loss = problem.block_most_violated(int(block), w)
-            corner, corner_loss = C * np.asarray(plane, dtype=np.float64), float(loss)
-            direction = corner - parts[block]
-            gap = C * (corner_loss - part_losses[block]) - float(w @ direction)
-            norm2 = float(direction @ direction)
-            if gap > 0.0 and norm2 > 0.0:
-                step = min(1.0, gap / norm2)
-                parts[block] += step * direction
-                loss_change = step * (corner_loss - part_losses[block])
-                part_losses[block] += loss_change
-                loss_sum += loss_change
-                w = w + step * direction
-            steps += 1
-            rho = 2.0 / (steps + 1.0)  # weighted averaging: iterate k weighs k
-            average_w = (1.0 - rho) * average_w + rho * w
-            average_loss = (1.0 - rho) * average_loss + rho * loss_sum
-        # The sums again from the parts, so that running updates do not drift.
-        w = parts.sum(axis=0)
-        loss_sum = float(part_losses.sum())
+        dual.block_pass(problem, C, rng.permutation(n_blocks))
         elapsed = time.perf_counter() - start
-        cert.raise_dual(C * loss_sum - 0.5 * float(w @ w))
-        cert.raise_dual(C * average_loss - 0.5 * float(average_w @ average_w))
-        for candidate in (w, average_w):
+        cert.raise_dual(C * dual.loss_sum - 0.5 * float(dual.w @ dual.w))
+        cert.raise_dual(C * dual.average_loss - 0.5 * float(dual.average_w @ dual.average_w))
+        for candidate in (dual.w, dual.average_w):
             constraint = problem.most_violated(candidate)
             plane = psi_star - np.asarray(constraint.feature, dtype=np.float64)
             check_finite(plane, "the most violated plane Ψ(X, Y*) − Ψ(X, Ŷ)", iteration)
@@ -122,3 +100,37 @@ def solve_bcfw(
     return SolveResult(
         cert.best_w, len(history), stop_reason == "converged", history, stop_reason, cert.best_primal, cert.gap
     )
+
+
+class _BlockDual:
+    """The dual point of BCFW: each block's part w_b of w and ℓ_b of ℓ, their sums, and the weighted
+    average of the iterates (iterate k weighs k)."""
+
+    def __init__(self, n_blocks: int, n_features: int):
+        self.parts = np.zeros((n_blocks, n_features))  # w_b
+        self.part_losses = np.zeros(n_blocks)  # ℓ_b (in units of Δ: the dual is C ℓ − ½‖w‖²)
+        self.w, self.loss_sum = np.zeros(n_features), 0.0
+        self.average_w, self.average_loss, self.steps = np.zeros(n_features), 0.0, 0
+
+    def block_pass(self, problem: BlockProblem, C: float, order: np.ndarray) -> None:
+        """One Frank–Wolfe step per block, in ``order``, each with the exact line search of the dual."""
+        for block in order:
+            plane, loss = problem.block_most_violated(int(block), self.w)
+            corner, corner_loss = C * np.asarray(plane, dtype=np.float64), float(loss)
+            direction = corner - self.parts[block]
+            gap = C * (corner_loss - self.part_losses[block]) - float(self.w @ direction)
+            norm2 = float(direction @ direction)
+            if gap > 0.0 and norm2 > 0.0:
+                step = min(1.0, gap / norm2)
+                self.parts[block] += step * direction
+                loss_change = step * (corner_loss - self.part_losses[block])
+                self.part_losses[block] += loss_change
+                self.loss_sum += loss_change
+                self.w = self.w + step * direction
+            self.steps += 1
+            rho = 2.0 / (self.steps + 1.0)  # weighted averaging: iterate k weighs k
+            self.average_w = (1.0 - rho) * self.average_w + rho * self.w
+            self.average_loss = (1.0 - rho) * self.average_loss + rho * self.loss_sum
+        # The sums again from the parts, so that running updates do not drift.
+        self.w = self.parts.sum(axis=0)
+        self.loss_sum = float(self.part_losses.sum())

@@ -146,32 +146,10 @@ def solve_cccp(
         )
         inner_results.append(result)
         before = objectives[-1]
-        # The inner solve's best iterate is w_t itself unless a point with a lower
-        # bound was found: then B_t there < B_t(w_t) = J(w_t), and J cannot be higher.
-        moved = result.primal_objective < before and not np.array_equal(result.w, w)
-        after = problem.objective(result.w, C) if moved else before
-        if moved and after > result.primal_objective + 1e-9 * max(1.0, abs(after)):
-            raise RuntimeError(
-                f"{type(problem).__name__} broke the CCCP contract: J(w) = {after:.10g} exceeds the convex "
-                f"bound {result.primal_objective:.10g} that convexify() gave for the same w"
-            )
-        accepted = moved and after <= before
-        steps.append(
-            CCCPStep(
-                before, result.primal_objective, after, result.duality_gap, result.converged, result.n_iter, accepted
-            )
-        )
-        logger.info(
-            "CCCP step %d: J %.8g -> %.8g (%s; inner bound %.8g, gap %.3g, %s after %d iterations)",
-            iteration,
-            before,
-            after,
-            "accepted" if accepted else "no lower bound found, w kept",
-            result.primal_objective,
-            result.duality_gap,
-            "certified" if result.converged else f"uncertified: {result.stop_reason}",
-            result.n_iter,
-        )
+        step = _judge_step(problem, C, w, before, result)
+        steps.append(step)
+        _log_step(iteration, step, result)
+        accepted, after = step.accepted, step.objective_after
         if accepted:
             w = result.w
             objectives.append(after)
@@ -197,3 +175,34 @@ def solve_cccp(
         )
         warnings.warn(f"CCCP did not converge: {reason}", ConvergenceWarning, stacklevel=2)
     return CCCPResult(w, len(inner_results), converged, objectives, inner_results, steps, stop_reason)
+
+
+def _judge_step(problem: CCCPProblem, C: float, w: np.ndarray, before: float, result: SolveResult) -> CCCPStep:
+    """The step to the inner solve's best iterate, accepted when J cannot rise there."""
+    # The inner solve's best iterate is w_t itself unless a point with a lower
+    # bound was found: then B_t there < B_t(w_t) = J(w_t), and J cannot be higher.
+    moved = result.primal_objective < before and not np.array_equal(result.w, w)
+    after = problem.objective(result.w, C) if moved else before
+    if moved and after > result.primal_objective + 1e-9 * max(1.0, abs(after)):
+        raise RuntimeError(
+            f"{type(problem).__name__} broke the CCCP contract: J(w) = {after:.10g} exceeds the convex "
+            f"bound {result.primal_objective:.10g} that convexify() gave for the same w"
+        )
+    accepted = moved and after <= before
+    return CCCPStep(
+        before, result.primal_objective, after, result.duality_gap, result.converged, result.n_iter, accepted
+    )
+
+
+def _log_step(iteration: int, step: CCCPStep, result: SolveResult) -> None:
+    logger.info(
+        "CCCP step %d: J %.8g -> %.8g (%s; inner bound %.8g, gap %.3g, %s after %d iterations)",
+        iteration,
+        step.objective_before,
+        step.objective_after,
+        "accepted" if step.accepted else "no lower bound found, w kept",
+        result.primal_objective,
+        result.duality_gap,
+        "certified" if result.converged else f"uncertified: {result.stop_reason}",
+        result.n_iter,
+    )
