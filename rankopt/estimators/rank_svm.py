@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import warnings
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,9 +30,8 @@ from rankopt._validation import (
     relevant_from_grades,
 )
 from rankopt.data.backends import backend_for, check_matrix, column_max_abs
-from rankopt.engine.bcfw import solve_bcfw
-from rankopt.engine.cutting_plane import solve_cutting_plane
-from rankopt.engine.problem import BlockProblem
+from rankopt.engine.certificate import WorkingSet
+from rankopt.engine.solvers import FitNeeds, SolverSpec, get_solver
 from rankopt.estimators.evaluation import eval_metrics
 from rankopt.estimators.progress import ValidationMonitor, iteration_callback, verbose_logging
 from rankopt.exceptions import ConstantRankerWarning
@@ -278,11 +279,23 @@ class RankSVM(BaseEstimator):
         with them, as ``qid_val`` or in ``eval_group`` (one list of group
         sizes per set).
         """
+        fit = self._check_fit(X, y, qid, group)
+        monitor = self._validation_monitor(eval_set, eval_group, fit.qid, fit.patience, fit.approx)
+        callback = iteration_callback(type(self).__name__, verbose=self.verbose, monitor=monitor)
+        with verbose_logging(self.verbose):
+            problem, result, split = self._solve(fit, callback)
+            if result.stop_reason == "callback":  # only the validation monitor stops a solve
+                _log_early_stop(type(self).__name__, result, monitor, fit.patience)
+        _report_solution(type(self).__name__, problem, result, fit.X, fit.loss, fit.C)
+        self._store(fit, problem, result, split, monitor)
+        return self
+
+    def _check_fit(self, X, y, qid, group) -> _Fit:
+        """Every parameter and input of ``fit`` checked, before any work."""
         check_feature_names(self, X, reset=True)
         X = check_matrix(X)
         qid = qid_or_group(qid, group, X.shape[0])
-        if qid is None:
-            y_checked = _check_one_query_labels(y, X.shape[0])
+        labels = _check_one_query_labels(y, X.shape[0]) if qid is None else y
         C = check_positive_float(self.C, "C")
         tol = check_positive_float(self.tol, "tol")
         max_iter = check_positive_int(self.max_iter, "max_iter")
@@ -299,106 +312,94 @@ class RankSVM(BaseEstimator):
         loss = registry.resolve_loss(self.loss)
         approx = check_approx(self.approx, loss)
         model = registry.get_model(MODEL_FOR_OUTPUT[loss.output_kind])
-        y, queries, n_queries, n_queries_used = self._relevance(
-            y_checked if qid is None else y, qid, X.shape[0], loss, model, approx
-        )
-        solver = self._check_solver(X, qid, approx, queries, loss)
+        relevance, queries, n_queries, n_queries_used = self._relevance(labels, qid, X.shape[0], loss, model, approx)
+        solver = self._check_solver(X, qid, approx, queries)
         w0 = self._warm_start_point(X.shape[1], loss, approx)
-        fingerprint = (
-            _fit_fingerprint(X, y_checked if qid is None else y, qid, self.relevant_at, loss)
-            if self.warm_start
-            else None
-        )
-        planes = self._warm_start_planes(w0, fingerprint)
+        fingerprint = _fit_fingerprint(X, labels, qid, self.relevant_at, loss) if self.warm_start else None
         self.n_features_in_ = X.shape[1]
         _check_scale(X)
-        monitor = self._validation_monitor(eval_set, eval_group, qid, patience, approx)
-        feature_map = registry.get_feature_map("linear")
-        callback = iteration_callback(type(self).__name__, verbose=self.verbose, monitor=monitor)
-        with verbose_logging(self.verbose):
-            if queries is not None:
-                problem = model.build_problem(
-                    X, y, loss, feature_map, inference=self.inference, registry=registry, queries=queries
-                )
-                if solver == "bcfw":
-                    if not isinstance(problem, BlockProblem):
-                        raise ValueError(
-                            f"expected a problem split by query with solver='bcfw', got {type(problem).__name__} "
-                            "instead (a model plugin's, not a BlockProblem); use solver='cutting_plane'"
-                        )
-                    result = solve_bcfw(problem, C, tol=tol, max_iter=max_iter, callback=callback)
-                else:
-                    result = solve_cutting_plane(
-                        problem, C, tol=tol, max_iter=max_iter, callback=callback, w0=w0, planes=planes
-                    )
-                split = None
-            elif approx is None:
-                problem = model.build_problem(X, y, loss, feature_map, inference=self.inference, registry=registry)
-                result = solve_cutting_plane(
-                    problem, C, tol=tol, max_iter=max_iter, callback=callback, w0=w0, planes=planes
-                )
-                split = None
-            else:
-                problem, result, split = fit_approx(
-                    X,
-                    y,
-                    loss,
-                    feature_map,
-                    approx,
-                    C=C,
-                    tol=tol,
-                    max_iter=max_iter,
-                    inference=self.inference,
-                    registry=registry,
-                    callback=callback,
-                )
-            if result.stop_reason == "callback":  # only the validation monitor stops a solve
-                best = monitor.best_index
-                logger.info(
-                    "%s stopped early after %d iterations: %s did not improve for %d iterations; keeping "
-                    "iteration %d (%s %.4f), whose duality gap is %.3g: not the optimum of the training problem",
-                    type(self).__name__,
-                    result.n_iter,
-                    monitor.stopping_label,
-                    patience,
-                    best + 1,
-                    monitor.stopping_label,
-                    monitor.best_score,
-                    result.history[best].primal_objective - result.history[-1].dual_objective,
-                )
-        _report_solution(type(self).__name__, problem, result, X, loss, C)
+        return _Fit(
+            X,
+            qid,
+            relevance,
+            queries,
+            n_queries,
+            n_queries_used,
+            C,
+            tol,
+            max_iter,
+            patience,
+            registry,
+            loss,
+            approx,
+            model,
+            solver,
+            w0,
+            self._warm_start_planes(w0, fingerprint),
+            fingerprint,
+        )
+
+    def _solve(self, fit: _Fit, callback):
+        """Build the problem and run the solver: (problem, result, APPX split or None)."""
+        feature_map = fit.registry.get_feature_map("linear")
+        if fit.approx is not None:
+            return fit_approx(
+                fit.X,
+                fit.relevance,
+                fit.loss,
+                feature_map,
+                fit.approx,
+                C=fit.C,
+                tol=fit.tol,
+                max_iter=fit.max_iter,
+                inference=self.inference,
+                registry=fit.registry,
+                callback=callback,
+            )
+        by_query = {} if fit.queries is None else {"queries": fit.queries}
+        problem = fit.model.build_problem(
+            fit.X, fit.relevance, fit.loss, feature_map, inference=self.inference, registry=fit.registry, **by_query
+        )
+        result = fit.solver.run(
+            problem, fit.C, tol=fit.tol, max_iter=fit.max_iter, callback=callback, w0=fit.w0, planes=fit.planes
+        )
+        return problem, result, None
+
+    def _store(self, fit: _Fit, problem, result, split, monitor) -> None:
+        """The fitted attributes, from the solve (and the validation monitor's kept iterate)."""
         self.coef_ = result.w
         # The planes are a valid start only for this very problem: kept (in memory, not in pickles)
         # with the fingerprint of the data they came from.
-        self._warm_planes = (fingerprint, result.working_set) if self.warm_start and approx is None else None
+        self._warm_planes = (fit.fingerprint, result.working_set) if self.warm_start and fit.approx is None else None
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
         self.duality_gap_ = result.duality_gap
         self.stop_reason_ = result.stop_reason
         self.history_ = result.history
-        self.best_iteration_ = self.best_validation_score_ = self.evals_result_ = None
+        self.evals_result_: dict | None = None
+        self.best_iteration_ = self.best_validation_score_ = None
         if monitor is not None:
-            self.history_ = monitor.annotate(result.history)
-            self.evals_result_ = {
-                name: {m: list(v) for m, v in metrics.items()} for name, metrics in monitor.results.items()
-            }
-            self.best_iteration_ = monitor.best_index + 1
-            self.best_validation_score_ = monitor.best_score
-            if patience is not None:
-                self.coef_ = monitor.best_w
-                # The kept iterate's own gap: its primal against the best dual bound of the solve.
-                self.duality_gap_ = (
-                    result.history[monitor.best_index].primal_objective - result.history[-1].dual_objective
-                )
-                self.converged_ = result.converged and np.array_equal(monitor.best_w, result.w)
-        self.loss_ = loss
-        self.inference_ = problem.inference if loss.output_kind is OutputKind.RANKING else None
+            self._store_monitor(monitor, result, fit.patience)
+        self.loss_ = fit.loss
+        self.inference_ = problem.inference if fit.loss.output_kind is OutputKind.RANKING else None
         self.n_easy_ = None if split is None else split.n_easy
         self.n_hard_constraints_ = None if split is None else split.n_hard_constraints
-        self.n_queries_ = n_queries
-        self.n_queries_used_ = n_queries_used
-        self.fitted_with_qid_ = qid is not None
-        return self
+        self.n_queries_ = fit.n_queries
+        self.n_queries_used_ = fit.n_queries_used
+        self.fitted_with_qid_ = fit.qid is not None
+
+    def _store_monitor(self, monitor, result, patience) -> None:
+        self.history_ = monitor.annotate(result.history)
+        self.evals_result_ = {
+            name: {m: list(v) for m, v in metrics.items()} for name, metrics in monitor.results.items()
+        }
+        self.best_iteration_ = monitor.best_index + 1
+        self.best_validation_score_ = monitor.best_score
+        if patience is not None:
+            self.coef_ = monitor.best_w
+            # The kept iterate's own gap: its primal against the best dual bound of the solve.
+            self.duality_gap_ = result.history[monitor.best_index].primal_objective - result.history[-1].dual_objective
+            self.converged_ = result.converged and np.array_equal(monitor.best_w, result.w)
 
     def _warm_start_point(self, n_features: int, loss: Loss, approx) -> np.ndarray | None:
         """The previous ``coef_`` to start from with ``warm_start``, checked against this fit; else None."""
@@ -420,28 +421,21 @@ class RankSVM(BaseEstimator):
             )
         return np.array(self.coef_, dtype=np.float64)
 
-    def _check_solver(self, X, qid, approx, queries, loss) -> str:
-        if self.solver not in ("cutting_plane", "bcfw"):
-            raise ValueError(f"expected solver to be 'cutting_plane' or 'bcfw', got {self.solver!r} instead")
-        if self.solver == "bcfw":
-            if qid is None or approx is not None:
-                raise ValueError(
-                    "expected queries (qid or group) and approx=None with solver='bcfw', whose blocks are the "
-                    f"queries, got {'no queries' if qid is None else f'approx={approx!r}'} instead"
-                )
-            if queries is None:  # a labeling loss: queries only threshold the grades
-                raise ValueError(
-                    f"expected a rank loss with solver='bcfw' (one block per query), got loss {loss.name!r} "
-                    "instead, whose documents are classified one by one; use solver='cutting_plane'"
-                )
-            if not (sp.issparse(X) or isinstance(X, np.ndarray)):
-                raise ValueError(
-                    f"expected NumPy or CSR data with solver='bcfw' (a small product per query), got "
-                    f"{type(X).__name__} instead; use solver='cutting_plane'"
-                )
-            if self.warm_start and hasattr(self, "coef_"):
-                raise ValueError("expected warm_start=False with solver='bcfw', got warm_start=True instead")
-        return self.solver
+    def _check_solver(self, X, qid, approx, queries) -> SolverSpec:
+        """The solver of the table (:mod:`rankopt.engine.solvers`), refused before any work if it cannot
+        take this fit."""
+        solver = get_solver(self.solver)
+        needs = FitNeeds(
+            queries=qid is not None,
+            ranking=queries is not None,  # a labeling loss: queries only threshold the grades
+            in_memory=sp.issparse(X) or isinstance(X, np.ndarray),
+            warm_start=bool(self.warm_start) and hasattr(self, "coef_"),
+            approx=approx is not None,
+        )
+        reason = solver.refusal(needs)
+        if reason is not None:
+            raise ValueError(reason)
+        return solver
 
     def _warm_start_planes(self, w0, fingerprint):
         """The previous fit's working set, when warm-starting on the same data, labels and loss; else None.
@@ -745,4 +739,44 @@ def _raise_no_query_orders(queries, graded, relevant_at) -> None:
     raise ValueError(
         f"expected some query (qid) to hold both a relevant document (y >= relevant_at={relevant_at:g}) and a "
         f"non-relevant one, got none of the {queries.n_queries} queries instead"
+    )
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """One ``RankSVM.fit`` call, checked: its data, parameters and the pieces the solve needs."""
+
+    X: object
+    qid: np.ndarray | None
+    relevance: np.ndarray
+    queries: object
+    n_queries: int
+    n_queries_used: int
+    C: float
+    tol: float
+    max_iter: int
+    patience: int | None
+    registry: Any
+    loss: Loss
+    approx: float | None
+    model: Any
+    solver: SolverSpec
+    w0: np.ndarray | None
+    planes: WorkingSet | None
+    fingerprint: object
+
+
+def _log_early_stop(estimator: str, result, monitor, patience) -> None:
+    best = monitor.best_index
+    logger.info(
+        "%s stopped early after %d iterations: %s did not improve for %d iterations; keeping "
+        "iteration %d (%s %.4f), whose duality gap is %.3g: not the optimum of the training problem",
+        estimator,
+        result.n_iter,
+        monitor.stopping_label,
+        patience,
+        best + 1,
+        monitor.stopping_label,
+        monitor.best_score,
+        result.history[best].primal_objective - result.history[-1].dual_objective,
     )

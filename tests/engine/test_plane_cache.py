@@ -147,18 +147,17 @@ def test_warm_start_reuses_planes_only_on_the_same_data(rng):
         seen["planes"] = kwargs.get("planes")
         return original(*args, **kwargs)
 
-    import rankopt.estimators.rank_svm as rank_svm
-
+    # The estimator reaches the cutting plane through the solver table, which looks it up at each call.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        rank_svm_solve, rank_svm.solve_cutting_plane = rank_svm.solve_cutting_plane, spy
+        cutting_plane.solve_cutting_plane = spy
         try:
             model.fit(X, other, qid=qid)
             assert seen["planes"] is None
             model.fit(X, other, qid=qid)
             assert seen["planes"] is not None  # the same data again
         finally:
-            rank_svm.solve_cutting_plane = rank_svm_solve
+            cutting_plane.solve_cutting_plane = original
     import pickle
 
     assert not hasattr(pickle.loads(pickle.dumps(model)), "_warm_planes")
