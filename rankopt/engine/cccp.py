@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rankopt.engine.certificate import SolveResult
-from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.engine.problem import StructuredProblem
+from rankopt.engine.solvers import DEFAULT_SOLVER, SolverSpec, get_solver
 from rankopt.exceptions import ConvergenceWarning
 
 logger = logging.getLogger(__name__)
@@ -119,6 +119,7 @@ def solve_cccp(
     inner_tol: float = 1e-3,
     inner_max_iter: int = 1000,
     callback=None,
+    inner_solver: SolverSpec | None = None,
 ) -> CCCPResult:
     """Run CCCP from ``w0`` until the objective drops by less than ``tol`` (relative).
 
@@ -131,9 +132,17 @@ def solve_cccp(
     finds no point below J(w_t) ends CCCP at w_t, converged if it was
     certified (w_t then minimises its own bound to within C·inner_tol).
 
-    ``callback(record, w)``, if given, is passed to every inner cutting plane
-    (see :func:`solve_cutting_plane`).
+    ``callback(record, w)``, if given, is passed to every inner solve (see
+    :func:`solve_cutting_plane`).  ``inner_solver`` is the solver of the table
+    (:mod:`rankopt.engine.solvers`) that runs the inner solves, the cutting plane by default; each
+    inner solve starts at w_t, so it must take a starting point.
     """
+    inner_solver = get_solver(DEFAULT_SOLVER) if inner_solver is None else inner_solver
+    if not inner_solver.warm_start:
+        raise ValueError(
+            f"expected an inner solver that starts from w_t, got solver={inner_solver.name!r} instead, "
+            f"which does not; use solver={DEFAULT_SOLVER!r}"
+        )
     w = np.asarray(w0, dtype=np.float64).copy()
     objectives = [problem.objective(w, C)]
     inner_results: list[SolveResult] = []
@@ -141,7 +150,7 @@ def solve_cccp(
     converged = False
     stop_reason = "max_iter"
     for iteration in range(1, max_iter + 1):
-        result = solve_cutting_plane(
+        result = inner_solver.run(
             problem.convexify(w), C, tol=inner_tol, max_iter=inner_max_iter, w0=w, warn=False, callback=callback
         )
         inner_results.append(result)

@@ -20,7 +20,7 @@ import numpy as np
 from rankopt.engine.certificate import SolveResult, WorkingSet
 from rankopt.engine.problem import BlockProblem, StructuredProblem
 
-__all__ = ["SOLVERS", "FitNeeds", "SolverSpec", "get_solver"]
+__all__ = ["DEFAULT_SOLVER", "SOLVERS", "FitNeeds", "SolverSpec", "get_solver"]
 
 #: The solver every estimator uses unless told otherwise.
 DEFAULT_SOLVER = "cutting_plane"
@@ -89,6 +89,7 @@ class SolverSpec:
         callback=None,
         w0: np.ndarray | None = None,
         planes: WorkingSet | None = None,
+        warn: bool = True,
     ) -> SolveResult:
         """Solve ``problem`` at ``C`` to ``C·tol``; a problem of the wrong type is refused before any work."""
         if not isinstance(problem, self.problem_type):
@@ -97,7 +98,7 @@ class SolverSpec:
                 f"instead (a model plugin's problem); use solver={DEFAULT_SOLVER!r}"
             )
         start = {"w0": w0, "planes": planes} if self.warm_start else {}
-        return self.solve(problem, C, tol=tol, max_iter=max_iter, callback=callback, **start)
+        return self.solve(problem, C, tol=tol, max_iter=max_iter, callback=callback, warn=warn, **start)
 
 
 def _cutting_plane(problem, C, **options) -> SolveResult:

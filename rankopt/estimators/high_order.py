@@ -25,7 +25,7 @@ from rankopt._validation import (
     check_positive_int,
 )
 from rankopt.engine.cccp import best_on_ray, solve_cccp
-from rankopt.engine.cutting_plane import solve_cutting_plane
+from rankopt.engine.solvers import DEFAULT_SOLVER, get_solver
 from rankopt.estimators.progress import iteration_callback, verbose_logging
 from rankopt.features.high_order import HighOrderFeatureMap, HighOrderInput, check_eta
 from rankopt.metrics import average_precision
@@ -159,7 +159,7 @@ class HOBSVM(_HighOrderRanker):
         )
         callback = iteration_callback(type(self).__name__, verbose=self.verbose)
         with verbose_logging(self.verbose):
-            result = solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback)
+            result = get_solver(DEFAULT_SOLVER).run(problem, C, tol=tol, max_iter=max_iter, callback=callback)
         self.eta_ = eta
         # coef_ scores labelings with the unnormalised Ψ of eqs. (4)–(5), as HOAP-SVM's does.
         self._store(inp, problem.scale * result.w, edges is not None or groups is not None)
@@ -296,6 +296,7 @@ class HOAPSVM(_HighOrderRanker):
                 inner_tol=tol,
                 inner_max_iter=max_iter,
                 callback=callback,
+                inner_solver=get_solver(DEFAULT_SOLVER),
             )
         self.eta_ = eta
         self._store(inp, problem.scale * result.w, edges is not None or groups is not None)

@@ -50,6 +50,7 @@ from sklearn.utils.validation import check_is_fitted
 from rankopt._validation import check_feature_names, check_n_features, check_positive_float, check_positive_int
 from rankopt.data.bags import Bags, check_bags
 from rankopt.engine.cccp import solve_cccp
+from rankopt.engine.solvers import DEFAULT_SOLVER, get_solver
 from rankopt.estimators.progress import iteration_callback, verbose_logging
 from rankopt.losses.base import RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
@@ -138,6 +139,7 @@ class _LatentEstimator(BaseEstimator):
                     inner_tol=tol,
                     inner_max_iter=max_iter,
                     callback=callback,
+                    inner_solver=get_solver(DEFAULT_SOLVER),
                 )
                 init_objectives.append(result.objectives[-1])
                 logger.info(
