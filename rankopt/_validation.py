@@ -377,14 +377,7 @@ def query_ids(qid, n_samples: int, name: str = "qid", per: str = "row of X") -> 
         raise ValueError(
             f"expected {name} to hold integer query ids, got {describe_values(arr)} (dtype {arr.dtype}) instead"
         )
-    if not np.issubdtype(arr.dtype, np.integer):
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"expected {name} to hold integer query ids, got NaN or infinity instead")
-        fractional = arr != np.round(arr)
-        if fractional.any():
-            raise ValueError(
-                f"expected {name} to hold integer query ids, got {arr[np.argmax(fractional)].item()!r} instead"
-            )
+    check_whole_numbers(arr, name, "integer query ids")
     _check_fits_int64(arr, name, "integer query ids")
     return arr.astype(np.int64, copy=False)
 
@@ -449,6 +442,21 @@ def qid_or_group(qid, group, n_samples: int, names: tuple[str, str] = ("qid", "g
     return query_ids_from_group(group, n_samples, names[1])
 
 
+def check_whole_numbers(values: np.ndarray, name: str, what: str) -> None:
+    """Refuse NaN, infinity and fractions in a float array of integer values (as a parser gives them).
+
+    The one check of integer-valued floats (query ids, grades, relevance), with the message
+    "expected {name} to hold {what}, got … instead"; integer arrays pass untouched.
+    """
+    if not np.issubdtype(values.dtype, np.floating):
+        return
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"expected {name} to hold {what}, got NaN or infinity instead")
+    fractional = values != np.round(values)
+    if fractional.any():
+        raise ValueError(f"expected {name} to hold {what}, got {values[np.argmax(fractional)].item()!r} instead")
+
+
 def _check_fits_int64(values: np.ndarray, name: str, what: str) -> None:
     """Refuse values a cast to int64 would wrap (uint64 above 2⁶³ − 1) or saturate (floats beyond ±2⁶³)."""
     if values.size == 0 or values.dtype == np.bool_:
@@ -492,15 +500,7 @@ def check_grades(y, n_samples: int | None = None, name: str = "y") -> np.ndarray
             f"expected {name} to hold integer relevance grades >= 0, got the labels {describe_values(y)} "
             f"(dtype {y.dtype}) instead"
         )
-    if np.issubdtype(y.dtype, np.floating):
-        if not np.all(np.isfinite(y)):
-            raise ValueError(f"expected {name} to hold integer relevance grades >= 0, got NaN or infinity instead")
-        fractional = y != np.round(y)
-        if fractional.any():
-            raise ValueError(
-                f"expected {name} to hold integer relevance grades >= 0, "
-                f"got {y[np.argmax(fractional)].item()!r} instead"
-            )
+    check_whole_numbers(y, name, "integer relevance grades >= 0")
     _check_fits_int64(y, name, "integer relevance grades >= 0")
     grades = y.astype(np.int64, copy=False)  # read only: an int64 y is not copied
     if grades.min() < 0:
@@ -527,3 +527,53 @@ def relevant_from_grades(grades: np.ndarray, relevant_at: float, name: str = "y"
             f"got labels of at most {grades.max()} instead"
         )
     return relevant
+
+
+#: How to train graded labels given without queries (the advice of :func:`check_one_query_labels`).
+TRAIN_GRADES_ADVICE = "relevance grades (integers >= 0) train with qid: pass qid=np.zeros(n_samples) for one query"
+
+
+def check_one_query_labels(y, n_samples: int, advice: str = TRAIN_GRADES_ADVICE) -> np.ndarray:
+    """Binary labels of one query; graded labels without qid get an error that says how to pass them."""
+    try:
+        return check_binary_labels(y, n_samples)
+    except ValueError as exc:
+        try:
+            grades = check_grades(y, n_samples)
+        except ValueError:
+            raise exc from None
+        if grades.max() > 1:
+            raise ValueError(f"{exc}; {advice}") from None
+        raise
+
+
+def queries_to_order(relevance: np.ndarray, queries: QueryIndex) -> np.ndarray:
+    """Which queries have something to order: two documents of different relevance.
+
+    For binary relevance that is a relevant and a non-relevant document; for
+    grades, two different grades.  ``relevance`` is in the caller's row order.
+    """
+    grouped = np.asarray(relevance)[queries.order]
+    starts = queries.offsets[:-1]
+    if grouped.size == 0:
+        return np.zeros(queries.n_queries, dtype=bool)
+    return np.maximum.reduceat(grouped, starts) > np.minimum.reduceat(grouped, starts)
+
+
+def check_queries_to_order(relevance: np.ndarray, queries: QueryIndex, *, graded: bool, relevant_at=None) -> np.ndarray:
+    """:func:`queries_to_order`, refusing relevance where no query has anything to order.
+
+    The one message of that refusal, for the estimators and the problems they build: graded labels
+    need two grades in a query; binary relevance a relevant and a non-relevant document (from
+    ``relevant_at`` on, when the labels were thresholded).
+    """
+    usable = queries_to_order(relevance, queries)
+    if usable.any():
+        return usable
+    if graded:
+        need = "documents of two different grades in y"
+    elif relevant_at is None:
+        need = "both a relevant and a non-relevant document"
+    else:
+        need = f"both a relevant document (y >= relevant_at={relevant_at:g}) and a non-relevant one"
+    raise ValueError(f"expected some query (qid) to hold {need}, got none of the {queries.n_queries} queries instead")

@@ -21,9 +21,11 @@ from rankopt._validation import (
     check_feature_names,
     check_grades,
     check_n_features,
+    check_one_query_labels,
     check_positive_float,
     check_positive_int,
     check_qid,
+    check_queries_to_order,
     check_relevant_at,
     qid_or_group,
     query_ids,
@@ -38,7 +40,6 @@ from rankopt.exceptions import ConstantRankerWarning
 from rankopt.losses.base import Loss, OutputKind, RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
 from rankopt.models.approx import check_approx, fit_approx
-from rankopt.models.ranking import queries_to_order
 
 logger = logging.getLogger(__name__)
 
@@ -295,7 +296,7 @@ class RankSVM(BaseEstimator):
         check_feature_names(self, X, reset=True)
         X = check_matrix(X)
         qid = qid_or_group(qid, group, X.shape[0])
-        labels = _check_one_query_labels(y, X.shape[0]) if qid is None else y
+        labels = check_one_query_labels(y, X.shape[0]) if qid is None else y
         C = check_positive_float(self.C, "C")
         tol = check_positive_float(self.tol, "tol")
         max_iter = check_positive_int(self.max_iter, "max_iter")
@@ -548,9 +549,9 @@ class RankSVM(BaseEstimator):
                 loss.name,
             )
             return relevance, None, queries.n_queries, queries.n_queries
-        n_used = int(np.count_nonzero(queries_to_order(relevance, queries)))
-        if n_used == 0:
-            _raise_no_query_orders(queries, graded, relevant_at)
+        n_used = int(
+            np.count_nonzero(check_queries_to_order(relevance, queries, graded=graded, relevant_at=relevant_at))
+        )
         return relevance, queries, queries.n_queries, n_used
 
     def decision_function(self, X) -> np.ndarray:
@@ -591,7 +592,7 @@ class RankSVM(BaseEstimator):
         if qid is None:
             if getattr(self, "fitted_with_qid_", False):
                 raise ValueError(_SCORE_WITHOUT_QID)
-            return average_precision(_check_one_query_labels(y, scores.size, advice=_SCORE_GRADES), scores)
+            return average_precision(check_one_query_labels(y, scores.size, advice=_SCORE_GRADES), scores)
         return mean_average_precision(y, scores, qid, relevant_at=self.relevant_at)
 
     def __sklearn_tags__(self):
@@ -603,7 +604,6 @@ class RankSVM(BaseEstimator):
         return tags
 
 
-_TRAIN_GRADES = "relevance grades (integers >= 0) train with qid: pass qid=np.zeros(n_samples) for one query"
 _SCORE_GRADES = (
     "relevance grades (integers >= 0) are scored over queries: pass qid (np.zeros(n_samples) for one "
     "query; in a scikit-learn search, route it with set_score_request(qid=True) and metadata routing enabled)"
@@ -711,35 +711,9 @@ def _scorer(metric, X_val, y_val, qid_val, backend):
     return score
 
 
-def _check_one_query_labels(y, n_samples: int, advice: str = _TRAIN_GRADES) -> np.ndarray:
-    """Binary labels of one query; graded labels without qid get an error that says how to pass them."""
-    try:
-        return check_binary_labels(y, n_samples)
-    except ValueError as exc:
-        try:
-            grades = check_grades(y, n_samples)
-        except ValueError:
-            raise exc from None
-        if grades.max() > 1:
-            raise ValueError(f"{exc}; {advice}") from None
-        raise
-
-
 def is_graded(loss: Loss) -> bool:
     """Whether ``loss`` trains on relevance grades rather than binary relevance."""
     return isinstance(loss, RankLoss) and loss.graded
-
-
-def _raise_no_query_orders(queries, graded, relevant_at) -> None:
-    if graded:
-        raise ValueError(
-            f"expected some query (qid) to hold documents of two different grades in y, got none of "
-            f"the {queries.n_queries} queries instead"
-        )
-    raise ValueError(
-        f"expected some query (qid) to hold both a relevant document (y >= relevant_at={relevant_at:g}) and a "
-        f"non-relevant one, got none of the {queries.n_queries} queries instead"
-    )
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ from sklearn.base import BaseEstimator
 from sklearn.model_selection import GroupKFold, StratifiedKFold
 from sklearn.utils.validation import check_is_fitted
 
-from rankopt._validation import qid_or_group, query_ids
+from rankopt._validation import check_one_query_labels, qid_or_group, query_ids
 from rankopt.data.backends import check_matrix
 from rankopt.estimators.evaluation import eval_metrics
 from rankopt.estimators.progress import verbose_logging
-from rankopt.estimators.rank_svm import RankSVM, _check_one_query_labels
+from rankopt.estimators.rank_svm import RankSVM
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class RankSVMCV(BaseEstimator):
         n_samples = X_checked.shape[0]
         qid = qid_or_group(qid, group, n_samples)
         if qid is None:
-            labels = _check_one_query_labels(y, n_samples)
+            labels = check_one_query_labels(y, n_samples)
         else:
             qid = query_ids(qid, n_samples)
             labels = np.asarray(y)

@@ -51,7 +51,7 @@ import numpy as np
 
 import rankopt.inference._batched as _batched
 import rankopt.inference._graded_position as _graded_position
-from rankopt._validation import check_relevant_at, check_score_sums, largest_magnitude
+from rankopt._validation import check_relevant_at, check_score_sums, check_whole_numbers, largest_magnitude
 from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import PluginLookup, kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
@@ -737,8 +737,7 @@ def _check_relevance_offsets(loss, relevance, offsets, *, grades: bool = False) 
         rel = rel.astype(np.int64, copy=False)
     elif np.issubdtype(rel.dtype, np.floating):
         # Grades read from SVM-light files come as floats; integral values are accepted.
-        if not np.all(np.isfinite(rel)) or not np.all(rel == np.round(rel)):
-            raise ValueError("expected integer relevance, got non-integer or non-finite values instead")
+        check_whole_numbers(rel, "relevance", "integer relevance")
         rel = rel.astype(np.int64)
     else:
         raise ValueError(f"expected integer or bool relevance, got dtype {rel.dtype} instead")

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt._validation import QueryIndex, check_query_scores
+from rankopt._validation import QueryIndex, check_queries_to_order, check_query_scores
 from rankopt.engine.problem import BlockPlanes, BlockProblem, RowInference
 from rankopt.exceptions import SlowInferenceWarning
 from rankopt.hookspecs import hookimpl
@@ -85,19 +85,6 @@ def report_inference(registry, method: str, solver, loss, n_pos: np.ndarray, n_n
     return f"{explanation}; estimated at {ratio:.3g} times the compiled path"
 
 
-def queries_to_order(relevance: np.ndarray, queries: QueryIndex) -> np.ndarray:
-    """Which queries have something to order: two documents of different relevance.
-
-    For binary relevance that is a relevant and a non-relevant document; for
-    grades, two different grades.  ``relevance`` is in the caller's row order.
-    """
-    grouped = np.asarray(relevance)[queries.order]
-    starts = queries.offsets[:-1]
-    if grouped.size == 0:
-        return np.zeros(queries.n_queries, dtype=bool)
-    return np.maximum.reduceat(grouped, starts) > np.minimum.reduceat(grouped, starts)
-
-
 class QueryRankingProblem(FeatureMapProblem, BlockProblem):
     """Q queries, one w, one slack: SVM^map's and SVM^rank's formulation.
 
@@ -120,7 +107,7 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
         self.loss, self.feature_map = loss, feature_map
         self.registry = registry
         relevance = np.asarray(relevance)
-        usable = queries_to_order(relevance, queries)
+        usable = check_queries_to_order(relevance, queries, graded=loss.graded)
         if loss.graded:
             self.inference = resolve_graded_method(loss, inference)
             self.inference_note = f"{self.inference!r}, the kernel of its declared {type(loss.structure()).__name__}"
@@ -137,11 +124,6 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
         self.n_features = feature_map.n_features(X)
         self.n_queries = queries.n_queries
         self.n_queries_used = int(np.count_nonzero(usable))
-        if self.n_queries_used == 0:
-            raise ValueError(
-                f"expected some query to hold documents of two relevance levels, got none of the "
-                f"{self.n_queries} queries instead"
-            )
         if self.n_queries_used < self.n_queries:
             logger.info(
                 "%d of %d queries have documents of one relevance level only and are left out",
