@@ -1,0 +1,63 @@
+"""The shared input checks of rankopt._validation: one place for each refusal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rankopt._validation import (
+    QueryIndex,
+    check_one_query_labels,
+    check_queries_to_order,
+    check_whole_numbers,
+    largest_magnitude,
+)
+from rankopt.api import most_violated_rankings
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (np.array([1.0, np.nan]), "got NaN or infinity instead"),
+        (np.array([1.0, np.inf]), "got NaN or infinity instead"),
+        (np.array([1.0, 2.5]), "got 2.5 instead"),
+    ],
+)
+def test_check_whole_numbers_refuses_nan_inf_and_fractions(values, message):
+    with pytest.raises(ValueError, match=f"expected ids to hold integer ids, {message}"):
+        check_whole_numbers(values, "ids", "integer ids")
+    check_whole_numbers(np.array([1.0, -3.0]), "ids", "integer ids")
+    check_whole_numbers(np.array([1, 2]), "ids", "integer ids")
+
+
+def test_batched_relevance_goes_through_the_same_check():
+    with pytest.raises(ValueError, match="expected relevance to hold integer relevance, got 0.5 instead"):
+        most_violated_rankings("ap", [0.0, 1.0], [0.5, 1.0], [0, 2])
+
+
+@pytest.mark.parametrize(
+    ("graded", "relevant_at", "message"),
+    [
+        (True, None, "two different grades"),
+        (False, None, "both a relevant and a non-relevant document"),
+        (False, 2, r"y >= relevant_at=2"),
+    ],
+)
+def test_nothing_to_order_is_refused_with_one_message(graded, relevant_at, message):
+    queries = QueryIndex(np.arange(4), np.array([0, 2, 4]), np.array([0, 1]))
+    with pytest.raises(ValueError, match=f"expected some query \\(qid\\) to hold .*{message}.* none of the 2 queries"):
+        check_queries_to_order(np.array([1, 1, 0, 0]), queries, graded=graded, relevant_at=relevant_at)
+    usable = check_queries_to_order(np.array([1, 0, 0, 0]), queries, graded=graded, relevant_at=relevant_at)
+    assert usable.tolist() == [True, False]
+
+
+def test_one_query_labels_say_how_to_pass_grades():
+    assert check_one_query_labels([0, 1, 1], 3).tolist() == [False, True, True]
+    with pytest.raises(ValueError, match="pass qid=np.zeros"):
+        check_one_query_labels([0, 1, 3], 3)
+
+
+def test_largest_magnitude_propagates_nan_and_infinity():
+    assert largest_magnitude(np.array([-3.0, 2.0])) == 3.0
+    assert np.isnan(largest_magnitude(np.array([1.0, np.nan])))
+    assert largest_magnitude(np.array([1.0, -np.inf], dtype=np.float32)) == np.inf
