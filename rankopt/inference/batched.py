@@ -148,35 +148,92 @@ def most_violated_rankings(
     -------
     BatchedRankingInference
     """
-    thresholded = relevant_at is not None and not resolve_rank_loss(loss, registry).graded
-    loss, scores, relevance, offsets = _check_batch(loss, scores, relevance, offsets, registry, grades=thresholded)
-    _check_n_threads(n_threads)
-    n_threads = _threads_for(scores.size, default_threads() if n_threads is None else int(n_threads))
-    if not loss.graded:
-        relevant_from = 1
+    prepared = PreparedRankings(
+        loss,
+        relevance,
+        offsets,
+        method,
+        relative_to_truth=relative_to_truth,
+        relevant_at=relevant_at,
+        registry=registry,
+    )
+    return prepared(scores, n_threads=n_threads)
+
+
+class PreparedRankings:
+    """:func:`most_violated_rankings` on one batch — loss, relevance, offsets, method — for any scores.
+
+    Everything but the scores is checked and resolved once, here: the relevance and offsets, the
+    method, the compiled kernel and its tables.  Each call then checks only its scores (finite, sums
+    that cannot overflow) and runs the inference: for callers that infer many times on one batch, as a
+    cutting plane's problem does at every iteration.  The parameters are :func:`most_violated_rankings`'.
+    """
+
+    def __init__(
+        self,
+        loss,
+        relevance,
+        offsets,
+        method: str = "auto",
+        *,
+        relative_to_truth: bool = False,
+        relevant_at: float | None = None,
+        registry: PluginLookup,
+    ):
+        self.loss = resolve_rank_loss(loss, registry)
+        thresholded = relevant_at is not None and not self.loss.graded
+        self.relevance, self.offsets = _check_relevance_offsets(self.loss, relevance, offsets, grades=thresholded)
+        self.longest = int(np.max(np.diff(self.offsets), initial=0))
+        self.method, self.registry, self.relative_to_truth = method, registry, relative_to_truth
+        self._kernel, self._relevant_from, self._count_tables = None, 1, (None, None)
+        if self.loss.graded:
+            resolve_graded_method(self.loss, method)
+            return
         if thresholded:
-            relevant_from = _integer_threshold(check_relevant_at(relevant_at))
-        solver = _resolve_binary_method(loss, method, registry, offsets)
-        kernel = _compiled_kernel(loss, solver, offsets)
-        if kernel is not None:
-            return _binary_kernel_rankings(
-                loss, kernel, scores, relevance, offsets, n_threads, relative_to_truth, relevant_from
+            self._relevant_from = _integer_threshold(check_relevant_at(relevant_at))
+        self._kernel = _compiled_kernel(
+            self.loss, _resolve_binary_method(self.loss, method, registry, self.offsets), self.offsets
+        )
+        if self._kernel is None and thresholded:  # the per-query path takes 0/1 relevance
+            self.relevance, self._relevant_from = (self.relevance >= self._relevant_from).astype(np.int64), 1
+        if self._kernel is not None and self._kernel[4]:  # top k: Δ per query from the declared count structure
+            relevant = (self.relevance >= self._relevant_from).astype(np.int64)
+            self._count_tables = _count_loss_tables(self.loss.structure(), relevant, self.offsets)
+
+    def __call__(self, scores, *, n_threads: int | None = None) -> BatchedRankingInference:
+        scores = _check_scores(scores, self.longest)
+        if scores.size != self.relevance.size:
+            raise ValueError(
+                f"expected relevance of the same length as scores ({scores.size}), got {self.relevance.size} instead"
             )
-        if thresholded:
-            relevance = (relevance >= relevant_from).astype(np.int64)
-        result = _per_query(loss, scores, relevance, offsets, method, registry)
-    else:
-        result = _graded_rankings(loss, scores, relevance, offsets, method, n_threads, registry)
-    if not relative_to_truth:
-        return result
-    truth = ground_truth_coefficients(loss, relevance, offsets, registry=registry)
-    coef = result.coef - truth
-    values = np.zeros_like(result.values)
-    terms = truth * scores.astype(np.float64)
-    nonempty = offsets[1:] > offsets[:-1]
-    values[nonempty] = np.add.reduceat(terms, offsets[:-1][nonempty]) if terms.size else 0.0
-    values = np.where(result.usable, result.values - values, 0.0)
-    return BatchedRankingInference(coef, result.losses, values, result.usable)
+        _check_n_threads(n_threads)
+        n_threads = _threads_for(scores.size, default_threads() if n_threads is None else int(n_threads))
+        loss, relevance, offsets = self.loss, self.relevance, self.offsets
+        if self._kernel is not None:
+            return _binary_kernel_rankings(
+                loss,
+                self._kernel,
+                scores,
+                relevance,
+                offsets,
+                n_threads,
+                self.relative_to_truth,
+                self._relevant_from,
+                self._count_tables,
+            )
+        if loss.graded:
+            result = _graded_rankings(loss, scores, relevance, offsets, self.method, n_threads, self.registry)
+        else:
+            result = _per_query(loss, scores, relevance, offsets, self.method, self.registry)
+        if not self.relative_to_truth:
+            return result
+        truth = ground_truth_coefficients(loss, relevance, offsets, registry=self.registry)
+        values = np.zeros_like(result.values)
+        terms = truth * scores.astype(np.float64)
+        nonempty = offsets[1:] > offsets[:-1]
+        values[nonempty] = np.add.reduceat(terms, offsets[:-1][nonempty]) if terms.size else 0.0
+        values = np.where(result.usable, result.values - values, 0.0)
+        return BatchedRankingInference(result.coef - truth, result.losses, values, result.usable)
 
 
 def _graded_rankings(loss, scores, relevance, offsets, method, n_threads, registry) -> BatchedRankingInference:
@@ -219,7 +276,7 @@ def _integer_threshold(relevant_at: float) -> int:
 
 
 def _binary_kernel_rankings(
-    loss, kernel, scores, relevance, offsets, n_threads, relative_to_truth, relevant_from=1
+    loss, kernel, scores, relevance, offsets, n_threads, relative_to_truth, relevant_from, count_tables
 ) -> BatchedRankingInference:
     """:func:`most_violated_rankings` of a binary loss through ``_batched.binary_batch``.
 
@@ -232,11 +289,7 @@ def _binary_kernel_rankings(
     values = np.zeros(n_queries, dtype=np.float64)
     usable = np.zeros(n_queries, dtype=np.uint8)
     method_code, code, table, unimodal, top_k = kernel
-    count_loss, count_offsets = (
-        _count_loss_tables(loss.structure(), (relevance >= relevant_from).astype(np.int64), offsets)
-        if top_k
-        else (None, None)
-    )
+    count_loss, count_offsets = count_tables
     _batched.binary_batch(
         scores,
         relevance,
@@ -678,8 +731,19 @@ def _check_n_threads(n_threads) -> None:
         raise ValueError(f"expected n_threads to be a positive integer or None, got {n_threads!r} instead")
 
 
-def _check_batch(loss, scores, relevance, offsets, registry, *, grades: bool = False):
+def _check_batch(loss, scores, relevance, offsets, registry):
     loss = resolve_rank_loss(loss, registry)
+    relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
+    scores = _check_scores(scores, int(np.max(np.diff(offsets), initial=0)))
+    if relevance.size != scores.size:
+        raise ValueError(
+            f"expected relevance of the same length as scores ({scores.size}), got {relevance.size} instead"
+        )
+    return loss, scores, relevance, offsets
+
+
+def _check_scores(scores, longest: int) -> np.ndarray:
+    """1-D finite float scores (float32 kept) whose sums over a query of ``longest`` documents cannot overflow."""
     try:
         scores = np.asarray(scores)
     except Exception as exc:
@@ -692,15 +756,9 @@ def _check_batch(loss, scores, relevance, offsets, registry, *, grades: bool = F
     largest = largest_magnitude(scores) if scores.size else 0.0
     if not math.isfinite(largest):
         raise ValueError("expected finite scores, got NaN or infinity instead")
-    relevance, offsets = _check_relevance_offsets(loss, relevance, offsets, grades=grades)
     if scores.size:
-        longest = int(np.max(np.diff(offsets), initial=0))
         check_score_sums(largest, longest, scores.dtype)
-    if relevance.size != scores.size:
-        raise ValueError(
-            f"expected relevance of the same length as scores ({scores.size}), got {relevance.size} instead"
-        )
-    return loss, scores, relevance, offsets
+    return scores
 
 
 def _check_relevance_offsets(loss, relevance, offsets, *, grades: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,12 @@ from rankopt.engine.problem import BlockPlanes, BlockProblem, RowInference
 from rankopt.exceptions import SlowInferenceWarning
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import solve_ranking
-from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings, resolve_graded_method
+from rankopt.inference.batched import (
+    PreparedRankings,
+    ground_truth_coefficients,
+    most_violated_rankings,
+    resolve_graded_method,
+)
 from rankopt.losses.base import OutputKind
 from rankopt.models.base import FeatureMapProblem, Model
 
@@ -141,6 +146,8 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
         self._set_ground_truth(
             self._scatter(ground_truth_coefficients(loss, self.relevance, self.offsets, registry=registry))
         )
+        # The batch is fixed for the whole solve: checked and resolved once, each call checks its scores.
+        self._rankings = PreparedRankings(loss, self.relevance, self.offsets, self.inference, registry=registry)
         # Two products with X (scores and combination; the parts by query are a third).
         self.oracle_cost = 3.0 * float(X.nnz if sp.issparse(X) else np.prod(X.shape))
         self.n_blocks = self.n_queries_used
@@ -163,9 +170,7 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
 
     def infer(self, scores):
         grouped = scores if self.rows is None else scores[self.rows]
-        result = most_violated_rankings(
-            self.loss, grouped, self.relevance, self.offsets, self.inference, registry=self.registry
-        )
+        result = self._rankings(grouped)
         if not result.usable.all():
             raise RuntimeError(
                 f"batched inference for loss {self.loss.name!r} found nothing to order in "
