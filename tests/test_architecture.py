@@ -120,7 +120,7 @@ def test_the_graph_is_read():
     assert "rankopt.engine.solvers" in graph["rankopt.estimators.rank_svm"]
     assert "rankopt.engine.cutting_plane" in graph["rankopt.engine.solvers"]  # function-local
     # function-local and typing-only imports count
-    assert "rankopt.plugins" in graph["rankopt.estimators.rank_svm"]
+    assert "rankopt.plugins" in graph["rankopt.estimators.parameters"]
     assert "rankopt.inference.base" in graph["rankopt.models.base"]
 
 

@@ -17,15 +17,10 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import ClassifierTags
 from sklearn.utils.validation import check_is_fitted
 
-from rankopt._validation import (
-    check_binary_labels,
-    check_feature_names,
-    check_n_features,
-    check_positive_float,
-    check_positive_int,
-)
+from rankopt._validation import check_binary_labels, check_feature_names, check_n_features
 from rankopt.engine.cccp import best_on_ray, solve_cccp
 from rankopt.engine.solvers import DEFAULT_SOLVER, get_solver
+from rankopt.estimators.parameters import check_parameters, method_name, plugin_registry, positive_float, positive_int
 from rankopt.estimators.progress import iteration_callback, verbose_logging
 from rankopt.features.high_order import HighOrderFeatureMap, HighOrderInput, check_eta
 from rankopt.metrics import average_precision
@@ -38,11 +33,6 @@ __all__ = ["HOAPSVM", "HOBSVM"]
 
 class _HighOrderRanker(BaseEstimator):
     """Shared input handling and prediction of HOB-SVM and HOAP-SVM."""
-
-    def _registry(self):
-        from rankopt.plugins import default_registry
-
-        return default_registry()
 
     def _input(self, X, edges, groups, eta) -> HighOrderInput:
         return HighOrderInput.build(X, edges=edges, groups=groups, eta=eta)
@@ -137,7 +127,9 @@ class HOBSVM(_HighOrderRanker):
         Whether fit got edges or groups (prediction must match).
     """
 
-    def __init__(self, C=1.0, eta=1.0, tol=1e-3, max_iter=1000, verbose=False):
+    _parameter_checks = {"C": positive_float, "tol": positive_float, "max_iter": positive_int}
+
+    def __init__(self, *, C=1.0, eta=1.0, tol=1e-3, max_iter=1000, verbose=False):
         self.C = C
         self.eta = eta
         self.tol = tol
@@ -146,14 +138,13 @@ class HOBSVM(_HighOrderRanker):
 
     def fit(self, X, y, edges=None, groups=None):
         """Fit on samples X with binary relevance y and similar pairs (edges or groups)."""
-        C = check_positive_float(self.C, "C")
-        tol = check_positive_float(self.tol, "tol")
-        max_iter = check_positive_int(self.max_iter, "max_iter")
+        params = check_parameters(self)
+        C, tol, max_iter = params["C"], params["tol"], params["max_iter"]
         eta = check_eta(self.eta)
         check_feature_names(self, X, reset=True)
         inp = self._input(X, edges, groups, eta)
         y = check_binary_labels(y, inp.n_samples)
-        registry = self._registry()
+        registry = plugin_registry()
         problem = registry.get_model("high_order_binary").build_problem(
             inp, y, registry.get_loss("zero_one"), registry.get_feature_map("high_order"), registry=registry
         )
@@ -237,8 +228,18 @@ class HOAPSVM(_HighOrderRanker):
     n_features_in_, feature_names_in_ : as :class:`HOBSVM`.
     """
 
+    _parameter_checks = {
+        "C": positive_float,
+        "tol": positive_float,
+        "max_iter": positive_int,
+        "cccp_tol": positive_float,
+        "cccp_max_iter": positive_int,
+        "inference": method_name,
+    }
+
     def __init__(
         self,
+        *,
         C=1.0,
         eta=1.0,
         init="hob",
@@ -261,18 +262,14 @@ class HOAPSVM(_HighOrderRanker):
 
     def fit(self, X, y, edges=None, groups=None):
         """Fit on samples X with binary relevance y and similar pairs (edges or groups)."""
-        C = check_positive_float(self.C, "C")
-        tol = check_positive_float(self.tol, "tol")
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        cccp_tol = check_positive_float(self.cccp_tol, "cccp_tol")
-        cccp_max_iter = check_positive_int(self.cccp_max_iter, "cccp_max_iter")
+        params = check_parameters(self)
+        C, tol, max_iter = params["C"], params["tol"], params["max_iter"]
+        cccp_tol, cccp_max_iter = params["cccp_tol"], params["cccp_max_iter"]
         eta = check_eta(self.eta)
-        if not isinstance(self.inference, str):
-            raise ValueError(f"expected inference to be a method name, got {self.inference!r} instead")
         check_feature_names(self, X, reset=True)
         inp = self._input(X, edges, groups, eta)
         y = check_binary_labels(y, inp.n_samples)
-        registry = self._registry()
+        registry = plugin_registry()
         problem = registry.get_model("high_order_ap").build_problem(
             inp,
             y,

@@ -47,10 +47,11 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from rankopt._validation import check_feature_names, check_n_features, check_positive_float, check_positive_int
+from rankopt._validation import check_feature_names, check_n_features, check_positive_float
 from rankopt.data.bags import Bags, check_bags
 from rankopt.engine.cccp import solve_cccp
 from rankopt.engine.solvers import DEFAULT_SOLVER, get_solver
+from rankopt.estimators.parameters import check_parameters, plugin_registry, positive_float, positive_int
 from rankopt.estimators.progress import iteration_callback, verbose_logging
 from rankopt.losses.base import RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
@@ -68,19 +69,18 @@ class _LatentEstimator(BaseEstimator):
     def _fit_intercept(self) -> bool:
         return False
 
-    def _registry(self):
-        from rankopt.plugins import default_registry
-
-        return default_registry()
+    _parameter_checks = {
+        "C": positive_float,
+        "tol": positive_float,
+        "max_iter": positive_int,
+        "cccp_tol": positive_float,
+        "cccp_max_iter": positive_int,
+        "n_init": positive_int,
+    }
 
     def _check_common(self):
-        C = check_positive_float(self.C, "C")
-        tol = check_positive_float(self.tol, "tol")
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        cccp_tol = check_positive_float(self.cccp_tol, "cccp_tol")
-        cccp_max_iter = check_positive_int(self.cccp_max_iter, "cccp_max_iter")
-        n_init = check_positive_int(self.n_init, "n_init")
-        return C, tol, max_iter, cccp_tol, cccp_max_iter, n_init
+        params = check_parameters(self)
+        return tuple(params[name] for name in ("C", "tol", "max_iter", "cccp_tol", "cccp_max_iter", "n_init"))
 
     def _design(self, X):
         """The design matrix the model sees (LatentSVM appends a constant bias feature)."""
@@ -278,6 +278,7 @@ class LatentAPSVM(_LatentEstimator):
 
     def __init__(
         self,
+        *,
         C=1.0,
         loss="ap",
         n_init=3,
@@ -301,7 +302,7 @@ class LatentAPSVM(_LatentEstimator):
         self.verbose = verbose
 
     def _build(self, data, labels):
-        registry = self._registry()
+        registry = plugin_registry()
         loss = _rank_loss(registry, self.loss)
         if not isinstance(self.inference, str):
             raise ValueError(f"expected inference to be a method name, got {self.inference!r} instead")
@@ -338,6 +339,7 @@ class LatentSSVM(_LatentEstimator):
 
     def __init__(
         self,
+        *,
         C=1.0,
         loss="ap",
         n_init=3,
@@ -359,7 +361,7 @@ class LatentSSVM(_LatentEstimator):
         self.verbose = verbose
 
     def _build(self, data, labels):
-        registry = self._registry()
+        registry = plugin_registry()
         self.loss_ = _rank_loss(registry, self.loss)
         pos, neg = _split(data, labels)
         return LatentRankingCCCP(pos, neg, self.loss_, registry.get_feature_map("linear"), model="ssvm")
@@ -395,6 +397,7 @@ class LatentSVM(_LatentEstimator):
 
     def __init__(
         self,
+        *,
         C=1.0,
         J=None,
         robust=0.0,
@@ -433,7 +436,7 @@ class LatentSVM(_LatentEstimator):
             raise ValueError(f"expected fit_intercept to be True or False, got {self.fit_intercept!r} instead")
         design = Bags(self._design(data.X), data.offsets)
         pos, neg = _split(design, labels)
-        return LatentSVMCCCP(pos, neg, self._registry().get_feature_map("linear"), J=self.J, robust=float(robust))
+        return LatentSVMCCCP(pos, neg, plugin_registry().get_feature_map("linear"), J=self.J, robust=float(robust))
 
 
 def _rank_loss(registry, loss) -> RankLoss:

@@ -22,8 +22,6 @@ from rankopt._validation import (
     check_grades,
     check_n_features,
     check_one_query_labels,
-    check_positive_float,
-    check_positive_int,
     check_qid,
     check_queries_to_order,
     check_relevant_at,
@@ -35,6 +33,15 @@ from rankopt.data.backends import backend_for, check_matrix, column_max_abs
 from rankopt.engine.certificate import WorkingSet
 from rankopt.engine.solvers import FitNeeds, SolverSpec, get_solver
 from rankopt.estimators.evaluation import eval_metrics
+from rankopt.estimators.parameters import (
+    boolean,
+    check_parameters,
+    method_name,
+    optional,
+    plugin_registry,
+    positive_float,
+    positive_int,
+)
 from rankopt.estimators.progress import ValidationMonitor, iteration_callback, verbose_logging
 from rankopt.exceptions import ConstantRankerWarning
 from rankopt.losses.base import Loss, OutputKind, RankLoss
@@ -223,8 +230,18 @@ class RankSVM(BaseEstimator):
         AP over all documents in silence.
     """
 
+    _parameter_checks = {
+        "C": positive_float,
+        "tol": positive_float,
+        "max_iter": positive_int,
+        "early_stopping_patience": optional(positive_int),
+        "inference": method_name,
+        "warm_start": boolean,
+    }
+
     def __init__(
         self,
+        *,
         loss="ap",
         C=1.0,
         tol=1e-3,
@@ -250,11 +267,6 @@ class RankSVM(BaseEstimator):
         self.eval_metric = eval_metric
         self.warm_start = warm_start
         self.solver = solver
-
-    def _registry(self):
-        from rankopt.plugins import default_registry
-
-        return default_registry()
 
     def fit(self, X, y, qid=None, eval_set=None, group=None, eval_group=None):
         """Fit w on samples X (n_samples, n_features) with relevance y.
@@ -297,17 +309,9 @@ class RankSVM(BaseEstimator):
         X = check_matrix(X)
         qid = qid_or_group(qid, group, X.shape[0])
         labels = check_one_query_labels(y, X.shape[0]) if qid is None else y
-        C = check_positive_float(self.C, "C")
-        tol = check_positive_float(self.tol, "tol")
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        patience = (
-            None
-            if self.early_stopping_patience is None
-            else check_positive_int(self.early_stopping_patience, "early_stopping_patience")
-        )
-        if not isinstance(self.inference, str):
-            raise ValueError(f"expected inference to be a method name, got {self.inference!r} instead")
-        registry = self._registry()
+        params = check_parameters(self)
+        C, tol, max_iter, patience = params["C"], params["tol"], params["max_iter"], params["early_stopping_patience"]
+        registry = plugin_registry()
         if not isinstance(self.loss, (str, Loss)):
             raise ValueError(f"expected loss to be a loss name or a Loss instance, got {self.loss!r} instead")
         loss = registry.resolve_loss(self.loss)
@@ -404,8 +408,6 @@ class RankSVM(BaseEstimator):
 
     def _warm_start_point(self, n_features: int, loss: Loss, approx) -> np.ndarray | None:
         """The previous ``coef_`` to start from with ``warm_start``, checked against this fit; else None."""
-        if not isinstance(self.warm_start, (bool, np.bool_)):
-            raise ValueError(f"expected warm_start to be True or False, got {self.warm_start!r} instead")
         if not self.warm_start or not hasattr(self, "coef_"):
             return None
         if approx is not None:
