@@ -30,6 +30,7 @@ from rankopt._validation import (
     relevant_from_grades,
 )
 from rankopt.data.backends import backend_for, check_matrix, column_max_abs
+from rankopt.engine.appx import solve_appx
 from rankopt.engine.certificate import WorkingSet
 from rankopt.engine.solvers import FitNeeds, SolverSpec, get_solver
 from rankopt.estimators.evaluation import eval_metrics
@@ -46,7 +47,7 @@ from rankopt.estimators.progress import ValidationMonitor, iteration_callback, v
 from rankopt.exceptions import ConstantRankerWarning
 from rankopt.losses.base import Loss, OutputKind, RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
-from rankopt.models.approx import check_approx, fit_approx
+from rankopt.models.approx import ApproxProblem, check_approx
 
 logger = logging.getLogger(__name__)
 
@@ -348,19 +349,10 @@ class RankSVM(BaseEstimator):
         """Build the problem and run the solver: (problem, result, APPX split or None)."""
         feature_map = fit.registry.get_feature_map("linear")
         if fit.approx is not None:
-            return fit_approx(
-                fit.X,
-                fit.relevance,
-                fit.loss,
-                feature_map,
-                fit.approx,
-                C=fit.C,
-                tol=fit.tol,
-                max_iter=fit.max_iter,
-                inference=self.inference,
-                registry=fit.registry,
-                callback=callback,
+            approx = ApproxProblem(
+                fit.X, fit.relevance, fit.loss, feature_map, fit.approx, inference=self.inference, registry=fit.registry
             )
+            return solve_appx(approx, fit.C, tol=fit.tol, max_iter=fit.max_iter, callback=callback, solver=fit.solver)
         by_query = {} if fit.queries is None else {"queries": fit.queries}
         problem = fit.model.build_problem(
             fit.X, fit.relevance, fit.loss, feature_map, inference=self.inference, registry=fit.registry, **by_query

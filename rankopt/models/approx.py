@@ -17,8 +17,8 @@ w₀ satisfies every hard constraint, so the problem is always feasible.  Loss-
 augmented inference only sees the difficult samples, which is where the
 speed-up comes from.  Each hard constraint in the working-set dual
 (:class:`~rankopt.engine.WorkingSetQP`) is one more dual variable, and few are
-active at the optimum, so :func:`fit_approx` adds them lazily, the violated
-ones only (constraint generation, exact at convergence).
+active at the optimum, so the engine adds them lazily, the violated ones only
+(constraint generation, exact at convergence: :func:`rankopt.engine.appx.solve_appx`).
 
 ``approx=k`` keeps ⌊k · |easy| / 100⌋ samples; samples with equal margins are
 taken in index order.  The difficult set must keep at least one positive
@@ -37,7 +37,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from rankopt.engine.certificate import SolveResult
-from rankopt.engine.cutting_plane import solve_cutting_plane
 from rankopt.engine.problem import LinearConstraints, StructuredProblem
 from rankopt.inference.base import descending_order
 from rankopt.losses.ap import APLoss
@@ -47,9 +46,6 @@ logger = logging.getLogger(__name__)
 #: On sparse X the hard-constraint rows are densified (the QP needs a dense A)
 #: only up to this many entries (80 MB of float64); beyond it fitting raises.
 MAX_DENSE_CONSTRAINT_ENTRIES = 10_000_000
-
-#: A kept easy sample whose margin y·w·x falls below 1 − HARD_MARGIN_TOL is added to the QP.
-HARD_MARGIN_TOL = 1e-7
 
 
 def check_approx(approx, loss) -> float | None:
@@ -141,117 +137,56 @@ def hard_margin_constraints(X, y: np.ndarray, hard: np.ndarray) -> LinearConstra
     return LinearConstraints(A, np.full(n_hard, -1.0))
 
 
-def fit_approx(
-    X,
-    y,
-    loss,
-    feature_map,
-    percent: float,
-    *,
-    C: float,
-    tol: float,
-    max_iter: int,
-    inference: str,
-    registry,
-    callback=None,
-) -> tuple[StructuredProblem, SolveResult, ApproxSplit]:
-    """Run both stages; return stage 2's problem, its solution and stage 1's split.
+class ApproxProblem:
+    """APPX's two problems (:class:`rankopt.engine.appx.TwoStageProblem`), for
+    :func:`rankopt.engine.appx.solve_appx`: the class-weighted binary SVM of stage 1, and, from its
+    solution, stage 2's AP problem over the difficult samples with the kept easy samples' hard margins.
 
-    ``X``, ``y`` (bool) and ``percent`` arrive validated (:func:`check_approx`).  The hard
-    constraints are written on the rows of ``X``, i.e. for the linear feature map ψ(x) = x
-    that :class:`~rankopt.RankSVM` uses.
-
-    The hard constraints are generated lazily: the working-set dual has one variable per
-    constraint it holds and costs O((K + m)³) per solve, while few of the m constraints are
-    active at the optimum.  Stage 2 is solved with the constraints found so far; the kept
-    easy samples whose margin then falls below 1 − :data:`HARD_MARGIN_TOL` are added, the
-    most violated first and at most :func:`_batch_size` per round, and it is solved again
-    until none is violated.  The relaxation's optimum then satisfies every constraint, so it
-    is the optimum of the full problem.  ``max_iter`` bounds each cutting-plane run; the
-    returned result concatenates the runs' histories (so its inference time is the total).
+    ``X``, ``y`` (bool) and ``percent`` arrive validated (:func:`check_approx`).  The hard constraints
+    are written on the rows of ``X``, i.e. for the linear feature map ψ(x) = x that
+    :class:`~rankopt.RankSVM` uses.
     """
-    problem, split = build_approx_problem(
-        X, y, loss, feature_map, percent, C=C, tol=tol, max_iter=max_iter, inference=inference, registry=registry
-    )
-    constraints = hard_margin_constraints(X, y, split.hard)
-    n_hard = split.n_hard_constraints
-    in_qp = np.zeros(n_hard, dtype=bool)
-    batch = _batch_size(X.shape[1])
-    runs: list[SolveResult] = []
-    while True:
-        problem.linear_constraints = (
-            LinearConstraints(constraints.A[in_qp], constraints.b[in_qp])
-            if constraints is not None and in_qp.any()
-            else None
+
+    def __init__(self, X, y, loss, feature_map, percent: float, *, inference: str, registry):
+        self.X, self.y, self.loss, self.feature_map, self.percent = X, y, loss, feature_map, percent
+        self.inference, self.registry = inference, registry
+        self.stage_one = registry.get_model("binary").build_problem(
+            X, y, registry.get_loss("zero_one"), feature_map, registry=registry
         )
-        runs.append(solve_cutting_plane(problem, C, tol=tol, max_iter=max_iter, callback=callback))
-        w = runs[-1].w
-        # y_i w·x_i = −(A w)_i, in float64 whatever the dtype of X.
-        margins = -(constraints.A @ w) if constraints is not None else np.zeros(0)
-        violated = np.flatnonzero((margins < 1.0 - HARD_MARGIN_TOL) & ~in_qp)
+
+    def stage_two(self, binary_result: SolveResult):
+        """(stage 2's problem, its hard constraints, the split) from stage 1's solution."""
+        problem, split = self._difficult_problem(binary_result)
+        return problem, hard_margin_constraints(self.X, self.y, split.hard), split
+
+    def _difficult_problem(self, binary_result: SolveResult) -> tuple[StructuredProblem, ApproxSplit]:
+        X, y, percent, feature_map, registry = self.X, self.y, self.percent, self.feature_map, self.registry
+        w0 = binary_result.w
+        margins = np.where(y, 1.0, -1.0) * feature_map.scores(X, w0).astype(np.float64)
+        easy, hard = select_hard(margins, percent)
+        split = ApproxSplit(w0, binary_result, easy, hard)
+        difficult = split.difficult
+        n_pos, n_neg = int(np.count_nonzero(y[difficult])), int(np.count_nonzero(~y[difficult]))
+        if n_pos == 0 or n_neg == 0:
+            missing = "positive" if n_pos == 0 else "negative"
+            raise ValueError(
+                f"expected the difficult set of AP-SVM-APPX to hold at least one positive and one "
+                f"negative sample, got {n_pos} positive and {n_neg} negative instead: the binary SVM "
+                f"gives every {missing} sample a margin of at least 1 and approx={percent:g} keeps "
+                f"{split.n_hard_constraints} of the {split.n_easy} easy samples as hard constraints; "
+                f"lower approx so that some easy {missing}s stay in the difficult set"
+            )
         logger.info(
-            "APPX round %d: %d of %d hard constraints in the QP, %d more violated",
-            len(runs),
-            np.count_nonzero(in_qp),
-            n_hard,
-            violated.size,
+            "APPX: binary SVM in %d iterations; %d of %d samples easy, %d kept as hard constraints, "
+            "AP over %d difficult samples (%d positive)",
+            binary_result.n_iter,
+            split.n_easy,
+            y.size,
+            split.n_hard_constraints,
+            n_pos + n_neg,
+            n_pos,
         )
-        if violated.size == 0:
-            break
-        in_qp[violated[np.argsort(margins[violated], kind="stable")[:batch]]] = True
-    history = [record for run in runs for record in run.history]
-    # The last run's w meets every hard constraint, so the dual bound of its relaxation
-    # (only some of them in the QP) certifies it for the full problem.
-    last = runs[-1]
-    result = SolveResult(
-        w, len(history), last.converged, history, last.stop_reason, last.primal_objective, last.duality_gap
-    )
-    return problem, result, split
-
-
-def _batch_size(n_features: int) -> int:
-    """Hard constraints added per round: about as many as can be active at once.
-
-    Generically at most n_features constraints with positive multipliers meet at the
-    optimum; adding that many per round keeps both the rounds and the QP small.
-    """
-    return max(10, min(256, n_features))
-
-
-def build_approx_problem(
-    X, y, loss, feature_map, percent: float, *, C: float, tol: float, max_iter: int, inference: str, registry
-) -> tuple[StructuredProblem, ApproxSplit]:
-    """Run stage 1; return stage 2's problem (no linear constraints yet) and the split."""
-    binary = registry.get_model("binary").build_problem(
-        X, y, registry.get_loss("zero_one"), feature_map, registry=registry
-    )
-    binary_result = solve_cutting_plane(binary, C, tol=tol, max_iter=max_iter)
-    w0 = binary_result.w
-    margins = np.where(y, 1.0, -1.0) * feature_map.scores(X, w0).astype(np.float64)
-    easy, hard = select_hard(margins, percent)
-    split = ApproxSplit(w0, binary_result, easy, hard)
-    difficult = split.difficult
-    n_pos, n_neg = int(np.count_nonzero(y[difficult])), int(np.count_nonzero(~y[difficult]))
-    if n_pos == 0 or n_neg == 0:
-        missing = "positive" if n_pos == 0 else "negative"
-        raise ValueError(
-            f"expected the difficult set of AP-SVM-APPX to hold at least one positive and one "
-            f"negative sample, got {n_pos} positive and {n_neg} negative instead: the binary SVM "
-            f"gives every {missing} sample a margin of at least 1 and approx={percent:g} keeps "
-            f"{split.n_hard_constraints} of the {split.n_easy} easy samples as hard constraints; "
-            f"lower approx so that some easy {missing}s stay in the difficult set"
+        problem = registry.get_model("ranking").build_problem(
+            X[difficult], y[difficult], self.loss, feature_map, inference=self.inference, registry=registry
         )
-    logger.info(
-        "APPX: binary SVM in %d iterations; %d of %d samples easy, %d kept as hard constraints, "
-        "AP over %d difficult samples (%d positive)",
-        binary_result.n_iter,
-        split.n_easy,
-        y.size,
-        split.n_hard_constraints,
-        n_pos + n_neg,
-        n_pos,
-    )
-    problem = registry.get_model("ranking").build_problem(
-        X[difficult], y[difficult], loss, feature_map, inference=inference, registry=registry
-    )
-    return problem, split
+        return problem, split

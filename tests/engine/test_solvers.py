@@ -36,6 +36,7 @@ def _fits(rng):
     X, grades, qid = _ranking_data(rng)
     yield "RankSVM", lambda: RankSVM(C=1.0).fit(X, grades, qid=qid)
     yield "RankSVM", lambda: RankSVM(C=1.0, solver="bcfw").fit(X, grades, qid=qid)
+    yield "RankSVM", lambda: RankSVM(C=1.0, approx=50).fit(X, grades >= 1)  # APPX: both stages via the table
     groups = rng.integers(0, 5, 30)
     y = (rng.uniform(size=5) < 0.5)[groups]
     y[:2] = [True, False]
@@ -51,8 +52,11 @@ def test_every_estimator_reaches_its_solver_through_the_table(rng, monkeypatch):
     run = SolverSpec.run
     current = {}
 
+    calls = []
+
     def spy(self, *args, **kwargs):
         seen.add((current["estimator"], self.name))
+        calls.append(self.name)
         return run(self, *args, **kwargs)
 
     monkeypatch.setattr(SolverSpec, "run", spy)
@@ -60,7 +64,9 @@ def test_every_estimator_reaches_its_solver_through_the_table(rng, monkeypatch):
         warnings.simplefilter("ignore", ConvergenceWarning)
         for estimator, fit in _fits(rng):
             current["estimator"] = estimator
+            before = len(calls)
             fit()
+            assert len(calls) > before, estimator  # every fit ran a solver through the table
     assert seen == EXPECTED_PAIRS
 
 

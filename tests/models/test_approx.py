@@ -10,6 +10,7 @@ from sklearn.datasets import load_digits
 
 import rankopt
 from rankopt.engine import LinearConstraints, solve_cutting_plane
+from rankopt.engine.appx import solve_appx
 from rankopt.metrics import average_precision
 from rankopt.models import approx as approx_module
 from rankopt.plugins import default_registry
@@ -62,9 +63,8 @@ def test_lazy_constraints_reach_the_full_problem_optimum(digits):
     registry = default_registry()
     feature_map = registry.get_feature_map("linear")
     loss = registry.get_loss("ap")
-    problem, result, split = approx_module.fit_approx(
-        X, y, loss, feature_map, 100.0, C=C, tol=1e-4, max_iter=1000, inference="auto", registry=registry
-    )
+    two_stages = approx_module.ApproxProblem(X, y, loss, feature_map, 100.0, inference="auto", registry=registry)
+    problem, result, split = solve_appx(two_stages, C, tol=1e-4, max_iter=1000)
     assert split.n_hard_constraints > 0
     assert problem.linear_constraints.b.size < split.n_hard_constraints  # not all were needed
     assert sum(r.iteration == 1 for r in result.history) >= 2  # several rounds, histories joined
