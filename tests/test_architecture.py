@@ -197,3 +197,16 @@ def test_inference_dispatches_on_declared_structure_not_on_loss_classes(path):
     concrete = _registered_loss_classes()
     assert {"APLoss", "GradedNDCGLoss", "PairwiseLoss"} <= concrete
     assert not (_names_in_code(path) & concrete)
+
+
+def test_engine_and_estimator_functions_stay_small():
+    """Issue 31: no function of engine/ or estimators/ over 80 lines; the two entry points at most 60."""
+    sizes = {}
+    for folder in ("engine", "estimators"):
+        for path in sorted((PACKAGE / folder).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    sizes[f"{folder}/{path.name}:{node.name}"] = node.end_lineno - node.lineno + 1
+    assert not {name: n for name, n in sizes.items() if n > 80}
+    assert sizes["engine/cutting_plane.py:solve_cutting_plane"] <= 60
+    assert sizes["estimators/rank_svm.py:fit"] <= 60
