@@ -128,3 +128,24 @@ def test_submodules_are_reachable_after_import_rankopt_alone():
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=outside)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1.0", "fetch_mslr_sample", "True", "True"]
+
+
+FIT_PROBE = """
+import json, sys
+import numpy as np
+import rankopt
+X = np.random.default_rng(0).standard_normal((40, 3))
+rankopt.RankSVM(C=1.0).fit(X, (X[:, 0] > 0).astype(int), qid=np.repeat(np.arange(4), 10))
+print("MODULES=" + json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_a_ranking_fit_pays_for_no_graph_library():
+    """Issue 31: loading the built-in plugins in a fit imported networkx (the high-order feature map's
+    graph checks); it is imported only where a graph is built."""
+    done = subprocess.run(
+        [sys.executable, "-c", FIT_PROBE], capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir()
+    )
+    assert done.returncode == 0, done.stderr
+    line = [line for line in done.stdout.splitlines() if line.startswith("MODULES=")][-1]
+    assert "networkx" not in set(json.loads(line[len("MODULES=") :]))

@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
@@ -58,6 +57,8 @@ def similar_pairs(n_samples: int, edges=None, groups=None) -> np.ndarray:
     """
     if edges is not None and groups is not None:
         raise ValueError("expected either edges or groups, got both instead")
+    import networkx as nx  # only where a graph is built: loading the plugins (every fit) does not pay for it
+
     graph = nx.Graph()
     graph.add_nodes_from(range(n_samples))
     if edges is not None:
