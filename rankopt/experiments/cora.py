@@ -428,9 +428,9 @@ def run_cora_experiment(
     **overrides
         Any of the keys of ``FULL``.
     """
-    from joblib import Parallel, delayed
+    from joblib import Parallel
 
-    from rankopt.data.cora import CORA_SUBJECTS, load_cora
+    from rankopt.data.cora import CORA_SUBJECTS
 
     cfg: dict[str, Any] = dict(QUICK if quick else FULL)
     unknown = set(overrides) - set(cfg)
@@ -439,124 +439,21 @@ def run_cora_experiment(
     cfg.update(overrides)
     cfg.update(tol=tol, seed=seed, quick=quick)
     start = time.perf_counter()
-
     report = timed_reporter(logger, progress)
-
-    data = load_cora()
-    X, subject_ids, pairs = data.X, data.subject, data.similar_pairs()
+    X, subject_ids, pairs, groups = _cora_data(cfg, seed)
     n = X.shape[0]
-    groups = _communities(pairs, n, seed)
-    if cfg["subsample"] is not None:  # whole communities, so the subgraph keeps its links
-        rng = np.random.default_rng(seed)
-        keep = np.zeros(n, dtype=bool)
-        for g in rng.permutation(groups.max() + 1):
-            if keep.sum() >= cfg["subsample"]:
-                break
-            keep |= groups == g
-        index = np.flatnonzero(keep)
-        pairs = _induced_pairs(pairs, index, n)
-        X, subject_ids, groups = X[index], subject_ids[index], groups[index]
-        n = index.size
     names = list(CORA_SUBJECTS)
     chosen = [names.index(s) if isinstance(s, str) else int(s) for s in (subjects or range(7))]
-    n_folds, n_inner = cfg["n_folds"], cfg["inner_folds"]
-    fold = cora_folds(subject_ids, groups, n_folds, seed)
+    fold = cora_folds(subject_ids, groups, cfg["n_folds"], seed)
     within = float(np.mean(fold[pairs[:, 0]] == fold[pairs[:, 1]])) if len(pairs) else 1.0
-    pairs_all = (pairs, n)
     report(f"Cora: {n} papers, {len(pairs)} links ({100 * within:.0f}% inside folds)")
     # Results stream back in order as they finish, so progress keeps up with the work.
     parallel = Parallel(n_jobs=n_jobs, return_as="generator")
-
-    # Inner CV per subject s and outer fold k, on that fold's training part.
-    grids = _grids(cfg)
-    hoap_grid = list(cfg["hoap_C_grid"])
-    cells = [(s, k) for s in chosen for k in range(n_folds)]
-    train = {k: np.flatnonzero(fold != k) for k in range(n_folds)}
-    inner = {(s, k): cora_folds((subject_ids == s)[train[k]], groups[train[k]], n_inner, seed + 1) for s, k in cells}
-    needs_hob_start = len(hoap_grid) > 1
-    needs_search = needs_hob_start or any(len(g) > 1 for g in grids.values())
-    results = {}
-    if needs_search:
-        n_tasks = len(cells) * n_inner
-        report(f"step 1/3: inner cross-validation of SVM, AP-SVM and HOB-SVM, {n_tasks} training parts")
-        for done, (key, scores, coef) in enumerate(
-            parallel(
-                delayed(_inner_task)((s, k, j), X, subject_ids == s, pairs_all, train[k], inner[(s, k)], j, cfg)
-                for s, k in cells
-                for j in range(n_inner)
-            ),
-            start=1,
-        ):
-            results[key] = (scores, coef)
-            s, k, j = key
-            report(f"inner CV {done}/{n_tasks} done (subject {names[s]}, outer fold {k}, inner fold {j})")
-    params: dict = {m: {names[s]: [None] * n_folds for s in chosen} for m in METHODS}
-    hob_index = {}
-    for s, k in cells:
-        for method, grid in grids.items():
-            if len(grid) == 1:
-                params[method][names[s]][k] = grid[0]
-                hob_index[(s, k)] = 0
-                continue
-            best = _best(grid, [[results[(s, k, j)][0][(method, p)] for j in range(n_inner)] for p in range(len(grid))])
-            params[method][names[s]][k] = best
-            if method == "HOB-SVM":
-                hob_index[(s, k)] = grid.index(best)
-    hoap_params = {
-        (s, k, c): {"C": c, "eta": params["HOB-SVM"][names[s]][k]["eta"]} for s, k in cells for c in hoap_grid
-    }
-    if needs_hob_start:
-        report(f"step 2/3: inner cross-validation of HOAP-SVM, {len(cells) * len(hoap_grid) * n_inner} fits")
-        hoap_scores = dict(
-            parallel(
-                delayed(_inner_hoap_task)(
-                    (s, k, c, j),
-                    hoap_params[(s, k, c)],
-                    results[(s, k, j)][1][hob_index[(s, k)]],
-                    X,
-                    subject_ids == s,
-                    pairs_all,
-                    train[k],
-                    inner[(s, k)],
-                    j,
-                    cfg,
-                )
-                for s, k in cells
-                for c in hoap_grid
-                for j in range(n_inner)
-            )
-        )
-    for s, k in cells:
-        if needs_hob_start:
-            grid = [hoap_params[(s, k, c)] for c in hoap_grid]
-            best = _best(grid, [[hoap_scores[(s, k, c, j)] for j in range(n_inner)] for c in hoap_grid])
-        else:
-            best = hoap_params[(s, k, hoap_grid[0])]
-        params["HOAP-SVM"][names[s]][k] = best
+    search = _Search(cfg, X, subject_ids, (pairs, n), groups, fold, chosen, names, parallel, report)
+    params = search.choose()
     search_seconds = time.perf_counter() - start
-    report(f"hyperparameters chosen; step 3/3: {len(cells)} outer folds, the four methods each")
-
-    outer = parallel(
-        delayed(_outer_task)(
-            s, k, {m: params[m][names[s]][k] for m in METHODS}, X, subject_ids == s, pairs_all, fold, cfg
-        )
-        for s, k in cells
-    )
-    ap = {m: {names[s]: [0.0] * n_folds for s in chosen} for m in METHODS}
-    fit_seconds: dict = {m: [] for m in METHODS}
-    unconverged = {m: 0 for m in METHODS}
-    diagnostics = []
-    for done, (s, k, out, diag) in enumerate(outer, start=1):
-        report(
-            f"outer fold {done}/{len(cells)} (subject {names[s]}, fold {k}): test AP "
-            + ", ".join(f"{m} {value:.3f}" for m, (value, _, _) in out.items())
-        )
-        for m, (value, seconds, converged) in out.items():
-            ap[m][names[s]][k] = value
-            fit_seconds[m].append(seconds)
-            unconverged[m] += not converged
-        if diag is not None:
-            diagnostics.append(dict(diag, subject=names[s]))
+    report(f"hyperparameters chosen; step 3/3: {len(search.cells)} outer folds, the four methods each")
+    ap, fit_seconds, unconverged, diagnostics = search.outer_folds(params)
     result = CoraExperimentResult(
         subjects=[names[s] for s in chosen],
         ap=ap,
@@ -576,6 +473,156 @@ def run_cora_experiment(
     if json_output is not None:
         Path(json_output).write_text(json.dumps(asdict(result), indent=1))
     return result
+
+
+def _cora_data(cfg: dict, seed: int):
+    """(X, subject ids, similar pairs, communities), subsampled by whole communities when asked."""
+    from rankopt.data.cora import load_cora
+
+    data = load_cora()
+    X, subject_ids, pairs = data.X, data.subject, data.similar_pairs()
+    n = X.shape[0]
+    groups = _communities(pairs, n, seed)
+    if cfg["subsample"] is None:
+        return X, subject_ids, pairs, groups
+    rng = np.random.default_rng(seed)  # whole communities, so the subgraph keeps its links
+    keep = np.zeros(n, dtype=bool)
+    for g in rng.permutation(groups.max() + 1):
+        if keep.sum() >= cfg["subsample"]:
+            break
+        keep |= groups == g
+    index = np.flatnonzero(keep)
+    return X[index], subject_ids[index], _induced_pairs(pairs, index, n), groups[index]
+
+
+class _Search:
+    """The nested cross-validation of the Cora experiment: inner folds choose each method's parameters
+    per subject and outer fold; the outer folds then score the four methods."""
+
+    def __init__(self, cfg, X, subject_ids, pairs_all, groups, fold, chosen, names, parallel, report):
+        self.cfg, self.X, self.subject_ids, self.pairs_all = cfg, X, subject_ids, pairs_all
+        self.fold, self.chosen, self.names, self.parallel, self.report = fold, chosen, names, parallel, report
+        n_folds, self.n_inner = cfg["n_folds"], cfg["inner_folds"]
+        self.n_folds = n_folds
+        self.cells = [(s, k) for s in chosen for k in range(n_folds)]
+        self.train = {k: np.flatnonzero(fold != k) for k in range(n_folds)}
+        self.inner = {
+            (s, k): cora_folds((subject_ids == s)[self.train[k]], groups[self.train[k]], self.n_inner, cfg["seed"] + 1)
+            for s, k in self.cells
+        }
+
+    def choose(self) -> dict:
+        """Each method's parameters per subject and outer fold (steps 1 and 2)."""
+        cfg, names, n_inner = self.cfg, self.names, self.n_inner
+        grids, hoap_grid = _grids(cfg), list(cfg["hoap_C_grid"])
+        needs_hob_start = len(hoap_grid) > 1
+        results = self._inner_results() if needs_hob_start or any(len(g) > 1 for g in grids.values()) else {}
+        params: dict = {m: {names[s]: [None] * self.n_folds for s in self.chosen} for m in METHODS}
+        hob_index = {}
+        for s, k in self.cells:
+            for method, grid in grids.items():
+                if len(grid) == 1:
+                    params[method][names[s]][k] = grid[0]
+                    hob_index[(s, k)] = 0
+                    continue
+                scores = [[results[(s, k, j)][0][(method, p)] for j in range(n_inner)] for p in range(len(grid))]
+                best = _best(grid, scores)
+                params[method][names[s]][k] = best
+                if method == "HOB-SVM":
+                    hob_index[(s, k)] = grid.index(best)
+        hoap_params = {
+            (s, k, c): {"C": c, "eta": params["HOB-SVM"][names[s]][k]["eta"]} for s, k in self.cells for c in hoap_grid
+        }
+        hoap_scores = self._hoap_scores(hoap_params, hoap_grid, results, hob_index) if needs_hob_start else {}
+        for s, k in self.cells:
+            if needs_hob_start:
+                grid = [hoap_params[(s, k, c)] for c in hoap_grid]
+                best = _best(grid, [[hoap_scores[(s, k, c, j)] for j in range(n_inner)] for c in hoap_grid])
+            else:
+                best = hoap_params[(s, k, hoap_grid[0])]
+            params["HOAP-SVM"][names[s]][k] = best
+        return params
+
+    def _inner_results(self) -> dict:
+        """Step 1: the inner folds of SVM, AP-SVM and HOB-SVM, (s, k, j) → (scores, coefficients)."""
+        from joblib import delayed
+
+        n_tasks = len(self.cells) * self.n_inner
+        self.report(f"step 1/3: inner cross-validation of SVM, AP-SVM and HOB-SVM, {n_tasks} training parts")
+        results = {}
+        tasks = (
+            delayed(_inner_task)(
+                (s, k, j), self.X, self.subject_ids == s, self.pairs_all, self.train[k], self.inner[(s, k)], j, self.cfg
+            )
+            for s, k in self.cells
+            for j in range(self.n_inner)
+        )
+        for done, (key, scores, coef) in enumerate(self.parallel(tasks), start=1):
+            results[key] = (scores, coef)
+            s, k, j = key
+            self.report(f"inner CV {done}/{n_tasks} done (subject {self.names[s]}, outer fold {k}, inner fold {j})")
+        return results
+
+    def _hoap_scores(self, hoap_params, hoap_grid, results, hob_index) -> dict:
+        """Step 2: HOAP-SVM's inner folds, each started from its inner fold's chosen HOB-SVM."""
+        from joblib import delayed
+
+        self.report(
+            f"step 2/3: inner cross-validation of HOAP-SVM, {len(self.cells) * len(hoap_grid) * self.n_inner} fits"
+        )
+        tasks = (
+            delayed(_inner_hoap_task)(
+                (s, k, c, j),
+                hoap_params[(s, k, c)],
+                results[(s, k, j)][1][hob_index[(s, k)]],
+                self.X,
+                self.subject_ids == s,
+                self.pairs_all,
+                self.train[k],
+                self.inner[(s, k)],
+                j,
+                self.cfg,
+            )
+            for s, k in self.cells
+            for c in hoap_grid
+            for j in range(self.n_inner)
+        )
+        return dict(self.parallel(tasks))
+
+    def outer_folds(self, params: dict):
+        """Step 3: the four methods on every outer fold: (AP, fit seconds, uncertified counts, HOAP diagnostics)."""
+        from joblib import delayed
+
+        names = self.names
+        outer = self.parallel(
+            delayed(_outer_task)(
+                s,
+                k,
+                {m: params[m][names[s]][k] for m in METHODS},
+                self.X,
+                self.subject_ids == s,
+                self.pairs_all,
+                self.fold,
+                self.cfg,
+            )
+            for s, k in self.cells
+        )
+        ap = {m: {names[s]: [0.0] * self.n_folds for s in self.chosen} for m in METHODS}
+        fit_seconds: dict = {m: [] for m in METHODS}
+        unconverged = {m: 0 for m in METHODS}
+        diagnostics = []
+        for done, (s, k, out, diag) in enumerate(outer, start=1):
+            self.report(
+                f"outer fold {done}/{len(self.cells)} (subject {names[s]}, fold {k}): test AP "
+                + ", ".join(f"{m} {value:.3f}" for m, (value, _, _) in out.items())
+            )
+            for m, (value, seconds, converged) in out.items():
+                ap[m][names[s]][k] = value
+                fit_seconds[m].append(seconds)
+                unconverged[m] += not converged
+            if diag is not None:
+                diagnostics.append(dict(diag, subject=names[s]))
+        return ap, fit_seconds, unconverged, diagnostics
 
 
 def _report(result: CoraExperimentResult) -> str:
