@@ -50,7 +50,8 @@ CUT_TOWARDS_OPTIMUM = 0.05
 #: The in-out cut where a point costs an oracle call (no line search): the fraction of the way from
 #: the best point to the working-set optimum (docs/engine-notes.md).
 IN_OUT_CUT = 0.1
-#: Line-search evaluations (one inference call each, no pass over the data) per iteration at most.
+#: Line-search evaluations (one inference call each, no pass over the data) per iteration at most
+#: (8 was measured too: docs/engine-notes.md).
 LINE_SEARCH_EVALUATIONS = 6
 #: Line-search steps are multiples of 2⁻²⁰: the same data held another way (Dask chunks, another
 #: summation order) gives scores that differ in their last bits, and a step computed from them
@@ -171,11 +172,12 @@ class _CuttingPlane:
         elapsed = time.perf_counter() - start
         self._feed_cache(constraint)
         primal, violation = self._price(constraint, iteration)
-        self._update_bounds(primal, cut_t)
+        to_optimum = self._update_bounds(primal, cut_t)
         cert = self.certificate
         # With the line search the solve's current point is the best one (the cut only feeds the
-        # working set): the record, the callback and a validation monitor see that point.
-        shown_primal, shown_w = (cert.best_primal, cert.best_w) if optimized else (primal, self.w)
+        # working set), and once the working-set optimum is certified it is the point returned: the
+        # record, the callback and a validation monitor see that point.
+        shown_primal, shown_w = (cert.best_primal, cert.best_w) if optimized or to_optimum else (primal, self.w)
         record = IterationRecord(
             iteration,
             shown_primal,
@@ -249,7 +251,9 @@ class _CuttingPlane:
         self.last_plane, self.last_loss = plane, loss
         return primal, xi - self.qp.slack(self.w)
 
-    def _update_bounds(self, primal: float, cut_t: float) -> None:
+    def _update_bounds(self, primal: float, cut_t: float) -> bool:
+        """Offer the cut point's primal and the QP's dual; whether the certified working-set optimum
+        became the best point."""
         cert = self.certificate
         if self.verify:  # the best point's primal, now from an oracle call at it
             cert.best_primal, self.best_exact, self.verify = primal, True, False
@@ -260,6 +264,8 @@ class _CuttingPlane:
             # The working-set optimum is certified too: return it, the canonical point (the QP's
             # polished optimum), which rounding-level changes of the data do not move.
             cert.best_w, cert.best_primal, self.best_exact = self.optimum_w, self.optimum_primal, True
+            return True
+        return False
 
     def stop_reason(self, iteration: int, stop_requested: bool) -> str | None:
         """Why the solve stops after this iteration, or None (a certified gap at an interpolated best
