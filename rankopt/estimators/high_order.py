@@ -20,7 +20,14 @@ from sklearn.utils.validation import check_is_fitted
 from rankopt._validation import check_binary_labels, check_feature_names, check_n_features
 from rankopt.engine.cccp import best_on_ray, solve_cccp
 from rankopt.engine.solvers import DEFAULT_SOLVER, get_solver
-from rankopt.estimators.parameters import check_parameters, method_name, plugin_registry, positive_float, positive_int
+from rankopt.estimators.parameters import (
+    CCCP_PARAMETERS,
+    check_parameters,
+    method_name,
+    plugin_registry,
+    positive_float,
+    positive_int,
+)
 from rankopt.estimators.progress import iteration_callback, verbose_logging
 from rankopt.features.high_order import HighOrderFeatureMap, HighOrderInput, check_eta
 from rankopt.metrics import average_precision
@@ -228,14 +235,7 @@ class HOAPSVM(_HighOrderRanker):
     n_features_in_, feature_names_in_ : as :class:`HOBSVM`.
     """
 
-    _parameter_checks = {
-        "C": positive_float,
-        "tol": positive_float,
-        "max_iter": positive_int,
-        "cccp_tol": positive_float,
-        "cccp_max_iter": positive_int,
-        "inference": method_name,
-    }
+    _parameter_checks = {**CCCP_PARAMETERS, "inference": method_name}
 
     def __init__(
         self,

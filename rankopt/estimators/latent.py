@@ -51,7 +51,7 @@ from rankopt._validation import check_feature_names, check_n_features, check_pos
 from rankopt.data.bags import Bags, check_bags
 from rankopt.engine.cccp import solve_cccp
 from rankopt.engine.solvers import DEFAULT_SOLVER, get_solver
-from rankopt.estimators.parameters import check_parameters, plugin_registry, positive_float, positive_int
+from rankopt.estimators.parameters import CCCP_PARAMETERS, check_parameters, plugin_registry, positive_int
 from rankopt.estimators.progress import iteration_callback, verbose_logging
 from rankopt.losses.base import RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
@@ -69,14 +69,7 @@ class _LatentEstimator(BaseEstimator):
     def _fit_intercept(self) -> bool:
         return False
 
-    _parameter_checks = {
-        "C": positive_float,
-        "tol": positive_float,
-        "max_iter": positive_int,
-        "cccp_tol": positive_float,
-        "cccp_max_iter": positive_int,
-        "n_init": positive_int,
-    }
+    _parameter_checks = {**CCCP_PARAMETERS, "n_init": positive_int}
 
     def _check_common(self):
         params = check_parameters(self)

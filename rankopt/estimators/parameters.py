@@ -16,6 +16,7 @@ import numpy as np
 from rankopt._validation import check_positive_float, check_positive_int
 
 __all__ = [
+    "CCCP_PARAMETERS",
     "boolean",
     "check_parameters",
     "method_name",
@@ -50,6 +51,16 @@ def method_name(value, name: str) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected {name} to be a method name, got {value!r} instead")
     return value
+
+
+#: The parameters of every estimator trained by CCCP (an outer loop around certified cutting planes).
+CCCP_PARAMETERS: dict[str, Checker] = {
+    "C": positive_float,
+    "tol": positive_float,
+    "max_iter": positive_int,
+    "cccp_tol": positive_float,
+    "cccp_max_iter": positive_int,
+}
 
 
 def check_parameters(estimator) -> dict:
