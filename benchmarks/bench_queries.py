@@ -35,6 +35,7 @@ from rankopt import RankSVM
 from rankopt._validation import check_qid
 from rankopt.api import most_violated_rankings_per_query
 from rankopt.features.linear import LinearFeatureMap
+from rankopt.plugins import default_registry
 
 lightgbm = pytest.importorskip("lightgbm")
 
@@ -150,7 +151,7 @@ def test_queries_scaling(benchmark, request, n_queries):
     m = _medians(times)
     # One oracle call at the fitted w, batched against the per-query loop, alternated.
     problem = ranking_model.QueryRankingProblem(
-        X, grades >= 1, check_qid(qid, qid.size), model.loss_, LinearFeatureMap(), "auto", model._registry()
+        X, grades >= 1, check_qid(qid, qid.size), model.loss_, LinearFeatureMap(), "auto", default_registry()
     )
     oracle = {"batched": [], "loop": []}
     for _ in range(3):
