@@ -8,6 +8,7 @@ generation (:func:`solve_with_lazy_constraints`).  Each solve is certified by it
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol
 
 import numpy as np
@@ -17,6 +18,8 @@ from rankopt.engine.problem import LinearConstraints, StructuredProblem
 from rankopt.engine.solvers import DEFAULT_SOLVER, SolverSpec, get_solver
 
 __all__ = ["TwoStageProblem", "solve_appx", "solve_with_lazy_constraints"]
+
+logger = logging.getLogger(__name__)
 
 #: A generated constraint whose A w − b exceeds this is violated and goes into the QP.
 VIOLATION_TOL = 1e-7
@@ -82,7 +85,13 @@ def solve_with_lazy_constraints(
         w = runs[-1].w
         excess = constraints.A @ w - constraints.b if constraints is not None else np.zeros(0)
         violated = np.flatnonzero((excess > VIOLATION_TOL) & ~in_qp)
-        _log_round(len(runs), int(np.count_nonzero(in_qp)), n_constraints, violated.size)
+        logger.info(
+            "APPX round %d: %d of %d hard constraints in the QP, %d more violated",
+            len(runs),
+            int(np.count_nonzero(in_qp)),
+            n_constraints,
+            violated.size,
+        )
         if violated.size == 0:
             break
         in_qp[violated[np.argsort(-excess[violated], kind="stable")[:batch]]] = True
@@ -100,11 +109,3 @@ def constraints_per_round(n_features: int) -> int:
     that many per round keeps both the rounds and the QP small.
     """
     return max(10, min(256, n_features))
-
-
-def _log_round(round_number: int, held: int, total: int, violated: int) -> None:
-    import logging
-
-    logging.getLogger(__name__).info(
-        "APPX round %d: %d of %d hard constraints in the QP, %d more violated", round_number, held, total, violated
-    )

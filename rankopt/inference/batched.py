@@ -201,11 +201,7 @@ class PreparedRankings:
             self._count_tables = _count_loss_tables(self.loss.structure(), relevant, self.offsets)
 
     def __call__(self, scores, *, n_threads: int | None = None) -> BatchedRankingInference:
-        scores = _check_scores(scores, self.longest)
-        if scores.size != self.relevance.size:
-            raise ValueError(
-                f"expected relevance of the same length as scores ({scores.size}), got {self.relevance.size} instead"
-            )
+        scores = _check_scores(scores, self.longest, self.relevance.size)
         _check_n_threads(n_threads)
         n_threads = _threads_for(scores.size, default_threads() if n_threads is None else int(n_threads))
         loss, relevance, offsets = self.loss, self.relevance, self.offsets
@@ -734,16 +730,13 @@ def _check_n_threads(n_threads) -> None:
 def _check_batch(loss, scores, relevance, offsets, registry):
     loss = resolve_rank_loss(loss, registry)
     relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
-    scores = _check_scores(scores, int(np.max(np.diff(offsets), initial=0)))
-    if relevance.size != scores.size:
-        raise ValueError(
-            f"expected relevance of the same length as scores ({scores.size}), got {relevance.size} instead"
-        )
+    scores = _check_scores(scores, int(np.max(np.diff(offsets), initial=0)), relevance.size)
     return loss, scores, relevance, offsets
 
 
-def _check_scores(scores, longest: int) -> np.ndarray:
-    """1-D finite float scores (float32 kept) whose sums over a query of ``longest`` documents cannot overflow."""
+def _check_scores(scores, longest: int, n_documents: int) -> np.ndarray:
+    """1-D finite float scores (float32 kept), one per each of the batch's ``n_documents``, whose sums over a
+    query of ``longest`` documents cannot overflow."""
     try:
         scores = np.asarray(scores)
     except Exception as exc:
@@ -758,6 +751,8 @@ def _check_scores(scores, longest: int) -> np.ndarray:
         raise ValueError("expected finite scores, got NaN or infinity instead")
     if scores.size:
         check_score_sums(largest, longest, scores.dtype)
+    if scores.size != n_documents:
+        raise ValueError(f"expected relevance of the same length as scores ({scores.size}), got {n_documents} instead")
     return scores
 
 
