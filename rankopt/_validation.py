@@ -14,8 +14,12 @@ import numpy as np
 import scipy.sparse as sp
 
 
-def as_float_vector(values, name: str) -> np.ndarray:
-    """A 1-D finite float array (float32 kept, anything else made float64)."""
+def as_float_vector(values, name: str, *, scan: bool = True) -> np.ndarray:
+    """A 1-D finite float array (float32 kept, anything else made float64).
+
+    ``scan=False`` leaves the values unread (a kernel that reads them anyway
+    checks them: :func:`check_negative_scores`'s contract).
+    """
     try:
         arr = np.asarray(values)
     except Exception as exc:  # ragged lists and the like
@@ -28,24 +32,44 @@ def as_float_vector(values, name: str) -> np.ndarray:
         raise ValueError(f"expected {name} to hold real numbers, got complex values instead")
     if arr.dtype != np.float32:
         arr = arr.astype(np.float64, copy=False)
-    if arr.size and not math.isfinite(largest_magnitude(arr)):
-        raise ValueError(f"expected {name} to be finite, got NaN or infinity instead")
+    if scan and arr.size and not math.isfinite(largest_magnitude(arr)):
+        raise not_finite_error(name)
     return np.ascontiguousarray(arr)
 
 
-def check_scores(pos_scores, neg_scores) -> tuple[np.ndarray, np.ndarray]:
-    """Validate the two score arrays of loss-augmented inference; share a dtype."""
+def not_finite_error(name: str) -> ValueError:
+    """The one refusal of an array holding NaN or infinity, wherever it is detected (NumPy or a kernel)."""
+    return ValueError(f"expected {name} to be finite, got NaN or infinity instead")
+
+
+def check_scores(pos_scores, neg_scores, *, scan_negatives: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Validate the two score arrays of loss-augmented inference; share a dtype.
+
+    Both must be finite and their sums over the query overflow-safe
+    (:func:`check_score_sums`).  With ``scan_negatives=False`` the negatives'
+    values are not read here: the caller checks them
+    (:func:`check_negative_scores`, or a kernel's first pass over them, with
+    the same errors).
+    """
     pos = as_float_vector(pos_scores, "pos_scores")
-    neg = as_float_vector(neg_scores, "neg_scores")
+    neg = as_float_vector(neg_scores, "neg_scores", scan=scan_negatives)
     if pos.size == 0:
         raise ValueError("expected at least one positive score, got an empty pos_scores instead")
     if neg.size == 0:
         raise ValueError("expected at least one negative score, got an empty neg_scores instead")
     if pos.dtype != neg.dtype:
         pos, neg = pos.astype(np.float64), neg.astype(np.float64)
-    largest = max(float(np.max(np.abs(pos))), float(np.max(np.abs(neg))))
-    check_score_sums(largest, pos.size + neg.size, pos.dtype)
+    if scan_negatives:
+        check_score_sums(max(largest_magnitude(pos), largest_magnitude(neg)), pos.size + neg.size, pos.dtype)
     return pos, neg
+
+
+def check_negative_scores(pos: np.ndarray, neg: np.ndarray) -> None:
+    """The part of :func:`check_scores` that ``scan_negatives=False`` left out, on its output."""
+    largest_neg = largest_magnitude(neg)
+    if not math.isfinite(largest_neg):
+        raise not_finite_error("neg_scores")
+    check_score_sums(max(largest_magnitude(pos), largest_neg), pos.size + neg.size, pos.dtype)
 
 
 def check_query_scores(scores: np.ndarray) -> None:
@@ -77,9 +101,17 @@ def largest_magnitude(values: np.ndarray) -> float:
     return max(-low, high)
 
 
+def score_sum_bound(dtype) -> float:
+    """The largest |score| × (documents of a query) inference accepts for ``dtype`` scores."""
+    return 2.0 ** _SCORE_SUM_LOG2[np.dtype(dtype)]
+
+
 def check_score_sums(largest: float, n_documents: int, dtype) -> None:
-    """Refuse scores whose sums over one query could overflow: inference would be wrong, not just rounded."""
-    bound = 2.0 ** _SCORE_SUM_LOG2[np.dtype(dtype)]
+    """Refuse scores whose sums over one query could overflow: inference would be wrong, not just rounded.
+
+    Kernels that check scores themselves compare the same doubles (``_scan.pxd``).
+    """
+    bound = score_sum_bound(dtype)
     if largest * n_documents > bound:
         raise ValueError(
             f"expected scores whose sums over a query stay finite, got |score| up to {largest:.3g} over "

@@ -40,6 +40,7 @@ from cython cimport floating
 from libc.math cimport INFINITY, isfinite, nextafter
 from libc.stdint cimport INT32_MAX, int32_t, int64_t
 from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memset
 from libcpp.algorithm cimport nth_element
 from libcpp.utility cimport pair
 
@@ -54,6 +55,15 @@ from rankopt.inference._buckets cimport (
     upper_edge,
 )
 from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT, delta_diff
+from rankopt.inference._scan cimport SCAN_OK, ScoreScan, scan_all, scan_block, scan_start, scan_verdict
+from rankopt.inference._terms cimport (
+    DOT_LANES,
+    count_ranks,
+    lane_total,
+    negative_coefficient,
+    negative_terms,
+    positive_terms,
+)
 from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
 
 import numpy as np
@@ -70,6 +80,9 @@ cdef extern from *:
     void RANKOPT_PREFETCH_WRITE(const void* p) noexcept nogil
 
 KERNEL_CODES = {"AP": LOSS_AP, "AUC": LOSS_AUC, "POSITION_DISCOUNT": LOSS_POSITION_DISCOUNT}
+#: :func:`qs_inference`'s verdicts on the negatives' scores (``_scan.pxd``).
+SCAN_NOT_FINITE = 1
+SCAN_OVERFLOW = 2
 
 # Of two sibling blocks the smaller is handled first (the larger is pushed
 # first), so every frame left on the depth-first stack is at most half of the
@@ -391,12 +404,15 @@ cdef int _chain_ranks(const floating* pos_desc, const int32_t* chain_j, const in
 cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ssize_t n_pos,
                             Py_ssize_t n_neg, int code, const double* table, bint unimodal,
                             BucketMap bm, int* ranks,
-                            pair[floating, Py_ssize_t]* sample) except -1 nogil:
+                            pair[floating, Py_ssize_t]* sample, ScoreScan* scan, int64_t* counts) except -1 nogil:
     """Level 0 by distribution (see above), then Algorithm 2 inside the open buckets.
 
     Work tables are sized by what they hold (non-empty buckets, at most |P|
     open ones), not by the number of buckets: freshly mapped memory costs
-    page faults on every call.
+    page faults on every call.  With ``scan`` the first pass also checks the
+    scores (``_scan.pxd``), and a refusal returns before ``ranks`` is written.
+    With ``counts`` the ranks' counts are added to it: a settled bucket's at
+    once, from its size.
     """
     cdef Py_ssize_t nb = bm.size, k, k0, n_block, b, t, n_points, n_nonempty = 0, n_open = 0, d, first
     # The extreme scores of the two end buckets, which have no edge on their open side.
@@ -420,9 +436,13 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
         if count == NULL:
             with gil:
                 raise MemoryError(f"cannot allocate the bucket table for {nb} buckets")
+        if scan != NULL:
+            scan_start(scan, neg)
         k0 = 0
         while k0 < n_neg:
             n_block = buckets_of_block(neg + k0, n_neg - k0, bm, ids)
+            if scan != NULL:  # the block was just read: checking it costs no pass of its own
+                scan_block(scan, neg + k0, n_block)
             for k in range(n_block):
                 b = ids[k]
                 count[b] += 1
@@ -433,6 +453,8 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
                     else:
                         s_min = s if s < s_min else s_min
             k0 += n_block
+        if scan != NULL and scan_verdict(scan) != SCAN_OK:
+            return 0
         for b in range(nb):
             n_nonempty += count[b] > 0
         n_points = 2 * n_nonempty
@@ -462,6 +484,8 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
             b = nonempty[t]
             if chain_rank[2 * t] == chain_rank[2 * t + 1]:
                 dest[b] = -chain_rank[2 * t]
+                if counts != NULL:
+                    counts[chain_rank[2 * t]] += chain_j[2 * t + 1] - chain_j[2 * t] + 1
             else:
                 first = chain_j[2 * t] - 1
                 k = chain_j[2 * t + 1] - first  # the bucket's count
@@ -501,6 +525,9 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
                     RANKOPT_PREFETCH_WRITE(&ranks[items[k].second])
             _opt_ranks(pos_desc, items, open_blocks[t], open_shift[t], n_pos, n_neg, code, table,
                        unimodal, ranks, sample, False)
+            if counts != NULL:
+                for k in range(open_blocks[t].lo, open_blocks[t].hi):
+                    counts[ranks[items[k].second]] += 1
     finally:
         free(count)
         free(chain_j)
@@ -537,10 +564,14 @@ cdef enum:
     SWEEP_STACK = 256
 
 
-cdef void _sorted_block_ranks(const floating* pos_desc, const Keyed* items, Py_ssize_t n, Py_ssize_t lp,
-                              Py_ssize_t rp, Py_ssize_t n_pos, Py_ssize_t n_neg, int code,
+cdef void _sorted_block_ranks(const floating* pos_desc, const Keyed* items, double tied_score, Py_ssize_t n,
+                              Py_ssize_t lp, Py_ssize_t rp, Py_ssize_t n_pos, Py_ssize_t n_neg, int code,
                               const double* table, bint unimodal, int* ranks) noexcept nogil:
-    """Algorithm 2 on the n highest negatives, ``items`` in order, their ranks known to lie in lp … rp."""
+    """Algorithm 2 on the n highest negatives, their ranks known to lie in lp … rp.
+
+    ``items`` holds them in order; NULL means that every negative scores
+    ``tied_score``, so that the order is the input order.
+    """
     cdef Frame stack[STACK_SIZE]
     cdef Frame fr
     cdef Py_ssize_t top = 1, k, m, opt
@@ -551,37 +582,87 @@ cdef void _sorted_block_ranks(const floating* pos_desc, const Keyed* items, Py_s
         fr = stack[top]
         if fr.lp == fr.rp:
             for k in range(fr.lo, fr.hi):
-                ranks[items[k].idx] = <int>fr.lp
+                ranks[items[k].idx if items != NULL else k] = <int>fr.lp
             continue
         m = fr.lo + (fr.hi - fr.lo) // 2
-        opt = _best_rank(pos_desc, -items[m].key, m + 1, fr.lp, fr.rp, code, n_pos, n_neg, table, scale,
-                         unimodal)
-        ranks[items[m].idx] = <int>opt
+        opt = _best_rank(pos_desc, -items[m].key if items != NULL else tied_score, m + 1, fr.lp, fr.rp, code,
+                         n_pos, n_neg, table, scale, unimodal)
+        ranks[items[m].idx if items != NULL else m] = <int>opt
         top = _push_split(stack, top, fr, m, opt)
+
+
+cdef inline Py_ssize_t _walk_start(int code, bint unimodal, Py_ssize_t n_pos, Py_ssize_t n_neg) noexcept nogil:
+    """The first position j from which f_j is concave on all ranks 1 … |P| + 1 (|N| + 1: none)."""
+    if code == LOSS_AUC:
+        return 1
+    if unimodal and n_pos <= n_neg:
+        return n_pos
+    return n_neg + 1
 
 
 cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg, Py_ssize_t n_neg,
                        int code, const double* table, bint unimodal, int* ranks, Keyed* items, int32_t* ids,
                        int32_t* ends) noexcept nogil:
     """The small-input strategy (see above), on work arrays sized for n_neg."""
-    cdef Py_ssize_t j, j_walk, i = 1, p1 = n_pos + 1
+    cdef Py_ssize_t j, j_walk = _walk_start(code, unimodal, n_pos, n_neg), i = 1, p1 = n_pos + 1
     cdef double s, scale = 2.0 / ((<double>n_pos) * n_neg)
     descending_keyed(neg, n_neg, items, ids, ends)
-    if code == LOSS_AUC:
-        j_walk = 1
-    elif unimodal and n_pos <= n_neg:
-        j_walk = n_pos
-    else:
-        j_walk = n_neg + 1
     for j in range(j_walk, n_neg + 1):
         s = -items[j - 1].key
         while i < p1 and _step(pos_desc, s, j, i, code, n_pos, n_neg, table, scale) >= 0.0:
             i += 1
         ranks[items[j - 1].idx] = <int>i
     if j_walk > 1:
-        _sorted_block_ranks(pos_desc, items, min(j_walk - 1, n_neg), 1,
+        _sorted_block_ranks(pos_desc, items, 0.0, min(j_walk - 1, n_neg), 1,
                             ranks[items[j_walk - 1].idx] if j_walk <= n_neg else p1,
                             n_pos, n_neg, code, table, unimodal, ranks)
+
+
+cdef Py_ssize_t _falling_from(const double* table, Py_ssize_t n) noexcept nogil:
+    """The least u ≥ 1 with table[v] < table[v − 1] for every v = u … n − 1."""
+    cdef Py_ssize_t u = n - 1
+    while u >= 1 and table[u] < table[u - 1]:
+        u -= 1
+    return u + 1
+
+
+cdef int _tied_ranks(const floating* pos_desc, Py_ssize_t n_pos, double tied_score, Py_ssize_t n_neg, int code,
+                     const double* table, bint unimodal, int* ranks, int64_t* counts) except -1 nogil:
+    """:func:`_swept_ranks` when every negative scores ``tied_score``: the order is the input order.
+
+    Nothing is sorted, and the walk stops as soon as its rank i can move no
+    more: once the score term of step i is ≤ 0 and every later δ-difference
+    of rank i is negative (AP's and AUC's always are; a discount table's are
+    from :func:`_falling_from` on), every later step at i is the sum of a
+    negative and a non-positive double, negative, so every later negative
+    stops at i too.  At w = 0, where a fit starts, that happens at the
+    first walked negative.  With ``counts`` the ranks' counts are added to
+    it (the final run's at once).
+    """
+    cdef Py_ssize_t j, k, j_walk = _walk_start(code, unimodal, n_pos, n_neg), i = 1, p1 = n_pos + 1
+    cdef Py_ssize_t falling_from = 1
+    cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
+    if code == LOSS_POSITION_DISCOUNT and j_walk <= n_neg:
+        falling_from = _falling_from(table, n_pos + n_neg)
+    j = j_walk
+    while j <= n_neg:
+        while i < p1 and _step(pos_desc, tied_score, j, i, code, n_pos, n_neg, table, scale) >= 0.0:
+            i += 1
+        ranks[j - 1] = <int>i
+        j += 1
+        # Step i of the next negatives reads the δ-differences at positions i + j − 1 on.
+        if i == p1 or (scale * (<double>pos_desc[i - 1] - tied_score) <= 0.0 and i + j - 1 >= falling_from):
+            break
+    for k in range(j - 1, n_neg):
+        ranks[k] = <int>i
+    if j_walk > 1:
+        _sorted_block_ranks(pos_desc, NULL, tied_score, min(j_walk - 1, n_neg), 1,
+                            ranks[j_walk - 1] if j_walk <= n_neg else p1, n_pos, n_neg, code, table, unimodal,
+                            ranks)
+    if counts != NULL:
+        counts[i] += n_neg - (j - 1)
+        count_ranks(<int32_t*>ranks, j - 1, n_pos, counts)
+    return 0
 
 
 cdef int _small_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg, Py_ssize_t n_neg,
@@ -612,20 +693,60 @@ cdef int _small_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating
     return 0
 
 
+cdef int _checked_or_tied(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg_scores, Py_ssize_t n_neg,
+                          int code, const double* table, bint unimodal, int* ranks, ScoreScan* scan,
+                          int64_t* counts) except -1 nogil:
+    """Scan the negatives in one pass; 1 when that settles the call (refused, or all tied, ranked and counted)."""
+    if scan_all(scan, neg_scores, n_neg) != SCAN_OK:
+        return 1
+    if scan.lo == scan.hi:
+        _tied_ranks(pos_desc, n_pos, scan.lo, n_neg, code, table, unimodal, ranks, counts)
+        return 1
+    return 0
+
+
 cdef int _qs_into(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg_scores, Py_ssize_t n_neg,
                   int code, const double* table, bint unimodal, int* ranks, bint exact_median,
-                  Py_ssize_t n_buckets) except -1 nogil:
-    """:func:`qs_ranks` on raw pointers, ``n_buckets`` already validated (−1, 0 or 3 … 2³¹ − 1)."""
-    if n_buckets == -1 and not exact_median and n_neg < DISTRIBUTE_MIN:
-        return _small_ranks(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks)
-    return _selected_ranks(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks, exact_median,
-                           n_buckets)
+                  Py_ssize_t n_buckets, ScoreScan* scan, int64_t* counts) except -1 nogil:
+    """:func:`qs_ranks` on raw pointers, ``n_buckets`` already validated (−1, 0 or 3 … 2³¹ − 1).
+
+    With ``scan`` (not NULL) the negatives are checked by the first pass that
+    reads them, and ``ranks`` is not written when ``scan.status`` refuses
+    them; the automatic strategy then also ranks all-tied negatives without
+    sorting or selecting (:func:`_tied_ranks`).  With ``counts`` (|P| + 2
+    zeros) how many negatives sit at each rank is added to it.
+    """
+    cdef bint automatic = n_buckets == -1 and not exact_median
+    if automatic and n_neg < DISTRIBUTE_MIN:
+        if scan != NULL and _checked_or_tied(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks,
+                                             scan, counts):
+            return 0
+        _small_ranks(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks)
+    else:
+        if scan != NULL and not automatic:  # a strategy the tests name runs as named, after the check
+            if scan_all(scan, neg_scores, n_neg) != SCAN_OK:
+                return 0
+            scan = NULL
+        if _selected_ranks(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks, exact_median,
+                           n_buckets, scan, counts):
+            return 0
+    if counts != NULL:
+        count_ranks(<int32_t*>ranks, n_neg, n_pos, counts)
+    return 0
 
 
 cdef int _selected_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg_scores,
                          Py_ssize_t n_neg, int code, const double* table, bint unimodal, int* ranks,
-                         bint exact_median, Py_ssize_t n_buckets) except -1 nogil:
-    """Algorithm 2 by selection, after the distribution level when ``n_buckets`` asks for it."""
+                         bint exact_median, Py_ssize_t n_buckets, ScoreScan* scan,
+                         int64_t* counts) except -1 nogil:
+    """Algorithm 2 by selection, after the distribution level when ``n_buckets`` asks for it.
+
+    ``scan`` as in :func:`_qs_into`: the distribution level checks in its
+    first pass; negatives it cannot spread are checked first (and, all tied,
+    ranked by :func:`_tied_ranks`).  Returns 1 when the call is settled
+    (refused, or ranked with ``counts`` filled), 0 when ``counts`` is left
+    to the caller.
+    """
     cdef Py_ssize_t k
     cdef BucketMap bm
     cdef pair[floating, Py_ssize_t] sample[SAMPLE_SIZE]
@@ -637,7 +758,12 @@ cdef int _selected_ranks(const floating* pos_desc, Py_ssize_t n_pos, const float
     # The level's tables hold positions and ranks in 32 bits.
     if (n_buckets > 0 and n_neg < INT32_MAX and n_pos < INT32_MAX
             and sampled_bucket_map(neg_scores, n_neg, n_buckets, &bm)):
-        return _distributed_ranks(pos_desc, neg_scores, n_pos, n_neg, code, table, unimodal, bm, ranks, sample)
+        _distributed_ranks(pos_desc, neg_scores, n_pos, n_neg, code, table, unimodal, bm, ranks, sample, scan,
+                           counts)
+        return 1
+    if scan != NULL and _checked_or_tied(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks, scan,
+                                         counts):
+        return 1
     items = <pair[floating, Py_ssize_t]*>malloc(n_neg * sizeof(pair[floating, Py_ssize_t]))
     if items == NULL:
         with gil:
@@ -655,12 +781,12 @@ cdef int _selected_ranks(const floating* pos_desc, Py_ssize_t n_pos, const float
 
 cdef int qs_ranks_f64(const double* pos_desc, Py_ssize_t n_pos, const double* neg_scores, Py_ssize_t n_neg,
                       int code, const double* table, bint unimodal, int* ranks) except -1 nogil:
-    return _qs_into(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks, False, -1)
+    return _qs_into(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks, False, -1, NULL, NULL)
 
 
 cdef int qs_ranks_f32(const float* pos_desc, Py_ssize_t n_pos, const float* neg_scores, Py_ssize_t n_neg,
                       int code, const double* table, bint unimodal, int* ranks) except -1 nogil:
-    return _qs_into(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks, False, -1)
+    return _qs_into(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks, False, -1, NULL, NULL)
 
 
 def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int code,
@@ -691,7 +817,83 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
         raise ValueError(f"expected n_buckets -1, 0 or in 3…{INT32_MAX}, got {n_buckets} instead")
     with nogil:
         _qs_into(&pos_desc[0], pos_desc.shape[0], &neg_scores[0], neg_scores.shape[0], code, &table[0],
-                 unimodal, &ranks[0], exact_median, n_buckets)
+                 unimodal, &ranks[0], exact_median, n_buckets, NULL, NULL)
+
+
+cdef int _output_terms(const floating* pos_scores, const Py_ssize_t* pos_order, const floating* neg,
+                       const int32_t* ranks, const int64_t* counts, Py_ssize_t n_pos, Py_ssize_t n_neg,
+                       double* neg_coef, double* pos_coef, int64_t* pos_ranks, int64_t* positions,
+                       double* dot) except -2 nogil:
+    """Observation 2 from the ranks and their counts (``_terms.pxd``); −1 or the first bad index of ``pos_order``."""
+    cdef Py_ssize_t r
+    cdef double scale = 1.0 / (<double>n_pos * <double>n_neg)
+    cdef double lanes[DOT_LANES]
+    cdef double* coef_of_rank = <double*>malloc((n_pos + 2) * sizeof(double))
+    if coef_of_rank == NULL:
+        with gil:
+            raise MemoryError(f"cannot allocate the coefficient table for {n_pos} positives")
+    for r in range(n_pos + 2):
+        coef_of_rank[r] = negative_coefficient(n_pos, scale, r)
+    memset(lanes, 0, sizeof(lanes))
+    negative_terms(ranks, neg, n_neg, coef_of_rank, neg_coef, lanes)
+    free(coef_of_rank)
+    dot[0] = lane_total(lanes)
+    return positive_terms(counts, pos_scores, pos_order, n_pos, n_neg, scale, pos_coef, pos_ranks, positions, dot)
+
+
+def qs_inference(const floating[::1] pos_scores, const Py_ssize_t[::1] pos_order, const floating[::1] pos_desc,
+                 const floating[::1] neg_scores, int code, const double[::1] table, bint unimodal,
+                 double largest_pos, double sum_bound, int32_t[::1] neg_ranks, double[::1] neg_coef,
+                 double[::1] pos_coef, int64_t[::1] pos_ranks, int64_t[::1] positions, bint exact_median=False,
+                 Py_ssize_t n_buckets=-1):
+    """Loss-augmented inference of a compiled loss in one call: the check, the ranks and Observation 2.
+
+    The negatives are read by the kernel's own passes only: the first one
+    that reads them checks them too (``_scan.pxd``) — finite, and
+    max |score| × (|P| + |N|) ≤ ``sum_bound`` with ``largest_pos`` the
+    positives' largest |score| (``rankopt._validation.check_score_sums``) —
+    and a refused call writes nothing.  Then the ranks (as :func:`qs_ranks`,
+    all-tied negatives without sorting) and the terms of Observation 2
+    (``_terms.pxd``: the same as ``_observation.observation_terms``).
+
+    The caller validates the rest: ``pos_scores`` finite (input order),
+    ``pos_order`` their descending order (ties by index) and ``pos_desc``
+    the scores in it, ``code`` and ``table`` as for :func:`qs_ranks`, outputs
+    of |N| (ranks, coefficients) and |P| (coefficients, ranks, positions).
+    Returns ``(status, largest, dot)``: ``status`` 0 (done), 1 (a negative
+    score is NaN or infinite) or 2 (sums could overflow; ``largest`` is the
+    largest |score| of both classes), and Σ coef·score when done.
+    """
+    cdef Py_ssize_t n_pos = pos_scores.shape[0], n_neg = neg_scores.shape[0], bad = -1
+    cdef ScoreScan scan
+    cdef double dot = 0.0
+    if n_buckets != -1 and n_buckets != 0 and not 3 <= n_buckets <= INT32_MAX:
+        raise ValueError(f"expected n_buckets -1, 0 or in 3…{INT32_MAX}, got {n_buckets} instead")
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError(f"expected at least one positive and one negative, got {n_pos} and {n_neg} instead")
+    if (pos_order.shape[0] != n_pos or pos_desc.shape[0] != n_pos or neg_ranks.shape[0] != n_neg
+            or neg_coef.shape[0] != n_neg or pos_coef.shape[0] != n_pos or pos_ranks.shape[0] != n_pos
+            or positions.shape[0] != n_pos):
+        raise ValueError(
+            f"expected the positives' order, sorted scores, coefficients, ranks and positions ({n_pos}) and the "
+            f"negatives' ranks and coefficients ({n_neg}) to match, got {pos_order.shape[0]}, "
+            f"{pos_desc.shape[0]}, {pos_coef.shape[0]}, {pos_ranks.shape[0]}, {positions.shape[0]}, "
+            f"{neg_ranks.shape[0]} and {neg_coef.shape[0]} instead"
+        )
+    scan.largest_other = largest_pos
+    scan.n_documents = <double>(n_pos + n_neg)
+    scan.sum_bound = sum_bound
+    scan.status = SCAN_OK
+    cdef int64_t[::1] counts = np.zeros(n_pos + 2, dtype=np.int64)
+    with nogil:
+        _qs_into(&pos_desc[0], n_pos, &neg_scores[0], n_neg, code, &table[0], unimodal, <int*>&neg_ranks[0],
+                 exact_median, n_buckets, &scan, &counts[0])
+        if scan.status == SCAN_OK:
+            bad = _output_terms(&pos_scores[0], &pos_order[0], &neg_scores[0], &neg_ranks[0], &counts[0], n_pos,
+                                n_neg, &neg_coef[0], &pos_coef[0], &pos_ranks[0], &positions[0], &dot)
+    if bad >= 0:
+        raise ValueError(f"expected pos_order to be a permutation of 0..{n_pos - 1}, got {pos_order[bad]} instead")
+    return scan.status, scan.largest, dot
 
 
 def compiled_delta_diff(int code, j, i, Py_ssize_t n_pos, Py_ssize_t n_neg, table):

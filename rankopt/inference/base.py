@@ -17,7 +17,7 @@ import numpy as np
 
 import rankopt.inference._observation as _observation
 import rankopt.inference._order as _order
-from rankopt._validation import check_scores
+from rankopt._validation import check_negative_scores, check_scores
 from rankopt.losses.base import CompiledForm, KernelCode, RankLoss
 from rankopt.losses.qs_check import size_unsupported_reason, unsupported_reason
 
@@ -98,6 +98,32 @@ class InferenceMethod(abc.ABC):
         float64, C-contiguous.  Among equal scores, the one with the lower
         index counts as higher (Mohapatra et al. (2018) §4.2 footnote).
         """
+
+    def solve(self, loss: RankLoss, pos_scores: np.ndarray, neg_scores: np.ndarray) -> RankingInference:
+        """The most violated ranking, negatives checked: what :func:`solve_ranking` returns.
+
+        Scores arrive as :func:`~rankopt._validation.check_scores` with
+        ``scan_negatives=False`` leaves them: the negatives' values are not
+        yet read.  The default checks them
+        (:func:`~rankopt._validation.check_negative_scores`), then runs
+        :meth:`interleaving_ranks` and Observation 2
+        (:func:`ranking_from_ranks`), naming this method if its ranks break
+        the contract.  A method whose kernel computes the whole answer may
+        override it; it must refuse the scores ``check_negative_scores``
+        refuses, with the same errors, before it returns anything.
+        """
+        check_negative_scores(pos_scores, neg_scores)
+        neg_ranks = np.asarray(self.interleaving_ranks(loss, pos_scores, neg_scores))
+        if neg_ranks.shape != neg_scores.shape or not np.issubdtype(neg_ranks.dtype, np.integer):
+            raise RuntimeError(
+                f"inference method {self.name!r} broke its contract: expected {neg_scores.size} integer "
+                f"ranks, got an array of shape {neg_ranks.shape} and dtype {neg_ranks.dtype} instead"
+            )
+        try:
+            # Checks the ranks' range in its one pass over them.
+            return ranking_from_ranks(loss, pos_scores, neg_scores, neg_ranks)
+        except RanksOutOfRangeError as exc:
+            raise RuntimeError(f"inference method {self.name!r} broke its contract: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -221,7 +247,7 @@ def most_violated_ranking(
         raise ValueError(
             f"expected loss to be a rank loss, got the {loss.output_kind.value} loss {loss.name!r} instead"
         )
-    pos, neg = check_scores(pos_scores, neg_scores)
+    pos, neg = check_scores(pos_scores, neg_scores, scan_negatives=False)
     # Builds (once per size, shared by equal losses) and checks the loss's compiled form on the
     # positions this call uses, whichever method runs, and before any method judges the loss: a
     # discount that breaks its contract beyond the sizes the C1–C4 check tried is refused here.
@@ -235,20 +261,11 @@ def solve_ranking(loss: RankLoss, pos: np.ndarray, neg: np.ndarray, solver: Infe
     For callers that infer many times at one size (a cutting plane's
     problem checks once what :func:`most_violated_ranking` checks per call):
     ``pos`` and ``neg`` must have passed
-    :func:`~rankopt._validation.check_scores`, ``loss.compiled_form`` must
-    have been built for ``(pos.size, neg.size)``, and ``solver`` must be
-    exact for ``loss`` at that size (:meth:`PluginLookup.resolve_method`
-    with both sizes).  The method's output is still checked, so a plugin
-    that breaks its contract is named.
+    :func:`~rankopt._validation.check_scores` (``scan_negatives=False`` is
+    enough: :meth:`InferenceMethod.solve` checks the negatives),
+    ``loss.compiled_form`` must have been built for ``(pos.size,
+    neg.size)``, and ``solver`` must be exact for ``loss`` at that size
+    (:meth:`PluginLookup.resolve_method` with both sizes).  The method's
+    output is still checked, so a plugin that breaks its contract is named.
     """
-    neg_ranks = np.asarray(solver.interleaving_ranks(loss, pos, neg))
-    if neg_ranks.shape != neg.shape or not np.issubdtype(neg_ranks.dtype, np.integer):
-        raise RuntimeError(
-            f"inference method {solver.name!r} broke its contract: expected {neg.size} integer "
-            f"ranks, got an array of shape {neg_ranks.shape} and dtype {neg_ranks.dtype} instead"
-        )
-    try:
-        # Checks the ranks' range in its one pass over them.
-        return ranking_from_ranks(loss, pos, neg, neg_ranks)
-    except RanksOutOfRangeError as exc:
-        raise RuntimeError(f"inference method {solver.name!r} broke its contract: {exc}") from None
+    return solver.solve(loss, pos, neg)

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from rankopt._validation import check_score_sums, largest_magnitude, not_finite_error, score_sum_bound
 from rankopt.hookspecs import hookimpl
 from rankopt.inference import _qs
-from rankopt.inference.base import InferenceMethod, descending_order, kernel_arguments
+from rankopt.inference.base import InferenceMethod, RankingInference, descending_order, kernel_arguments
 from rankopt.losses.base import KernelCode, RankLoss, checked_delta_diff
 
 
@@ -53,9 +54,43 @@ class QSMethod(InferenceMethod):
         # C ints: ranks are at most |P| + 1, and at 10⁶ negatives the output's
         # size shows in the call's time (memory traffic and fresh pages).
         ranks = np.empty(n_neg, dtype=np.intc)
-        unimodal = self.ap_unimodal_search and code is KernelCode.AP
-        _qs.qs_ranks(pos_desc, np.ascontiguousarray(neg_scores), int(code), table, unimodal, ranks)
+        _qs.qs_ranks(pos_desc, np.ascontiguousarray(neg_scores), int(code), table, self._unimodal(code), ranks)
         return ranks
+
+    def solve(self, loss: RankLoss, pos_scores, neg_scores) -> RankingInference:
+        """A compiled loss in one kernel call (``_qs.qs_inference``): check, ranks and Observation 2.
+
+        The kernel checks the negatives in its first pass over them, so the
+        call reads them as few times as it can; other losses take the
+        default (a NumPy check, then :meth:`interleaving_ranks`).
+        """
+        n_pos, n_neg = pos_scores.size, neg_scores.size
+        form = loss.compiled_form(n_pos, n_neg)
+        if form is None:
+            return super().solve(loss, pos_scores, neg_scores)
+        code, table = kernel_arguments(loss, form, n_pos, n_neg)
+        pos_order = descending_order(pos_scores)
+        pos_desc = np.ascontiguousarray(pos_scores[pos_order])
+        neg_ranks, neg_coef = np.empty(n_neg, dtype=np.int32), np.empty(n_neg)
+        pos_coef, pos_ranks, positions = (
+            np.empty(n_pos),
+            np.empty(n_pos, dtype=np.int64),
+            np.empty(n_pos, dtype=np.int64),
+        )
+        status, largest, dot = _qs.qs_inference(
+            pos_scores, pos_order, pos_desc, neg_scores, int(code), table, self._unimodal(code),
+            largest_magnitude(pos_scores), score_sum_bound(pos_scores.dtype),
+            neg_ranks, neg_coef, pos_coef, pos_ranks, positions,
+        )  # fmt: skip
+        if status == _qs.SCAN_NOT_FINITE:
+            raise not_finite_error("neg_scores")
+        if status == _qs.SCAN_OVERFLOW:
+            check_score_sums(largest, n_pos + n_neg, pos_scores.dtype)
+        loss_value = float(loss.value_at_positions(positions, n_neg))
+        return RankingInference(loss_value, pos_coef, neg_coef, neg_ranks, pos_ranks, dot + loss_value)
+
+    def _unimodal(self, code: KernelCode) -> bool:
+        return self.ap_unimodal_search and code is KernelCode.AP
 
 
 def _python_qs(loss: RankLoss, pos_desc: np.ndarray, neg_scores: np.ndarray) -> np.ndarray:

@@ -1,0 +1,113 @@
+# Observation 2 of Mohapatra et al. (2018), in one place for every kernel that writes a ranking's
+# output: ``_observation.pyx`` (from any method's ranks) and ``_qs.pyx`` (fused with the ranks).
+# Header only.
+#
+# A negative at interleaving rank r (1 … |P|+1) gets Ψ coefficient (|P| + 2 − 2r)/(|P||N|); the
+# k-th highest positive has every negative of rank ≤ k above it, so its rank among the negatives
+# is that count + 1, its position in the ranking k + that count, and its coefficient
+# (|N| + 2 − 2·rank)/(|P||N|) (Lemma 6, corrected: docs/maths.md).
+#
+# Σ coef·score is summed over the negatives in DOT_LANES running sums (negative k into sum
+# k mod DOT_LANES, in index order), combined pairwise, then the positives are added high to low.
+# Every kernel sums in this order, so the value of a ranking does not depend on the method that
+# found it; a single running sum would cost a floating-point addition's latency per negative.
+
+from cython cimport floating
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport calloc, free
+
+
+ctypedef fused rank_t:
+    int32_t
+    int64_t
+
+
+cdef enum:
+    DOT_LANES = 8
+    COUNT_TABLES = 4  # see count_ranks
+
+
+cdef inline double negative_coefficient(Py_ssize_t n_pos, double scale, int64_t rank) noexcept nogil:
+    return (n_pos + 2.0 - 2.0 * rank) * scale
+
+
+cdef inline void negative_terms(const rank_t* ranks, const floating* scores, Py_ssize_t n_neg,
+                                const double* coef_of_rank, double* neg_coef, double* lanes) noexcept nogil:
+    """Coefficients and lane sums of the n_neg negatives.
+
+    ``coef_of_rank[r]`` is :func:`negative_coefficient` at r (ranks must lie
+    in 1 … |P| + 1); ``lanes`` are the DOT_LANES running sums.
+    """
+    cdef Py_ssize_t k = 0, t
+    cdef double c
+    cdef double acc[DOT_LANES]
+    for t in range(DOT_LANES):
+        acc[t] = lanes[t]
+    while k + DOT_LANES <= n_neg:
+        for t in range(DOT_LANES):
+            c = coef_of_rank[ranks[k + t]]
+            neg_coef[k + t] = c
+            acc[t] += c * scores[k + t]
+        k += DOT_LANES
+    while k < n_neg:
+        c = coef_of_rank[ranks[k]]
+        neg_coef[k] = c
+        acc[k % DOT_LANES] += c * scores[k]
+        k += 1
+    for t in range(DOT_LANES):
+        lanes[t] = acc[t]
+
+
+cdef inline int count_ranks(const rank_t* ranks, Py_ssize_t n_neg, Py_ssize_t n_pos, int64_t* counts) except -1 nogil:
+    """Add how many of the n_neg negatives sit at each rank r to counts[r] (ranks in 1 … |P| + 1).
+
+    In COUNT_TABLES interleaved tables when the negatives outnumber the ranks
+    enough: a run of negatives at one rank (most of them, late in training)
+    would otherwise chain every increment on the previous one through memory.
+    """
+    cdef Py_ssize_t k, t, r, stride = n_pos + 2
+    cdef int64_t* tables
+    if COUNT_TABLES * stride > n_neg:
+        for k in range(n_neg):
+            counts[ranks[k]] += 1
+        return 0
+    tables = <int64_t*>calloc(COUNT_TABLES * stride, sizeof(int64_t))
+    if tables == NULL:
+        with gil:
+            raise MemoryError(f"cannot allocate the rank count tables for {n_pos} positives")
+    for k in range(n_neg):
+        tables[(k % COUNT_TABLES) * stride + ranks[k]] += 1
+    for t in range(COUNT_TABLES):
+        for r in range(stride):
+            counts[r] += tables[t * stride + r]
+    free(tables)
+    return 0
+
+
+cdef inline double lane_total(const double* lanes) noexcept nogil:
+    return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
+
+
+cdef inline Py_ssize_t positive_terms(const int64_t* counts, const floating* pos_scores, const Py_ssize_t* pos_order,
+                                      Py_ssize_t n_pos, Py_ssize_t n_neg, double scale, double* pos_coef,
+                                      int64_t* pos_ranks, int64_t* positions, double* dot) noexcept nogil:
+    """The positives' ranks, positions and coefficients from the negatives' rank counts; adds to ``dot``.
+
+    ``pos_scores`` in input order; ``pos_order[k]`` is the input index of the k-th highest.
+    Returns −1, or the first k whose ``pos_order[k]`` is outside 0 … |P| − 1 (then the
+    outputs are partly written).
+    """
+    cdef Py_ssize_t k, r
+    cdef int64_t above = 0
+    cdef double c
+    for k in range(n_pos):
+        above += counts[k + 1]
+        r = pos_order[k]
+        if r < 0 or r >= n_pos:
+            return k
+        pos_ranks[r] = above + 1
+        positions[k] = k + 1 + above
+        c = (n_neg + 2.0 - 2.0 * (above + 1)) * scale
+        pos_coef[r] = c
+        dot[0] += c * pos_scores[r]
+    return -1
