@@ -618,40 +618,26 @@ cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floatin
                             n_pos, n_neg, code, table, unimodal, ranks)
 
 
-cdef Py_ssize_t _falling_from(const double* table, Py_ssize_t n) noexcept nogil:
-    """The least u ≥ 1 with table[v] < table[v − 1] for every v = u … n − 1."""
-    cdef Py_ssize_t u = n - 1
-    while u >= 1 and table[u] < table[u - 1]:
-        u -= 1
-    return u + 1
-
-
 cdef int _tied_ranks(const floating* pos_desc, Py_ssize_t n_pos, double tied_score, Py_ssize_t n_neg, int code,
                      const double* table, bint unimodal, int* ranks, int64_t* counts) except -1 nogil:
     """:func:`_swept_ranks` when every negative scores ``tied_score``: the order is the input order.
 
     Nothing is sorted, and the walk stops as soon as its rank i can move no
-    more: once the score term of step i is ≤ 0 and every later δ-difference
-    of rank i is negative (AP's and AUC's always are; a discount table's are
-    from :func:`_falling_from` on), every later step at i is the sum of a
-    negative and a non-positive double, negative, so every later negative
-    stops at i too.  At w = 0, where a fit starts, that happens at the
-    first walked negative.  With ``counts`` the ranks' counts are added to
-    it (the final run's at once).
+    more: for AP and AUC, whose δ-differences are negative doubles, once the score term of step i is
+    ≤ 0 every later step at i is the sum of a negative and a non-positive
+    double, negative, and every later negative stops at i too.  At w = 0,
+    where a fit starts, that happens at the first walked negative.  With
+    ``counts`` the ranks' counts are added to it (the final run's at once).
     """
     cdef Py_ssize_t j, k, j_walk = _walk_start(code, unimodal, n_pos, n_neg), i = 1, p1 = n_pos + 1
-    cdef Py_ssize_t falling_from = 1
     cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
-    if code == LOSS_POSITION_DISCOUNT and j_walk <= n_neg:
-        falling_from = _falling_from(table, n_pos + n_neg)
     j = j_walk
     while j <= n_neg:
         while i < p1 and _step(pos_desc, tied_score, j, i, code, n_pos, n_neg, table, scale) >= 0.0:
             i += 1
         ranks[j - 1] = <int>i
         j += 1
-        # Step i of the next negatives reads the δ-differences at positions i + j − 1 on.
-        if i == p1 or (scale * (<double>pos_desc[i - 1] - tied_score) <= 0.0 and i + j - 1 >= falling_from):
+        if i == p1 or (code != LOSS_POSITION_DISCOUNT and scale * (<double>pos_desc[i - 1] - tied_score) <= 0.0):
             break
     for k in range(j - 1, n_neg):
         ranks[k] = <int>i
