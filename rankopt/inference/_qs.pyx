@@ -566,11 +566,12 @@ cdef enum:
 
 cdef void _sorted_block_ranks(const floating* pos_desc, const Keyed* items, double tied_score, Py_ssize_t n,
                               Py_ssize_t lp, Py_ssize_t rp, Py_ssize_t n_pos, Py_ssize_t n_neg, int code,
-                              const double* table, bint unimodal, int* ranks) noexcept nogil:
+                              const double* table, bint unimodal, int* ranks, int64_t* counts) noexcept nogil:
     """Algorithm 2 on the n highest negatives, their ranks known to lie in lp … rp.
 
     ``items`` holds them in order; NULL means that every negative scores
-    ``tied_score``, so that the order is the input order.
+    ``tied_score``, so that the order is the input order.  With ``counts``
+    the ranks' counts are added to it (a block settled at one rank at once).
     """
     cdef Frame stack[STACK_SIZE]
     cdef Frame fr
@@ -583,11 +584,15 @@ cdef void _sorted_block_ranks(const floating* pos_desc, const Keyed* items, doub
         if fr.lp == fr.rp:
             for k in range(fr.lo, fr.hi):
                 ranks[items[k].idx if items != NULL else k] = <int>fr.lp
+            if counts != NULL:
+                counts[fr.lp] += fr.hi - fr.lo
             continue
         m = fr.lo + (fr.hi - fr.lo) // 2
         opt = _best_rank(pos_desc, -items[m].key if items != NULL else tied_score, m + 1, fr.lp, fr.rp, code,
                          n_pos, n_neg, table, scale, unimodal)
         ranks[items[m].idx if items != NULL else m] = <int>opt
+        if counts != NULL:
+            counts[opt] += 1
         top = _push_split(stack, top, fr, m, opt)
 
 
@@ -615,7 +620,7 @@ cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floatin
     if j_walk > 1:
         _sorted_block_ranks(pos_desc, items, 0.0, min(j_walk - 1, n_neg), 1,
                             ranks[items[j_walk - 1].idx] if j_walk <= n_neg else p1,
-                            n_pos, n_neg, code, table, unimodal, ranks)
+                            n_pos, n_neg, code, table, unimodal, ranks, NULL)
 
 
 cdef int _tied_ranks(const floating* pos_desc, Py_ssize_t n_pos, double tied_score, Py_ssize_t n_neg, int code,
@@ -644,10 +649,10 @@ cdef int _tied_ranks(const floating* pos_desc, Py_ssize_t n_pos, double tied_sco
     if j_walk > 1:
         _sorted_block_ranks(pos_desc, NULL, tied_score, min(j_walk - 1, n_neg), 1,
                             ranks[j_walk - 1] if j_walk <= n_neg else p1, n_pos, n_neg, code, table, unimodal,
-                            ranks)
-    if counts != NULL:
+                            ranks, counts)
+    if counts != NULL and j_walk <= n_neg:  # the walked negatives, then the final run
+        count_ranks(<int32_t*>ranks + j_walk - 1, j - j_walk, n_pos, counts)
         counts[i] += n_neg - (j - 1)
-        count_ranks(<int32_t*>ranks, j - 1, n_pos, counts)
     return 0
 
 
