@@ -22,6 +22,23 @@ cases at |P| = 10³, |N| ∈ {10⁵, 10⁶}:
   of the negatives end below every positive (the sweet spot of "select");
 * ``first`` — the first cutting-plane iteration, w = 0: every score is 0.
 
+``test_breakdown`` takes the public call apart at |P| = 10³, |N| ∈ {10⁶, 10⁷}
+(full scale), float32 and float64, mid / late / first scores, AP and NDCG —
+every part timed in each round in turn, medians over the rounds:
+
+* ``call`` — ``most_violated_ranking(loss, pos, neg, "qs")``;
+* ``qs_inference`` — its one kernel call (``_qs.qs_inference``: the
+  negatives checked in the kernel's first pass over them, the ranks,
+  Observation 2), outputs allocated beforehand;
+* ``ranks`` — the kernel's ranks alone (``_qs.qs_ranks``, no check, no output);
+* ``check_scores`` and ``observation_2`` (``ranking_from_ranks``) — the NumPy
+  check and the separate output pass the other methods still run;
+* ``numpy.sum`` (one read of the scores) and ``numpy.argsort`` (of the same
+  negatives) — the references.
+
+``python benchmarks/bench_inference.py`` prints that breakdown as the table of
+the user guide (docs/user-guide.md, "Speed of one inference call").
+
 Documented exclusions (left out at collection, so they are neither timed
 nor reported as skips): a method not exact for a loss (e.g. "search" and
 "select" are AP-only), and the O(|P||N|) methods above the limits of
@@ -44,7 +61,12 @@ positive; ``benchmarks/plot_results.py`` reads it from the JSON report.
 
 from __future__ import annotations
 
+import argparse
 import functools
+import os
+import statistics
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +74,9 @@ import pytest
 from pytest_benchmark.utils import load_timer
 
 import rankopt
+from rankopt._validation import check_scores, largest_magnitude, score_sum_bound
+from rankopt.inference import _qs
+from rankopt.inference.base import descending_order, kernel_arguments, ranking_from_ranks
 from rankopt.plugins import PluginKind, default_registry
 
 LOSSES = ("ap", "ndcg")
@@ -302,3 +327,117 @@ def test_paired_ratio(benchmark, request, pair_case, loss, pair):
         numerator_calls=len(times_num),
         denominator_calls=len(times_den),
     )
+
+
+# ------------------------------------------------------------------------------- the call taken apart
+
+#: |N| of the breakdown at each scale (|P| = 10³; 10 at small scale), and its rounds.
+BREAKDOWN_SIZES = {"full": (1_000_000, 10_000_000), "small": (1000,)}
+BREAKDOWN_ROUNDS = {"full": 9, "small": 1}
+BREAKDOWN_DISTS = ("mid", "late", "first")
+
+
+def breakdown_parts(loss_name: str, pos: np.ndarray, neg: np.ndarray) -> dict[str, Callable[[], object]]:
+    """The public qs call, the parts it is made of or replaced, and the two references, on one problem."""
+    loss = default_registry().resolve_loss(loss_name)
+    n_pos, n_neg = pos.size, neg.size
+    code, table = kernel_arguments(loss, loss.compiled_form(n_pos, n_neg), n_pos, n_neg)
+    pos_order = descending_order(pos)
+    pos_desc = np.ascontiguousarray(pos[pos_order])
+    unimodal = code == _qs.KERNEL_CODES["AP"]
+    ranks = np.empty(n_neg, dtype=np.intc)
+    outputs = (
+        np.empty(n_neg, dtype=np.int32),
+        np.empty(n_neg),
+        np.empty(n_pos),
+        np.empty(n_pos, dtype=np.int64),
+        np.empty(n_pos, dtype=np.int64),
+    )
+    largest, bound = largest_magnitude(pos), score_sum_bound(pos.dtype)
+    _qs.qs_ranks(pos_desc, neg, int(code), table, unimodal, ranks)
+    return {
+        "call": functools.partial(rankopt.most_violated_ranking, loss, pos, neg, "qs"),
+        "qs_inference": functools.partial(
+            _qs.qs_inference, pos, pos_order, pos_desc, neg, int(code), table, unimodal, largest, bound, *outputs
+        ),
+        "ranks": functools.partial(_qs.qs_ranks, pos_desc, neg, int(code), table, unimodal, ranks),
+        "check_scores": functools.partial(check_scores, pos, neg),
+        "observation_2": functools.partial(ranking_from_ranks, loss, pos, neg, ranks),
+        "numpy.sum": functools.partial(np.sum, neg),
+        "numpy.argsort": functools.partial(np.argsort, neg),
+    }
+
+
+def time_parts(parts: dict[str, Callable[[], object]], timer, rounds: int) -> dict[str, float]:
+    """Median time of each part over ``rounds`` rounds, every part once per round, in turn."""
+    times: dict[str, list[float]] = {name: [] for name in parts}
+    for _ in range(rounds):
+        for name, part in parts.items():
+            start = timer()
+            part()
+            times[name].append(timer() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def breakdown_scores(dist: str, n_neg: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    pos, neg = _scores(dist, 1000 if n_neg >= 100_000 else 10, n_neg)
+    return pos.astype(dtype), neg.astype(dtype)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("dist", BREAKDOWN_DISTS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_breakdown(benchmark, request, dtype, dist, loss):
+    """The call and its parts in interleaved rounds; medians and ratios to the references in ``extra_info``."""
+    scale = request.config.rankopt_bench_scale
+    timer = load_timer(request.config.getoption("benchmark_timer")).target
+    medians = {}
+    for n_neg in BREAKDOWN_SIZES[scale]:
+        parts = breakdown_parts(loss, *breakdown_scores(dist, n_neg, dtype))
+        medians[n_neg] = time_parts(parts, timer, BREAKDOWN_ROUNDS[scale])
+    benchmark.group = f"breakdown-{np.dtype(dtype).name}-{dist}-{loss}"
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        bench="breakdown",
+        dtype=np.dtype(dtype).name,
+        dist=dist,
+        loss=loss,
+        medians={str(n): m for n, m in medians.items()},
+        call_over_sum={str(n): m["call"] / m["numpy.sum"] for n, m in medians.items()},
+        call_over_argsort={str(n): m["call"] / m["numpy.argsort"] for n, m in medians.items()},
+    )
+
+
+def breakdown_table(sizes, rounds: int) -> str:
+    """The user guide's table: milliseconds of CPU time (medians), and the call against the references."""
+    rows = [
+        "| scores | \\|N\\| | loss | call | qs_inference | ranks alone | check_scores | observation_2 "
+        "| numpy.sum | numpy.argsort | call / sum | call / argsort |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n_neg in sizes:
+        for dtype in (np.float32, np.float64):
+            for dist in BREAKDOWN_DISTS:
+                for loss in LOSSES:
+                    m = time_parts(
+                        breakdown_parts(loss, *breakdown_scores(dist, n_neg, dtype)), time.process_time, rounds
+                    )
+                    ms = {name: 1e3 * t for name, t in m.items()}
+                    rows.append(
+                        f"| {np.dtype(dtype).name} {dist} | {n_neg:.0e} | {loss} | {ms['call']:.2f} | "
+                        f"{ms['qs_inference']:.2f} | {ms['ranks']:.2f} | {ms['check_scores']:.2f} | "
+                        f"{ms['observation_2']:.2f} | {ms['numpy.sum']:.2f} | {ms['numpy.argsort']:.2f} | "
+                        f"{m['call'] / m['numpy.sum']:.1f} | {m['call'] / m['numpy.argsort']:.2f} |"
+                    )
+                    print(rows[-1], flush=True)
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Print the breakdown of one qs call (the user guide's table).")
+    parser.add_argument("--sizes", default="1e6,1e7", help="numbers of negatives, comma-separated (|P| = 10³)")
+    parser.add_argument("--rounds", type=int, default=9)
+    arguments = parser.parse_args()
+    if os.environ.get("OMP_NUM_THREADS") != "1":
+        parser.error("set OMP_NUM_THREADS=1: the breakdown is timed on one thread")
+    print(breakdown_table([int(float(n)) for n in arguments.sizes.split(",")], arguments.rounds))
