@@ -40,7 +40,7 @@ def observation_terms(const rank_t[::1] neg_ranks, const floating[::1] neg_score
     is filled then) or −1.
     """
     cdef Py_ssize_t n_neg = neg_ranks.shape[0], n_pos = pos_scores.shape[0], k, bad = -1, bad_order = -1
-    cdef double scale, dot
+    cdef double scale, dot = 0.0
     cdef double lanes[DOT_LANES]
     if (neg_scores.shape[0] != n_neg or neg_coef.shape[0] != n_neg or pos_order.shape[0] != n_pos
             or pos_coef.shape[0] != n_pos or pos_ranks.shape[0] != n_pos or positions.shape[0] != n_pos):
@@ -60,13 +60,15 @@ def observation_terms(const rank_t[::1] neg_ranks, const floating[::1] neg_score
     for k in range(DOT_LANES):
         lanes[k] = 0.0
     with nogil:
-        for k in range(n_neg):
-            if neg_ranks[k] < 1 or neg_ranks[k] > n_pos + 1:
-                bad = k
-                break
-        if bad < 0:
+        # The range check rides on the count: an out-of-range rank is counted in counts[0].
+        count_ranks(&neg_ranks[0], n_neg, n_pos, &counts[0])
+        if counts[0] > 0:
+            for k in range(n_neg):
+                if neg_ranks[k] < 1 or neg_ranks[k] > n_pos + 1:
+                    bad = k
+                    break
+        else:
             negative_terms(&neg_ranks[0], &neg_scores[0], n_neg, &coef_of_rank[0], &neg_coef[0], lanes)
-            count_ranks(&neg_ranks[0], n_neg, n_pos, &counts[0])
             dot = lane_total(lanes)
             bad_order = positive_terms(&counts[0], &pos_scores[0], &pos_order[0], n_pos, n_neg, scale,
                                        &pos_coef[0], &pos_ranks[0], &positions[0], &dot)

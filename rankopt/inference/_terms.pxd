@@ -58,25 +58,38 @@ cdef inline void negative_terms(const rank_t* ranks, const floating* scores, Py_
         lanes[t] = acc[t]
 
 
-cdef inline int count_ranks(const rank_t* ranks, Py_ssize_t n_neg, Py_ssize_t n_pos, int64_t* counts) except -1 nogil:
-    """Add how many of the n_neg negatives sit at each rank r to counts[r] (ranks in 1 … |P| + 1).
+cdef inline rank_t _counted(rank_t rank, rank_t last) noexcept nogil:
+    """The rank, or 0 (a slot no rank uses) when it lies outside 1 … last: branch-free."""
+    return rank if (rank >= 1) & (rank <= last) else 0
 
-    In COUNT_TABLES interleaved tables when the negatives outnumber the ranks
+
+cdef inline int count_ranks(const rank_t* ranks, Py_ssize_t n_neg, Py_ssize_t n_pos, int64_t* counts) except -1 nogil:
+    """Add how many of the n_neg negatives sit at each rank r to counts[r], r = 1 … |P| + 1.
+
+    Ranks outside that range are counted in counts[0], so that a caller that
+    has not checked them can (nothing is written out of bounds).  In
+    COUNT_TABLES interleaved tables when the negatives outnumber the ranks
     enough: a run of negatives at one rank (most of them, late in training)
     would otherwise chain every increment on the previous one through memory.
     """
-    cdef Py_ssize_t k, t, r, stride = n_pos + 2
+    cdef Py_ssize_t k = 0, t, r, stride = n_pos + 2
+    cdef rank_t last = <rank_t>(n_pos + 1)
     cdef int64_t* tables
     if COUNT_TABLES * stride > n_neg:
         for k in range(n_neg):
-            counts[ranks[k]] += 1
+            counts[_counted(ranks[k], last)] += 1
         return 0
     tables = <int64_t*>calloc(COUNT_TABLES * stride, sizeof(int64_t))
     if tables == NULL:
         with gil:
             raise MemoryError(f"cannot allocate the rank count tables for {n_pos} positives")
-    for k in range(n_neg):
-        tables[(k % COUNT_TABLES) * stride + ranks[k]] += 1
+    while k + COUNT_TABLES <= n_neg:
+        for t in range(COUNT_TABLES):
+            tables[t * stride + _counted(ranks[k + t], last)] += 1
+        k += COUNT_TABLES
+    while k < n_neg:
+        tables[_counted(ranks[k], last)] += 1
+        k += 1
     for t in range(COUNT_TABLES):
         for r in range(stride):
             counts[r] += tables[t * stride + r]
