@@ -14,9 +14,7 @@ from cython cimport floating
 from libc.stdint cimport int64_t
 
 from rankopt.inference._terms cimport (
-    DOT_LANES,
     count_ranks,
-    lane_total,
     negative_coefficient,
     negative_terms,
     positive_terms,
@@ -41,7 +39,6 @@ def observation_terms(const rank_t[::1] neg_ranks, const floating[::1] neg_score
     """
     cdef Py_ssize_t n_neg = neg_ranks.shape[0], n_pos = pos_scores.shape[0], k, bad = -1, bad_order = -1
     cdef double scale, dot = 0.0
-    cdef double lanes[DOT_LANES]
     if (neg_scores.shape[0] != n_neg or neg_coef.shape[0] != n_neg or pos_order.shape[0] != n_pos
             or pos_coef.shape[0] != n_pos or pos_ranks.shape[0] != n_pos or positions.shape[0] != n_pos):
         raise ValueError(
@@ -57,8 +54,6 @@ def observation_terms(const rank_t[::1] neg_ranks, const floating[::1] neg_score
     scale = 1.0 / (<double>n_pos * <double>n_neg)
     for k in range(n_pos + 2):
         coef_of_rank[k] = negative_coefficient(n_pos, scale, k)
-    for k in range(DOT_LANES):
-        lanes[k] = 0.0
     with nogil:
         # The range check rides on the count: an out-of-range rank is counted in counts[0].
         count_ranks(&neg_ranks[0], n_neg, n_pos, &counts[0])
@@ -68,8 +63,7 @@ def observation_terms(const rank_t[::1] neg_ranks, const floating[::1] neg_score
                     bad = k
                     break
         else:
-            negative_terms(&neg_ranks[0], &neg_scores[0], n_neg, &coef_of_rank[0], &neg_coef[0], lanes)
-            dot = lane_total(lanes)
+            negative_terms(&neg_ranks[0], &neg_scores[0], n_neg, &coef_of_rank[0], &neg_coef[0], &dot)
             bad_order = positive_terms(&counts[0], &pos_scores[0], &pos_order[0], n_pos, n_neg, scale,
                                        &pos_coef[0], &pos_ranks[0], &positions[0], &dot)
     if bad >= 0:

@@ -40,7 +40,6 @@ from cython cimport floating
 from libc.math cimport INFINITY, isfinite, nextafter
 from libc.stdint cimport INT32_MAX, int32_t, int64_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memset
 from libcpp.algorithm cimport nth_element
 from libcpp.utility cimport pair
 
@@ -57,9 +56,7 @@ from rankopt.inference._buckets cimport (
 from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT, delta_diff
 from rankopt.inference._scan cimport SCAN_OK, ScoreScan, scan_all, scan_block, scan_start, scan_verdict
 from rankopt.inference._terms cimport (
-    DOT_LANES,
     count_ranks,
-    lane_total,
     negative_coefficient,
     negative_terms,
     positive_terms,
@@ -818,17 +815,15 @@ cdef int _output_terms(const floating* pos_scores, const Py_ssize_t* pos_order, 
     """Observation 2 from the ranks and their counts (``_terms.pxd``); −1 or the first bad index of ``pos_order``."""
     cdef Py_ssize_t r
     cdef double scale = 1.0 / (<double>n_pos * <double>n_neg)
-    cdef double lanes[DOT_LANES]
     cdef double* coef_of_rank = <double*>malloc((n_pos + 2) * sizeof(double))
     if coef_of_rank == NULL:
         with gil:
             raise MemoryError(f"cannot allocate the coefficient table for {n_pos} positives")
     for r in range(n_pos + 2):
         coef_of_rank[r] = negative_coefficient(n_pos, scale, r)
-    memset(lanes, 0, sizeof(lanes))
-    negative_terms(ranks, neg, n_neg, coef_of_rank, neg_coef, lanes)
+    dot[0] = 0.0
+    negative_terms(ranks, neg, n_neg, coef_of_rank, neg_coef, dot)
     free(coef_of_rank)
-    dot[0] = lane_total(lanes)
     return positive_terms(counts, pos_scores, pos_order, n_pos, n_neg, scale, pos_coef, pos_ranks, positions, dot)
 
 
