@@ -111,13 +111,17 @@ def check_score_sums(largest: float, n_documents: int, dtype) -> None:
 
     Kernels that check scores themselves compare the same doubles (``_scan.pxd``).
     """
-    bound = score_sum_bound(dtype)
-    if largest * n_documents > bound:
-        raise ValueError(
-            f"expected scores whose sums over a query stay finite, got |score| up to {largest:.3g} over "
-            f"{n_documents} documents (the product must be at most 2**{_SCORE_SUM_LOG2[np.dtype(dtype)]} = "
-            f"{bound:.3g} for {np.dtype(dtype).name} scores) instead; scale the features or w down"
-        )
+    if largest * n_documents > score_sum_bound(dtype):
+        raise score_sums_error(largest, n_documents, dtype)
+
+
+def score_sums_error(largest: float, n_documents: int, dtype) -> ValueError:
+    """:func:`check_score_sums`'s refusal, for a kernel that found the scores over the bound itself."""
+    return ValueError(
+        f"expected scores whose sums over a query stay finite, got |score| up to {largest:.3g} over "
+        f"{n_documents} documents (the product must be at most 2**{_SCORE_SUM_LOG2[np.dtype(dtype)]} = "
+        f"{score_sum_bound(dtype):.3g} for {np.dtype(dtype).name} scores) instead; scale the features or w down"
+    )
 
 
 def _numbers_from_objects(arr: np.ndarray, name: str) -> np.ndarray:

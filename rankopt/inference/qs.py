@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rankopt._validation import check_score_sums, largest_magnitude, not_finite_error, score_sum_bound
+from rankopt._validation import largest_magnitude, not_finite_error, score_sum_bound, score_sums_error
 from rankopt.hookspecs import hookimpl
 from rankopt.inference import _qs
 from rankopt.inference.base import InferenceMethod, RankingInference, descending_order, kernel_arguments
@@ -85,7 +85,7 @@ class QSMethod(InferenceMethod):
         if status == _qs.SCAN_NOT_FINITE:
             raise not_finite_error("neg_scores")
         if status == _qs.SCAN_OVERFLOW:
-            check_score_sums(largest, n_pos + n_neg, pos_scores.dtype)
+            raise score_sums_error(largest, n_pos + n_neg, pos_scores.dtype)
         loss_value = float(loss.value_at_positions(positions, n_neg))
         return RankingInference(loss_value, pos_coef, neg_coef, neg_ranks, pos_ranks, dot + loss_value)
 
