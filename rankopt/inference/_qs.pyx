@@ -625,11 +625,12 @@ cdef int _tied_ranks(const floating* pos_desc, Py_ssize_t n_pos, double tied_sco
     """:func:`_swept_ranks` when every negative scores ``tied_score``: the order is the input order.
 
     Nothing is sorted, and the walk stops as soon as its rank i can move no
-    more: for AP and AUC, whose δ-differences are negative doubles, once the score term of step i is
-    ≤ 0 every later step at i is the sum of a negative and a non-positive
-    double, negative, and every later negative stops at i too.  At w = 0,
-    where a fit starts, that happens at the first walked negative.  With
-    ``counts`` the ranks' counts are added to it (the final run's at once).
+    more.  For AP and AUC, whose δ-differences are negative doubles, once
+    the score term of step i is ≤ 0 every later step at i is the sum of a
+    negative and a non-positive double, which is negative, so every later
+    negative stops at i too.  At w = 0, where a fit starts, that happens at
+    the first walked negative.  With ``counts`` the ranks' counts are added
+    to it (the final run's at once).
     """
     cdef Py_ssize_t j, k, j_walk = _walk_start(code, unimodal, n_pos, n_neg), i = 1, p1 = n_pos + 1
     cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
