@@ -13,13 +13,7 @@ The terms themselves, and the order Σ coef·score is summed in, are
 from cython cimport floating
 from libc.stdint cimport int64_t
 
-from rankopt.inference._terms cimport (
-    count_ranks,
-    negative_coefficient,
-    negative_terms,
-    positive_terms,
-    rank_t,
-)
+from rankopt.inference._terms cimport count_ranks, output_terms, rank_t
 
 import numpy as np
 
@@ -38,7 +32,7 @@ def observation_terms(const rank_t[::1] neg_ranks, const floating[::1] neg_score
     is filled then) or −1.
     """
     cdef Py_ssize_t n_neg = neg_ranks.shape[0], n_pos = pos_scores.shape[0], k, bad = -1, bad_order = -1
-    cdef double scale, dot = 0.0
+    cdef double dot = 0.0
     if (neg_scores.shape[0] != n_neg or neg_coef.shape[0] != n_neg or pos_order.shape[0] != n_pos
             or pos_coef.shape[0] != n_pos or pos_ranks.shape[0] != n_pos or positions.shape[0] != n_pos):
         raise ValueError(
@@ -50,10 +44,6 @@ def observation_terms(const rank_t[::1] neg_ranks, const floating[::1] neg_score
     if n_pos == 0 or n_neg == 0:
         raise ValueError(f"expected at least one positive and one negative, got {n_pos} and {n_neg} instead")
     cdef int64_t[::1] counts = np.zeros(n_pos + 2, dtype=np.int64)
-    cdef double[::1] coef_of_rank = np.empty(n_pos + 2)
-    scale = 1.0 / (<double>n_pos * <double>n_neg)
-    for k in range(n_pos + 2):
-        coef_of_rank[k] = negative_coefficient(n_pos, scale, k)
     with nogil:
         # The range check rides on the count: an out-of-range rank is counted in counts[0].
         count_ranks(&neg_ranks[0], n_neg, n_pos, &counts[0])
@@ -63,9 +53,8 @@ def observation_terms(const rank_t[::1] neg_ranks, const floating[::1] neg_score
                     bad = k
                     break
         else:
-            negative_terms(&neg_ranks[0], &neg_scores[0], n_neg, &coef_of_rank[0], &neg_coef[0], &dot)
-            bad_order = positive_terms(&counts[0], &pos_scores[0], &pos_order[0], n_pos, n_neg, scale,
-                                       &pos_coef[0], &pos_ranks[0], &positions[0], &dot)
+            bad_order = output_terms(&neg_ranks[0], &neg_scores[0], &counts[0], &pos_scores[0], &pos_order[0],
+                                     n_pos, n_neg, &neg_coef[0], &pos_coef[0], &pos_ranks[0], &positions[0], &dot)
     if bad >= 0:
         return 0.0, bad
     if bad_order >= 0:

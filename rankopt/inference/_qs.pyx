@@ -55,12 +55,7 @@ from rankopt.inference._buckets cimport (
 )
 from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT, delta_diff
 from rankopt.inference._scan cimport SCAN_OK, ScoreScan, scan_all, scan_block, scan_start, scan_verdict
-from rankopt.inference._terms cimport (
-    count_ranks,
-    negative_coefficient,
-    negative_terms,
-    positive_terms,
-)
+from rankopt.inference._terms cimport count_ranks, output_terms
 from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
 
 import numpy as np
@@ -809,25 +804,6 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
                  unimodal, &ranks[0], exact_median, n_buckets, NULL, NULL)
 
 
-cdef int _output_terms(const floating* pos_scores, const Py_ssize_t* pos_order, const floating* neg,
-                       const int32_t* ranks, const int64_t* counts, Py_ssize_t n_pos, Py_ssize_t n_neg,
-                       double* neg_coef, double* pos_coef, int64_t* pos_ranks, int64_t* positions,
-                       double* dot) except -2 nogil:
-    """Observation 2 from the ranks and their counts (``_terms.pxd``); −1 or the first bad index of ``pos_order``."""
-    cdef Py_ssize_t r
-    cdef double scale = 1.0 / (<double>n_pos * <double>n_neg)
-    cdef double* coef_of_rank = <double*>malloc((n_pos + 2) * sizeof(double))
-    if coef_of_rank == NULL:
-        with gil:
-            raise MemoryError(f"cannot allocate the coefficient table for {n_pos} positives")
-    for r in range(n_pos + 2):
-        coef_of_rank[r] = negative_coefficient(n_pos, scale, r)
-    dot[0] = 0.0
-    negative_terms(ranks, neg, n_neg, coef_of_rank, neg_coef, dot)
-    free(coef_of_rank)
-    return positive_terms(counts, pos_scores, pos_order, n_pos, n_neg, scale, pos_coef, pos_ranks, positions, dot)
-
-
 def qs_inference(const floating[::1] pos_scores, const Py_ssize_t[::1] pos_order, const floating[::1] pos_desc,
                  const floating[::1] neg_scores, int code, const double[::1] table, bint unimodal,
                  double largest_pos, double sum_bound, int32_t[::1] neg_ranks, double[::1] neg_coef,
@@ -876,8 +852,8 @@ def qs_inference(const floating[::1] pos_scores, const Py_ssize_t[::1] pos_order
         _qs_into(&pos_desc[0], n_pos, &neg_scores[0], n_neg, code, &table[0], unimodal, <int*>&neg_ranks[0],
                  exact_median, n_buckets, &scan, &counts[0])
         if scan.status == SCAN_OK:
-            bad = _output_terms(&pos_scores[0], &pos_order[0], &neg_scores[0], &neg_ranks[0], &counts[0], n_pos,
-                                n_neg, &neg_coef[0], &pos_coef[0], &pos_ranks[0], &positions[0], &dot)
+            bad = output_terms(&neg_ranks[0], &neg_scores[0], &counts[0], &pos_scores[0], &pos_order[0], n_pos,
+                               n_neg, &neg_coef[0], &pos_coef[0], &pos_ranks[0], &positions[0], &dot)
     if bad >= 0:
         raise ValueError(f"expected pos_order to be a permutation of 0..{n_pos - 1}, got {pos_order[bad]} instead")
     return scan.status, scan.largest, dot

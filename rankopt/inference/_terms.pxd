@@ -15,7 +15,7 @@
 
 from cython cimport floating
 from libc.stdint cimport int32_t, int64_t
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, free, malloc
 
 
 ctypedef fused rank_t:
@@ -108,3 +108,25 @@ cdef inline Py_ssize_t positive_terms(const int64_t* counts, const floating* pos
         pos_coef[r] = c
         dot[0] += c * pos_scores[r]
     return -1
+
+
+cdef inline Py_ssize_t output_terms(const rank_t* ranks, const floating* neg_scores, const int64_t* counts,
+                                    const floating* pos_scores, const Py_ssize_t* pos_order, Py_ssize_t n_pos,
+                                    Py_ssize_t n_neg, double* neg_coef, double* pos_coef, int64_t* pos_ranks,
+                                    int64_t* positions, double* dot) except -2 nogil:
+    """Observation 2 from checked ranks (1 … |P| + 1) and their counts: every output, and Σ coef·score in ``dot``.
+
+    Returns −1, or the first bad k of ``pos_order`` (:func:`positive_terms`).
+    """
+    cdef Py_ssize_t r
+    cdef double scale = 1.0 / (<double>n_pos * <double>n_neg)
+    cdef double* coef_of_rank = <double*>malloc((n_pos + 2) * sizeof(double))
+    if coef_of_rank == NULL:
+        with gil:
+            raise MemoryError(f"cannot allocate the coefficient table for {n_pos} positives")
+    for r in range(n_pos + 2):
+        coef_of_rank[r] = negative_coefficient(n_pos, scale, r)
+    dot[0] = 0.0
+    negative_terms(ranks, neg_scores, n_neg, coef_of_rank, neg_coef, dot)
+    free(coef_of_rank)
+    return positive_terms(counts, pos_scores, pos_order, n_pos, n_neg, scale, pos_coef, pos_ranks, positions, dot)
