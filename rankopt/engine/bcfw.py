@@ -82,8 +82,8 @@ def solve_bcfw(
         )
         stop_requested = callback is not None and callback(record, cert.best_w)
         reason = cert.verdict() or ("callback" if stop_requested else None)
-        if reason is None and cert.stalled(iteration):
-            reason = "stalled"
+        if reason is None:
+            reason = cert.stalled(iteration)
         if reason is not None:
             stop_reason = reason
             break

@@ -21,6 +21,7 @@ from rankopt.exceptions import ConvergenceWarning
 __all__ = [
     "STALL_ITERATIONS",
     "STALL_ROUNDING",
+    "ROUNDING_LEVEL",
     "Certificate",
     "IterationRecord",
     "SolveResult",
@@ -39,6 +40,9 @@ logger = logging.getLogger(__name__)
 #: otherwise add planes until max_iter, each QP larger than the last.
 STALL_ITERATIONS = 50
 STALL_ROUNDING = 1024.0
+#: A gap that stops falling within this many roundings of the objective is blamed on rounding
+#: ("stalled"); one further from it is not rounding's doing, and the solve says so ("no_progress").
+ROUNDING_LEVEL = 64.0
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,9 @@ class SolveResult:
     n_iter: int
     converged: bool
     history: list[IterationRecord] = field(default_factory=list)
-    #: Why the solve ended: "converged", "max_iter", "callback", "qp_failure" or "stalled"
-    #: (the gap stopped falling at float64's rounding of the objective).
+    #: Why the solve ended: "converged", "max_iter", "callback", "qp_failure", "stalled" (the gap
+    #: stopped falling at float64's rounding of the objective) or "no_progress" (it stopped falling far
+    #: above that rounding: a solver failure).
     stop_reason: str = "converged"
     #: ½‖w‖² + C ξ(w) at the returned w.
     primal_objective: float = float("nan")
@@ -152,9 +157,12 @@ class Certificate:
             return None
         return "stalled" if self.target_gap < self.rounding else "converged"
 
-    def stalled(self, iteration: int) -> bool:
-        """The stall guard on this solve's gap."""
-        return self._stall.stalled(iteration, self.gap, self.rounding)
+    def stalled(self, iteration: int) -> str | None:
+        """The stall guard on this solve's gap: None while it falls; "stalled" when it stopped at float64's
+        rounding of the objective, "no_progress" when it stopped far above it (no rounding explains that)."""
+        if not self._stall.stalled(iteration, self.gap, self.rounding):
+            return None
+        return "stalled" if self.gap <= ROUNDING_LEVEL * self.rounding else "no_progress"
 
     def finish(
         self,
@@ -176,6 +184,15 @@ class Certificate:
                 f"objective ({self.best_primal:.6g}): it no longer falls, or the working-set QP cannot be verified "
                 f"below it, so C·tol = {self.target_gap:.3g} cannot be certified; the tolerance attainable here is "
                 f"about tol = {max(self.gap, self.rounding) / self.C:.1g}",
+                ConvergenceWarning,
+                stacklevel=stacklevel,
+            )
+        elif warn and stop_reason == "no_progress":
+            warnings.warn(
+                f"{solver} made no progress: the duality gap stayed at {self.gap:.3g} for {STALL_ITERATIONS} "
+                f"{unit}, far above float64's rounding of the objective ({self.rounding:.3g}), so C·tol = "
+                f"{self.target_gap:.3g} was not certified and the returned point may be far from the optimum; "
+                "this is a solver failure, not a tolerance issue: please report it with the data",
                 ConvergenceWarning,
                 stacklevel=stacklevel,
             )

@@ -145,6 +145,7 @@ class _CuttingPlane:
         else:
             # ½‖w‖² + C ξ ≥ 0: zero is a lower bound until the first working-set solve.
             self.w, self.dual, self.qp_gap, self.qp_solver = np.asarray(w0, dtype=np.float64).copy(), 0.0, 0.0, ""
+            self.solved_revision = -1  # no working-set optimum yet
         self.certificate = Certificate(self.C, tol, best_w=self.w, best_dual=self.dual)
         self.history: list[IterationRecord] = []
         self.qp_failed = False
@@ -164,6 +165,7 @@ class _CuttingPlane:
 
     def _take(self, solution: QPSolution) -> None:
         self.w, self.dual, self.qp_gap, self.qp_solver = solution.w, solution.dual, solution.gap, solution.solver
+        self.solved_revision = self.qp.revision
 
     def iterate(self, iteration: int) -> tuple[IterationRecord, np.ndarray]:
         """One oracle call and its bookkeeping: the iteration's record and the point it describes."""
@@ -280,16 +282,16 @@ class _CuttingPlane:
             return "stalled" if self.qp_gap_tol < cert.rounding else "qp_failure"
         if stop_requested:
             return "callback"
-        if cert.stalled(iteration):
-            return "stalled"
-        return None
+        return cert.stalled(iteration)
 
     def extend_working_set(self) -> str | None:
         """Add the last plane and re-solve the working-set QP; a stop reason when no QP solver succeeds."""
-        if not self.qp.add(self.last_plane, self.last_loss) and self.segment is not None:
-            # The working set holds this plane already: its optimum stands.  Cutting there next either
-            # finds a new plane or shows the working set's slack exact there (converged).  (Before the
-            # first solve — planes given — the set's optimum is found below.)
+        added = self.qp.add(self.last_plane, self.last_loss)
+        if not added and self.segment is not None and self.solved_revision == self.qp.revision:
+            # The working set holds this plane already, and its optimum was solved for the set as it
+            # stands: the optimum stands.  Cutting there next either finds a new plane or shows the
+            # working set's slack exact there (converged).  (Before the first solve — planes given — and
+            # whenever the set changed since its last solve, the set's optimum is found below.)
             self.segment = self.segment.next(self.best_t, self.segment.w1)
             self.best_t, self.plain_cut = 0.0, True
             return None
@@ -439,12 +441,6 @@ def _solve_cheaper_than_oracle(qp: _ScaledQP, problem: StructuredProblem) -> boo
     return cost is not None and float(qp.n_planes) ** 3 < cost
 
 
-def _add_cached_cut(cache: _PlaneCache, qp: _ScaledQP, w: np.ndarray, min_violation: float) -> bool:
-    """Add the cut assembled from cached parts at w if it cuts w off by more than ``min_violation``."""
-    plane, loss = cache.most_violated(w)
-    return loss - float(w @ plane) - qp.slack(w) > min_violation and qp.add(plane, loss)
-
-
 def _assemble_cuts(
     cache: _PlaneCache, qp: _ScaledQP, solution: QPSolution, gap_tol: float, min_violation: float
 ) -> QPSolution:
@@ -452,16 +448,26 @@ def _assemble_cuts(
     ``min_violation`` (at most CACHE_ROUNDS), re-solving after each: the working set then models every
     query by its own parts, as the n-slack problem would, without a pass over the data.
 
-    Returns the last verified solution (an unverified or failed re-solve ends the rounds and is not used).
+    Returns the last verified solution.  An unverified or failed re-solve ends the rounds, and its cut
+    leaves the working set again: the solution returned must be the optimum of the set the engine goes
+    on with, or the cut would sit in the set, cutting off the returned point, and the oracle's answers
+    there would read as held planes while the point is never re-solved.
     """
     for _ in range(CACHE_ROUNDS):
-        if not _add_cached_cut(cache, qp, solution.w, min_violation):
+        plane, loss = cache.most_violated(solution.w)
+        if loss - float(solution.w @ plane) - qp.slack(solution.w) <= min_violation or not qp.add(plane, loss):
             break
         try:
-            candidate = qp.solve(gap_tol)
+            candidate: QPSolution | None = qp.solve(gap_tol)
         except QPSolveError:
-            break
-        if not candidate.verified(gap_tol) or candidate.dual < solution.dual or candidate.solver == "primal":
+            candidate = None
+        if (
+            candidate is None
+            or not candidate.verified(gap_tol)
+            or candidate.dual < solution.dual
+            or candidate.solver == "primal"
+        ):
+            qp.discard(plane, loss)
             break
         solution = candidate
     return solution
@@ -573,6 +579,13 @@ class _ScaledQP:
 
     def add(self, plane: np.ndarray, loss: float) -> bool:
         return self._qp.add(plane / self.scale, loss)
+
+    def discard(self, plane: np.ndarray, loss: float) -> bool:
+        return self._qp.discard(plane / self.scale, loss)
+
+    @property
+    def revision(self) -> int:
+        return self._qp.revision
 
     def slack(self, w: np.ndarray) -> float:
         return self._qp.slack(w * self.scale)

@@ -176,6 +176,9 @@ class WorkingSetQP:
         #: Bounded-dual solves left whose pieces skip DAQP for :func:`_range_simplex_qp` (after a failure).
         self._active_set_skips = 0
         self.n_pruned = 0
+        #: Counts the planes added or discarded: a solution found at one revision is the optimum of
+        #: the working set only while the revision stands (pruning drops inactive planes: no change).
+        self.revision = 0
 
     @property
     def n_planes(self) -> int:
@@ -227,13 +230,41 @@ class WorkingSetQP:
         self._losses[k] = float(loss)
         self._idle[k] = 0
         self._k = k + 1
+        self.revision += 1
+        return True
+
+    def discard(self, plane: np.ndarray, loss: float) -> bool:
+        """Remove the plane ``add`` took with this loss; False when the set does not hold it.
+
+        A caller that adds a plane and then rejects the re-solve discards the plane, so that the
+        solution it keeps is the optimum of the working set again.
+        """
+        held = self._index_of(np.asarray(plane, dtype=np.float64), loss)
+        if held is None:
+            return False
+        self._keep(np.delete(np.arange(self._k), held))
+        self.revision += 1
         return True
 
     def has_plane(self, plane: np.ndarray, loss: float) -> bool:
         """Whether the working set holds exactly this plane with this loss."""
-        k = self._k
-        same_loss = np.flatnonzero(self._losses[:k] == float(loss))
-        return any(np.array_equal(self._plane_rows[j], plane) for j in same_loss)
+        return self._index_of(plane, loss) is not None
+
+    def _index_of(self, plane: np.ndarray, loss: float) -> int | None:
+        same_loss = np.flatnonzero(self._losses[: self._k] == float(loss))
+        return next((int(j) for j in same_loss if np.array_equal(self._plane_rows[j], plane)), None)
+
+    def _keep(self, keep: np.ndarray) -> None:
+        """Keep only the planes at the indices ``keep`` (increasing), with their Gram entries and multipliers."""
+        k, n_keep = self._k, keep.size
+        self._plane_rows[:n_keep] = self._plane_rows[keep]
+        self._losses[:n_keep] = self._losses[keep]
+        self._idle[:n_keep] = self._idle[keep]
+        if self._needs_gram:
+            self._gram = self._gram[np.ix_(keep, keep)]
+        if self._alpha.size == k:
+            self._alpha = self._alpha[keep]
+        self._k = n_keep
 
     def _record_multipliers(self, alpha: np.ndarray) -> None:
         """Count optima at which each plane was inactive; drop the long-idle ones."""
@@ -248,17 +279,9 @@ class WorkingSetQP:
         if not drop.any():
             return
         keep = np.flatnonzero(~drop)
-        n_keep = keep.size
-        self._plane_rows[:n_keep] = self._plane_rows[keep]
-        self._losses[:n_keep] = self._losses[keep]
-        self._idle[:n_keep] = self._idle[keep]
-        if self._needs_gram:
-            self._gram = self._gram[np.ix_(keep, keep)]
-        if self._alpha.size == k:
-            self._alpha = self._alpha[keep]
-        self._k = n_keep
-        self.n_pruned += k - n_keep
-        logger.debug("dropped %d planes inactive at %d consecutive optima", k - n_keep, self.prune_after)
+        self._keep(keep)
+        self.n_pruned += k - keep.size
+        logger.debug("dropped %d planes inactive at %d consecutive optima", k - keep.size, self.prune_after)
 
     def slack(self, w: np.ndarray) -> float:
         """ξ(w) over the working set: max(0, max_k Δ_k − w·g_k)."""

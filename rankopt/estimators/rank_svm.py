@@ -188,9 +188,10 @@ class RankSVM(BaseEstimator):
         bound on how far ``coef_``'s objective is from the optimum.
     stop_reason_ : str
         Why the cutting plane ended: ``"converged"``, ``"max_iter"``,
-        ``"callback"`` (early stopping), ``"qp_failure"`` or ``"stalled"``
-        (the gap stopped falling at float64's rounding: ``tol`` was below
-        what can be certified; the ConvergenceWarning gives the attainable one).
+        ``"callback"`` (early stopping), ``"qp_failure"``, ``"stalled"`` (the gap stopped falling at
+        float64's rounding: ``tol`` was below what can be certified; the ConvergenceWarning gives the
+        attainable one) or ``"no_progress"`` (it stopped falling far above that rounding: a solver
+        failure, with a ConvergenceWarning that says so).
     loss_ : Loss
         The resolved loss instance.
     inference_ : str or None
