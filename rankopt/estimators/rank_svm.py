@@ -23,7 +23,6 @@ from rankopt._validation import (
     check_n_features,
     check_one_query_labels,
     check_qid,
-    check_queries_to_order,
     check_relevant_at,
     qid_or_group,
     query_ids,
@@ -45,6 +44,7 @@ from rankopt.estimators.parameters import (
 )
 from rankopt.estimators.progress import ValidationMonitor, iteration_callback, verbose_logging
 from rankopt.exceptions import ConstantRankerWarning
+from rankopt.inference.batched import check_queries_the_loss_orders
 from rankopt.losses.base import Loss, OutputKind, RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
 from rankopt.models.approx import ApproxProblem, check_approx
@@ -319,7 +319,9 @@ class RankSVM(BaseEstimator):
         loss = registry.resolve_loss(self.loss)
         approx = check_approx(self.approx, loss)
         model = registry.get_model(MODEL_FOR_OUTPUT[loss.output_kind])
-        relevance, queries, n_queries, n_queries_used = self._relevance(labels, qid, X.shape[0], loss, model, approx)
+        relevance, queries, n_queries, n_queries_used = self._relevance(
+            labels, qid, X.shape[0], loss, model, approx, registry
+        )
         solver = self._check_solver(X, qid, approx, queries)
         w0 = self._warm_start_point(X.shape[1], loss, approx)
         fingerprint = _fit_fingerprint(X, labels, qid, self.relevant_at, loss) if self.warm_start else None
@@ -506,7 +508,7 @@ class RankSVM(BaseEstimator):
                 evaluators.append((name, metric_name, _scorer(metric, X_val, y_val, qid_val, backend)))
         return ValidationMonitor(evaluators, patience)
 
-    def _relevance(self, y, qid, n_samples, loss, model, approx):
+    def _relevance(self, y, qid, n_samples, loss, model, approx, registry):
         """The relevance the model trains on, the queries it is given (None for one
         query of binary labels, or a model without queries), and the counts of
         queries seen and used.
@@ -544,9 +546,10 @@ class RankSVM(BaseEstimator):
                 loss.name,
             )
             return relevance, None, queries.n_queries, queries.n_queries
-        n_used = int(
-            np.count_nonzero(check_queries_to_order(relevance, queries, graded=graded, relevant_at=relevant_at))
+        orders = check_queries_the_loss_orders(
+            loss, relevance, queries, self.inference, registry=registry, relevant_at=relevant_at
         )
+        n_used = int(np.count_nonzero(orders))
         return relevance, queries, queries.n_queries, n_used
 
     def decision_function(self, X) -> np.ndarray:

@@ -51,7 +51,14 @@ import numpy as np
 
 import rankopt.inference._batched as _batched
 import rankopt.inference._graded_position as _graded_position
-from rankopt._validation import check_relevant_at, check_score_sums, check_whole_numbers, largest_magnitude
+from rankopt._validation import (
+    QueryIndex,
+    check_queries_to_order,
+    check_relevant_at,
+    check_score_sums,
+    check_whole_numbers,
+    largest_magnitude,
+)
 from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import PluginLookup, kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
@@ -343,6 +350,34 @@ def most_violated_rankings_per_query(
     else:
         _resolve_binary_method(loss, method, registry, offsets)
     return _per_query(loss, scores, relevance, offsets, method, registry)
+
+
+def check_queries_the_loss_orders(
+    loss: RankLoss, relevance: np.ndarray, queries: QueryIndex, method, *, registry: PluginLookup, relevant_at=None
+) -> np.ndarray:
+    """Which queries have something to order under ``loss``, refusing relevance where none has.
+
+    Two relevance levels are needed (:func:`~rankopt._validation.check_queries_to_order`, with its
+    message); a graded loss may still tell no two of a query's documents apart — two grades that share a
+    gain, pairs of weight 0 — and then its kernel finds nothing to order there.  Whether it does depends
+    on the grades alone, so the kernel's own verdict on zero scores is the one used: a fit leaves out
+    (and counts) exactly the queries its inference would.
+    """
+    usable = check_queries_to_order(relevance, queries, graded=loss.graded, relevant_at=relevant_at)
+    if not loss.graded:
+        return usable
+    candidates = np.flatnonzero(usable)
+    rows = queries.order[np.repeat(usable, queries.sizes)]
+    offsets = np.concatenate(([0], np.cumsum(queries.sizes[usable]))).astype(np.intp)
+    grades = np.asarray(relevance)[rows]
+    verdict = most_violated_rankings(loss, np.zeros(rows.size), grades, offsets, method, registry=registry).usable
+    usable[candidates[~verdict]] = False
+    if not usable.any():
+        raise ValueError(
+            f"expected some query (qid) to hold two documents that loss {loss.name!r} orders apart (grades whose "
+            f"gains differ, or a pair of positive weight), got none of the {queries.n_queries} queries instead"
+        )
+    return usable
 
 
 def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLookup) -> np.ndarray:

@@ -8,13 +8,14 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt._validation import QueryIndex, check_queries_to_order, check_query_scores
+from rankopt._validation import QueryIndex, check_query_scores
 from rankopt.engine.problem import BlockPlanes, BlockProblem, RowInference
 from rankopt.exceptions import SlowInferenceWarning
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import solve_ranking
 from rankopt.inference.batched import (
     PreparedRankings,
+    check_queries_the_loss_orders,
     ground_truth_coefficients,
     most_violated_rankings,
     resolve_graded_method,
@@ -112,7 +113,7 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
         self.loss, self.feature_map = loss, feature_map
         self.registry = registry
         relevance = np.asarray(relevance)
-        usable = check_queries_to_order(relevance, queries, graded=loss.graded)
+        usable = check_queries_the_loss_orders(loss, relevance, queries, inference, registry=registry)
         if loss.graded:
             self.inference = resolve_graded_method(loss, inference)
             self.inference_note = f"{self.inference!r}, the kernel of its declared {type(loss.structure()).__name__}"
@@ -131,7 +132,8 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
         self.n_queries_used = int(np.count_nonzero(usable))
         if self.n_queries_used < self.n_queries:
             logger.info(
-                "%d of %d queries have documents of one relevance level only and are left out",
+                "%d of %d queries have nothing to order (documents of one relevance level, or that the loss "
+                "does not tell apart) and are left out",
                 self.n_queries - self.n_queries_used,
                 self.n_queries,
             )
