@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from sklearn.exceptions import ConvergenceWarning
 
-__all__ = ["ConstantRankerWarning", "ConvergenceWarning", "PluginLoadWarning", "SlowInferenceWarning", "brief"]
+__all__ = [
+    "ConstantRankerWarning",
+    "ConvergenceWarning",
+    "PluginContractError",
+    "PluginLoadWarning",
+    "SlowInferenceWarning",
+    "brief",
+]
 
 
 def __getattr__(name: str):
@@ -23,6 +30,10 @@ def __getattr__(name: str):
         globals()[name] = ConvergenceWarning
         return ConvergenceWarning
     raise AttributeError(f"module 'rankopt.exceptions' has no attribute {name!r}")
+
+
+class PluginContractError(TypeError):
+    """A plugin contributes something that breaks its extension point's contract."""
 
 
 class PluginLoadWarning(UserWarning):

@@ -27,7 +27,7 @@ import numpy as np
 import pluggy
 
 from rankopt import hookspecs
-from rankopt.exceptions import PluginLoadWarning, brief
+from rankopt.exceptions import PluginContractError, PluginLoadWarning, brief
 from rankopt.features.base import FeatureMap
 from rankopt.inference.base import InferenceMethod
 from rankopt.losses.base import LabelingLoss, Loss, RankLoss
@@ -96,10 +96,6 @@ class PluginInfo:
 
     def __iter__(self):  # (name, kind, provider), convenient for tables
         return iter((self.name, self.kind.value, self.provider))
-
-
-class PluginContractError(TypeError):
-    """A plugin contributes something that breaks its extension point's contract."""
 
 
 class DuplicatePluginError(ValueError):

@@ -100,6 +100,11 @@ def check_loss(loss: Loss, *, n_instances: int = 40, random_state: int = 0, regi
         return
     if not isinstance(loss, RankLoss):
         raise AssertionError(f"expected a RankLoss or LabelingLoss instance, got {loss!r}")
+    from rankopt.losses.structure import declared_structure_problem
+
+    problem = declared_structure_problem(loss)
+    if problem is not None:
+        raise AssertionError(f"loss {loss.name!r} declares a structure its own numbers contradict: {problem}")
     if loss.graded:
         _check_graded_loss(loss, n_instances=10 * n_instances, random_state=random_state, registry=registry)
     from rankopt.losses.qs_check import check_qs_suitable

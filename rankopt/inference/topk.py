@@ -26,7 +26,7 @@ import numpy as np
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import InferenceMethod, descending_order
 from rankopt.losses.base import RankLoss
-from rankopt.losses.structure import TopKCountStructure
+from rankopt.losses.structure import TopKCountStructure, check_declared_structure
 
 __all__ = ["TopKMethod"]
 
@@ -43,6 +43,9 @@ class TopKMethod(InferenceMethod):
                 "it is exact only for a loss that declares a TopKCountStructure (a Δ that counts the "
                 f"positives in the top k, such as precision_at_k), got {type(loss).__name__} {loss.name!r} instead"
             )
+        # This very instance's declaration, checked once per loss class and parameters: registration
+        # probed only the default-constructed class.
+        check_declared_structure(loss)
         return None
 
     def interleaving_ranks(self, loss: RankLoss, pos_scores, neg_scores):

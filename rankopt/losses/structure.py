@@ -36,6 +36,7 @@ contradict is refused at registration with a counterexample.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import numbers
 from collections.abc import Callable
@@ -44,12 +45,16 @@ from typing import ClassVar
 
 import numpy as np
 
+from rankopt.exceptions import PluginContractError
+
 __all__ = [
     "GradedPairStructure",
     "GradedPositionStructure",
     "GradedQueryStructure",
     "LossStructure",
     "TopKCountStructure",
+    "check_declared_structure",
+    "declared_structure_problem",
 ]
 
 #: Grades below this are mapped to gains through a table indexed by the grade (one gather, no sort).
@@ -196,25 +201,51 @@ class TopKCountStructure:
     loss_of_count: Callable[[np.ndarray, int, int], np.ndarray]
 
     def contract_problem(self, loss) -> str | None:
-        """Where ``loss.value`` depends on more than the count, on every pattern of up to 6 samples, or None."""
+        """Where ``loss.value`` contradicts ``loss_of_count``, or None.
+
+        Every pattern of up to 6 samples is tried, then, past the cutoff (k + 1 and k + 2 samples, where
+        a count can fall short of the positives), patterns of every feasible count for a spread of
+        positive counts, each arranged two ways (the positives of the top k first or last in it).
+        """
         k = self.k
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             return f"cutoff k = {k!r}, expected an integer >= 1"
-        for n in range(2, 7):
-            for n_pos in range(1, n):
-                for positions in itertools.combinations(range(n), n_pos):
-                    pattern = np.zeros(n, dtype=bool)
-                    pattern[list(positions)] = True
-                    m = int(pattern[:k].sum())
-                    declared = float(np.asarray(self.loss_of_count(np.array([m]), n_pos, n - n_pos))[0])
-                    value = float(loss.value(pattern))
-                    if not (np.isfinite(declared) and abs(declared - value) <= 1e-12 * max(1.0, abs(value))):
-                        shown = "".join("+" if x else "-" for x in pattern)
-                        return (
-                            f"the ranking {shown} has {m} positives in the top {k}, for which loss_of_count "
-                            f"gives {declared!r}, but value() gives {value!r}"
-                        )
+        for pattern in _count_patterns(int(k)):
+            n_pos = int(pattern.sum())
+            m = int(pattern[:k].sum())
+            declared = float(np.asarray(self.loss_of_count(np.array([m]), n_pos, pattern.size - n_pos))[0])
+            value = float(loss.value(pattern))
+            if not (np.isfinite(declared) and abs(declared - value) <= 1e-12 * max(1.0, abs(value))):
+                shown = "".join("+" if x else "-" for x in pattern)
+                return (
+                    f"the ranking {shown} has {m} positives in the top {k}, for which loss_of_count "
+                    f"gives {declared!r}, but value() gives {value!r}"
+                )
         return None
+
+
+#: Every pattern of up to this many samples is probed; beyond, a spread of them.
+_EXHAUSTIVE_SAMPLES = 6
+
+
+def _count_patterns(k: int):
+    """The rankings a top-k declaration is probed on (see :meth:`TopKCountStructure.contract_problem`)."""
+    for n in range(2, _EXHAUSTIVE_SAMPLES + 1):
+        for n_pos in range(1, n):
+            for positions in itertools.combinations(range(n), n_pos):
+                pattern = np.zeros(n, dtype=bool)
+                pattern[list(positions)] = True
+                yield pattern
+    for n in range(max(k + 1, _EXHAUSTIVE_SAMPLES + 1), k + 3):
+        kept = min(k, n)
+        for n_pos in sorted({1, 2, kept // 2, kept - 1, kept, kept + 1, n - 2, n - 1} & set(range(1, n))):
+            low, high = max(0, kept - (n - n_pos)), min(kept, n_pos)
+            for m in sorted({low, low + 1, (low + high) // 2, high - 1, high} & set(range(low, high + 1))):
+                for first in (True, False):
+                    top, rest = np.zeros(kept, dtype=bool), np.zeros(n - kept, dtype=bool)
+                    (top[:m] if first else top[kept - m :])[...] = True
+                    (rest[: n_pos - m] if first else rest[rest.size - (n_pos - m) :])[...] = True
+                    yield np.concatenate((top, rest))
 
 
 @dataclass(frozen=True)
@@ -241,6 +272,55 @@ class GradedQueryStructure:
 
     def contract_problem(self, loss=None) -> str | None:
         return None
+
+
+def declared_structure_problem(loss) -> str | None:
+    """What contradicts ``loss``'s declared structure on this very instance (its parameters included), or None.
+
+    Registration probes the default-constructed class; a declaration that lies only at other parameters
+    is caught here, where a fit or a method takes the loss.  The verdict is remembered per loss class and
+    parameters, so a training loop pays for it once.
+    """
+    try:
+        keyed = _ByParameters(loss)
+    except TypeError:  # unhashable parameters: checked every time
+        return _structure_problem(keyed_loss=loss)
+    return _cached_structure_problem(keyed)
+
+
+class _ByParameters:
+    """A loss that hashes and compares by its class and parameters: equal losses share one verdict."""
+
+    def __init__(self, loss):
+        self.loss = loss
+        self.key = (type(loss), tuple(sorted(loss.get_params(deep=False).items())))
+        self._hash = hash(self.key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _ByParameters) and self.key == other.key
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_structure_problem(keyed: _ByParameters) -> str | None:
+    return _structure_problem(keyed.loss)
+
+
+def _structure_problem(keyed_loss) -> str | None:
+    structure = keyed_loss.structure()
+    return None if structure is None else structure.contract_problem(keyed_loss)
+
+
+def check_declared_structure(loss) -> None:
+    """Refuse a loss whose declared structure its own numbers contradict (:func:`declared_structure_problem`)."""
+    problem = declared_structure_problem(loss)
+    if problem is not None:
+        raise PluginContractError(
+            f"loss {loss.name!r} ({type(loss).__name__} with {loss.get_params(deep=False)}) declares a "
+            f"{type(loss.structure()).__name__} that its own numbers contradict: {problem}"
+        )
 
 
 #: What :meth:`rankopt.losses.RankLoss.structure` may return.
