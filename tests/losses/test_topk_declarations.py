@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import rankopt
-from rankopt.exceptions import PluginContractError
 from rankopt.api import most_violated_rankings
+from rankopt.exceptions import PluginContractError
 from rankopt.losses import PrecisionAtKLoss
 from rankopt.losses.structure import TopKCountStructure, _cached_structure_problem, declared_structure_problem
 from rankopt.testing import check_loss, check_plugin
