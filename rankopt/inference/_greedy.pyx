@@ -21,16 +21,18 @@ cdef void _greedy_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floati
                         Py_ssize_t n_neg, int code, const double* table, int* ranks) noexcept nogil:
     cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
     cdef Py_ssize_t j, i, start = 1, best_rank
-    cdef double f, best, s_neg
+    cdef double above_best, s_neg
     for j in range(1, n_neg + 1):
         s_neg = neg_desc[j - 1]
-        f = 0.0
-        best = 0.0
+        # f_j(i + 1) − f_j(best rank so far), summed from the best rank on: a running f_j would carry a
+        # huge first step (a score span of 10¹⁷) and absorb the small steps after it, tying ranks
+        # that differ (issue 38: greedy then disagreed with qs, which compares the steps themselves).
+        above_best = 0.0
         best_rank = start
         for i in range(start, n_pos + 1):
-            f += delta_diff(code, j, i, n_pos, n_neg, table) + scale * (pos_desc[i - 1] - s_neg)
-            if f >= best:
-                best = f
+            above_best += delta_diff(code, j, i, n_pos, n_neg, table) + scale * (pos_desc[i - 1] - s_neg)
+            if above_best >= 0.0:
+                above_best = 0.0
                 best_rank = i + 1
         ranks[j - 1] = <int>best_rank
         start = best_rank

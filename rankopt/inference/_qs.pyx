@@ -105,13 +105,17 @@ cdef inline double _step(const floating* pos_desc, double s_neg, Py_ssize_t j, P
 cdef Py_ssize_t _best_rank_linear(const floating* pos_desc, double s_neg, Py_ssize_t j,
                                   Py_ssize_t lp, Py_ssize_t rp, int code, Py_ssize_t n_pos,
                                   Py_ssize_t n_neg, const double* table, double scale) noexcept nogil:
-    """Highest maximiser of f_j on lp … rp, by a scan (Algorithm 2, line 7)."""
-    cdef double f = 0.0, best = 0.0
+    """Highest maximiser of f_j on lp … rp, by a scan (Algorithm 2, line 7).
+
+    f_j is summed from the best rank so far, not from lp: a running f_j would carry a huge step (a score
+    span of 10¹⁷) and absorb the small steps after it, tying ranks that differ (issue 38).
+    """
+    cdef double above_best = 0.0
     cdef Py_ssize_t i, best_rank = lp
     for i in range(lp, rp):
-        f += _step(pos_desc, s_neg, j, i, code, n_pos, n_neg, table, scale)
-        if f >= best:
-            best = f
+        above_best += _step(pos_desc, s_neg, j, i, code, n_pos, n_neg, table, scale)
+        if above_best >= 0.0:
+            above_best = 0.0
             best_rank = i + 1
     return best_rank
 
@@ -125,7 +129,7 @@ cdef Py_ssize_t _best_rank_unimodal(const floating* pos_desc, double s_neg, Py_s
     cdef Py_ssize_t concave_end = max(lp, min(rp, min(n_pos, j) + 1))
     cdef Py_ssize_t low = lp, high = concave_end, mid, i, t
     cdef Py_ssize_t i1, i2
-    cdef double g = 0.0, best_g = 0.0, drop = 0.0
+    cdef double above_best = 0.0, best_g = 0.0, drop = 0.0
     # Steps are non-increasing on lp … concave_end − 1: find the first negative one.
     while low < high:
         mid = low + (high - low) // 2
@@ -136,12 +140,14 @@ cdef Py_ssize_t _best_rank_unimodal(const floating* pos_desc, double s_neg, Py_s
     i1 = low
     if concave_end >= rp:
         return i1
-    # Algorithm 3, lines 3–4: the rest by a scan, measured from concave_end …
+    # Algorithm 3, lines 3–4: the rest by a scan, measured from concave_end (best_g = f_j(i2) −
+    # f_j(concave_end), the steps summed from the best rank so far as in _best_rank_linear) …
     i2 = concave_end
     for i in range(concave_end, rp):
-        g += _step(pos_desc, s_neg, j, i, code, n_pos, n_neg, table, scale)
-        if g >= best_g:
-            best_g = g
+        above_best += _step(pos_desc, s_neg, j, i, code, n_pos, n_neg, table, scale)
+        if above_best >= 0.0:
+            best_g += above_best
+            above_best = 0.0
             i2 = i + 1
     # … and compared with f_j(i1): f_j(i2) − f_j(i1) = Σ_{t=i1}^{concave_end−1} step(t) + best_g.
     for t in range(i1, concave_end):

@@ -157,6 +157,23 @@ class RankingInference:
 _KERNEL_FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
 
 
+def steps_to_highest_maximiser(steps: np.ndarray) -> int:
+    """How many of the steps f(i + 1) − f(i) to take to reach f's highest maximiser.
+
+    Summed from the best point so far, as the compiled kernel does: a running sum of f would absorb
+    small steps after a huge one (a score span of 10¹⁷) and tie ranks that differ.  Under C3 the steps
+    do not increase, so the answer is the number of leading steps ≥ 0; otherwise the steps are walked.
+    """
+    if np.all(steps[1:] <= steps[:-1]):
+        return int(np.argmax(steps < 0.0)) if steps.size and steps[-1] < 0.0 else steps.size
+    taken, above_best = 0, 0.0
+    for index, step in enumerate(steps.tolist()):
+        above_best += step
+        if above_best >= 0.0:
+            taken, above_best = index + 1, 0.0
+    return taken
+
+
 def descending_order(scores: np.ndarray) -> np.ndarray:
     """Indices sorting ``scores`` high to low, equal scores by increasing index.
 

@@ -6,7 +6,7 @@ import numpy as np
 
 import rankopt.inference._greedy as _greedy
 from rankopt.hookspecs import hookimpl
-from rankopt.inference.base import InferenceMethod, descending_order, kernel_arguments
+from rankopt.inference.base import InferenceMethod, descending_order, kernel_arguments, steps_to_highest_maximiser
 from rankopt.losses.base import RankLoss, checked_delta_diff
 
 
@@ -50,9 +50,8 @@ def _python_greedy(loss: RankLoss, pos_desc: np.ndarray, neg_desc: np.ndarray) -
     for j in range(1, n_neg + 1):
         i = np.arange(start, n_pos + 1)
         steps = checked_delta_diff(loss, j, i, n_pos, n_neg) + scale * (pos64[start - 1 :] - neg_desc[j - 1])
-        f = np.concatenate(([0.0], np.cumsum(steps)))
         # Highest rank among the maximisers (Observation 4 needs this choice).
-        start = start + int(f.size - 1 - np.argmax(f[::-1]))
+        start = start + steps_to_highest_maximiser(steps)
         ranks[j - 1] = start
     return ranks
 

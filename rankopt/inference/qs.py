@@ -25,7 +25,13 @@ import numpy as np
 from rankopt._validation import largest_magnitude, not_finite_error, score_sum_bound, score_sums_error
 from rankopt.hookspecs import hookimpl
 from rankopt.inference import _qs
-from rankopt.inference.base import InferenceMethod, RankingInference, descending_order, kernel_arguments
+from rankopt.inference.base import (
+    InferenceMethod,
+    RankingInference,
+    descending_order,
+    kernel_arguments,
+    steps_to_highest_maximiser,
+)
 from rankopt.losses.base import KernelCode, RankLoss, checked_delta_diff
 
 
@@ -119,9 +125,8 @@ def _python_qs(loss: RankLoss, pos_desc: np.ndarray, neg_scores: np.ndarray) -> 
         steps = checked_delta_diff(loss, m + 1, i, n_pos, n_neg) + scale * (
             pos64[low_rank - 1 : high_rank - 1] - neg_desc[m]
         )
-        f = np.concatenate(([0.0], np.cumsum(steps)))
         # Highest rank among the maximisers (Observation 4 needs this choice).
-        opt = low_rank + int(f.size - 1 - np.argmax(f[::-1]))
+        opt = low_rank + steps_to_highest_maximiser(steps)
         ranks_sorted[m] = opt
         if m + 1 < hi:
             stack.append((m + 1, hi, opt, high_rank))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracles.brute_force import brute_force_max
+from oracles.brute_force import brute_force_max, exact_objective
 
 import rankopt
 from rankopt.inference import _ap
@@ -119,15 +119,29 @@ def _exact_tie_instances():
                     yield pos, neg, j, i
 
 
-def test_exact_ties_absorbed_by_the_greedy_running_sum():
+def test_exact_plateaus_hidden_by_rounding_are_maximised_by_every_method():
+    """An exact plateau whose step rounds below zero: SEARCH/SELECT, which sum f_j from the start of the
+    walk, take its upper end (the large sum absorbs the rounded step); greedy and qs, which sum the
+    steps from the best rank so far (exact at extreme score spans: test_extreme_spans.py), stop at the
+    computed sign, its lower end.  Both ends maximise f_j exactly: the objectives are equal in rationals
+    (up to value()'s rounding of Δ, a few ulps of 1)."""
     instances = list(_exact_tie_instances())
     armed = [(pos, neg) for pos, neg, j, i in instances if j > len(pos)]
     assert len(armed) > 50
+    loss = rankopt.get_loss("ap")
     for pos, neg, j, i in instances:
-        if j > len(pos):  # f_j is concave: the greedy takes the plateau's upper end
-            assert rankopt.most_violated_ranking("ap", pos, neg, method="greedy").neg_ranks[j - 1] == i + 1
-        _assert_same_as_greedy(pos, neg)
-        _assert_same_as_greedy(pos[::-1].copy(), neg[::-1].copy())  # other input order
+        if j > len(pos):  # f_j is concave: SEARCH takes the plateau's upper end
+            assert rankopt.most_violated_ranking("ap", pos, neg, method="search").neg_ranks[j - 1] == i + 1
+        for p, n in ((pos, neg), (pos[::-1].copy(), neg[::-1].copy())):  # and the other input order
+            objectives = {
+                exact_objective(loss, p.tolist(), n.tolist(), most_violated_ranking_ranks(p, n, method))
+                for method in ["greedy", "qs", *METHODS]
+            }
+            assert max(objectives) - min(objectives) <= Fraction(1, 10**12), objectives
+
+
+def most_violated_ranking_ranks(pos, neg, method):
+    return rankopt.most_violated_ranking("ap", pos, neg, method=method).neg_ranks.tolist()
 
 
 @pytest.mark.parametrize("n_pos", [1, 2, 5])

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -133,3 +134,28 @@ def all_objectives(loss, pos_scores, neg_scores) -> tuple[np.ndarray, np.ndarray
 def brute_force_max(loss, pos_scores, neg_scores) -> float:
     """max over ALL (P + N)! rankings R of w·Ψ(X, R) + Δ(R*, R)."""
     return float(np.max(all_objectives(loss, pos_scores, neg_scores)[1]))
+
+
+def exact_objective(loss, pos, neg, neg_ranks) -> Fraction:
+    """Δ(R) + Σ_{i,j} y_ij (p_i − n_j) / (|P||N|) in rationals; positive i (descending) above negative j
+    exactly when i < r_j."""
+    pos_desc = sorted(pos, reverse=True)
+    n_pos, n_neg = len(pos), len(neg)
+    pattern = []
+    for rank in range(1, n_pos + 2):
+        pattern += [False] * sum(1 for r in neg_ranks if r == rank)
+        if rank <= n_pos:
+            pattern.append(True)
+    # The pattern lists, top to bottom: negatives of rank 1, positive 1, negatives of rank 2, ...
+    delta = Fraction(float(loss.value(np.array(pattern))))
+    joint = Fraction(0)
+    for i, p in enumerate(pos_desc, start=1):
+        for n, r in zip(neg, neg_ranks, strict=True):
+            joint += (1 if i < r else -1) * (Fraction(p) - Fraction(n))
+    return delta + joint / (n_pos * n_neg)
+
+
+def exact_maximum(loss, pos, neg) -> Fraction:
+    return max(
+        exact_objective(loss, pos, neg, ranks) for ranks in itertools.product(range(1, len(pos) + 2), repeat=len(neg))
+    )
