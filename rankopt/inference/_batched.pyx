@@ -22,6 +22,8 @@ queries are handed out dynamically (their costs differ).  Results do not
 depend on the number of threads.  Built without OpenMP (``setup.py``), the
 loops run on one thread, unchanged otherwise.
 """
+import numpy as np
+
 from cython cimport floating
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint8_t
@@ -202,7 +204,8 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, 
         if last > m + 1:
             penalty -= sp[last] - sp[m + 1] - (last - m - 1) * <double>q[b - 1]
         objective = count_loss[m + 1 - m_lo] - scale * penalty
-        if objective > best:
+        # Of the maximisers, the largest m: the negatives as low as they can go, every method's tie rule.
+        if objective >= best:
             best = objective
             best_m = m + 1
     b = kept - best_m
@@ -332,6 +335,23 @@ cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_f
         loss[0] = 1.0 - numpy_sum(w.neg_desc64, n_pos) / z
     value[0] = dot + loss[0]
     return 1
+
+
+def topk_ranks(const floating[::1] pos_desc, const floating[::1] neg_desc, Py_ssize_t k,
+               const double[::1] count_loss, int[::1] ranks_sorted):
+    """The per-query ``topk`` method's ranks, by the batch's own code (:func:`_topk_ranks`), so the two
+    agree to the bit, ties included.  Fills ``ranks_sorted`` (the negatives' interleaving ranks, sorted
+    order) and returns Δ of the chosen count.  The caller (``rankopt.inference.topk``) validates: both
+    score arrays non-empty, finite and sorted high to low; ``count_loss`` Δ(m) for m = max(0, k' − |N|)
+    … min(k', |P|), k' = min(k, |P| + |N|); ``ranks_sorted`` of length |N|.
+    """
+    cdef Py_ssize_t n_pos = pos_desc.shape[0], n_neg = neg_desc.shape[0]
+    cdef double[::1] prefix = np.empty(n_pos + n_neg + 2, dtype=np.float64)
+    cdef double delta
+    with nogil:
+        delta = _topk_ranks(&pos_desc[0], n_pos, &neg_desc[0], n_neg, k, &count_loss[0], &prefix[0],
+                            &ranks_sorted[0])
+    return delta
 
 
 def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64_t[::1] offsets, int method,

@@ -63,7 +63,7 @@ from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import PluginLookup, kernel_arguments, most_violated_ranking
 from rankopt.inference.greedy import GreedyMethod
 from rankopt.inference.qs import QSMethod
-from rankopt.inference.topk import TopKMethod
+from rankopt.inference.topk import TopKMethod, count_losses
 from rankopt.losses.base import KernelCode, RankLoss
 from rankopt.losses.structure import (
     GradedPairStructure,
@@ -501,11 +501,7 @@ def _count_loss_tables(structure: TopKCountStructure, relevance: np.ndarray, off
     for index, (p, n) in enumerate(pairs):
         members = where[group.ravel() == index]
         counts = np.arange(low[members[0]], high[members[0]] + 1)
-        values = np.asarray(structure.loss_of_count(counts, int(p), int(n)), dtype=np.float64)
-        if values.shape != counts.shape or not np.all(np.isfinite(values)) or np.any(values < 0):
-            raise ValueError(
-                f"expected loss_of_count to give a finite Δ >= 0 for each of {counts.size} counts, got {values!r}"
-            )
+        values = count_losses(structure, counts, int(p), int(n))
         table[starts[members][:, None] + np.arange(counts.size)] = values
     return table, starts[:-1].astype(np.int64)
 
