@@ -255,14 +255,14 @@ def _graded_rankings(loss, scores, relevance, offsets, method, n_threads, regist
         if method == NDCG_ASSIGNMENT_METHOD:
             return _per_query(loss, scores, relevance, offsets, method, registry)
         longest = int(np.max(np.diff(offsets), initial=0))
-        gains = structure.gains(relevance)
-        discount = structure.position_weights(longest)
+        gains, discount = structure.tables(relevance, longest)
         _graded_position.position_batch(scores, gains, offsets, discount, coef, losses, values, usable, n_threads)
         return BatchedRankingInference(coef, losses, values, usable.view(bool))
     # Levels by counting when the grades are small (LETOR's 0–4), else by sorting them per query.
     if structure.weight is not None:
         levels, inverse = grade_levels(relevance)
-        weight = np.ascontiguousarray(structure.weight_matrix(levels).ravel())
+        longest = int(np.max(np.diff(offsets), initial=0))
+        weight = np.ascontiguousarray(structure.weight_matrix(levels, longest).ravel())
         _batched.pairwise_batch(
             scores, inverse.astype(np.int64), offsets, coef, losses, values, usable, n_threads, levels.size, weight
         )
@@ -606,7 +606,7 @@ def _weighted_pairwise_query(structure: GradedPairStructure, scores: np.ndarray,
     """:func:`_pairwise_query` with a weight per pair of grades: Ψ and Δ weighted, divided by the weights' sum."""
     s = scores.astype(np.float64)
     levels, inverse = grade_levels(grades)
-    weights = structure.weight_matrix(levels)[inverse[:, None], inverse[None, :]]  # 0 unless g_i > g_j
+    weights = structure.weight_matrix(levels, grades.size)[inverse[:, None], inverse[None, :]]  # 0 unless g_i > g_j
     total = float(weights.sum())
     if not total > 0:
         return None
@@ -631,13 +631,12 @@ def _position_query_assignment(structure: GradedPositionStructure, scores: np.nd
     """
     if grades.size == 0:
         return None
-    gains = structure.gains(grades)
+    gains, discount = structure.tables(grades, grades.size)
     if gains.max() == gains.min():
         return None
     from scipy.optimize import linear_sum_assignment
 
     s = scores.astype(np.float64)
-    discount = structure.position_weights(s.size)
     ideal = float(np.sort(gains)[::-1][: discount.size] @ discount)
     total = float(discount.sum())
     weights = np.outer(s / total - gains / ideal, discount)
@@ -659,7 +658,7 @@ def _weighted_pair_ground_truth(structure: GradedPairStructure, grades: np.ndarr
     if grades.size == 0:
         return np.zeros(0)
     levels, inverse = grade_levels(grades)
-    matrix = structure.weight_matrix(levels)
+    matrix = structure.weight_matrix(levels, int(sizes.max(initial=0)))
     query_of = np.repeat(np.arange(sizes.size), sizes)
     counts = np.zeros((sizes.size, levels.size))
     np.add.at(counts, (query_of, inverse), 1.0)
@@ -678,12 +677,11 @@ def _position_ground_truth(structure: GradedPositionStructure, grades: np.ndarra
     n_queries = sizes.size
     if grades.size == 0:
         return np.zeros(0)
-    gains = structure.gains(grades)
+    longest = int(sizes.max(initial=0))
+    gains, discount = structure.tables(grades, longest)
     query_of = np.repeat(np.arange(n_queries), sizes)
     order = np.lexsort((-gains, query_of))  # per query, gains high to low
     position = np.arange(grades.size) - offsets[query_of[order]]  # 0-based place in the ideal order
-    longest = int(sizes.max(initial=0))
-    discount = structure.position_weights(longest)
     kept = np.minimum(sizes, discount.size)  # k' per query
     totals = np.concatenate(([0.0], np.cumsum(discount)))[kept]
     q_sorted, g_sorted = query_of[order], gains[order]

@@ -85,8 +85,7 @@ class GradedPositionLoss(PositionDiscountLoss):
     def graded_value(self, grades, ranking) -> float:
         """Δ of one query's ranking from the definition: ``ranking[j]`` is the document at position j + 1."""
         structure = self.position_structure()
-        gains = structure.gains(grades)
-        discount = structure.position_weights(len(gains))
+        gains, discount = structure.tables(grades, len(grades))
         ideal = float(np.sort(gains)[::-1][: discount.size] @ discount)
         dcg = float(gains[np.asarray(ranking)[: discount.size]] @ discount)
         return 1.0 - dcg / ideal

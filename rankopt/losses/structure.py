@@ -53,12 +53,18 @@ __all__ = [
     "GradedQueryStructure",
     "LossStructure",
     "TopKCountStructure",
+    "WEIGHTED_SUM_BOUND",
     "check_declared_structure",
+    "check_weighted_sum",
     "declared_structure_problem",
 ]
 
 #: Grades below this are mapped to gains through a table indexed by the grade (one gather, no sort).
 _TABLE_GRADES = 1 << 16
+#: A query's weighted sums — Σ G·D for a position-based loss (its DCG and IDCG), Σ w over its pairs for a
+#: weighted pairwise one (the normaliser W) — must stay below this (about 1e301): their largest term
+#: times their count is compared with it, so a gain or weight near 1e308 is refused, not turned into NaN.
+WEIGHTED_SUM_BOUND = 2.0**1000
 #: Grades and positions a declared structure is probed on at registration.
 PROBE_GRADES = 16
 PROBE_POSITIONS = 64
@@ -102,6 +108,15 @@ class GradedPositionStructure:
             raise ValueError(f"expected a positive, non-increasing discount, got {problem} instead")
         return np.ascontiguousarray(table)
 
+    def tables(self, grades: np.ndarray, n_documents: int) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`gains` of ``grades``, :meth:`position_weights` for queries of at most ``n_documents``),
+        refused when a query's Σ G·D could leave float64's range (:data:`WEIGHTED_SUM_BOUND`)."""
+        gains, discount = self.gains(grades), self.position_weights(n_documents)
+        check_weighted_sum(
+            float(gains.max(initial=0.0)), float(discount.sum()), "gains G", "Σ D over the kept positions"
+        )
+        return gains, discount
+
     def gains(self, grades: np.ndarray) -> np.ndarray:
         """G of every document's grade (integers ≥ 0), float64, checked finite, ≥ 0 and non-decreasing in the grade.
 
@@ -129,7 +144,10 @@ class GradedPositionStructure:
         if problem is not None:
             return f"discount: {problem}"
         levels = np.arange(PROBE_GRADES, dtype=np.int64)
-        problem = _gain_problem(levels, np.asarray(self.gain(levels), dtype=np.float64))
+        gains = np.asarray(self.gain(levels), dtype=np.float64)
+        problem = _gain_problem(levels, gains)
+        if problem is None and gains.shape == levels.shape:
+            problem = _sum_problem(float(gains.max()), float(np.sum(self.discount(positions))), "G", "Σ D")
         return None if problem is None else f"gain: {problem}"
 
 
@@ -152,8 +170,19 @@ class GradedPairStructure:
 
     methods: ClassVar[tuple[str, ...]] = ("pairwise",)
 
-    def weight_matrix(self, levels: np.ndarray) -> np.ndarray:
-        """The K × K weights of the sorted distinct grades ``levels`` (row: the higher), 0 on and above the diagonal."""
+    def weight_matrix(self, levels: np.ndarray, n_documents: int | None = None) -> np.ndarray:
+        """The K × K weights of the sorted distinct grades ``levels`` (row: the higher), 0 on and above the diagonal.
+
+        With ``n_documents`` (the longest query), refused when a query's Σ w over its pairs could leave
+        float64's range (:data:`WEIGHTED_SUM_BOUND`).
+        """
+        matrix = self._weight_matrix(levels)
+        if n_documents is not None:
+            pairs = float(n_documents) * float(n_documents) / 4.0  # the most pairs of different grades
+            check_weighted_sum(float(matrix.max(initial=0.0)), pairs, "pair weights w", "pairs per query")
+        return matrix
+
+    def _weight_matrix(self, levels: np.ndarray) -> np.ndarray:
         k = levels.size
         higher, lower = np.tril_indices(k, -1)
         matrix = np.zeros((k, k))
@@ -174,6 +203,8 @@ class GradedPairStructure:
         higher, lower = np.tril_indices(PROBE_GRADES, -1)
         values = np.asarray(self.weight(higher.astype(np.int64), lower.astype(np.int64)), dtype=np.float64)
         problem = _weight_problem(higher, lower, values)
+        if problem is None and values.shape == higher.shape:
+            problem = _sum_problem(float(values.max()), PROBE_POSITIONS**2 / 4.0, "w", "pairs")
         return None if problem is None else f"weight: {problem}"
 
 
@@ -369,6 +400,24 @@ def _negative_or_not_finite(values: np.ndarray, expected: tuple, name) -> str | 
         at = int(np.argmax(bad))
         return f"{name(at)} = {float(values[at])!r}"
     return None
+
+
+def check_weighted_sum(largest: float, count: float, terms: str, counted: str) -> None:
+    """Refuse ``terms`` whose largest × ``count`` exceeds :data:`WEIGHTED_SUM_BOUND`."""
+    problem = _sum_problem(largest, count, terms, counted)
+    if problem is not None:
+        raise ValueError(f"expected {terms} whose sum over a query stays finite, got {problem} instead")
+
+
+def _sum_problem(largest: float, count: float, terms: str, counted: str) -> str | None:
+    if largest * count <= WEIGHTED_SUM_BOUND:
+        return None
+    return (
+        f"{terms} up to {largest:.3g} with {counted} = {count:.3g}: the product {largest * count:.3g} exceeds "
+        f"2**1000 = {WEIGHTED_SUM_BOUND:.3g}, beyond which a query's sums (DCG, IDCG, the pair weights' W) "
+        "can overflow to inf and Δ to NaN; scale the gains or weights down (Δ is their ratio: a common factor "
+        "does not change it)"
+    )
 
 
 def _weight_problem(higher: np.ndarray, lower: np.ndarray, values: np.ndarray) -> str | None:
