@@ -500,7 +500,8 @@ def _check_fits_int64(values: np.ndarray, name: str, what: str) -> None:
     if np.issubdtype(values.dtype, np.unsignedinteger):
         bad = values > np.iinfo(np.int64).max
     elif np.issubdtype(values.dtype, np.floating):
-        bad = (values >= 2.0**63) | (values < -(2.0**63))
+        wide = values.astype(np.float64, copy=False)  # ±2⁶³ is beyond float16's range: compare in float64
+        bad = (wide >= 2.0**63) | (wide < -(2.0**63))
     else:
         return
     if bad.any():

@@ -8,7 +8,10 @@ loss — AP, NDCG, ROC area, precision at k, graded NDCG@k, pairwise, a plugin's
 
 Inference runs on the CPU: CUDA (or other device) scores are copied to the host once per call and the
 gradient copied back to their device, in their dtype.  float16 and bfloat16 scores are computed in
-float32.  Importing :mod:`rankopt` never imports torch; this module does (the ``rankopt[torch]`` extra).
+float32, and their loss value is returned in float32 (a hinge can exceed float16's range); the gradient
+keeps the scores' dtype.  In the padded layout only the documents the mask keeps are read: padding may
+hold anything.  Labels may be any integer or floating dtype holding whole grades (float16 and bfloat16
+included, read through float32).  Importing :mod:`rankopt` never imports torch; this module does (the ``rankopt[torch]`` extra).
 
 The hinge is piecewise linear in the scores: its second derivative is 0 almost everywhere, and a double
 backward is refused with that reason rather than returning zeros silently.
@@ -119,11 +122,10 @@ class _Call:
         if y is None or y.shape != s.shape:
             raise ValueError(f"expected y of shape {s.shape} (the scores' padded layout), got {_shape(y)} instead")
         n_rows, width = s.shape
-        flat = as_float_vector(s.reshape(-1), "scores")
-        grades = check_grades(y.reshape(-1), flat.size)
         if self.mask is None:  # every document of every row: no gather
+            flat = as_float_vector(s.reshape(-1), "scores")
             offsets = np.arange(n_rows + 1, dtype=np.int64) * width
-            return grouped_hinges(flat, grades, offsets, **options), slice(None)
+            return grouped_hinges(flat, check_grades(y.reshape(-1), flat.size), offsets, **options), slice(None)
         mask = _host_array(self.mask, scores, "mask")
         if mask.shape != s.shape or mask.dtype != np.bool_:
             raise ValueError(
@@ -131,9 +133,11 @@ class _Call:
             )
         if not mask.any():
             raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
+        # Only the kept documents are read and checked: padding may hold anything (-inf scores, -1 labels).
         where = np.flatnonzero(mask.reshape(-1))
+        flat = as_float_vector(s.reshape(-1)[where], "scores")
         offsets = np.concatenate(([0], np.cumsum(np.count_nonzero(mask, axis=1)))).astype(np.int64)
-        return grouped_hinges(flat[where], grades[where], offsets, **options), where
+        return grouped_hinges(flat, check_grades(y.reshape(-1)[where], flat.size), offsets, **options), where
 
 
 def _shape(value) -> str:
@@ -147,8 +151,17 @@ def _host_array(value, scores: torch.Tensor, name: str):
     if isinstance(value, torch.Tensor):
         if value.device != scores.device:
             raise ValueError(f"expected {name} on the scores' device {scores.device}, got it on {value.device} instead")
-        return value.detach().cpu().numpy()
+        value = value.detach()
+        if value.dtype in (torch.float16, torch.bfloat16):  # NumPy has no bfloat16: float32 holds both exactly
+            value = value.float()
+        return value.cpu().numpy()
     return np.asarray(value)
+
+
+def _value_dtype(scores_dtype: torch.dtype) -> torch.dtype:
+    """The dtype of the loss value: the scores' own, but float32 for float16 and bfloat16 scores, whose
+    hinge (a sum over a query, a mean over queries) can exceed float16's 65504 and would read inf."""
+    return torch.float32 if scores_dtype in (torch.float16, torch.bfloat16) else scores_dtype
 
 
 class _StructuredHinge(torch.autograd.Function):
@@ -156,13 +169,14 @@ class _StructuredHinge(torch.autograd.Function):
     def forward(ctx, scores: torch.Tensor, call: _Call):
         per_query, where = call.hinges(scores)
         reduction = call.module.reduction
+        out_dtype = _value_dtype(scores.dtype)
         if reduction == "none":  # one value per query: per row of the padded layout, per qid of the flat one
-            out = torch.as_tensor(per_query.values, dtype=scores.dtype, device=scores.device)
+            out = torch.as_tensor(per_query.values, dtype=out_dtype, device=scores.device)
             ctx.grad, ctx.query_of = per_query.grad, per_query.query_of()
         else:
             total, ctx.grad_scale = reduce_hinges(per_query, reduction)
             ctx.grad = per_query.grad
-            out = torch.tensor(total, dtype=scores.dtype, device=scores.device)
+            out = torch.tensor(total, dtype=out_dtype, device=scores.device)
         ctx.save_for_backward(scores)  # only to tie a double backward to the graph, where it is refused
         ctx.where, ctx.shape, ctx.reduction = where, scores.shape, reduction
         return out
