@@ -11,7 +11,8 @@ gradient copied back to their device, in their dtype.  float16 and bfloat16 scor
 float32, and their loss value is returned in float32 (a hinge can exceed float16's range); the gradient
 keeps the scores' dtype.  In the padded layout only the documents the mask keeps are read: padding may
 hold anything.  Labels may be any integer or floating dtype holding whole grades (float16 and bfloat16
-included, read through float32).  Importing :mod:`rankopt` never imports torch; this module does (the ``rankopt[torch]`` extra).
+included, read through float32).  Importing :mod:`rankopt` never imports torch; this module does (the
+``rankopt[torch]`` extra).
 
 The hinge is piecewise linear in the scores: its second derivative is 0 almost everywhere, and a double
 backward is refused with that reason rather than returning zeros silently.
