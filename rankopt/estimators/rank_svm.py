@@ -661,16 +661,28 @@ def _report_solution(estimator: str, problem, result, X, loss: Loss, C: float) -
     if problem.inference_note is not None:
         logger.info("%s: inference for loss %r: %s", estimator, loss.name, problem.inference_note)
     if result.converged:
-        _warn_if_constant_ranker(estimator, X, result.w, loss, C)
+        planes = None if result.working_set is None else result.working_set.planes
+        plane_scale = float(np.max(np.abs(planes), initial=0.0)) if planes is not None else 0.0
+        _warn_if_constant_ranker(estimator, X, result.w, loss, C, plane_scale)
 
 
-def _warn_if_constant_ranker(estimator: str, X, w: np.ndarray, loss: Loss, C: float) -> None:
-    """Warn when a certified optimum ranks every training document alike: w = 0, or every score tied."""
-    if np.any(w):
-        scores = backend_for(X).scores(X, w)
-        if np.ptp(scores) > 0:
+#: A w whose entries are all below this fraction of C × the largest plane entry is w = 0 to rounding: the
+#: working-set optimum is w = Σ α_k g_k with Σ α_k ≤ C, so its entries are at most C·max|g|, and a solver's
+#: rounding leaves ~1e-16 of that where the optimum is 0.
+_ZERO_W_FRACTION = 1e-10
+#: Scores whose spread is below this fraction of their magnitude are tied to rounding.
+_TIED_SCORES_FRACTION = 1e-12
+
+
+def _warn_if_constant_ranker(estimator: str, X, w: np.ndarray, loss: Loss, C: float, plane_scale: float) -> None:
+    """Warn when a certified optimum ranks every training document alike: w = 0, or every score tied, to
+    rounding (relative to the problem's scale: C and the cutting planes' entries)."""
+    zero = float(np.max(np.abs(w), initial=0.0)) <= _ZERO_W_FRACTION * C * plane_scale
+    if not zero:
+        scores = np.asarray(backend_for(X).scores(X, w), dtype=np.float64)
+        if np.ptp(scores) > _TIED_SCORES_FRACTION * float(np.max(np.abs(scores), initial=0.0)):
             return
-    what = "w = 0" if not np.any(w) else "a w that gives every training document the same score"
+    what = "w = 0 (to rounding)" if zero else "a w that gives every training document the same score"
     warnings.warn(
         f"{estimator}: the certified optimum is {what}: the constant ranker is optimal for loss {loss.name!r} "
         f"at C = {C:g} on this data, and the model ranks nothing. Likely causes: a hinge that is flat around "
