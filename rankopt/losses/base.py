@@ -107,10 +107,12 @@ _TABLE_RTOL = 64 * np.finfo(np.float64).eps
 def first_concave_position(table: np.ndarray) -> int | None:
     """The first 1-based position k where ``table`` bends down (T(k−1) − 2T(k) + T(k+1) < 0), or None.
 
-    Differences below rounding (64 ulp of the values involved) do not count.
+    Differences below rounding (64 ulp of the values involved) do not count.  In the subnormal range a
+    value's ulp no longer shrinks with it (a geometric discount's tail underflows to multiples of
+    4.9e-324), so the values are taken at least as large as the smallest normal double there.
     """
     second = np.diff(table, 2)
-    tolerance = np.abs(table[:-2])
+    tolerance = np.maximum(np.abs(table[:-2]), np.finfo(np.float64).tiny)
     tolerance *= -_TABLE_RTOL  # in place: this runs on tables of 10⁶ entries
     bad = second < tolerance
     if not bad.any():

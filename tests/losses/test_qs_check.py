@@ -278,3 +278,24 @@ def test_custom_grids_and_determinism():
     # C3 cannot fail with a single negative: precision@k passes a grid with N = 1 only
     assert rankopt.check_qs_suitable(PrecisionAtKLoss(2), n_neg_grid=[1], random_state=0).passed == CONDITIONS
     assert rankopt.check_qs_suitable(AUCLoss(), n_pos_grid=[1], n_neg_grid=[1]).suitable
+
+
+def test_a_geometric_discount_whose_tail_underflows_stays_qs_suitable():
+    """Issue 38, point 9: RBP(0.8)'s table reaches the subnormal range near position 3,300, where rounding
+    leaves second differences of −4.94e-324; C3 holds there to rounding, so qs runs (and equals dp)."""
+    import rankopt
+    from rankopt.losses.base import first_concave_position
+    from rankopt.plugins import default_registry
+
+    loss = rankopt.get_loss("rbp", persistence=0.8)
+    assert loss.compiled_form(50, 3350).first_concave_position is None
+    assert default_registry().resolve_method("auto", loss, 50, 3350).name == "qs"
+    rng = np.random.default_rng(0)
+    pos, neg = rng.normal(size=50), rng.normal(size=3350)
+    qs = rankopt.most_violated_ranking(loss, pos, neg, method="qs")
+    dp = rankopt.most_violated_ranking(loss, pos, neg, method="dp")
+    np.testing.assert_array_equal(qs.neg_ranks, dp.neg_ranks)
+    # A bend far above the subnormal rounding is still caught.
+    table = 0.8 ** np.arange(40.0)
+    table[20] *= 0.5
+    assert first_concave_position(table) is not None
