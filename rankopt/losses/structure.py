@@ -36,7 +36,6 @@ contradict is refused at registration with a counterexample.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import numbers
 from collections.abc import Callable
@@ -46,6 +45,7 @@ from typing import ClassVar
 import numpy as np
 
 from rankopt.exceptions import PluginContractError
+from rankopt.losses.base import KeyedCache
 
 __all__ = [
     "GradedPairStructure",
@@ -312,36 +312,16 @@ def declared_structure_problem(loss) -> str | None:
     is caught here, where a fit or a method takes the loss.  The verdict is remembered per loss class and
     parameters, so a training loop pays for it once.
     """
-    try:
-        keyed = _ByParameters(loss)
-    except TypeError:  # unhashable parameters: checked every time
-        return _structure_problem(keyed_loss=loss)
-    return _cached_structure_problem(keyed)
+    return _VERDICTS.get_or_build(loss.cache_key(), lambda: _structure_problem(loss))
 
 
-class _ByParameters:
-    """A loss that hashes and compares by its class and parameters: equal losses share one verdict."""
-
-    def __init__(self, loss):
-        self.loss = loss
-        self.key = (type(loss), tuple(sorted(loss.get_params(deep=False).items())))
-        self._hash = hash(self.key)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _ByParameters) and self.key == other.key
+def _structure_problem(loss) -> str | None:
+    structure = loss.structure()
+    return None if structure is None else structure.contract_problem(loss)
 
 
-@functools.lru_cache(maxsize=256)
-def _cached_structure_problem(keyed: _ByParameters) -> str | None:
-    return _structure_problem(keyed.loss)
-
-
-def _structure_problem(keyed_loss) -> str | None:
-    structure = keyed_loss.structure()
-    return None if structure is None else structure.contract_problem(keyed_loss)
+#: declared_structure_problem's verdicts, keyed by the losses' parameters (Loss.cache_key).
+_VERDICTS = KeyedCache(max_entries=256)
 
 
 def check_declared_structure(loss) -> None:

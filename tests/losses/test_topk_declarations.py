@@ -13,7 +13,7 @@ import rankopt
 from rankopt.api import most_violated_rankings
 from rankopt.exceptions import PluginContractError
 from rankopt.losses import PrecisionAtKLoss
-from rankopt.losses.structure import TopKCountStructure, _cached_structure_problem, declared_structure_problem
+from rankopt.losses.structure import _VERDICTS, TopKCountStructure, declared_structure_problem
 from rankopt.testing import check_loss, check_plugin
 
 
@@ -101,7 +101,7 @@ def test_the_verdict_is_remembered_per_class_and_parameters(monkeypatch):
         return original(self, loss)
 
     monkeypatch.setattr(TopKCountStructure, "contract_problem", counted)
-    _cached_structure_problem.cache_clear()
+    _VERDICTS.clear()
     for _ in range(3):
         declared_structure_problem(BonusLie(k=4, bonus=0.0))
     declared_structure_problem(BonusLie(k=4, bonus=0.25))
