@@ -24,7 +24,9 @@ a rank loss the way rankopt's own losses are verified:
   orders of small queries with tied scores and grades, cutoffs at and
   beyond the query's length, and coefficients that give each tie group of
   equal score and grade one value; for a pair structure, every labelling
-  of the pairs (:func:`brute_force_pairs`).
+  of the pairs (:func:`brute_force_pairs`); for a loss that brings its own inference (a
+  ``GradedQueryStructure``), its answers at many score vectors played against one another: none may beat
+  another's at its scores, nor the ground truth's.
 
 Both raise :class:`AssertionError` describing the first failure.
 """
@@ -140,12 +142,15 @@ def check_loss(loss: Loss, *, n_instances: int = 40, random_state: int = 0, regi
 def _check_graded_loss(loss: RankLoss, *, n_instances: int, random_state: int, registry) -> None:
     """Every method of the declared structure against enumeration, over queries of 1–6 documents."""
     from rankopt.inference.batched import graded_structure, most_violated_rankings
-    from rankopt.losses.structure import GradedPositionStructure
+    from rankopt.losses.structure import GradedPositionStructure, GradedQueryStructure
 
     try:
         structure = graded_structure(loss)
     except ValueError as exc:
         raise AssertionError(f"graded loss {loss.name!r}: {exc}") from None
+    if isinstance(structure, GradedQueryStructure):
+        _check_own_inference(loss, n_instances=n_instances // 10, random_state=random_state, registry=registry)
+        return
     if not isinstance(structure, GradedPositionStructure):
         _check_pair_structure(loss, structure, n_instances=n_instances, random_state=random_state, registry=registry)
         return
@@ -226,6 +231,54 @@ def _check_pair_structure(loss: RankLoss, structure, *, n_instances: int, random
                 f"graded loss {loss.name!r}: objective {result.values[q]!r} but enumeration of the labellings "
                 f"finds {expected!r} for scores={s.tolist()}, grades={g.tolist()}"
             )
+
+
+#: Score vectors per query whose answers :func:`_check_own_inference` plays against one another.
+_CROSS_SCORES = 12
+
+
+def _check_own_inference(loss: RankLoss, *, n_instances: int, random_state: int, registry) -> None:
+    """A loss that brings its own one-query inference (a ``GradedQueryStructure``), checked by its answers.
+
+    Its output space is its own, so nothing is enumerated; instead the hinge's definition is used.  The
+    answer at scores s is the maximum over every output of Δ + c·s, so (1) it is at least the ground
+    truth's value c*·s (Δ = 0 there), (2) no answer found at other scores s' beats it when evaluated at s,
+    and (3) its value is Δ + c·s with Δ finite and ≥ 0.  An inexact inference shows up as an answer at
+    one score vector that another score vector's answer beats.  Queries of 1–5 documents, tied scores
+    and grades.
+    """
+    from rankopt.inference.batched import ground_truth_coefficients, most_violated_rankings
+
+    rng = np.random.default_rng(random_state)
+    for _ in range(max(n_instances, 1)):
+        n = int(rng.integers(1, 6))
+        grades = rng.integers(0, 3, n)
+        offsets = np.array([0, n])
+        truth = ground_truth_coefficients(loss, grades, offsets, registry=registry)
+        candidates = [rng.integers(-2, 3, n) / 2.0 for _ in range(_CROSS_SCORES // 2)]
+        candidates += [rng.normal(size=n) for _ in range(_CROSS_SCORES - len(candidates))]
+        answers = []
+        for scores in candidates:
+            result = most_violated_rankings(loss, scores, grades, offsets, registry=registry)
+            coef, delta, value = result.coef, float(result.losses[0]), float(result.values[0])
+            where = f"loss {loss.name!r} (its own inference) at scores={scores.tolist()}, grades={grades.tolist()}"
+            if not result.usable[0]:
+                continue
+            if not (np.all(np.isfinite(coef)) and np.isfinite(delta) and delta >= 0.0):
+                raise AssertionError(f"{where}: expected finite coefficients and Δ >= 0, got {coef.tolist()}, {delta}")
+            if not np.isclose(value, float(coef @ scores) + delta, rtol=1e-9, atol=1e-12):
+                raise AssertionError(f"{where}: value {value!r} is not Δ + c·s = {float(coef @ scores) + delta!r}")
+            if value < float(truth @ scores) - 1e-9 * max(1.0, abs(value)):
+                raise AssertionError(f"{where}: value {value!r} is below the ground truth's {float(truth @ scores)!r}")
+            answers.append((scores, coef, delta, value))
+        for scores, _, _, value in answers:
+            better = max((float(c @ scores) + d for _, c, d, _ in answers), default=-np.inf)
+            if better > value + 1e-9 * max(1.0, abs(value)):
+                raise AssertionError(
+                    f"loss {loss.name!r} (its own inference) is not exact: at scores={scores.tolist()}, "
+                    f"grades={grades.tolist()} it returns value {value!r}, but an output it returned at other "
+                    f"scores reaches {better!r} there"
+                )
 
 
 def _check_identity(loss: Loss) -> None:

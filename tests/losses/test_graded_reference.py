@@ -95,3 +95,38 @@ def test_a_contract_breaking_inference_is_refused():
 
     with pytest.raises(RuntimeError, match="broke its contract: its own inference returned coefficients of shape"):
         most_violated_rankings(Broken(), np.zeros(3), [0, 1, 2], [0, 3])
+
+
+class _ScoreOrderERR(ERRLoss):
+    """Inexact: returns the order by score, whatever the loss."""
+
+    name = "err_score_order"
+
+    def _inference(self, scores, grades):
+        weights, ideal = self._weights(scores.size), _err(np.sort(grades)[::-1])
+        order = np.argsort(-scores, kind="stable")
+        coef = np.empty(scores.size)
+        coef[order] = weights
+        return coef, 1.0 - _err(grades[order]) / ideal
+
+
+class _ErrPlugin:
+    @rankopt.hookimpl
+    def rankopt_losses(self):
+        return [ERRLoss]
+
+
+def test_check_loss_and_check_plugin_check_a_loss_with_its_own_inference():
+    """Issue 38, point 12 (and the structures issue's point 2): they crashed with AttributeError
+    'weight_matrix' on any GradedQueryStructure loss."""
+    from rankopt.testing import check_loss, check_plugin
+
+    check_loss(ERRLoss())
+    check_plugin(_ErrPlugin())
+
+
+def test_check_loss_catches_an_inexact_own_inference_on_tiny_queries():
+    from rankopt.testing import check_loss
+
+    with pytest.raises(AssertionError, match="'err_score_order' \\(its own inference\\) is not exact"):
+        check_loss(_ScoreOrderERR())
