@@ -335,9 +335,33 @@ def _check_labeling_loss(loss: LabelingLoss) -> None:
 
 
 def check_plugin(plugin, name: str | None = None) -> None:
-    """Register ``plugin`` on a fresh plugin manager and check every loss it provides."""
+    """Register ``plugin`` on a fresh plugin manager and check every loss it provides (:func:`check_loss`).
+
+    Parameters
+    ----------
+    plugin : module, object or str
+        What implements the hooks (``@rankopt.hookimpl`` functions): a module, an object, or the dotted
+        name of a module to import, e.g. ``check_plugin("rankopt_graded")``.
+    name : str, optional
+        The name to register it under (default: pluggy's, the module's or object's own).
+
+    Raises
+    ------
+    AssertionError
+        The first failure of a loss's checks, described.
+    rankopt.exceptions.PluginContractError
+        The plugin breaks a contract that registration enforces (a malformed loss class, a declared
+        structure its own numbers contradict).
+    """
+    import importlib
+
     from rankopt.plugins import PluginKind, PluginRegistry, create_plugin_manager
 
+    if isinstance(plugin, str):
+        try:
+            plugin = importlib.import_module(plugin)
+        except ImportError as exc:
+            raise ValueError(f"expected the name of an importable plugin module, got {plugin!r} ({exc})") from exc
     pm = create_plugin_manager(autoload=False)
     plugin_name = pm.register(plugin, name=name)
     registry = PluginRegistry(pm)

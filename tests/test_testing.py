@@ -170,3 +170,13 @@ def test_a_loss_declaring_aps_form_is_checked_on_the_ap_kernels_too():
     ]
     assert {"select", "search", "qs"} <= set(exact)
     check_loss(APByValue(), n_instances=10)
+
+
+def test_check_plugin_takes_a_module_name_as_the_example_package_documents_it():
+    """Issue 38, point 15: ``check_plugin("rankopt_graded")`` (its README) failed with "got a builtins.str"."""
+    from rankopt.testing import check_plugin
+
+    pytest.importorskip("rankopt_graded")
+    check_plugin("rankopt_graded")
+    with pytest.raises(ValueError, match="importable plugin module, got 'no_such_plugin_module'"):
+        check_plugin("no_such_plugin_module")
