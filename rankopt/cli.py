@@ -335,51 +335,24 @@ def _read_data(path, args, *, n_features=None):
         labels = "graded labels" if not (values <= {0, 1} or values <= {-1, 1}) else "--relevant-at other than 1"
         raise CommandError(
             f"expected queries for {data.path!r}, whose {labels} are scored per query, got neither qid: on "
-            f"its lines nor LightGBM's group-size file {data.path + SIDECAR_SUFFIX!r}; add qid: to each line "
+            f"its lines nor LightGBM's group-size file {data.path + '.query'!r}; add qid: to each line "
             "or write that file (one query size per line)"
         )
     return data, None
 
 
-#: LightGBM's sidecar of group sizes: FILE.query beside the data file FILE.
-SIDECAR_SUFFIX = ".query"
-
-
 def _with_sidecar_queries(data):
-    """``data`` with query ids from LightGBM's ``FILE.query`` when the file has no qid: and a sidecar exists."""
-    import dataclasses
+    """Say where the queries came from: the reader took them from LightGBM's sidecar, or ignored it."""
+    from rankopt.data.loaders import sidecar_candidates
 
-    from rankopt._validation import query_ids_from_group
-
-    sidecar = data.path + SIDECAR_SUFFIX
-    if not os.path.isfile(sidecar):
-        return data
-    if data.qid is not None:
-        print(f"rankopt: {data.path!r} has qid: on its lines; {sidecar!r} is ignored", file=sys.stderr)
-        return data
-    sizes = _read_group_sizes(sidecar)
-    qid = query_ids_from_group(sizes, data.X.shape[0], name=f"the group sizes in {sidecar!r}")
-    print(f"rankopt: {len(sizes)} queries from LightGBM's group sizes in {sidecar!r}", file=sys.stderr)
-    return dataclasses.replace(data, qid=qid)
-
-
-def _read_group_sizes(path: str) -> list[int]:
-    """One positive integer per non-blank line, as LightGBM writes its ``.query`` files."""
-    sizes = []
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            text = line.strip()
-            if not text:
-                continue
-            if not (text.isascii() and text.isdigit()) or int(text) == 0:
-                raise CommandError(
-                    f"expected a positive group size on every line of {path!r} (LightGBM's query file), got "
-                    f"{text[:40]!r} on line {number} instead"
-                )
-            sizes.append(int(text))
-    if not sizes:
-        raise CommandError(f"expected group sizes in {path!r} (LightGBM's query file), got an empty file instead")
-    return sizes
+    if data.query_file is not None:
+        sizes = len(set(data.qid.tolist())) if data.qid is not None else 0
+        print(f"rankopt: {sizes} queries from LightGBM's group sizes in {data.query_file!r}", file=sys.stderr)
+    elif data.qid is not None:
+        sidecar = next((c for c in sidecar_candidates(data.path) if os.path.isfile(c)), None)
+        if sidecar is not None:
+            print(f"rankopt: {data.path!r} has qid: on its lines; {sidecar!r} is ignored", file=sys.stderr)
+    return data
 
 
 def _query_ids(data):

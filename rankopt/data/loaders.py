@@ -7,6 +7,8 @@ fetched once, is :mod:`rankopt.data.mslr`.)
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import numbers
 import os
 from dataclasses import dataclass
@@ -14,7 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from rankopt._validation import query_ids_from_group
 from rankopt.data.backends import check_matrix
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MAX_FEATURES", "SvmLightData", "load_digits", "read_svmlight", "write_svmlight"]
 
@@ -71,6 +76,8 @@ class SvmLightData:
     file_width : int
         The features the file itself spans (its largest feature index, one-based);
         ``X`` is wider when ``n_features`` asked for more.
+    query_file : str or None
+        LightGBM's group-size file the query ids came from (``FILE.query``), or None.
     """
 
     X: sp.csr_matrix
@@ -84,9 +91,16 @@ class SvmLightData:
     def n_queries(self) -> int:
         return 1 if self.qid is None else int(np.unique(self.qid).size)
 
+    query_file: str | None = None
+
 
 def read_svmlight(
-    path, *, n_features: int | None = None, zero_based="auto", max_features: int = DEFAULT_MAX_FEATURES
+    path,
+    *,
+    n_features: int | None = None,
+    zero_based="auto",
+    max_features: int = DEFAULT_MAX_FEATURES,
+    queries_from_sidecar: bool = True,
 ) -> SvmLightData:
     """Read an SVM-light or LETOR file (optional ``qid:``, graded labels kept as written).
 
@@ -107,6 +121,11 @@ def read_svmlight(
     max_features : int, default 2**20
         The widest X to build: a feature index beyond it is refused (a model
         trained on the file would need that many weights).
+    queries_from_sidecar : bool, default True
+        For a file without ``qid:``, read the query ids from LightGBM's group-size file beside it, as
+        LightGBM does: ``FILE.query`` (for ``FILE.gz`` or ``FILE.bz2`` also ``FILE.query``), one group
+        size per line, rows in file order (logged at INFO, and named in ``query_file``).  A file with
+        ``qid:`` keeps its own, and the sidecar is ignored (logged).
 
     Raises
     ------
@@ -116,7 +135,8 @@ def read_svmlight(
         The file is not valid SVM-light, is empty, names no feature, holds non-finite values,
         uses more than ``n_features`` or ``max_features`` features, a feature
         index of 2³¹ or more or a query id of 2⁶³ or more, or gives ``qid:``
-        on some lines and not on others.
+        on some lines and not on others; its sidecar holds anything but positive group sizes summing to
+        the file's rows.
     """
     from sklearn.datasets import load_svmlight_file
 
@@ -175,7 +195,7 @@ def read_svmlight(
         X = check_matrix(X, name=f"the features of {path!r}")
     except ValueError as exc:
         raise ValueError(str(exc)) from None
-    return SvmLightData(
+    data = SvmLightData(
         X=X,
         y=np.asarray(y, dtype=np.float64),
         qid=qid if qid.size else None,
@@ -183,6 +203,55 @@ def read_svmlight(
         zero_based=bool(zero_based),
         file_width=file_width,
     )
+    return _with_sidecar_queries(data) if queries_from_sidecar else data
+
+
+#: LightGBM's sidecar of group sizes: FILE.query beside the data file FILE.
+SIDECAR_SUFFIX = ".query"
+#: Compressed files whose sidecar may be named after the uncompressed file (rank.train.gz → rank.train.query).
+_COMPRESSED_SUFFIXES = (".gz", ".bz2")
+
+
+def sidecar_candidates(path: str) -> list[str]:
+    """Where LightGBM's group sizes for ``path`` may be: ``path.query``, and for ``FILE.gz`` also ``FILE.query``."""
+    candidates = [path + SIDECAR_SUFFIX]
+    for suffix in _COMPRESSED_SUFFIXES:
+        if path.endswith(suffix):
+            candidates.append(path[: -len(suffix)] + SIDECAR_SUFFIX)
+    return candidates
+
+
+def _with_sidecar_queries(data: SvmLightData) -> SvmLightData:
+    """``data`` with query ids from LightGBM's ``FILE.query`` when the file has no qid: and a sidecar exists."""
+    sidecar = next((c for c in sidecar_candidates(data.path) if os.path.isfile(c)), None)
+    if sidecar is None:
+        return data
+    if data.qid is not None:
+        logger.info("%r has qid: on its lines; %r is ignored", data.path, sidecar)
+        return data
+    sizes = read_group_sizes(sidecar)
+    qid = query_ids_from_group(sizes, data.X.shape[0], name=f"the group sizes in {sidecar!r}")
+    logger.info("%d queries from LightGBM's group sizes in %r", len(sizes), sidecar)
+    return dataclasses.replace(data, qid=qid, query_file=sidecar)
+
+
+def read_group_sizes(path: str) -> list[int]:
+    """One positive integer per non-blank line, as LightGBM writes its ``.query`` files."""
+    sizes = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            text = line.strip()
+            if not text:
+                continue
+            if not (text.isascii() and text.isdigit()) or int(text) == 0:
+                raise ValueError(
+                    f"expected a positive group size on every line of {path!r} (LightGBM's query file), got "
+                    f"{text[:40]!r} on line {number} instead"
+                )
+            sizes.append(int(text))
+    if not sizes:
+        raise ValueError(f"expected group sizes in {path!r} (LightGBM's query file), got an empty file instead")
+    return sizes
 
 
 def _first_line_without_qid(path: str) -> str:
