@@ -301,7 +301,7 @@ class RankSVM(BaseEstimator):
             problem, result, split = self._solve(fit, callback)
             if result.stop_reason == "callback":  # only the validation monitor stops a solve
                 _log_early_stop(type(self).__name__, result, monitor, fit.patience)
-        _report_solution(type(self).__name__, problem, result, fit.X, fit.loss, fit.C)
+        _warn_if_constant_solution(type(self).__name__, result, fit.X, fit.loss, fit.C)
         self._store(fit, problem, result, split, monitor)
         return self
 
@@ -355,11 +355,16 @@ class RankSVM(BaseEstimator):
             approx = ApproxProblem(
                 fit.X, fit.relevance, fit.loss, feature_map, fit.approx, inference=self.inference, registry=fit.registry
             )
-            return solve_appx(approx, fit.C, tol=fit.tol, max_iter=fit.max_iter, callback=callback, solver=fit.solver)
+            problem, result, split = solve_appx(
+                approx, fit.C, tol=fit.tol, max_iter=fit.max_iter, callback=callback, solver=fit.solver
+            )
+            _log_inference(type(self).__name__, problem, fit.loss)  # APPX's stage 2 is built in the solve
+            return problem, result, split
         by_query = {} if fit.queries is None else {"queries": fit.queries}
         problem = fit.model.build_problem(
             fit.X, fit.relevance, fit.loss, feature_map, inference=self.inference, registry=fit.registry, **by_query
         )
+        _log_inference(type(self).__name__, problem, fit.loss)
         result = fit.solver.run(
             problem, fit.C, tol=fit.tol, max_iter=fit.max_iter, callback=callback, w0=fit.w0, planes=fit.planes
         )
@@ -656,10 +661,14 @@ def _check_scale(X) -> None:
         )
 
 
-def _report_solution(estimator: str, problem, result, X, loss: Loss, C: float) -> None:
-    """Log which inference method the fit ran and why; warn when its certified optimum ranks nothing."""
+def _log_inference(estimator: str, problem, loss: Loss) -> None:
+    """Log which inference method the fit runs and why, before it runs (``verbose`` shows it first)."""
     if problem.inference_note is not None:
         logger.info("%s: inference for loss %r: %s", estimator, loss.name, problem.inference_note)
+
+
+def _warn_if_constant_solution(estimator: str, result, X, loss: Loss, C: float) -> None:
+    """Warn when the certified optimum ranks nothing."""
     if result.converged:
         planes = None if result.working_set is None else result.working_set.planes
         plane_scale = float(np.max(np.abs(planes), initial=0.0)) if planes is not None else 0.0

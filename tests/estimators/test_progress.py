@@ -234,3 +234,21 @@ def test_estimators_are_quiet_by_default(rng, caplog):
 def test_latent_verbose_is_a_parameter(cls):
     assert cls(verbose=True).get_params()["verbose"] is True
     assert cls().verbose is False
+
+
+def test_verbose_names_the_inference_method_before_the_iterations(caplog):
+    """Issue 38, point 14: the method's line came after the verbose block, so verbose never showed it."""
+    import logging
+
+    import numpy as np
+
+    import rankopt
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    with caplog.at_level(logging.INFO, logger="rankopt"):
+        model = rankopt.RankSVM(loss="precision_at_k", verbose=True).fit(X, X[:, 0] > 0)
+    messages = [record.getMessage() for record in caplog.records if record.name.startswith("rankopt")]
+    first = next(i for i, m in enumerate(messages) if "inference for loss 'precision_at_k': 'topk'" in m)
+    assert all("iteration" not in m for m in messages[:first])
+    assert model.inference_ == "topk"
