@@ -89,7 +89,8 @@ def test_verbose_prints_every_iteration_in_a_plain_script(plain_script_run):
 def test_verbose_shows_the_validation_score_and_the_early_stop(plain_script_run):
     _, sections = plain_script_run
     lines = sections["early"]
-    assert lines[0].startswith("RankSVM iteration 1: primal") and ", map on valid_0 " in lines[0]
+    assert lines[0].startswith("RankSVM: inference for loss 'ap': 'qs'")  # the method first (issue 38.14)
+    assert lines[1].startswith("RankSVM iteration 1: primal") and ", map on valid_0 " in lines[1]
     stop = [line for line in lines if line.startswith("RankSVM stopped early after ")]
     assert len(stop) == 1 and "map on valid_0 did not improve for 1 iterations; keeping iteration " in stop[0]
     assert "whose duality gap is " in stop[0]
