@@ -235,8 +235,7 @@ def download_rankeval_sdist(index_url: str | None = None) -> bytes:
     """
     index = index_url_in_use(index_url)
     page_url = urllib.parse.urljoin(index, f"{RANKEVAL_PROJECT}/")
-    page, content_type, final_url = _get(page_url, MAX_INDEX_BYTES, "the index page of rankeval")
-    links = _project_links(page, content_type, final_url)
+    links = _index_links(page_url)
     if SDIST_NAME not in links:
         raise FetchError(
             f"expected {SDIST_NAME} on {page_url}, got {len(links)} other files; "
@@ -250,6 +249,24 @@ def download_rankeval_sdist(index_url: str | None = None) -> bytes:
             "refused, nothing of it was opened"
         )
     return archive
+
+
+def _index_links(page_url: str) -> dict[str, str]:
+    """File name → URL on a project's index page; a ``file://`` directory is read as pip reads one: its
+    ``index.html`` when it has one, else its listing."""
+    parsed = urllib.parse.urlparse(page_url)
+    if parsed.scheme == "file":
+        directory = urllib.request.url2pathname(parsed.path)
+        if os.path.isdir(directory) and not os.path.isfile(os.path.join(directory, "index.html")):
+            return {
+                name: urllib.parse.urljoin(page_url, urllib.parse.quote(name))
+                for name in sorted(os.listdir(directory))
+                if os.path.isfile(os.path.join(directory, name))
+            }
+        if os.path.isdir(directory):
+            page_url = urllib.parse.urljoin(page_url, "index.html")
+    page, content_type, final_url = _get(page_url, MAX_INDEX_BYTES, "the index page of rankeval")
+    return _project_links(page, content_type, final_url)
 
 
 def _get(url: str, limit: int, what: str) -> tuple[bytes, str, str]:

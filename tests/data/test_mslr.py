@@ -175,18 +175,23 @@ def test_a_file_index_and_pips_index_variable_are_honoured(tmp_path, recorded, m
     monkeypatch.delenv(mslr.INDEX_URL_ENV, raising=False)
     monkeypatch.setenv("PIP_INDEX_URL", index.as_uri())
     assert mslr.index_url_in_use() == index.as_uri() + "/"
-    # a file:// directory serves the page as its index.html
-    monkeypatch.setattr(mslr, "_get", _file_get(mslr._get))
+    # a file:// directory serves the page as its index.html (issue 38, point 20: it failed with
+    # "[Errno 21] Is a directory", which this test hid by patching _get)
     assert mslr.fetch_mslr_sample("train", data_home=tmp_path / "home").X.shape == (3, 136)
 
 
-def _file_get(real_get):
-    def get(url, limit, what):
-        if url.startswith("file:") and url.endswith("/"):
-            url += "index.html"
-        return real_get(url, limit, what)
-
-    return get
+def test_a_file_index_directory_without_an_index_page_is_listed_as_pip_lists_it(tmp_path, recorded, monkeypatch):
+    archive = _sdist(recorded)
+    monkeypatch.setattr(mslr, "SDIST_SHA256", hashlib.sha256(archive).hexdigest())
+    index = tmp_path / "idx"
+    (index / "rankeval").mkdir(parents=True)
+    (index / "rankeval" / mslr.SDIST_NAME).write_bytes(archive)
+    (index / "rankeval" / "rankeval-0.7.tar.gz").write_bytes(b"another version")
+    monkeypatch.setenv(mslr.INDEX_URL_ENV, index.as_uri() + "/")
+    assert mslr.fetch_mslr_sample("train", data_home=tmp_path / "home").X.shape == (3, 136)
+    (index / "rankeval" / mslr.SDIST_NAME).unlink()
+    with pytest.raises(mslr.FetchError, match=f"expected {mslr.SDIST_NAME}"):
+        mslr.download_rankeval_sdist()
 
 
 @pytest.mark.parametrize(

@@ -255,6 +255,7 @@ def test_bad_parameters_raise_value_error_naming_them(case):
     assert not hasattr(model, "coef_")
 
 
+@pytest.mark.filterwarnings("ignore:cutting plane stopped uncertified:sklearn.exceptions.ConvergenceWarning")
 def test_unevenly_scaled_features_get_one_hint_line(caplog, digits):
     """Raw LETOR features made the cutting plane slow in silence (the user guide's snippet on raw X: 580 s)."""
 
