@@ -6,6 +6,11 @@ and memoryview-initialisation checks on (and optimisation off) — use it when
 a kernel is suspected of reading out of bounds:
 
     RANKOPT_CYTHON_DEBUG=1 pip install --no-build-isolation -e .
+
+The kernels are translated and compiled in parallel, one job per core (``RANKOPT_BUILD_JOBS=N`` sets
+another number).  pip builds in the source tree, so the generated C++ (``build/cython``) and the compiled
+objects (``build/``) of one ``pip install .`` are reused by the next one from the same checkout: only
+kernels whose sources changed are rebuilt.
 """
 
 import os
@@ -13,6 +18,7 @@ import sys
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 DEBUG = os.environ.get("RANKOPT_CYTHON_DEBUG", "0") not in ("", "0")
 
@@ -56,12 +62,27 @@ def _extension(module):
     )
 
 
+#: Cores to build with: every core unless RANKOPT_BUILD_JOBS says otherwise (the kernels are independent).
+JOBS = int(os.environ.get("RANKOPT_BUILD_JOBS", "0")) or os.cpu_count() or 1
+
+
+class ParallelBuildExt(build_ext):
+    """build_ext compiling the extensions in parallel, one job per core, unless ``-j`` asks otherwise."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = JOBS
+
+
 setup(
+    cmdclass={"build_ext": ParallelBuildExt},
     ext_modules=cythonize(
         [_extension(m) for m in KERNELS + sorted(OPENMP_KERNELS)],
         compiler_directives=CYTHON_DIRECTIVES,
         # Generated C++ goes into the build tree, never next to the sources; one
         # tree per mode, since cythonize regenerates by timestamp, not directives.
         build_dir="build/cython-debug" if DEBUG else "build/cython",
-    )
+        nthreads=JOBS,
+    ),
 )

@@ -65,6 +65,7 @@ import argparse
 import functools
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -429,7 +430,7 @@ def breakdown_table(sizes, rounds: int) -> str:
                         f"{ms['observation_2']:.2f} | {ms['numpy.sum']:.2f} | {ms['numpy.argsort']:.2f} | "
                         f"{m['call'] / m['numpy.sum']:.1f} | {m['call'] / m['numpy.argsort']:.2f} |"
                     )
-                    print(rows[-1], flush=True)
+                    print(rows[-1], file=sys.stderr, flush=True)  # progress; the table goes to stdout
     return "\n".join(rows)
 
 

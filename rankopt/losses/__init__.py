@@ -8,6 +8,12 @@ from rankopt.losses.graded_ndcg import GradedNDCGLoss
 from rankopt.losses.graded_position import GradedPositionLoss
 from rankopt.losses.pairwise import GradedPairwiseLoss, PairwiseLoss
 from rankopt.losses.precision import PrecisionAtKLoss
+from rankopt.losses.structure import (
+    GradedPairStructure,
+    GradedPositionStructure,
+    GradedQueryStructure,
+    TopKCountStructure,
+)
 from rankopt.losses.zero_one import ZeroOneLoss
 
 __all__ = [
@@ -15,8 +21,11 @@ __all__ = [
     "AUCLoss",
     "CompiledForm",
     "GradedNDCGLoss",
+    "GradedPairStructure",
     "GradedPairwiseLoss",
     "GradedPositionLoss",
+    "GradedPositionStructure",
+    "GradedQueryStructure",
     "KernelCode",
     "LabelingLoss",
     "Loss",
@@ -26,5 +35,6 @@ __all__ = [
     "PositionDiscountLoss",
     "PrecisionAtKLoss",
     "RankLoss",
+    "TopKCountStructure",
     "ZeroOneLoss",
 ]

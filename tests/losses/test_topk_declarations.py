@@ -106,3 +106,20 @@ def test_the_verdict_is_remembered_per_class_and_parameters(monkeypatch):
         declared_structure_problem(BonusLie(k=4, bonus=0.0))
     declared_structure_problem(BonusLie(k=4, bonus=0.25))
     assert calls == [{"k": 4, "bonus": 0.0}, {"k": 4, "bonus": 0.25}]
+
+
+def test_the_plugin_guides_top_k_example_runs_and_passes_the_checks():
+    """Issue 38, point 18: the top-k structure had no code example."""
+    import pathlib
+    import re
+    import types
+
+    guide = (pathlib.Path(__file__).parents[2] / "docs" / "plugins.md").read_text(encoding="utf-8")
+    code = re.search(r"<!-- docs-example:topk-plugin -->\n```python\n(.*?)```", guide, re.S).group(1)
+    module = types.ModuleType("hits_at_k_example")
+    exec(compile(code, "docs/plugins.md", "exec"), module.__dict__)
+    check_plugin(module)
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 3))
+    model = rankopt.RankSVM(loss=module.HitsAtKLoss(k=5), C=10.0).fit(X, X[:, 0] > 0.5)
+    assert model.converged_ and model.inference_ == "topk"
