@@ -9,13 +9,17 @@ a kernel is suspected of reading out of bounds:
 
 The kernels are translated and compiled in parallel, one job per core (``RANKOPT_BUILD_JOBS=N`` sets
 another number).  pip builds in the source tree, so the generated C++ (``build/cython``) and the compiled
-objects (``build/``) of one ``pip install .`` are reused by the next one from the same checkout: only
-kernels whose sources changed are rebuilt.
+objects (``build/``) of one ``pip install .`` are reused by the next one from the same checkout, decided
+by the sources' content (``build/cython/sources.sha256``): any change to a ``.pyx``/``.pxd``, to this
+file or to Cython's version rebuilds every kernel.
 """
 
+import glob
+import hashlib
 import os
 import sys
 
+import Cython
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -75,14 +79,46 @@ class ParallelBuildExt(build_ext):
             self.parallel = JOBS
 
 
-setup(
-    cmdclass={"build_ext": ParallelBuildExt},
-    ext_modules=cythonize(
-        [_extension(m) for m in KERNELS + sorted(OPENMP_KERNELS)],
-        compiler_directives=CYTHON_DIRECTIVES,
-        # Generated C++ goes into the build tree, never next to the sources; one
-        # tree per mode, since cythonize regenerates by timestamp, not directives.
-        build_dir="build/cython-debug" if DEBUG else "build/cython",
-        nthreads=JOBS,
-    ),
-)
+#: Generated C++ goes into the build tree, never next to the sources; one tree per mode.
+CYTHON_BUILD_DIR = "build/cython-debug" if DEBUG else "build/cython"
+#: The digest of everything the generated C++ depends on, written beside it.
+SIGNATURE_FILE = os.path.join(CYTHON_BUILD_DIR, "sources.sha256")
+
+
+def _sources_signature() -> str:
+    """A digest of the kernels' sources, this file, Cython's version and the build mode.
+
+    cythonize decides by timestamps, and Cython's own include files are new in every isolated build
+    environment pip creates, so it regenerated (and the compiler rebuilt) every kernel at every install.
+    The content decides here instead.
+    """
+    digest = hashlib.sha256()
+    sources = glob.glob("rankopt/**/*.pyx", recursive=True) + glob.glob("rankopt/**/*.pxd", recursive=True)
+    for path in sorted(sources) + ["setup.py"]:
+        digest.update(path.encode())
+        with open(path, "rb") as handle:
+            digest.update(handle.read())
+    digest.update(f"{Cython.__version__} {DEBUG} {OPENMP} {sys.platform}".encode())
+    return digest.hexdigest()
+
+
+def _extensions() -> list:
+    """The extensions: from the C++ an earlier build generated when the sources are unchanged (setuptools then
+    skips compiling those whose objects are newer), else freshly cythonized."""
+    extensions = [_extension(m) for m in KERNELS + sorted(OPENMP_KERNELS)]
+    generated = {e.name: os.path.join(CYTHON_BUILD_DIR, *e.name.split(".")) + ".cpp" for e in extensions}
+    signature = _sources_signature()
+    previous = open(SIGNATURE_FILE).read() if os.path.isfile(SIGNATURE_FILE) else None
+    if previous == signature and all(os.path.isfile(path) for path in generated.values()):
+        for extension in extensions:
+            extension.sources = [generated[extension.name]]
+        return extensions
+    cythonized = cythonize(
+        extensions, compiler_directives=CYTHON_DIRECTIVES, build_dir=CYTHON_BUILD_DIR, nthreads=JOBS, force=True
+    )
+    with open(SIGNATURE_FILE, "w") as handle:
+        handle.write(signature)
+    return cythonized
+
+
+setup(cmdclass={"build_ext": ParallelBuildExt}, ext_modules=_extensions())

@@ -132,48 +132,6 @@ class RankSVM(BaseEstimator):
         of the last validation set decides the best iterate and early
         stopping, as in LightGBM.  See :mod:`rankopt.estimators.evaluation`.
 
-    Many queries
-    ------------
-    ``fit(X, y, qid=qid)`` trains one w over every query: the 1-slack
-    problem whose constraint averages each query's Δ_q and Ψ_q (SVM^map,
-    Yue et al., SIGIR 2007; SVM^rank, Joachims, KDD 2006), with each
-    query's most violated ranking found in one batched inference call.
-    Rows of a query need not be contiguous.  A query whose documents all
-    share one relevance level has nothing to order and is left out (logged;
-    ``n_queries_used_`` counts the others); with none left, fit raises.
-    ``score(X, y, qid=qid)`` is then the mean AP over queries
-    (:func:`rankopt.metrics.mean_average_precision`).  In
-    ``GridSearchCV``/``cross_validate``, split with ``GroupKFold`` on the
-    query ids and route them with scikit-learn's metadata routing::
-
-        sklearn.set_config(enable_metadata_routing=True)
-        model = RankSVM().set_fit_request(qid=True).set_score_request(qid=True)
-        GridSearchCV(model, {"C": [0.1, 1, 10]}, cv=GroupKFold(3)).fit(X, y, qid=qid, groups=qid)
-
-    A labeling loss (``zero_one``) classifies documents one by one, so
-    queries only set which documents are relevant; the approximation
-    ``approx`` is for one query and refuses ``qid``.
-
-    Validation monitoring
-    ---------------------
-    ``fit(X, y, eval_set=(X_val, y_val))`` — or ``(X_val, y_val, qid_val)``
-    when fitting with ``qid``, or a list of such sets (LightGBM's form;
-    ``eval_group=`` gives their group sizes instead of qids) — scores every
-    cutting-plane iterate on the validation data by ``eval_metric`` (MAP by
-    default: AP of the ranking of X_val, mean AP over queries with
-    ``qid_val``, documents relevant from ``relevant_at``).
-    ``evals_result_[set][metric]`` holds every value (sets named
-    ``valid_0``, ``valid_1``, …; :func:`rankopt.estimators.evaluation.plot_metric`
-    plots them).  Each record of ``history_`` carries the deciding metric as
-    its ``validation_score`` (the first metric of the last set);
-    ``best_iteration_`` and ``best_validation_score_`` say where its best
-    was.  Only
-    ``early_stopping_patience`` changes the fit; without it, monitoring only
-    observes.  The validation data is checked like X and y (features, names,
-    labels, qid).  In ``GridSearchCV`` with metadata routing, request it
-    with ``set_fit_request(eval_set=True)``; each candidate is then
-    monitored on the same validation set.
-
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
@@ -230,6 +188,46 @@ class RankSVM(BaseEstimator):
         Whether ``fit`` was given queries (``qid`` or ``group``): ``score``
         then needs them too, so that a model search never compares pooled
         AP over all documents in silence.
+
+    Notes
+    -----
+    **Many queries.** ``fit(X, y, qid=qid)`` trains one w over every query: the 1-slack
+    problem whose constraint averages each query's Δ_q and Ψ_q (SVM^map,
+    Yue et al., SIGIR 2007; SVM^rank, Joachims, KDD 2006), with each
+    query's most violated ranking found in one batched inference call.
+    Rows of a query need not be contiguous.  A query whose documents all
+    share one relevance level has nothing to order and is left out (logged;
+    ``n_queries_used_`` counts the others); with none left, fit raises.
+    ``score(X, y, qid=qid)`` is then the mean AP over queries
+    (:func:`rankopt.metrics.mean_average_precision`).  In
+    ``GridSearchCV``/``cross_validate``, split with ``GroupKFold`` on the
+    query ids and route them with scikit-learn's metadata routing::
+
+        sklearn.set_config(enable_metadata_routing=True)
+        model = RankSVM().set_fit_request(qid=True).set_score_request(qid=True)
+        GridSearchCV(model, {"C": [0.1, 1, 10]}, cv=GroupKFold(3)).fit(X, y, qid=qid, groups=qid)
+
+    A labeling loss (``zero_one``) classifies documents one by one, so
+    queries only set which documents are relevant; the approximation
+    ``approx`` is for one query and refuses ``qid``.
+
+    **Validation monitoring.** ``fit(X, y, eval_set=(X_val, y_val))`` — or ``(X_val, y_val, qid_val)``
+    when fitting with ``qid``, or a list of such sets (LightGBM's form;
+    ``eval_group=`` gives their group sizes instead of qids) — scores every
+    cutting-plane iterate on the validation data by ``eval_metric`` (MAP by
+    default: AP of the ranking of X_val, mean AP over queries with
+    ``qid_val``, documents relevant from ``relevant_at``).
+    ``evals_result_[set][metric]`` holds every value (sets named
+    ``valid_0``, ``valid_1``, …; :func:`rankopt.estimators.evaluation.plot_metric`
+    plots them).  Each record of ``history_`` carries the deciding metric as
+    its ``validation_score`` (the first metric of the last set);
+    ``best_iteration_`` and ``best_validation_score_`` say where its best
+    was.  Only
+    ``early_stopping_patience`` changes the fit; without it, monitoring only
+    observes.  The validation data is checked like X and y (features, names,
+    labels, qid).  In ``GridSearchCV`` with metadata routing, request it
+    with ``set_fit_request(eval_set=True)``; each candidate is then
+    monitored on the same validation set.
     """
 
     _parameter_checks = {
@@ -276,7 +274,7 @@ class RankSVM(BaseEstimator):
         Without ``qid`` the rows are one query and y binary ({0, 1} or
         {-1, 1}); with ``qid`` (one integer query id per row) y holds
         relevance grades, integers ≥ 0, and w is fitted over all queries
-        (see "Many queries" above).
+        (see "Many queries" in the class's Notes).
 
         X may be a NumPy array (float32 stays float32), a scipy.sparse
         matrix, or a Dask array (dense or CSR chunks, e.g. on disk): its
@@ -290,7 +288,7 @@ class RankSVM(BaseEstimator):
 
         ``eval_set=(X_val, y_val)`` or ``(X_val, y_val, qid_val)``, or a list
         of such sets, scores every iterate on validation data (see
-        "Validation monitoring" above); give queries exactly when fitting
+        "Validation monitoring" in the class's Notes); give queries exactly when fitting
         with them, as ``qid_val`` or in ``eval_group`` (one list of group
         sizes per set).
         """
