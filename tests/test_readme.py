@@ -55,3 +55,40 @@ def test_rerunning_the_plugin_quickstart_in_one_process_gives_a_short_message():
     message = done.stdout.strip()
     assert len(message.splitlines()) == 1 and len(message) < 300, message
     assert "'my-plugin', already registered" in message and "unregister(name='my-plugin')" in message
+
+
+def test_the_torch_block_runs_without_a_warning():
+    """Issue 38, point 18: it ended with ``print(float(loss))``, which warns about requires_grad."""
+    pytest.importorskip("torch")
+    (block,) = [b for b in python_blocks(README) if "RankHingeLoss" in b]
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", block],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tempfile.gettempdir(),
+    )
+    assert done.returncode == 0 and not done.stderr, done.stderr[-3000:]
+
+
+def test_the_readme_tells_a_newcomer_what_the_install_does():
+    """Issue 38, points 13 and 17: a silent 3-minute build, and torch's CUDA build on a CPU-only machine."""
+    text = README.read_text(encoding="utf-8")
+    assert "pip prints nothing while it does" in text and "one job per core" in text
+    assert "https://download.pytorch.org/whl/cpu" in text and "GPU users" in text
+
+
+def test_the_user_guides_speed_table_lists_each_row_once():
+    guide = (README.parent / "docs" / "user-guide.md").read_text(encoding="utf-8")
+    start = guide.index("| scores | \\|N\\| | loss | call |")
+    rows = [line for line in guide[start:].split("\n\n")[0].splitlines() if line.startswith("|")]
+    assert len(rows) > 10 and len(rows) == len(set(rows))
+
+
+def test_the_structures_are_exported_where_plugin_authors_look():
+    from rankopt.losses import GradedPairStructure, GradedPositionStructure, GradedQueryStructure, TopKCountStructure
+
+    assert all(
+        cls.__module__ == "rankopt.losses.structure"
+        for cls in (GradedPairStructure, GradedPositionStructure, GradedQueryStructure, TopKCountStructure)
+    )
