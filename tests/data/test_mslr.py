@@ -165,12 +165,17 @@ def test_the_recorded_archive_is_used_as_data_only(tmp_path, recorded, monkeypat
     ]
 
 
-def test_a_file_index_and_pips_index_variable_are_honoured(tmp_path, recorded, monkeypatch):
+def _file_index(path, recorded, monkeypatch):
+    """A local index directory holding the recorded sdist as ``path/rankeval/<sdist>``."""
     archive = _sdist(recorded)
     monkeypatch.setattr(mslr, "SDIST_SHA256", hashlib.sha256(archive).hexdigest())
-    index = tmp_path / "simple"
-    (index / "rankeval").mkdir(parents=True)
-    (index / "rankeval" / mslr.SDIST_NAME).write_bytes(archive)
+    (path / "rankeval").mkdir(parents=True)
+    (path / "rankeval" / mslr.SDIST_NAME).write_bytes(archive)
+    return path
+
+
+def test_a_file_index_and_pips_index_variable_are_honoured(tmp_path, recorded, monkeypatch):
+    index = _file_index(tmp_path / "simple", recorded, monkeypatch)
     (index / "rankeval" / "index.html").write_text(f'<a href="{mslr.SDIST_NAME}">{mslr.SDIST_NAME}</a>')
     monkeypatch.delenv(mslr.INDEX_URL_ENV, raising=False)
     monkeypatch.setenv("PIP_INDEX_URL", index.as_uri())
@@ -181,11 +186,7 @@ def test_a_file_index_and_pips_index_variable_are_honoured(tmp_path, recorded, m
 
 
 def test_a_file_index_directory_without_an_index_page_is_listed_as_pip_lists_it(tmp_path, recorded, monkeypatch):
-    archive = _sdist(recorded)
-    monkeypatch.setattr(mslr, "SDIST_SHA256", hashlib.sha256(archive).hexdigest())
-    index = tmp_path / "idx"
-    (index / "rankeval").mkdir(parents=True)
-    (index / "rankeval" / mslr.SDIST_NAME).write_bytes(archive)
+    index = _file_index(tmp_path / "idx", recorded, monkeypatch)
     (index / "rankeval" / "rankeval-0.7.tar.gz").write_bytes(b"another version")
     monkeypatch.setenv(mslr.INDEX_URL_ENV, index.as_uri() + "/")
     assert mslr.fetch_mslr_sample("train", data_home=tmp_path / "home").X.shape == (3, 136)
