@@ -1,6 +1,6 @@
 """Sphinx configuration of rankopt's API reference, generated from the docstrings.
 
-Build it with ``python -m sphinx -W --keep-going -b html docs/api build/api-html`` (warnings are errors;
+Build it with ``sphinx-build -W --keep-going -b html docs/api build/api-html`` (warnings are errors;
 ``tests/test_api_reference.py`` runs the same build in CI and checks every public name is in it).
 """
 
