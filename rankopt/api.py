@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rankopt.inference import base, batched
+from rankopt.inference import base, batched, qs_check
 from rankopt.inference.base import PluginLookup, RankingInference
 from rankopt.inference.batched import BatchedRankingInference
-from rankopt.losses import qs_check
 from rankopt.losses.base import RankLoss
 from rankopt.plugins import default_registry
 
@@ -110,7 +109,7 @@ def check_qs_suitable(
 ) -> qs_check.QSReport:
     """Check conditions C1–C4 of Mohapatra et al. (2018) §4.1 numerically.
 
-    :func:`rankopt.losses.qs_check.check_qs_suitable` (which documents the
+    :func:`rankopt.inference.qs_check.check_qs_suitable` (which documents the
     conditions and parameters), taking a registered rank-loss name as well
     as a :class:`~rankopt.losses.RankLoss`.
     """

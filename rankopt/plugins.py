@@ -277,8 +277,22 @@ def _smoke_test_loss(loss: Loss, where: str) -> None:
 def _check_declared_structure(loss: RankLoss, label: str) -> None:
     """A rank loss's declared structure (:meth:`RankLoss.structure`), probed on small cases: refused with a
     counterexample when its own numbers contradict it."""
+    from rankopt.inference.structure_table import kernel_for, registered_structures
+
     try:
         structure = loss.structure()
+    except Exception as exc:
+        raise PluginContractError(
+            f"{label}: its declared structure could not be evaluated: {type(exc).__name__}: {brief(str(exc))}"
+        ) from exc
+    try:
+        kernel_for(structure)
+    except ValueError:
+        raise PluginContractError(
+            f"{label}: structure() returns a {type(structure).__qualname__}, which no kernel serves; expected "
+            f"None or one of the registered structures ({', '.join(registered_structures())})"
+        ) from None
+    try:
         problem = None if structure is None else structure.contract_problem(loss)
     except Exception as exc:
         raise PluginContractError(
@@ -406,10 +420,10 @@ class PluginRegistry:
         problem of that size (:meth:`InferenceMethod.unsupported_reason_at`).
         """
 
-        def reason_against(solver: InferenceMethod) -> str | None:
+        def reason_against(candidate_method: InferenceMethod) -> str | None:
             if n_pos is None or n_neg is None:
-                return solver.unsupported_reason(loss)
-            return solver.unsupported_reason_at(loss, n_pos, n_neg)
+                return candidate_method.unsupported_reason(loss)
+            return candidate_method.unsupported_reason_at(loss, n_pos, n_neg)
 
         candidates = self._methods_fastest_first()
         if method == "auto":
@@ -422,13 +436,13 @@ class PluginRegistry:
                 f"no registered inference method is exact for loss {loss.name!r} ({_grouped_reasons(reasons)})"
             )
         try:
-            solver = self._lookup(PluginKind.INFERENCE_METHOD, method).cls()
+            resolved = self._lookup(PluginKind.INFERENCE_METHOD, method).cls()
         except ValueError:
             raise ValueError(
                 f"unknown inference method {method!r}: expected 'auto' or one of "
                 f"{sorted(self.plugin_manager.catalogue()[PluginKind.INFERENCE_METHOD])}"
             ) from None
-        reason = reason_against(solver)
+        reason = reason_against(resolved)
         if reason is not None:
             exact = [other.name for other in candidates if other.name != method and reason_against(other) is None]
             remedy = (
@@ -437,7 +451,11 @@ class PluginRegistry:
                 else "no registered method is exact for this loss: check it with rankopt.testing.check_plugin"
             )
             raise ValueError(f"inference method {method!r} cannot be used with loss {loss.name!r}: {reason}; {remedy}")
-        return solver
+        return resolved
+
+    def inference_methods(self) -> tuple[InferenceMethod, ...]:
+        """Every registered inference method, in the order "auto" tries them."""
+        return self._methods_fastest_first()
 
     def _methods_fastest_first(self) -> tuple[InferenceMethod, ...]:
         """Every registered inference method, in the order "auto" tries them."""
@@ -446,12 +464,12 @@ class PluginRegistry:
 
     def explain_method(self, method: str, loss: RankLoss, n_pos: int | None = None, n_neg: int | None = None) -> str:
         """Why ``method`` (resolved) runs for ``loss``: asked for, or "auto" and why each faster method did not."""
-        solver = self.resolve_method(method, loss, n_pos, n_neg)
+        resolved = self.resolve_method(method, loss, n_pos, n_neg)
         if method != "auto":
-            return f"{solver.name!r}, as asked"
+            return f"{resolved.name!r}, as asked"
         skipped = {}
         for candidate in self._methods_fastest_first():
-            if candidate.name == solver.name:
+            if candidate.name == resolved.name:
                 break
             reason = (
                 candidate.unsupported_reason(loss)
@@ -459,7 +477,7 @@ class PluginRegistry:
                 else candidate.unsupported_reason_at(loss, n_pos, n_neg)
             )
             skipped[candidate.name] = reason
-        return f"{solver.name!r}" + (f", since {_grouped_reasons(skipped)}" if skipped else ", the fastest")
+        return f"{resolved.name!r}" + (f", since {_grouped_reasons(skipped)}" if skipped else ", the fastest")
 
 
 def _grouped_reasons(reasons: dict) -> str:

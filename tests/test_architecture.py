@@ -11,6 +11,7 @@ resolves names for.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rankopt"
 
 
 def _module_names() -> dict[str, Path]:
-    """Dotted module name → file, for every .py and .pyx module of the package."""
+    """Dotted module name → file, for every .py, .pyx and .pxd module of the package (a .pxd beside its
+    .pyx is the same module, read together)."""
     modules = {}
-    for path in sorted(PACKAGE.rglob("*.py")) + sorted(PACKAGE.rglob("*.pyx")):
+    for path in sorted(PACKAGE.rglob("*.py")) + sorted(PACKAGE.rglob("*.pxd")) + sorted(PACKAGE.rglob("*.pyx")):
         parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
@@ -64,8 +66,32 @@ def _imports_of(module: str, path: Path) -> set[str]:
     return found
 
 
+#: ``cimport a.b``, ``from a.b cimport x``, ``import a.b``, ``from a.b import x`` in Cython sources.
+_CYTHON_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\s+([\w, ()]+)|c?import\s+([\w.]+))", re.M)
+
+
+def _cython_imports_of(module: str, path: Path) -> set[str]:
+    """The rankopt modules a .pyx/.pxd file imports or cimports (with its .pxd/.pyx sibling)."""
+    found = set()
+    for source in {path.with_suffix(".pyx"), path.with_suffix(".pxd")}:
+        if not source.exists():
+            continue
+        for origin, names, plain in _CYTHON_IMPORT.findall(source.read_text(encoding="utf-8")):
+            targets = [plain] if plain else [f"{origin}.{n.strip(' ()')}" for n in names.split(",")]
+            for target in targets:
+                if target.split(".")[0] == "rankopt":
+                    owner = _owning_module(target)
+                    if owner is not None and owner != module:
+                        found.add(owner)
+    return found
+
+
 def import_graph() -> dict[str, set[str]]:
-    return {name: _imports_of(name, path) for name, path in MODULES.items() if path.suffix == ".py"}
+    """Module → the rankopt modules it imports: .py by ``ast``; .pyx/.pxd by their (c)import lines."""
+    return {
+        name: _imports_of(name, path) if path.suffix == ".py" else _cython_imports_of(name, path)
+        for name, path in MODULES.items()
+    }
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -138,7 +164,15 @@ def test_no_import_circles():
 LOWER_LAYERS = {
     "rankopt._validation": ("rankopt",),
     "rankopt.exceptions": ("rankopt",),
-    "rankopt.losses": ("rankopt.plugins", "rankopt.api", "rankopt.estimators", "rankopt.engine", "rankopt.models"),
+    # Losses sit strictly below inference: they declare what they are, inference runs it.
+    "rankopt.losses": (
+        "rankopt.inference",
+        "rankopt.plugins",
+        "rankopt.api",
+        "rankopt.estimators",
+        "rankopt.engine",
+        "rankopt.models",
+    ),
     "rankopt.inference": ("rankopt.plugins", "rankopt.api", "rankopt.estimators", "rankopt.engine", "rankopt.models"),
     "rankopt.engine": ("rankopt.plugins", "rankopt.api", "rankopt.estimators", "rankopt.models"),
     "rankopt.models": ("rankopt.plugins", "rankopt.api", "rankopt.estimators"),
@@ -187,16 +221,78 @@ def _names_in_code(path: Path) -> set[str]:
     return used
 
 
-@pytest.mark.parametrize(
-    "path",
-    sorted((PACKAGE / "inference").glob("*.py")) + [PACKAGE / "models" / "ranking.py"],
-    ids=lambda path: str(path.relative_to(PACKAGE)),
-)
-def test_inference_dispatches_on_declared_structure_not_on_loss_classes(path):
-    """Issue 29: the batched inference and the ranking model name no concrete loss class; losses declare structure."""
+#: Where dispatch happens: inference, models, engine, estimators, the hinge and its torch layer.
+DISPATCHING = sorted(
+    path
+    for folder in ("inference", "models", "engine", "estimators")
+    for suffix in ("*.py", "*.pyx")
+    for path in (PACKAGE / folder).glob(suffix)
+) + [PACKAGE / "hinge.py", PACKAGE / "torch.py"]
+#: Where no concrete loss class is even named: the inference layer, the ranking model, the hinge.
+NAMING_NONE = sorted((PACKAGE / "inference").glob("*.py*")) + [
+    PACKAGE / "models" / "ranking.py",
+    PACKAGE / "hinge.py",
+    PACKAGE / "torch.py",
+]
+
+
+@pytest.mark.parametrize("path", NAMING_NONE, ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_inference_names_no_concrete_loss_class(path):
+    """Issue 29, 39: inference, the ranking model and the hinge name no concrete loss class; losses declare
+    structure."""
     concrete = _registered_loss_classes()
     assert {"APLoss", "GradedNDCGLoss", "PairwiseLoss"} <= concrete
-    assert not (_names_in_code(path) & concrete)
+    if path.suffix == ".py":
+        assert not (_names_in_code(path) & concrete)
+    else:
+        assert not any(re.search(rf"\b{name}\b", path.read_text(encoding="utf-8")) for name in concrete)
+
+
+@pytest.mark.parametrize("path", DISPATCHING, ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_nothing_dispatches_on_a_loss_class(path):
+    """Issue 39: no isinstance on a built-in loss class outside losses/ (a model may still build the loss it
+    is defined with, as the latent binary SVM builds its class-weighted 0-1 loss)."""
+    if path.suffix != ".py":
+        return
+    hits = _isinstance_targets(ast.parse(path.read_text(encoding="utf-8"))) & _registered_loss_classes()
+    assert not hits, hits
+
+
+STRUCTURE_CLASSES = {"GradedPositionStructure", "GradedPairStructure", "GradedQueryStructure", "TopKCountStructure"}
+#: The two modules that may test a structure's class: where structures are defined, and the table.
+STRUCTURE_HOMES = {PACKAGE / "losses" / "structure.py", PACKAGE / "inference" / "structure_table.py"}
+
+
+def _isinstance_targets(tree: ast.AST) -> set[str]:
+    """The names given as the class argument of every isinstance/issubclass call, and of ``type(x) is C``."""
+    found = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "issubclass")
+        ):
+            if len(node.args) == 2:
+                found |= {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+                found |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
+    return found
+
+
+def test_no_isinstance_ladder_on_structures_outside_their_table():
+    """Issue 39: a declared structure maps to its kernel in one table; nothing else tests its class."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path in STRUCTURE_HOMES:
+            continue
+        hits = _isinstance_targets(ast.parse(path.read_text(encoding="utf-8"))) & STRUCTURE_CLASSES
+        offenders += [f"{path.relative_to(PACKAGE)}: {sorted(hits)}"] if hits else []
+    assert not offenders, offenders
+
+
+def test_the_cython_imports_are_read():
+    graph = import_graph()
+    assert "rankopt.inference._qs" in graph["rankopt.inference._batched"]  # a cimport
+    assert "rankopt.inference._qs" in graph["rankopt.inference.qs_check"]
 
 
 def test_engine_and_estimator_functions_stay_small():

@@ -8,6 +8,7 @@ generation (:func:`solve_with_lazy_constraints`).  Each solve is certified by it
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Protocol
 
@@ -37,17 +38,19 @@ class TwoStageProblem(Protocol):
 def solve_appx(
     problem: TwoStageProblem, C: float, *, tol: float, max_iter: int, callback=None, solver: SolverSpec | None = None
 ):
-    """Both stages: (stage 2's problem, its certified solution, the model's split).
+    """Both stages: (stage 2's problem with the hard constraints its last solve held, its certified
+    solution, the model's split).
 
-    Stage 1 runs without the callback (a validation monitor scores the AP model of stage 2).
+    Stage 1 runs without the callback (a validation monitor scores the AP model of stage 2).  The
+    problems the model built are not changed.
     """
     solver = get_solver(DEFAULT_SOLVER) if solver is None else solver
     first = solver.run(problem.stage_one, C, tol=tol, max_iter=max_iter)
     second, constraints, split = problem.stage_two(first)
-    result = solve_with_lazy_constraints(
+    solved, result = solve_with_lazy_constraints(
         second, constraints, C, tol=tol, max_iter=max_iter, callback=callback, solver=solver
     )
-    return second, result, split
+    return solved, result, split
 
 
 def solve_with_lazy_constraints(
@@ -59,7 +62,7 @@ def solve_with_lazy_constraints(
     max_iter: int,
     callback=None,
     solver: SolverSpec | None = None,
-) -> SolveResult:
+) -> tuple[StructuredProblem, SolveResult]:
     """Solve ``problem`` subject to ``constraints`` (A w ≤ b), adding them to its QP only once violated.
 
     The working-set dual has one variable per constraint it holds and costs O((K + m)³) per solve,
@@ -69,6 +72,9 @@ def solve_with_lazy_constraints(
     until none is.  The relaxation's optimum then meets every constraint, so it is the optimum of the
     full problem, and the last solve's dual bound (of the relaxation) certifies it.  ``max_iter`` bounds
     each solve; the result joins the solves' histories (so its inference time is the total).
+
+    Returns (a shallow copy of ``problem`` holding the constraints the last solve had in its QP, the
+    result); ``problem`` itself is not changed.
     """
     solver = get_solver(DEFAULT_SOLVER) if solver is None else solver
     n_constraints = 0 if constraints is None else constraints.b.size
@@ -76,12 +82,14 @@ def solve_with_lazy_constraints(
     batch = constraints_per_round(problem.n_features)
     runs: list[SolveResult] = []
     while True:
-        problem.linear_constraints = (
+        # A shallow copy holds this round's constraints: the problem given is not changed.
+        constrained = copy.copy(problem)
+        constrained.linear_constraints = (
             LinearConstraints(constraints.A[in_qp], constraints.b[in_qp])
             if constraints is not None and in_qp.any()
             else None
         )
-        runs.append(solver.run(problem, C, tol=tol, max_iter=max_iter, callback=callback))
+        runs.append(solver.run(constrained, C, tol=tol, max_iter=max_iter, callback=callback))
         w = runs[-1].w
         excess = constraints.A @ w - constraints.b if constraints is not None else np.zeros(0)
         violated = np.flatnonzero((excess > VIOLATION_TOL) & ~in_qp)
@@ -97,8 +105,15 @@ def solve_with_lazy_constraints(
         in_qp[violated[np.argsort(-excess[violated], kind="stable")[:batch]]] = True
     history = [record for run in runs for record in run.history]
     last = runs[-1]
-    return SolveResult(
-        last.w, len(history), last.converged, history, last.stop_reason, last.primal_objective, last.duality_gap
+    return constrained, SolveResult(
+        w=last.w,
+        n_iter=len(history),
+        converged=last.converged,
+        history=history,
+        stop_reason=last.stop_reason,
+        primal_objective=last.primal_objective,
+        duality_gap=last.duality_gap,
+        working_set=last.working_set,
     )
 
 

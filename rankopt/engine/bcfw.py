@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from rankopt.engine.certificate import Certificate, IterationRecord, SolveResult, check_finite
+from rankopt.engine.certificate import Certificate, IterationRecord, SolveResult, StopReason, check_finite
 from rankopt.engine.problem import BlockProblem
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def solve_bcfw(
     dual = _BlockDual(n_blocks, d)
     cert = Certificate(C, tol, best_w=dual.w.copy())
     history: list[IterationRecord] = []
-    stop_reason = "max_iter"
+    stop_reason = StopReason.MAX_ITER
     for iteration in range(1, max_iter + 1):
         start = time.perf_counter()
         dual.block_pass(problem, C, rng.permutation(n_blocks))
@@ -75,13 +75,21 @@ def solve_bcfw(
             primal = 0.5 * float(candidate @ candidate) + C * xi
             if primal < cert.best_primal:
                 cert.best_primal, cert.best_w = primal, candidate.copy()
-        record = IterationRecord(iteration, cert.best_primal, cert.best_dual, cert.gap, cert.gap / C, n_blocks, elapsed)
+        record = IterationRecord(
+            iteration=iteration,
+            primal_objective=cert.best_primal,
+            dual_objective=cert.best_dual,
+            duality_gap=cert.gap,
+            violation=cert.gap / C,
+            n_planes=n_blocks,
+            inference_seconds=elapsed,
+        )
         history.append(record)
         logger.debug(
             "BCFW pass %d: primal %.6g dual %.6g gap %.3g", iteration, cert.best_primal, cert.best_dual, cert.gap
         )
         stop_requested = callback is not None and callback(record, cert.best_w)
-        reason = cert.verdict() or ("callback" if stop_requested else None)
+        reason = cert.verdict() or (StopReason.CALLBACK if stop_requested else None)
         if reason is None:
             reason = cert.stalled(iteration)
         if reason is not None:
@@ -98,7 +106,13 @@ def solve_bcfw(
         remedy="increase max_iter or tol, or use the cutting plane",
     )
     return SolveResult(
-        cert.best_w, len(history), stop_reason == "converged", history, stop_reason, cert.best_primal, cert.gap
+        w=cert.best_w,
+        n_iter=len(history),
+        converged=stop_reason is StopReason.CONVERGED,
+        history=history,
+        stop_reason=stop_reason,
+        primal_objective=cert.best_primal,
+        duality_gap=cert.gap,
     )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rankopt.engine.certificate import SolveResult
+from rankopt.engine.certificate import SolveResult, StopReason
 from rankopt.engine.problem import StructuredProblem
 from rankopt.engine.solvers import DEFAULT_SOLVER, SolverSpec, get_solver
 from rankopt.exceptions import ConvergenceWarning
@@ -71,7 +71,7 @@ class CCCPResult:
     steps: list[CCCPStep] = field(default_factory=list)
     #: Why CCCP ended: "converged", "max_iter", "no_progress" (an uncertified inner solve found no
     #: point below J(w_t)) or "callback".
-    stop_reason: str = "converged"
+    stop_reason: StopReason = StopReason.CONVERGED
 
 
 def best_on_ray(problem: CCCPProblem, C: float, w: np.ndarray, *, rtol: float = 1e-6) -> tuple[float, float]:
@@ -148,7 +148,7 @@ def solve_cccp(
     inner_results: list[SolveResult] = []
     steps: list[CCCPStep] = []
     converged = False
-    stop_reason = "max_iter"
+    stop_reason = StopReason.MAX_ITER
     for iteration in range(1, max_iter + 1):
         result = inner_solver.run(
             problem.convexify(w), C, tol=inner_tol, max_iter=inner_max_iter, w0=w, warn=False, callback=callback
@@ -162,28 +162,39 @@ def solve_cccp(
         if accepted:
             w = result.w
             objectives.append(after)
-        if result.stop_reason == "callback":
-            stop_reason = "callback"
+        if result.stop_reason is StopReason.CALLBACK:
+            stop_reason = StopReason.CALLBACK
             break
         if not accepted:
             # w_t is (certifiably, or not) the minimum of its own bound: a CCCP fixed point.
             converged = result.converged
-            stop_reason = "converged" if converged else "no_progress"
+            stop_reason = StopReason.CONVERGED if converged else StopReason.NO_PROGRESS
             break
         if before - after <= tol * max(1.0, abs(before)) and result.converged:
             converged = True
-            stop_reason = "converged"
+            stop_reason = StopReason.CONVERGED
             break
-    if not converged and stop_reason != "callback":
-        last = inner_results[-1]
-        reason = (
-            f"max_iter={max_iter} CCCP steps were run"
-            if stop_reason == "max_iter"
-            else f"the last inner cutting plane stopped uncertified ({last.stop_reason}, duality gap "
-            f"{last.duality_gap:.3g} > C·inner_tol = {C * inner_tol:.3g})"
-        )
-        warnings.warn(f"CCCP did not converge: {reason}", ConvergenceWarning, stacklevel=2)
-    return CCCPResult(w, len(inner_results), converged, objectives, inner_results, steps, stop_reason)
+    if not converged and stop_reason is not StopReason.CALLBACK:
+        _warn_not_converged(stop_reason, inner_results[-1], max_iter, C * inner_tol)
+    return CCCPResult(
+        w=w,
+        n_iter=len(inner_results),
+        converged=converged,
+        objectives=objectives,
+        inner=inner_results,
+        steps=steps,
+        stop_reason=stop_reason,
+    )
+
+
+def _warn_not_converged(stop_reason: StopReason, last: SolveResult, max_iter: int, inner_target: float) -> None:
+    reason = (
+        f"max_iter={max_iter} CCCP steps were run"
+        if stop_reason is StopReason.MAX_ITER
+        else f"the last inner cutting plane stopped uncertified ({last.stop_reason}, duality gap "
+        f"{last.duality_gap:.3g} > C·inner_tol = {inner_target:.3g})"
+    )
+    warnings.warn(f"CCCP did not converge: {reason}", ConvergenceWarning, stacklevel=3)
 
 
 def _judge_step(problem: CCCPProblem, C: float, w: np.ndarray, before: float, result: SolveResult) -> CCCPStep:

@@ -10,6 +10,7 @@ BCFW, APPX's outer loop and CCCP's inner solves all report through :class:`Certi
 
 from __future__ import annotations
 
+import enum
 import logging
 import warnings
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from rankopt.exceptions import ConvergenceWarning
 
 __all__ = [
     "STALL_ITERATIONS",
+    "StopReason",
     "STALL_ROUNDING",
     "ROUNDING_LEVEL",
     "Certificate",
@@ -43,6 +45,27 @@ STALL_ROUNDING = 1024.0
 #: A gap that stops falling within this many roundings of the objective is blamed on rounding
 #: ("stalled"); one further from it is not rounding's doing, and the solve says so ("no_progress").
 ROUNDING_LEVEL = 64.0
+
+
+class StopReason(str, enum.Enum):
+    """Why a solve ended; a str, so ``result.stop_reason == "converged"`` reads as before."""
+
+    #: The duality gap is certified at most C·tol.
+    CONVERGED = "converged"
+    #: The iteration budget ran out first (uncertified, warned).
+    MAX_ITER = "max_iter"
+    #: The caller's callback asked to stop (early stopping on validation data).
+    CALLBACK = "callback"
+    #: No working-set QP solver reached a verified optimum (uncertified, warned).
+    QP_FAILURE = "qp_failure"
+    #: The gap stopped falling at float64's rounding of the objective: tol is below what can be certified.
+    STALLED = "stalled"
+    #: The gap stopped falling far above that rounding: a solver failure, said so (CCCP: an uncertified inner
+    #: solve found no point below the current objective).
+    NO_PROGRESS = "no_progress"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -91,7 +114,7 @@ class SolveResult:
     #: Why the solve ended: "converged", "max_iter", "callback", "qp_failure", "stalled" (the gap
     #: stopped falling at float64's rounding of the objective) or "no_progress" (it stopped falling far
     #: above that rounding: a solver failure).
-    stop_reason: str = "converged"
+    stop_reason: StopReason = StopReason.CONVERGED
     #: ½‖w‖² + C ξ(w) at the returned w.
     primal_objective: float = float("nan")
     #: primal_objective − the best dual objective: a certified bound on suboptimality.
@@ -150,25 +173,25 @@ class Certificate:
     def raise_dual(self, dual: float) -> None:
         self.best_dual = max(self.best_dual, float(dual))
 
-    def verdict(self) -> str | None:
+    def verdict(self) -> StopReason | None:
         """ "converged" when the gap is at most C·tol, "stalled" when C·tol is below float64's rounding of
         the objective (a gap that small, even negative, is rounding, not a certificate); None otherwise."""
         if self.gap > self.target_gap:
             return None
-        return "stalled" if self.target_gap < self.rounding else "converged"
+        return StopReason.STALLED if self.target_gap < self.rounding else StopReason.CONVERGED
 
-    def stalled(self, iteration: int) -> str | None:
+    def stalled(self, iteration: int) -> StopReason | None:
         """The stall guard on this solve's gap: None while it falls; "stalled" when it stopped at float64's
         rounding of the objective, "no_progress" when it stopped far above it (no rounding explains that)."""
         if not self._stall.stalled(iteration, self.gap, self.rounding):
             return None
-        return "stalled" if self.gap <= ROUNDING_LEVEL * self.rounding else "no_progress"
+        return StopReason.STALLED if self.gap <= ROUNDING_LEVEL * self.rounding else StopReason.NO_PROGRESS
 
     def finish(
         self,
         solver: str,
         unit: str,
-        stop_reason: str,
+        stop_reason: StopReason,
         n_iter: int,
         *,
         warn: bool,
@@ -178,7 +201,7 @@ class Certificate:
     ) -> None:
         """Warn (``warn``) when the solve ends uncertified — ``cause`` says why, ``remedy`` what to try — and
         log its end.  ``stacklevel`` points the warning at the solver's caller (3: the solver calls this)."""
-        if warn and stop_reason == "stalled":
+        if warn and stop_reason == StopReason.STALLED:
             warnings.warn(
                 f"{solver} stalled: the duality gap reached {self.gap:.3g} stops at float64's rounding of the "
                 f"objective ({self.best_primal:.6g}): it no longer falls, or the working-set QP cannot be verified "
@@ -187,7 +210,7 @@ class Certificate:
                 ConvergenceWarning,
                 stacklevel=stacklevel,
             )
-        elif warn and stop_reason == "no_progress":
+        elif warn and stop_reason == StopReason.NO_PROGRESS:
             warnings.warn(
                 f"{solver} made no progress: the duality gap stayed at {self.gap:.3g} for {STALL_ITERATIONS} "
                 f"{unit}, far above float64's rounding of the objective ({self.rounding:.3g}), so C·tol = "
@@ -196,7 +219,7 @@ class Certificate:
                 ConvergenceWarning,
                 stacklevel=stacklevel,
             )
-        elif warn and stop_reason not in ("converged", "callback"):
+        elif warn and stop_reason not in (StopReason.CONVERGED, StopReason.CALLBACK):
             warnings.warn(
                 f"{solver} stopped uncertified: {cause}, with duality gap {self.gap:.3g} > C·tol = "
                 f"{self.target_gap:.3g} (relative {self.gap / max(self.best_primal, 1e-300):.3g}); {remedy}",
@@ -211,7 +234,7 @@ def log_end(solver: str, unit: str, stop_reason: str, count: int, primal: float,
     logger.info(
         "%s %s after %d %s: primal %.6g, gap %.3g (C·tol %.3g)",
         solver,
-        "converged" if stop_reason == "converged" else f"stopped ({stop_reason})",
+        "converged" if stop_reason == StopReason.CONVERGED else f"stopped ({stop_reason})",
         count,
         unit,
         primal,

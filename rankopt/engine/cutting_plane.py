@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from rankopt.engine.certificate import Certificate, IterationRecord, SolveResult, WorkingSet, check_finite
+from rankopt.engine.certificate import Certificate, IterationRecord, SolveResult, StopReason, WorkingSet, check_finite
 from rankopt.engine.problem import LinearConstraints, Segment, StructuredProblem
 from rankopt.engine.qp import InfeasibleConstraintsError, QPSolution, QPSolveError, WorkingSetQP
 
@@ -106,7 +106,7 @@ def solve_cutting_plane(
     leaves the floating-point range (the message names the scale).
     """
     solve = _CuttingPlane(problem, C, tol, line_search, w0, planes)
-    stop_reason = "max_iter"
+    stop_reason = StopReason.MAX_ITER
     for iteration in range(1, max_iter + 1):
         record, shown_w = solve.iterate(iteration)
         stop_requested = callback is not None and callback(record, shown_w)
@@ -181,15 +181,15 @@ class _CuttingPlane:
         # record, the callback and a validation monitor see that point.
         shown_primal, shown_w = (cert.best_primal, cert.best_w) if optimized or to_optimum else (primal, self.w)
         record = IterationRecord(
-            iteration,
-            shown_primal,
-            cert.best_dual,
-            cert.gap,
-            violation,
-            self.qp.n_planes,
-            elapsed,
-            self.qp_gap,
-            self.qp_solver,
+            iteration=iteration,
+            primal_objective=shown_primal,
+            dual_objective=cert.best_dual,
+            duality_gap=cert.gap,
+            violation=violation,
+            n_planes=self.qp.n_planes,
+            inference_seconds=elapsed,
+            qp_gap=self.qp_gap,
+            qp_solver=self.qp_solver,
         )
         self.history.append(record)
         logger.debug(
@@ -269,22 +269,22 @@ class _CuttingPlane:
             return True
         return False
 
-    def stop_reason(self, iteration: int, stop_requested: bool) -> str | None:
+    def stop_reason(self, iteration: int, stop_requested: bool) -> StopReason | None:
         """Why the solve stops after this iteration, or None (a certified gap at an interpolated best
         point is verified by an oracle call at it first)."""
         cert = self.certificate
         verdict = cert.verdict()
-        if verdict == "stalled" or (verdict == "converged" and self.best_exact):
+        if verdict is StopReason.STALLED or (verdict is StopReason.CONVERGED and self.best_exact):
             return verdict
-        if verdict == "converged":
+        if verdict is StopReason.CONVERGED:
             self.verify = True  # certify on an oracle call at the best point itself, next iteration
         if self.qp_failed:
-            return "stalled" if self.qp_gap_tol < cert.rounding else "qp_failure"
+            return StopReason.STALLED if self.qp_gap_tol < cert.rounding else StopReason.QP_FAILURE
         if stop_requested:
-            return "callback"
+            return StopReason.CALLBACK
         return cert.stalled(iteration)
 
-    def extend_working_set(self) -> str | None:
+    def extend_working_set(self) -> StopReason | None:
         """Add the last plane and re-solve the working-set QP; a stop reason when no QP solver succeeds."""
         added = self.qp.add(self.last_plane, self.last_loss)
         if not added and self.segment is not None and self.solved_revision == self.qp.revision:
@@ -301,8 +301,8 @@ class _CuttingPlane:
             raise
         except QPSolveError as exc:
             self.qp.refuse_if_out_of_scale(str(exc))
-            reason = "stalled" if self.qp_gap_tol < self.certificate.rounding else "qp_failure"
-            if reason == "qp_failure":
+            reason = StopReason.STALLED if self.qp_gap_tol < self.certificate.rounding else StopReason.QP_FAILURE
+            if reason is StopReason.QP_FAILURE:
                 logger.warning("cutting plane: %s", exc)
             return reason
         # An unverified answer still has a valid dual bound, and its w is a point the oracle can price
@@ -336,10 +336,10 @@ class _CuttingPlane:
             self._take(solution)
         return solution
 
-    def result(self, stop_reason: str, warn: bool, max_iter: int) -> SolveResult:
+    def result(self, stop_reason: StopReason, warn: bool, max_iter: int) -> SolveResult:
         """Warn if uncertified, log the end, and return the best point with its certificate."""
         cert = self.certificate
-        if stop_reason == "max_iter":
+        if stop_reason is StopReason.MAX_ITER:
             cause, remedy = f"max_iter={max_iter} was reached", "increase max_iter or tol"
         else:
             cause, remedy = "no working-set QP solver reached a verified optimum", "rescale the features or loosen tol"
@@ -354,14 +354,14 @@ class _CuttingPlane:
             stacklevel=4,
         )
         return SolveResult(
-            cert.best_w,
-            len(self.history),
-            stop_reason == "converged",
-            self.history,
-            stop_reason,
-            cert.best_primal,
-            cert.gap,
-            self.qp.working_set(),
+            w=cert.best_w,
+            n_iter=len(self.history),
+            converged=stop_reason is StopReason.CONVERGED,
+            history=self.history,
+            stop_reason=stop_reason,
+            primal_objective=cert.best_primal,
+            duality_gap=cert.gap,
+            working_set=self.qp.working_set(),
         )
 
 
@@ -596,7 +596,9 @@ class _ScaledQP:
     def solve(self, gap_tol: float) -> QPSolution:
         s2 = self.scale * self.scale
         solution = self._qp.solve(gap_tol * s2)
-        return QPSolution(solution.w / self.scale, solution.dual / s2, solution.primal / s2, solution.solver)
+        return QPSolution(
+            w=solution.w / self.scale, dual=solution.dual / s2, primal=solution.primal / s2, solver=solution.solver
+        )
 
 
 def _scale_message(what: str, w: np.ndarray, plane: np.ndarray) -> str:

@@ -315,7 +315,8 @@ class WorkingSetQP:
         if self._bounds is not None and np.any(self._bounds[0] > self._bounds[1]):
             raise InfeasibleConstraintsError("the linear constraints on w admit no solution (bounds with lo > hi)")
         if k == 0 and (self.constraints is None or np.all(self.constraints.b >= 0)):
-            return QPSolution(np.zeros(self.n_features), 0.0, 0.0, "empty")  # w = 0 is feasible, hence optimal
+            # w = 0 is feasible, hence optimal
+            return QPSolution(w=np.zeros(self.n_features), dual=0.0, primal=0.0, solver="empty")
         if self.constraints is None:
             attempts = [("dual", self._solve_dual), ("primal", self._solve_primal)]
         elif self._bounds is not None:
@@ -339,7 +340,7 @@ class WorkingSetQP:
                 logger.info("working-set QP with %d planes: the %s failed (%s)", k, name, exc)
                 self._alpha = np.zeros(0)
                 continue
-            solution = QPSolution(w, dual, self.primal_value(w), name)
+            solution = QPSolution(w=w, dual=dual, primal=self.primal_value(w), solver=name)
             if solution.verified(gap_tol):
                 self._count_dual_outcome(attempts, name)
                 return solution

@@ -18,8 +18,8 @@ import numpy as np
 import rankopt.inference._observation as _observation
 import rankopt.inference._order as _order
 from rankopt._validation import check_negative_scores, check_scores
+from rankopt.inference.qs_check import size_unsupported_reason, unsupported_reason
 from rankopt.losses.base import CompiledForm, KernelCode, RankLoss
-from rankopt.losses.qs_check import size_unsupported_reason, unsupported_reason
 
 if TYPE_CHECKING:  # pragma: no cover
     from rankopt.losses.base import Loss
@@ -38,6 +38,8 @@ class PluginLookup(Protocol):
     def resolve_method(
         self, method: str, loss: RankLoss, n_pos: int | None = None, n_neg: int | None = None
     ) -> InferenceMethod: ...
+
+    def inference_methods(self) -> tuple[InferenceMethod, ...]: ...
 
 
 class InferenceMethod(abc.ABC):
@@ -272,8 +274,8 @@ def most_violated_ranking(
     return solve_ranking(loss, pos, neg, registry.resolve_method(method, loss, pos.size, neg.size))
 
 
-def solve_ranking(loss: RankLoss, pos: np.ndarray, neg: np.ndarray, solver: InferenceMethod) -> RankingInference:
-    """:func:`most_violated_ranking` with its lookups done: ``solver`` already resolved for this loss and size.
+def solve_ranking(loss: RankLoss, pos: np.ndarray, neg: np.ndarray, method: InferenceMethod) -> RankingInference:
+    """:func:`most_violated_ranking` with its lookups done: ``method`` already resolved for this loss and size.
 
     For callers that infer many times at one size (a cutting plane's
     problem checks once what :func:`most_violated_ranking` checks per call):
@@ -281,8 +283,8 @@ def solve_ranking(loss: RankLoss, pos: np.ndarray, neg: np.ndarray, solver: Infe
     :func:`~rankopt._validation.check_scores` (``scan_negatives=False`` is
     enough: :meth:`InferenceMethod.solve` checks the negatives),
     ``loss.compiled_form`` must have been built for ``(pos.size,
-    neg.size)``, and ``solver`` must be exact for ``loss`` at that size
+    neg.size)``, and ``method`` must be exact for ``loss`` at that size
     (:meth:`PluginLookup.resolve_method` with both sizes).  The method's
     output is still checked, so a plugin that breaks its contract is named.
     """
-    return solver.solve(loss, pos, neg)
+    return method.solve(loss, pos, neg)

@@ -25,6 +25,8 @@ the tie rule of every method (``docs/maths.md``).
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 import rankopt.inference._batched as _batched
@@ -43,7 +45,8 @@ class TopKMethod(InferenceMethod):
     auto_priority = 20
 
     def unsupported_reason(self, loss: RankLoss) -> str | None:
-        if not isinstance(loss.structure(), TopKCountStructure):
+        structure = loss.structure()
+        if structure is None or self.name not in structure.methods:
             return (
                 "it is exact only for a loss that declares a TopKCountStructure (a Δ that counts the "
                 f"positives in the top k, such as precision_at_k), got {type(loss).__name__} {loss.name!r} instead"
@@ -54,8 +57,7 @@ class TopKMethod(InferenceMethod):
         return None
 
     def interleaving_ranks(self, loss: RankLoss, pos_scores, neg_scores):
-        structure = loss.structure()
-        assert isinstance(structure, TopKCountStructure)  # unsupported_reason has refused other losses
+        structure = cast(TopKCountStructure, loss.structure())  # unsupported_reason has refused other losses
         pos_order, neg_order = descending_order(pos_scores), descending_order(neg_scores)
         # float64 (exact for float32 scores): the kernel computes in float64 either way, so the ranks are
         # the batch's to the bit.

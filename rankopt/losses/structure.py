@@ -231,6 +231,9 @@ class TopKCountStructure:
     k: int
     loss_of_count: Callable[[np.ndarray, int, int], np.ndarray]
 
+    #: The binary methods this structure makes exact (besides those C1–C4 admit).
+    methods: ClassVar[tuple[str, ...]] = ("topk",)
+
     def contract_problem(self, loss) -> str | None:
         """Where ``loss.value`` contradicts ``loss_of_count``, or None.
 

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from rankopt.engine.certificate import SolveResult
 from rankopt.engine.problem import LinearConstraints, StructuredProblem
 from rankopt.inference.base import descending_order
-from rankopt.losses.ap import APLoss
+from rankopt.losses.base import KernelCode, RankLoss
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +62,21 @@ def check_approx(approx, loss) -> float | None:
             f"expected approx to be None or a percentage in (0, 100] of the easy samples to keep "
             f"as hard constraints, got {approx!r} instead"
         )
-    if not isinstance(loss, APLoss):
+    if not _declares_ap(loss):
         raise ValueError(
             f"expected loss='ap' with approx (AP-SVM-APPX approximates the AP loss), got the loss "
             f"{loss.name!r} instead; use approx=None for other losses"
         )
     return float(approx)
+
+
+def _declares_ap(loss) -> bool:
+    """Whether ``loss`` declares AP's compiled form (what APPX approximates), whatever its class: a subclass of
+    the AP loss may change Δ, and a plugin may compute AP under another name."""
+    if not isinstance(loss, RankLoss) or loss.graded:
+        return False
+    form = loss.compiled_form(2, 2)
+    return form is not None and KernelCode(form.code) is KernelCode.AP
 
 
 @dataclass(frozen=True)

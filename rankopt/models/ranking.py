@@ -45,10 +45,10 @@ class RankingProblem(FeatureMapProblem):
         # Checked and resolved for this problem's size, once (as most_violated_ranking does per call):
         # the compiled form first, then the method, since a loss's conditions may hold on some sizes only.
         loss.compiled_form(n_pos, n_neg)
-        self._solver = registry.resolve_method(inference, loss, n_pos, n_neg)
-        self.inference = self._solver.name
+        self._method = registry.resolve_method(inference, loss, n_pos, n_neg)
+        self.inference = self._method.name
         self.inference_note = report_inference(
-            registry, inference, self._solver, loss, np.array([n_pos]), np.array([n_neg]), (n_pos, n_neg)
+            registry, inference, self._method, loss, np.array([n_pos]), np.array([n_neg]), (n_pos, n_neg)
         )
         self._pos_rows, self._neg_rows = np.flatnonzero(y), np.flatnonzero(~y)
         self.n_features = feature_map.n_features(X)
@@ -56,7 +56,7 @@ class RankingProblem(FeatureMapProblem):
 
     def infer(self, scores):
         check_query_scores(scores)  # then both parts pass check_scores, as solve_ranking requires
-        result = solve_ranking(self.loss, scores[self._pos_rows], scores[self._neg_rows], self._solver)
+        result = solve_ranking(self.loss, scores[self._pos_rows], scores[self._neg_rows], self._method)
         coef = np.empty(self.is_positive.size)
         coef[self._pos_rows] = result.pos_coef
         coef[self._neg_rows] = result.neg_coef
@@ -68,14 +68,14 @@ class RankingProblem(FeatureMapProblem):
 SLOW_INFERENCE_RATIO = 100.0
 
 
-def report_inference(registry, method: str, solver, loss, n_pos: np.ndarray, n_neg: np.ndarray, size) -> str:
+def report_inference(registry, method: str, resolved, loss, n_pos: np.ndarray, n_neg: np.ndarray, size) -> str:
     """The method a fit's inference runs, why, and its estimated cost; warn once when that is ≥ 100× the compiled path.
 
-    ``solver`` is what ``method`` resolved to for problems of ``size`` (|P|, |N|); ``n_pos`` and
+    ``resolved`` is the inference method ``method`` resolved to for problems of ``size`` (|P|, |N|); ``n_pos`` and
     ``n_neg`` hold each query's class sizes.
     """
     explanation = registry.explain_method(method, loss, *size)
-    cost = float(sum(solver.estimated_cost(int(p), int(n)) for p, n in zip(n_pos, n_neg, strict=True)))
+    cost = float(sum(resolved.estimated_cost(int(p), int(n)) for p, n in zip(n_pos, n_neg, strict=True)))
     total = n_pos + n_neg
     compiled = float(np.sum(total * np.log2(total + 1.0)))
     ratio = cost / max(compiled, 1.0)
@@ -121,11 +121,11 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
             # Exact up to the longest query is exact for all (see inference.batched).
             longest = int(queries.sizes.max(initial=0))
             size = (1, max(longest - 1, 1))
-            solver = registry.resolve_method(inference, loss, *size)
-            self.inference = solver.name
+            resolved = registry.resolve_method(inference, loss, *size)
+            self.inference = resolved.name
             n_pos = np.add.reduceat(relevance[queries.order] != 0, queries.offsets[:-1])[usable]
             self.inference_note = report_inference(
-                registry, inference, solver, loss, n_pos, queries.sizes[usable] - n_pos, size
+                registry, inference, resolved, loss, n_pos, queries.sizes[usable] - n_pos, size
             )
         self.n_features = feature_map.n_features(X)
         self.n_queries = queries.n_queries

@@ -71,7 +71,7 @@ def test_a_rejected_assembled_cut_leaves_the_working_set(monkeypatch):
     revision = qp.revision
 
     def rejected(gap_tol):
-        return QPSolution(np.zeros(2), -1.0, 5.0, "dual")  # an answer that fails its own optimality check
+        return QPSolution(w=np.zeros(2), dual=-1.0, primal=5.0, solver="dual")  # fails its own optimality check
 
     monkeypatch.setattr(qp, "solve", rejected)
     kept = cutting_plane._assemble_cuts(cache, qp, solution, 1e-6, 0.0)

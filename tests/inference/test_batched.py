@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rankopt.api import ground_truth_coefficients, most_violated_rankings, most_violated_rankings_per_query
-from rankopt.inference import batched
+from rankopt.inference import batched, kernel_base
 from rankopt.losses import PositionDiscountLoss, RankLoss
 from rankopt.plugins import default_registry
 
@@ -160,7 +160,7 @@ class _PythonOnlyAUC(RankLoss):
 
 
 def test_fallbacks_run_per_query_and_are_logged_once(caplog, monkeypatch):
-    monkeypatch.setattr(batched, "_LOGGED_FALLBACKS", set())
+    monkeypatch.setattr(kernel_base, "_LOGGED_FALLBACKS", set())
     scores = np.array([0.3, 0.1, 0.2, 0.5, -1.0, 0.0])
     relevance = np.array([1, 0, 1, 0, 1, 0])
     offsets = [0, 3, 6]

@@ -10,7 +10,7 @@ import pytest
 
 import rankopt
 from rankopt.api import ground_truth_coefficients, most_violated_rankings
-from rankopt.inference import batched
+from rankopt.inference import kernel_base
 from rankopt.losses import AUCLoss
 from rankopt.losses.structure import GradedQueryStructure
 
@@ -57,7 +57,7 @@ class ERRLoss(AUCLoss):
 
 
 def test_it_runs_per_query_and_says_so_once(caplog, monkeypatch):
-    monkeypatch.setattr(batched, "_LOGGED_FALLBACKS", set())
+    monkeypatch.setattr(kernel_base, "_LOGGED_FALLBACKS", set())
     rng = np.random.default_rng(0)
     sizes = rng.integers(1, 6, 50)
     offsets = np.concatenate(([0], np.cumsum(sizes)))

@@ -21,7 +21,8 @@ from sklearn.preprocessing import StandardScaler
 
 import rankopt
 from rankopt import check_qs_suitable, most_violated_ranking
-from rankopt.losses import APLoss, NDCGLoss, PositionDiscountLoss, ZeroOneLoss, qs_check
+from rankopt.inference import qs_check
+from rankopt.losses import APLoss, NDCGLoss, PositionDiscountLoss, ZeroOneLoss
 from rankopt.losses import discount as discount_module
 
 

@@ -5,8 +5,7 @@ import pytest
 from oracles.losses import ChakrabartiLoss, PrecisionAtKLoss
 
 import rankopt
-from rankopt.losses import APLoss, AUCLoss, NDCGLoss, ZeroOneLoss
-from rankopt.losses.qs_check import (
+from rankopt.inference.qs_check import (
     CONDITIONS,
     DEFAULT_N_NEG_GRID,
     DEFAULT_N_POS_GRID,
@@ -14,6 +13,7 @@ from rankopt.losses.qs_check import (
     QSSuitabilityError,
     unsupported_reason,
 )
+from rankopt.losses import APLoss, AUCLoss, NDCGLoss, ZeroOneLoss
 
 
 class _PythonAP(APLoss):
@@ -233,7 +233,7 @@ def test_unsupported_reason_by_condition():
 
 
 def test_unsupported_reason_runs_the_check_once_per_loss(monkeypatch):
-    from rankopt.losses import qs_check
+    from rankopt.inference import qs_check
 
     calls = []
     real = qs_check.check_qs_suitable

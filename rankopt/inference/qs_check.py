@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from rankopt.exceptions import brief
+from rankopt.inference._qs import compiled_delta_diff
 from rankopt.losses.base import KernelCode, KeyedCache, RankLoss, checked_delta_diff
 
 __all__ = [
@@ -471,7 +472,6 @@ def _first_mismatch(loss, got, want, j, i, n_pos, n_neg, template) -> None:
 
 
 def _compiled_diff(loss, form, j, i, n_pos, n_neg) -> np.ndarray:
-    from rankopt.inference._qs import compiled_delta_diff
 
     try:
         code = KernelCode(form.code)

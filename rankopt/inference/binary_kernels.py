@@ -1,0 +1,258 @@
+"""The structure table's kernels for binary rank losses: those that declare no structure (their compiled
+form and C1–C4 choose the method: qs, select/search, greedy, dp, a plugin's) and top-k count losses.
+
+Compiled path.  The methods qs, select, search, greedy and topk (by class) on a loss with a
+:meth:`~rankopt.losses.RankLoss.compiled_form` run in one nogil call of ``_batched.pyx`` with the
+queries spread over OpenMP threads.  Any other method or loss runs the single-query method per query,
+logged once per loss type and method.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+
+import rankopt.inference._batched as _batched
+from rankopt.inference.ap_methods import SearchMethod, SelectMethod
+from rankopt.inference.base import kernel_arguments, most_violated_ranking
+from rankopt.inference.brute_force import brute_force_most_violated
+from rankopt.inference.greedy import GreedyMethod
+from rankopt.inference.kernel_base import BatchedRankingInference, PreparedKernel, StructureKernel, log_fallback
+from rankopt.inference.qs import QSMethod
+from rankopt.inference.topk import TopKMethod, count_losses
+from rankopt.losses.base import KernelCode, RankLoss
+from rankopt.losses.structure import TopKCountStructure
+
+#: The single-query methods with a compiled per-query form in ``_batched.pyx``,
+#: by class: a subclass may change what the method computes.
+_COMPILED_METHODS = {
+    QSMethod: "qs",
+    SelectMethod: "select",
+    SearchMethod: "search",
+    GreedyMethod: "greedy",
+    TopKMethod: "topk",
+}
+
+
+class CompiledBinaryKernel(NamedTuple):
+    """The arguments of ``_batched.binary_batch`` that a batch fixes."""
+
+    method_code: int
+    loss_code: int
+    table: np.ndarray
+    unimodal: bool
+    top_k: int
+
+
+class BinaryRankKernel(StructureKernel):
+    """A binary rank loss that declares no structure: its compiled form and C1–C4 decide the method."""
+
+    structure: ClassVar[type | None] = None
+    label = "binary rank loss"
+
+    def resolve_method(self, loss, structure, method, longest, registry):
+        """The method for every query of the batch, exact up to the longest query.
+
+        A discount's convexity (C3) is a property of its positions 1…n, so a method exact for the
+        longest query's n positions is exact for every query: asked as |P| = 1, |N| = n − 1, as
+        :func:`compiled_kernel` builds the table.
+        """
+        return registry.resolve_method(method, loss, 1, max(longest - 1, 1))
+
+    def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
+        longest = int(np.max(np.diff(offsets), initial=0))
+        resolved = self.resolve_method(loss, structure, method, longest, registry)
+        kernel = compiled_kernel(loss, resolved, offsets)
+        if kernel is None:
+            # The per-query path takes 0/1 relevance.
+            relevance = relevance if relevant_from == 1 else (relevance >= relevant_from).astype(np.int64)
+            return _PerQueryBinary(self, loss, relevance, offsets, method, registry)
+        count_tables = (None, None)
+        if kernel.top_k:  # Δ per query from the declared count structure
+            relevant = (relevance >= relevant_from).astype(np.int64)
+            count_tables = _count_loss_tables(loss.structure(), relevant, offsets)
+        return _CompiledBinary(loss, kernel, relevance, offsets, relevant_from, count_tables)
+
+    def query(self, loss, structure, scores, relevance, method, registry):
+        is_pos = relevance != 0
+        if is_pos.all() or not is_pos.any():
+            return None
+        res = most_violated_ranking(loss, scores[is_pos], scores[~is_pos], method, registry=registry)
+        coef = np.empty(scores.size, dtype=np.float64)
+        coef[is_pos] = res.pos_coef
+        coef[~is_pos] = res.neg_coef
+        return coef, res.loss, res.value
+
+    def ground_truth(self, loss, structure, relevance, offsets):
+        sizes = np.diff(offsets)
+        query_of = np.repeat(np.arange(sizes.size), sizes)
+        n_pos = np.bincount(query_of, weights=relevance, minlength=sizes.size)
+        n_neg = sizes - n_pos
+        usable = (n_pos > 0) & (n_neg > 0)
+        # The expressions of the single-query ranking model, 1.0 / n_pos and −1.0 / n_neg, computed once per
+        # query (0 for an unusable one) and handed to its documents.
+        with np.errstate(divide="ignore"):
+            positive = np.where(usable, 1.0 / n_pos, 0.0)
+            negative = np.where(usable, -1.0 / n_neg, 0.0)
+        return np.where(relevance != 0, positive[query_of], negative[query_of])
+
+    def check(self, loss, structure, *, n_instances, random_state, registry):
+        """Every registered method that declares itself exact for ``loss`` against every ordering."""
+        exact = [m for m in registry.inference_methods() if m.unsupported_reason(loss) is None]
+        if not exact:
+            raise AssertionError(f"no registered inference method is exact for loss {loss.name!r}")
+        rng = np.random.default_rng(random_state)
+        for _ in range(n_instances):
+            n_pos, n_neg = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+            # A coarse grid makes ties between and within classes common.
+            pos = rng.integers(-2, 3, n_pos) / 2.0
+            neg = rng.integers(-2, 3, n_neg) / 2.0
+            expected = brute_force_most_violated(loss, pos, neg)
+            for method in exact:
+                got = most_violated_ranking(loss, pos, neg, method.name, registry=registry)
+                if not np.isclose(got.value, expected, rtol=1e-9, atol=1e-12):
+                    raise AssertionError(
+                        f"method {method.name!r} on loss {loss.name!r}: objective {got.value!r} but "
+                        f"enumeration finds {expected!r} for pos={pos.tolist()}, neg={neg.tolist()}"
+                    )
+
+    def estimated_cost(self, method, n_pos, n_neg):
+        return float(method.estimated_cost(int(n_pos), int(n_neg)))
+
+
+class TopKCountKernel(BinaryRankKernel):
+    """A binary loss whose Δ counts the positives in the top k: the ``topk`` method becomes exact for it."""
+
+    structure = TopKCountStructure
+    label = "top-k count"
+
+
+def compiled_kernel(loss: RankLoss, resolved, offsets: np.ndarray) -> CompiledBinaryKernel | None:
+    """The compiled batch's arguments for the inference method ``resolved`` on ``loss``, or None.
+
+    None — the per-query Python path, logged once per loss type and method —
+    when the method has no compiled per-query form or the loss no compiled form.
+    """
+    method_name = _COMPILED_METHODS.get(type(resolved))
+    if method_name is None:
+        log_fallback(loss, resolved.name, f"method {resolved.name!r} has no compiled batched form")
+        return None
+    if method_name == "topk":
+        # Δ comes per query from the declared count structure (_count_loss_tables), not from a compiled form.
+        k = loss.structure().k  # the method refuses losses that declare no TopKCountStructure
+        return CompiledBinaryKernel(_batched.METHOD_CODES[method_name], 0, np.zeros(1), False, k)
+    longest = int(np.max(np.diff(offsets), initial=0))
+    # One form for every query: the kernel code does not depend on the sizes,
+    # and a position-discount table T(1…longest) asked with |P| = 1 is D / D(1);
+    # each query divides it by its own Σ_{i≤|P|} T(i).
+    form = loss.compiled_form(1, max(longest - 1, 1))
+    if form is None:
+        log_fallback(loss, resolved.name, f"loss {loss.name!r} has no compiled form")
+        return None
+    code, table = kernel_arguments(loss, form, 1, max(longest - 1, 1))
+    unimodal = method_name == "qs" and code is KernelCode.AP and resolved.ap_unimodal_search
+    return CompiledBinaryKernel(_batched.METHOD_CODES[method_name], int(code), table, bool(unimodal), 0)
+
+
+class _CompiledBinary(PreparedKernel):
+    """A binary loss's batch through ``_batched.binary_batch``: ``relevance`` holds 0/1 labels, or grades
+    relevant from ``relevant_from`` on; the ground truth is subtracted inside the kernel when asked."""
+
+    relative_inside = True
+
+    def __init__(self, loss, kernel, relevance, offsets, relevant_from, count_tables):
+        self.loss, self.kernel, self.relevance, self.offsets = loss, kernel, relevance, offsets
+        self.relevant_from, self.count_tables = relevant_from, count_tables
+
+    def __call__(self, scores, n_threads, relative_to_truth):
+        offsets = self.offsets
+        n_queries = offsets.size - 1
+        # The binary kernel writes every coefficient (0 for unusable queries): no zero-filling.
+        coef = np.empty(scores.size, dtype=np.float64)
+        losses = np.zeros(n_queries, dtype=np.float64)
+        values = np.zeros(n_queries, dtype=np.float64)
+        usable = np.zeros(n_queries, dtype=np.uint8)
+        kernel = self.kernel
+        count_loss, count_offsets = self.count_tables
+        _batched.binary_batch(
+            scores,
+            self.relevance,
+            offsets,
+            kernel.method_code,
+            kernel.loss_code,
+            kernel.table,
+            kernel.unimodal,
+            coef,
+            losses,
+            values,
+            usable,
+            n_threads,
+            kernel.top_k,
+            count_loss,
+            count_offsets,
+            relative_to_truth,
+            self.relevant_from,
+        )
+        return BatchedRankingInference(coef, losses, values, usable.view(bool))
+
+
+class _PerQueryBinary(PreparedKernel):
+    """A binary loss's batch by its single-query method, one Python call per query."""
+
+    def __init__(self, kernel, loss, relevance, offsets, method, registry):
+        self.kernel, self.loss, self.relevance, self.offsets = kernel, loss, relevance, offsets
+        self.method, self.registry = method, registry
+
+    def __call__(self, scores, n_threads, relative_to_truth):
+        return per_query(self.kernel, self.loss, None, scores, self.relevance, self.offsets, self.method, self.registry)
+
+
+def per_query(kernel, loss, structure, scores, relevance, offsets, method, registry) -> BatchedRankingInference:
+    """``kernel``'s one-query reference on every query of the batch, in Python."""
+    n_queries = offsets.size - 1
+    coef = np.zeros(scores.size, dtype=np.float64)
+    losses = np.zeros(n_queries, dtype=np.float64)
+    values = np.zeros(n_queries, dtype=np.float64)
+    usable = np.zeros(n_queries, dtype=bool)
+    for q in range(n_queries):
+        lo, hi = offsets[q], offsets[q + 1]
+        result = kernel.query(loss, structure, scores[lo:hi], relevance[lo:hi], method, registry)
+        if result is None:
+            continue
+        coef[lo:hi], losses[q], values[q] = result
+        usable[q] = True
+    return BatchedRankingInference(coef, losses, values, usable)
+
+
+def integer_threshold(relevant_at: float) -> int:
+    """The least integer grade ≥ ``relevant_at`` (> 0), capped where no int64 grade reaches it."""
+    return int(min(math.ceil(relevant_at), np.iinfo(np.int64).max))
+
+
+def _count_loss_tables(structure: TopKCountStructure, relevance: np.ndarray, offsets: np.ndarray):
+    """Δ(m) for every query and every feasible count m of positives in its top k', concatenated, and offsets.
+
+    Query q's entries are m = max(0, k' − |N_q|) … min(k', |P_q|); the loss is asked once per distinct
+    (|P_q|, |N_q|), vectorised over m.
+    """
+    sizes = np.diff(offsets)
+    n_pos = np.zeros(sizes.size, dtype=np.int64)
+    nonempty = sizes > 0
+    n_pos[nonempty] = np.add.reduceat(relevance, offsets[:-1][nonempty])
+    n_neg = sizes - n_pos
+    kept = np.minimum(structure.k, sizes)
+    low, high = np.maximum(0, kept - n_neg), np.minimum(kept, n_pos)
+    lengths = np.maximum(high - low + 1, 1)
+    starts = np.concatenate(([0], np.cumsum(lengths)))
+    table = np.zeros(int(starts[-1]))
+    usable = (n_pos > 0) & (n_neg > 0)
+    pairs, group = np.unique(np.column_stack((n_pos, n_neg))[usable], axis=0, return_inverse=True)
+    where = np.flatnonzero(usable)
+    for index, (p, n) in enumerate(pairs):
+        members = where[group.ravel() == index]
+        counts = np.arange(low[members[0]], high[members[0]] + 1)
+        values = count_losses(structure, counts, int(p), int(n))
+        table[starts[members][:, None] + np.arange(counts.size)] = values
+    return table, starts[:-1].astype(np.int64)

@@ -1,0 +1,459 @@
+"""The structure table's kernels for graded losses: position-based, pairwise (weighted or not), and a loss's
+own one-query inference.
+
+Each runs its batch in one call of a compiled kernel where it has one (``_graded_position`` for the
+position structure, ``_batched.pairwise_batch`` for the pairs, threads over queries) and keeps the
+definition-level one-query inference as its reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import rankopt.inference._batched as _batched
+import rankopt.inference._graded_position as _graded_position
+from rankopt.inference.binary_kernels import per_query
+from rankopt.inference.brute_force import brute_force_graded, brute_force_pairs
+from rankopt.inference.kernel_base import BatchedRankingInference, PreparedKernel, StructureKernel, log_fallback
+from rankopt.losses.base import RankLoss
+from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure, GradedQueryStructure, grade_levels
+
+#: Grades below this are mapped to levels by counting in the pairwise kernel.
+MAX_COUNTED_GRADE = 64
+
+#: The method name of the pairwise structure over grades (besides "auto").
+PAIRWISE_METHOD = GradedPairStructure.methods[0]
+#: The methods of a position-based structure: the compiled sort (and "auto"), or the O(n k²)
+#: assignment by SciPy's ``linear_sum_assignment`` per query in Python, its reference.
+NDCG_SORT_METHOD, NDCG_ASSIGNMENT_METHOD = GradedPositionStructure.methods
+
+
+class GradedKernel(StructureKernel):
+    """A graded structure's kernel: its methods are the structure's own (``structure.methods``)."""
+
+    graded = True
+
+    def resolve_method(self, loss, structure, method, longest, registry) -> str:
+        """The method the graded ``loss`` runs over grades ("auto" resolved), or a ValueError."""
+        methods = structure.methods
+        if method != "auto" and method not in methods:
+            choices = repr(methods[0]) if len(methods) == 1 else f"one of {list(methods)}"
+            raise ValueError(
+                f"expected method 'auto' or {choices} for the graded loss {loss.name!r}, got {method!r} instead"
+            )
+        return methods[0] if method == "auto" else method
+
+
+class _Batch(PreparedKernel):
+    """A graded batch: ``run(scores, n_threads)`` gives its inference (the ground truth is subtracted by the
+    caller, when asked)."""
+
+    def __init__(self, run, relevance):
+        self.run, self.relevance = run, relevance
+
+    def __call__(self, scores, n_threads, relative_to_truth):
+        return self.run(scores, n_threads)
+
+
+def _empty_outputs(n_docs: int, n_queries: int):
+    return (
+        np.zeros(n_docs, dtype=np.float64),
+        np.zeros(n_queries, dtype=np.float64),
+        np.zeros(n_queries, dtype=np.float64),
+        np.zeros(n_queries, dtype=np.uint8),
+    )
+
+
+class GradedPositionKernel(GradedKernel):
+    """Gain of each grade, discount of each position, cutoff k: a partial sort per query (compiled), or the
+    n × k' assignment (SciPy) as the reference."""
+
+    structure = GradedPositionStructure
+    label = "graded position"
+
+    def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
+        method = self.resolve_method(loss, structure, method, 0, registry)
+        if method == NDCG_ASSIGNMENT_METHOD:
+            return _Batch(
+                lambda s, n: per_query(self, loss, structure, s, relevance, offsets, method, registry), relevance
+            )
+        longest = int(np.max(np.diff(offsets), initial=0))
+        gains, discount = structure.tables(relevance, longest)
+
+        def run(scores, n_threads):
+            coef, losses, values, usable = _empty_outputs(scores.size, offsets.size - 1)
+            _graded_position.position_batch(scores, gains, offsets, discount, coef, losses, values, usable, n_threads)
+            return BatchedRankingInference(coef, losses, values, usable.view(bool))
+
+        return _Batch(run, relevance)
+
+    def query(self, loss, structure, scores, relevance, method, registry):
+        return _position_query_assignment(structure, scores, relevance)
+
+    def ground_truth(self, loss, structure, relevance, offsets):
+        return _position_ground_truth(structure, relevance, offsets)
+
+    def check(self, loss, structure, *, n_instances, random_state, registry):
+        _check_position_structure(
+            self, loss, structure, n_instances=n_instances, random_state=random_state, registry=registry
+        )
+
+
+class GradedPairKernel(GradedKernel):
+    """SVM^rank's pairs over grades, each weighted by its two grades (or all alike): compiled sweeps."""
+
+    structure = GradedPairStructure
+    label = "graded pairwise"
+
+    def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
+        self.resolve_method(loss, structure, method, 0, registry)
+        longest = int(np.max(np.diff(offsets), initial=0))
+        if structure.weight is not None:
+            # Levels by counting when the grades are small (LETOR's 0–4), else by sorting them per query.
+            levels, inverse = grade_levels(relevance)
+            weight = np.ascontiguousarray(structure.weight_matrix(levels, longest).ravel())
+            level_of = inverse.astype(np.int64)
+
+            def run(scores, n_threads):
+                coef, losses, values, usable = _empty_outputs(scores.size, offsets.size - 1)
+                _batched.pairwise_batch(
+                    scores, level_of, offsets, coef, losses, values, usable, n_threads, levels.size, weight
+                )
+                return BatchedRankingInference(coef, losses, values, usable.view(bool))
+
+            return _Batch(run, relevance)
+        top_grade = int(relevance.max(initial=0))
+        n_grade_values = top_grade + 1 if top_grade < MAX_COUNTED_GRADE else 0
+
+        def run_unweighted(scores, n_threads):
+            coef, losses, values, usable = _empty_outputs(scores.size, offsets.size - 1)
+            _batched.pairwise_batch(scores, relevance, offsets, coef, losses, values, usable, n_threads, n_grade_values)
+            return BatchedRankingInference(coef, losses, values, usable.view(bool))
+
+        return _Batch(run_unweighted, relevance)
+
+    def query(self, loss, structure, scores, relevance, method, registry):
+        return _pairwise_query(structure, scores, relevance)
+
+    def ground_truth(self, loss, structure, relevance, offsets):
+        if structure.weight is not None:
+            return _weighted_pair_ground_truth(structure, relevance, offsets)
+        sizes = np.diff(offsets)
+        query_of = np.repeat(np.arange(sizes.size), sizes)
+        lower, higher = _grade_counts(relevance, offsets)
+        n_pairs = np.bincount(query_of, weights=lower, minlength=sizes.size)[query_of]
+        # Divided, not scaled: with two grades this is exactly 1/|P| and −1/|N|.
+        with np.errstate(invalid="ignore", divide="ignore"):
+            coef = np.where(n_pairs > 0, (lower - higher) / n_pairs, 0.0)
+        return coef
+
+    def check(self, loss, structure, *, n_instances, random_state, registry):
+        _check_pair_structure(
+            self, loss, structure, n_instances=n_instances, random_state=random_state, registry=registry
+        )
+
+
+class GradedQueryKernel(GradedKernel):
+    """A loss that brings its own one-query inference: run per query, said once in the log."""
+
+    structure = GradedQueryStructure
+    label = "own one-query inference"
+
+    def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
+        method = self.resolve_method(loss, structure, method, 0, registry)
+
+        def run(scores, n_threads):
+            log_fallback(loss, method, "it declares a GradedQueryStructure: its own inference, per query")
+            return per_query(self, loss, structure, scores, relevance, offsets, method, registry)
+
+        return _Batch(run, relevance)
+
+    def query(self, loss, structure, scores, relevance, method, registry):
+        return _own_query_inference(loss, structure, scores, relevance)
+
+    def ground_truth(self, loss, structure, relevance, offsets):
+        coef = np.zeros(relevance.size)
+        for lo, hi in zip(offsets[:-1], offsets[1:], strict=True):
+            grades = relevance[lo:hi]
+            if hi > lo and grades.max() > grades.min():
+                coef[lo:hi] = structure.ground_truth(grades)
+        return coef
+
+    def check(self, loss, structure, *, n_instances, random_state, registry):
+        _check_own_inference(
+            self, loss, structure, n_instances=n_instances // 10, random_state=random_state, registry=registry
+        )
+
+
+def _grade_counts(grades: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each document, how many documents of its query have a lower and a higher grade."""
+    sizes = np.diff(offsets)
+    query_of = np.repeat(np.arange(sizes.size), sizes)
+    order = np.lexsort((grades, query_of))
+    q_sorted, g_sorted = query_of[order], grades[order]
+    new_group = np.ones(order.size, dtype=bool)
+    new_group[1:] = (q_sorted[1:] != q_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(order.size), 0))
+    group_id = np.cumsum(new_group) - 1
+    group_size = np.bincount(group_id)[group_id]
+    lower = np.empty(order.size, dtype=np.int64)
+    lower[order] = group_start - offsets[q_sorted]
+    higher = np.empty(order.size, dtype=np.int64)
+    higher[order] = sizes[q_sorted] - (group_start - offsets[q_sorted]) - group_size
+    return lower, higher
+
+
+def _pairwise_query(structure: GradedPairStructure, scores: np.ndarray, grades: np.ndarray):
+    """A pairwise structure's inference on one query by its definition, over the pair matrix.
+
+    O(n²): the reference of the compiled kernels.  Returns (coef, loss,
+    value), or None when the query has no pair of positive weight.
+    """
+    if structure.weight is not None:
+        return _weighted_pairwise_query(structure, scores, grades)
+    s = scores.astype(np.float64)
+    higher = grades[:, None] > grades[None, :]  # (i, j) is a pair: i has the higher grade
+    n_pairs = int(np.count_nonzero(higher))
+    if n_pairs == 0:
+        return None
+    # Scores beyond ±9e307 overflow to ±inf, which compares with 1/2 as the exact difference would.
+    with np.errstate(over="ignore"):
+        kept = higher & (s[:, None] - s[None, :] >= 0.5)  # y_ij = +1
+    swapped = higher & ~kept
+    # coef_i·|P| = Σ_j y_ij − Σ_j y_ji over the pairs i belongs to.
+    signed = kept.astype(np.int64) - swapped
+    counts = signed.sum(axis=1) - signed.sum(axis=0)
+    scale = 1.0 / n_pairs
+    coef = counts * scale
+    loss = np.count_nonzero(swapped) / n_pairs
+    return coef, loss, float(coef @ s) + loss
+
+
+def _own_query_inference(loss: RankLoss, structure: GradedQueryStructure, scores: np.ndarray, grades: np.ndarray):
+    """A loss's own inference on one query, its output checked; None when the grades are all equal."""
+    if grades.size == 0 or grades.max() == grades.min():
+        return None
+    coef, delta = structure.inference(scores, grades)
+    coef = np.asarray(coef, dtype=np.float64)
+    delta = float(delta)
+    if coef.shape != scores.shape or not np.all(np.isfinite(coef)) or not (np.isfinite(delta) and delta >= 0):
+        raise RuntimeError(
+            f"loss {loss.name!r} broke its contract: its own inference returned coefficients of shape "
+            f"{coef.shape} for {scores.size} documents and Δ = {delta!r}; expected finite coefficients, one per "
+            "document, and a finite Δ >= 0"
+        )
+    return coef, delta, float(coef @ scores.astype(np.float64)) + delta
+
+
+def _weighted_pairwise_query(structure: GradedPairStructure, scores: np.ndarray, grades: np.ndarray):
+    """:func:`_pairwise_query` with a weight per pair of grades: Ψ and Δ weighted, divided by the weights' sum."""
+    s = scores.astype(np.float64)
+    levels, inverse = grade_levels(grades)
+    weights = structure.weight_matrix(levels, grades.size)[inverse[:, None], inverse[None, :]]  # 0 unless g_i > g_j
+    total = float(weights.sum())
+    if not total > 0:
+        return None
+    with np.errstate(over="ignore"):
+        kept = s[:, None] - s[None, :] >= 0.5
+    signed = np.where(kept, weights, -weights)
+    coef = (signed.sum(axis=1) - signed.sum(axis=0)) / total
+    loss = float(np.where(kept, 0.0, weights).sum()) / total
+    return coef, loss, float(coef @ s) + loss
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _position_query_assignment(structure: GradedPositionStructure, scores: np.ndarray, grades: np.ndarray):
+    """A position-based loss's inference on one query as the n × k' assignment it is (SciPy), O(n k'²).
+
+    The reference of the compiled sort: the weight of document i at position
+    j is D(j) (s_i / S − G_i / IDCG).  Documents of equal score and gain
+    share their tie group's mean coefficient.  Returns (coef, loss, value),
+    or None when the query's grades are all equal.
+    """
+    if grades.size == 0:
+        return None
+    gains, discount = structure.tables(grades, grades.size)
+    if gains.max() == gains.min():
+        return None
+    from scipy.optimize import linear_sum_assignment
+
+    s = scores.astype(np.float64)
+    ideal = float(np.sort(gains)[::-1][: discount.size] @ discount)
+    total = float(discount.sum())
+    weights = np.outer(s / total - gains / ideal, discount)
+    rows, cols = linear_sum_assignment(weights, maximize=True)
+    coef = np.zeros(s.size)
+    coef[rows] = discount[cols] / total
+    dcg = float(gains[rows] @ discount[cols])
+    delta = 1.0 - dcg / ideal
+    # Documents of equal score and gain are interchangeable: each gets its tie group's mean, as the sort does.
+    _, tie_group = np.unique(np.column_stack((s, gains)), axis=0, return_inverse=True)
+    tie_group = tie_group.ravel()
+    coef = (np.bincount(tie_group, weights=coef) / np.bincount(tie_group))[tie_group]
+    return coef, delta, float(coef @ s) + delta
+
+
+def _weighted_pair_ground_truth(structure: GradedPairStructure, grades: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Ψ*'s coefficients with weighted pairs: (Σ_{l < g_i} w(g_i, l) L_l − Σ_{h > g_i} w(h, g_i) L_h) / W per query."""
+    sizes = np.diff(offsets)
+    if grades.size == 0:
+        return np.zeros(0)
+    levels, inverse = grade_levels(grades)
+    matrix = structure.weight_matrix(levels, int(sizes.max(initial=0)))
+    query_of = np.repeat(np.arange(sizes.size), sizes)
+    counts = np.zeros((sizes.size, levels.size))
+    np.add.at(counts, (query_of, inverse), 1.0)
+    per_doc = counts[query_of]  # the level counts of each document's query
+    below = np.einsum("nl,nl->n", per_doc, matrix[inverse])
+    above = np.einsum("nh,nh->n", per_doc, matrix[:, inverse].T)
+    total = np.einsum("qh,hl,ql->q", counts, matrix, counts)[query_of]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, (below - above) / total, 0.0)
+
+
+def _position_ground_truth(structure: GradedPositionStructure, grades: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Ψ*'s coefficients: each document gets the mean position weight A of its tie group (equal gains) in the
+    ideal order."""
+    sizes = np.diff(offsets)
+    n_queries = sizes.size
+    if grades.size == 0:
+        return np.zeros(0)
+    longest = int(sizes.max(initial=0))
+    gains, discount = structure.tables(grades, longest)
+    query_of = np.repeat(np.arange(n_queries), sizes)
+    order = np.lexsort((-gains, query_of))  # per query, gains high to low
+    position = np.arange(grades.size) - offsets[query_of[order]]  # 0-based place in the ideal order
+    kept = np.minimum(sizes, discount.size)  # k' per query
+    totals = np.concatenate(([0.0], np.cumsum(discount)))[kept]
+    q_sorted, g_sorted = query_of[order], gains[order]
+    inside = position < kept[q_sorted]
+    weight = np.where(inside, discount[np.minimum(position, discount.size - 1)], 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weight = weight / totals[q_sorted]
+    new_group = np.ones(order.size, dtype=bool)
+    new_group[1:] = (q_sorted[1:] != q_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
+    group = np.cumsum(new_group) - 1
+    mean = np.bincount(group, weights=weight) / np.bincount(group)
+    # Per query, grades high to low: usable when its first grade is above its last (an empty query is not).
+    nonempty = sizes > 0
+    usable = np.zeros(n_queries, dtype=bool)
+    usable[nonempty] = g_sorted[offsets[:-1][nonempty]] > g_sorted[offsets[1:][nonempty] - 1]
+    coef = np.zeros(grades.size)
+    coef[order] = np.where(usable[q_sorted], mean[group], 0.0)
+    return coef
+
+
+def _infer(kernel, loss, structure, scores, grades, offsets, method, registry) -> BatchedRankingInference:
+    """``kernel``'s batched inference on well-formed arrays (float64 scores, int64 grades and offsets)."""
+    prepared = kernel.prepare(loss, structure, grades, offsets, method, relevant_from=1, registry=registry)
+    return prepared(np.ascontiguousarray(scores, dtype=np.float64), 1, False)
+
+
+def _check_position_structure(
+    kernel, loss: RankLoss, structure, *, n_instances: int, random_state: int, registry
+) -> None:
+    """Every method of the declared position structure against enumeration, over queries of 1–6 documents."""
+    rng = np.random.default_rng(random_state)
+    sizes = rng.integers(1, 7, n_instances)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    # Coarse grids: ties among scores, among grades, and of both at once.
+    scores = rng.integers(-2, 3, offsets[-1]) / 2.0
+    grades = rng.integers(0, 4, offsets[-1])
+    for method in structure.methods:
+        result = _infer(kernel, loss, structure, scores, grades, offsets, method, registry)
+        for q in range(sizes.size):
+            s, g = scores[offsets[q] : offsets[q + 1]], grades[offsets[q] : offsets[q + 1]]
+            coef = result.coef[offsets[q] : offsets[q + 1]]
+            gains = structure.gains(g)
+            if gains.max() == gains.min():
+                if result.usable[q] or np.any(coef != 0):
+                    raise AssertionError(f"method {method!r} on loss {loss.name!r}: query {q} has nothing to order")
+                continue
+            expected = brute_force_graded(structure, s, g)
+            if not np.isclose(result.values[q], expected, rtol=1e-9, atol=1e-12) or not np.isclose(
+                coef @ s + result.losses[q], result.values[q], rtol=1e-9, atol=1e-12
+            ):
+                raise AssertionError(
+                    f"method {method!r} on graded loss {loss.name!r}: objective {result.values[q]!r} but "
+                    f"enumeration finds {expected!r} for scores={s.tolist()}, grades={g.tolist()}"
+                )
+            for score, grade in set(zip(s.tolist(), g.tolist(), strict=True)):
+                tied = coef[(s == score) & (g == grade)]
+                if np.any(tied != tied[0]):
+                    raise AssertionError(
+                        f"method {method!r} on graded loss {loss.name!r}: documents of equal score and grade get "
+                        f"coefficients {tied.tolist()}; a tie group shares its positions' mean"
+                    )
+
+
+def _check_pair_structure(kernel, loss: RankLoss, structure, *, n_instances: int, random_state: int, registry) -> None:
+    """The pairs' kernel against enumeration of every labelling, on queries of 2–5 documents with ties."""
+    rng = np.random.default_rng(random_state)
+    sizes = rng.integers(2, 6, n_instances)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    scores = rng.integers(-2, 3, offsets[-1]) / 2.0  # ties, and differences of exactly 1/2
+    grades = rng.integers(0, 4, offsets[-1])
+    result = _infer(kernel, loss, structure, scores, grades, offsets, "auto", registry)
+    for q in range(sizes.size):
+        s, g = scores[offsets[q] : offsets[q + 1]], grades[offsets[q] : offsets[q + 1]]
+        n_pairs = int(np.sum(g[:, None] > g[None, :]))
+        if not result.usable[q] or n_pairs > 10:
+            continue
+        expected = brute_force_pairs(structure, s, g)
+        if not np.isclose(result.values[q], expected, rtol=1e-9, atol=1e-12):
+            raise AssertionError(
+                f"graded loss {loss.name!r}: objective {result.values[q]!r} but enumeration of the labellings "
+                f"finds {expected!r} for scores={s.tolist()}, grades={g.tolist()}"
+            )
+
+
+#: Score vectors per query whose answers :func:`_check_own_inference` plays against one another.
+_CROSS_SCORES = 12
+
+
+#: Score vectors per query whose answers :func:`_check_own_inference` plays against one another.
+_CROSS_SCORES = 12
+
+
+def _check_own_inference(kernel, loss: RankLoss, structure, *, n_instances: int, random_state: int, registry) -> None:
+    """A loss that brings its own one-query inference (a ``GradedQueryStructure``), checked by its answers.
+
+    Its output space is its own, so nothing is enumerated; instead the hinge's definition is used.  The
+    answer at scores s is the maximum over every output of Δ + c·s, so (1) it is at least the ground
+    truth's value c*·s (Δ = 0 there), (2) no answer found at other scores s' beats it when evaluated at s,
+    and (3) its value is Δ + c·s with Δ finite and ≥ 0.  An inexact inference shows up as an answer at
+    one score vector that another score vector's answer beats.  Queries of 1–5 documents, tied scores
+    and grades.
+    """
+    rng = np.random.default_rng(random_state)
+    for _ in range(max(n_instances, 1)):
+        n = int(rng.integers(1, 6))
+        grades = rng.integers(0, 3, n)
+        offsets = np.array([0, n])
+        truth = kernel.ground_truth(loss, structure, grades, offsets)
+        candidates = [rng.integers(-2, 3, n) / 2.0 for _ in range(_CROSS_SCORES // 2)]
+        candidates += [rng.normal(size=n) for _ in range(_CROSS_SCORES - len(candidates))]
+        answers = []
+        for scores in candidates:
+            result = _infer(kernel, loss, structure, scores, grades, offsets, "auto", registry)
+            coef, delta, value = result.coef, float(result.losses[0]), float(result.values[0])
+            where = f"loss {loss.name!r} (its own inference) at scores={scores.tolist()}, grades={grades.tolist()}"
+            if not result.usable[0]:
+                continue
+            if not (np.all(np.isfinite(coef)) and np.isfinite(delta) and delta >= 0.0):
+                raise AssertionError(f"{where}: expected finite coefficients and Δ >= 0, got {coef.tolist()}, {delta}")
+            if not np.isclose(value, float(coef @ scores) + delta, rtol=1e-9, atol=1e-12):
+                raise AssertionError(f"{where}: value {value!r} is not Δ + c·s = {float(coef @ scores) + delta!r}")
+            if value < float(truth @ scores) - 1e-9 * max(1.0, abs(value)):
+                raise AssertionError(f"{where}: value {value!r} is below the ground truth's {float(truth @ scores)!r}")
+            answers.append((scores, coef, delta, value))
+        for scores, _, _, value in answers:
+            better = max((float(c @ scores) + d for _, c, d, _ in answers), default=-np.inf)
+            if better > value + 1e-9 * max(1.0, abs(value)):
+                raise AssertionError(
+                    f"loss {loss.name!r} (its own inference) is not exact: at scores={scores.tolist()}, "
+                    f"grades={grades.tolist()} it returns value {value!r}, but an output it returned at other "
+                    f"scores reaches {better!r} there"
+                )
