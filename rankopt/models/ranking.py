@@ -18,8 +18,8 @@ from rankopt.inference.batched import (
     check_queries_the_loss_orders,
     ground_truth_coefficients,
     most_violated_rankings,
-    resolve_graded_method,
 )
+from rankopt.inference.structure_table import kernel_for_loss
 from rankopt.losses.base import OutputKind
 from rankopt.models.base import FeatureMapProblem, Model
 
@@ -75,7 +75,8 @@ def report_inference(registry, method: str, resolved, loss, n_pos: np.ndarray, n
     ``n_neg`` hold each query's class sizes.
     """
     explanation = registry.explain_method(method, loss, *size)
-    cost = float(sum(resolved.estimated_cost(int(p), int(n)) for p, n in zip(n_pos, n_neg, strict=True)))
+    kernel, _ = kernel_for_loss(loss)
+    cost = float(sum(kernel.estimated_cost(resolved, int(p), int(n)) for p, n in zip(n_pos, n_neg, strict=True)))
     total = n_pos + n_neg
     compiled = float(np.sum(total * np.log2(total + 1.0)))
     ratio = cost / max(compiled, 1.0)
@@ -114,18 +115,18 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
         self.registry = registry
         relevance = np.asarray(relevance)
         usable = check_queries_the_loss_orders(loss, relevance, queries, inference, registry=registry)
+        # The method of the loss's structure kernel: exact up to the longest query is exact for all.
+        kernel, structure = kernel_for_loss(loss)
+        longest = int(queries.sizes.max(initial=0))
+        resolved = kernel.resolve_method(loss, structure, inference, longest, registry)
         if loss.graded:
-            self.inference = resolve_graded_method(loss, inference)
-            self.inference_note = f"{self.inference!r}, the kernel of its declared {type(loss.structure()).__name__}"
+            self.inference = resolved
+            self.inference_note = f"{resolved!r}, the kernel of its declared {type(structure).__name__}"
         else:
-            # Exact up to the longest query is exact for all (see inference.batched).
-            longest = int(queries.sizes.max(initial=0))
-            size = (1, max(longest - 1, 1))
-            resolved = registry.resolve_method(inference, loss, *size)
             self.inference = resolved.name
             n_pos = np.add.reduceat(relevance[queries.order] != 0, queries.offsets[:-1])[usable]
             self.inference_note = report_inference(
-                registry, inference, resolved, loss, n_pos, queries.sizes[usable] - n_pos, size
+                registry, inference, resolved, loss, n_pos, queries.sizes[usable] - n_pos, (1, max(longest - 1, 1))
             )
         self.n_features = feature_map.n_features(X)
         self.n_queries = queries.n_queries
