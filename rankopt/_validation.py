@@ -37,6 +37,17 @@ def as_float_vector(values, name: str, *, scan: bool = True) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
+#: The reductions of a loss over queries, as PyTorch's losses name them.
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def check_reduction(reduction) -> str:
+    """``reduction`` if it is one of :data:`REDUCTIONS`, else "expected …, got … instead"."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"expected reduction to be one of {list(REDUCTIONS)}, got {reduction!r} instead")
+    return reduction
+
+
 def not_finite_error(name: str) -> ValueError:
     """The one refusal of an array holding NaN or infinity, wherever it is detected (NumPy or a kernel)."""
     return ValueError(f"expected {name} to be finite, got NaN or infinity instead")

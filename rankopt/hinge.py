@@ -21,7 +21,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rankopt._validation import QueryIndex, as_float_vector, check_grades, check_qid, qid_or_group
+from rankopt._validation import (
+    REDUCTIONS,
+    QueryIndex,
+    as_float_vector,
+    check_grades,
+    check_qid,
+    check_reduction,
+    qid_or_group,
+)
 from rankopt.inference.base import PluginLookup
 from rankopt.inference.batched import most_violated_rankings, resolve_rank_loss
 from rankopt.losses.base import RankLoss
@@ -30,7 +38,6 @@ __all__ = ["REDUCTIONS", "HingeQueries", "grouped_hinges", "hinge_per_query", "s
 
 #: How the per-query hinges are combined: their mean over the queries with something to order, their
 #: sum, or none (one value per query, queries by increasing qid).
-REDUCTIONS = ("mean", "sum", "none")
 
 
 @dataclass(frozen=True)
@@ -111,8 +118,7 @@ def structured_hinge(
         A subgradient of ``value`` (of the sum with "sum", the mean with "mean"); with "none", each
         document's derivative of its own query's hinge.
     """
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"expected reduction to be one of {list(REDUCTIONS)}, got {reduction!r} instead")
+    check_reduction(reduction)
     per_query = hinge_per_query(
         scores, y, qid=qid, group=group, loss=loss, relevant_at=relevant_at, n_threads=n_threads, registry=registry
     )

@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rankopt._validation import as_float_vector, check_grades
-from rankopt.hinge import REDUCTIONS, HingeQueries, grouped_hinges, hinge_per_query, reduce_hinges
+from rankopt._validation import as_float_vector, check_grades, check_reduction
+from rankopt.hinge import HingeQueries, grouped_hinges, hinge_per_query, reduce_hinges
 
 __all__ = ["RankHingeLoss"]
 
@@ -60,8 +60,7 @@ class RankHingeLoss(torch.nn.Module):
         super().__init__()
         from rankopt.plugins import default_registry
 
-        if reduction not in REDUCTIONS:
-            raise ValueError(f"expected reduction to be one of {list(REDUCTIONS)}, got {reduction!r} instead")
+        check_reduction(reduction)
         registry = default_registry()
         if loss_params:
             if not isinstance(loss, str):

@@ -40,7 +40,6 @@ otherwise, logged once per loss type and method (logger ``rankopt.inference.batc
 from __future__ import annotations
 
 import logging
-import math
 import numbers
 import os
 
@@ -48,6 +47,7 @@ import numpy as np
 
 from rankopt._validation import (
     QueryIndex,
+    as_float_vector,
     check_queries_to_order,
     check_relevant_at,
     check_score_sums,
@@ -299,20 +299,9 @@ def _check_batch(loss, scores, relevance, offsets, registry):
 def _check_scores(scores, longest: int, n_documents: int) -> np.ndarray:
     """1-D finite float scores (float32 kept), one per each of the batch's ``n_documents``, whose sums over a
     query of ``longest`` documents cannot overflow."""
-    try:
-        scores = np.asarray(scores)
-    except Exception as exc:
-        raise ValueError(f"expected scores to be a 1-D array of numbers, got {type(scores).__name__}: {exc}") from exc
-    if scores.ndim != 1:
-        raise ValueError(f"expected scores to be 1-D, got an array of shape {scores.shape} instead")
-    if scores.dtype == np.bool_ or not np.issubdtype(scores.dtype, np.number) or np.iscomplexobj(scores):
-        raise ValueError(f"expected scores to hold real numbers, got dtype {scores.dtype} instead")
-    scores = np.ascontiguousarray(scores, dtype=np.float32 if scores.dtype == np.float32 else np.float64)
-    largest = largest_magnitude(scores) if scores.size else 0.0
-    if not math.isfinite(largest):
-        raise ValueError("expected finite scores, got NaN or infinity instead")
+    scores = as_float_vector(scores, "scores")
     if scores.size:
-        check_score_sums(largest, longest, scores.dtype)
+        check_score_sums(largest_magnitude(scores), longest, scores.dtype)
     if scores.size != n_documents:
         raise ValueError(f"expected relevance of the same length as scores ({scores.size}), got {n_documents} instead")
     return scores
