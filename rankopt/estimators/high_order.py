@@ -23,10 +23,12 @@ from rankopt.engine.solvers import DEFAULT_SOLVER, get_solver
 from rankopt.estimators.parameters import (
     CCCP_PARAMETERS,
     check_parameters,
-    method_name,
+    eta,
+    initial_point,
     plugin_registry,
     positive_float,
     positive_int,
+    verbosity,
 )
 from rankopt.estimators.progress import iteration_callback, verbose_logging
 from rankopt.features.high_order import HighOrderFeatureMap, HighOrderInput, check_eta
@@ -134,7 +136,13 @@ class HOBSVM(_HighOrderRanker):
         Whether fit got edges or groups (prediction must match).
     """
 
-    _parameter_checks = {"C": positive_float, "tol": positive_float, "max_iter": positive_int}
+    _parameter_checks = {
+        "C": positive_float,
+        "eta": eta,
+        "tol": positive_float,
+        "max_iter": positive_int,
+        "verbose": verbosity,
+    }
 
     def __init__(self, *, C=1.0, eta=1.0, tol=1e-3, max_iter=1000, verbose=False):
         self.C = C
@@ -235,7 +243,7 @@ class HOAPSVM(_HighOrderRanker):
     n_features_in_, feature_names_in_ : as :class:`HOBSVM`.
     """
 
-    _parameter_checks = {**CCCP_PARAMETERS, "inference": method_name}
+    _parameter_checks = {**CCCP_PARAMETERS, "eta": eta, "init": initial_point}
 
     def __init__(
         self,

@@ -39,7 +39,6 @@ The joint features and how the problems report them are in :mod:`rankopt.models.
 from __future__ import annotations
 
 import logging
-import numbers
 
 import numpy as np
 import scipy.sparse as sp
@@ -47,11 +46,22 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from rankopt._validation import check_feature_names, check_n_features, check_positive_float
+from rankopt._validation import check_feature_names, check_n_features
 from rankopt.data.bags import Bags, check_bags
 from rankopt.engine.cccp import solve_cccp
 from rankopt.engine.solvers import DEFAULT_SOLVER, get_solver
-from rankopt.estimators.parameters import CCCP_PARAMETERS, check_parameters, plugin_registry, positive_int
+from rankopt.estimators.parameters import (
+    CCCP_PARAMETERS,
+    boolean,
+    check_parameters,
+    fraction,
+    loss_spec,
+    optional,
+    plugin_registry,
+    positive_float,
+    positive_int,
+    random_state,
+)
 from rankopt.estimators.progress import iteration_callback, verbose_logging
 from rankopt.losses.base import RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
@@ -69,7 +79,7 @@ class _LatentEstimator(BaseEstimator):
     def _fit_intercept(self) -> bool:
         return False
 
-    _parameter_checks = {**CCCP_PARAMETERS, "n_init": positive_int}
+    _parameter_checks = {**CCCP_PARAMETERS, "loss": loss_spec, "n_init": positive_int, "random_state": random_state}
 
     def _check_common(self):
         params = check_parameters(self)
@@ -330,6 +340,10 @@ class LatentSSVM(_LatentEstimator):
     attributes as :class:`LatentAPSVM` (no ``inference``), ``verbose`` included.
     """
 
+    _parameter_checks = {
+        name: check for name, check in _LatentEstimator._parameter_checks.items() if name != "inference"
+    }
+
     def __init__(
         self,
         *,
@@ -388,6 +402,17 @@ class LatentSVM(_LatentEstimator):
     Others as :class:`LatentAPSVM`.
     """
 
+    _parameter_checks = {
+        **{
+            name: check
+            for name, check in _LatentEstimator._parameter_checks.items()
+            if name not in ("inference", "loss")
+        },
+        "J": optional(positive_float),
+        "robust": fraction,
+        "fit_intercept": boolean,
+    }
+
     def __init__(
         self,
         *,
@@ -420,16 +445,11 @@ class LatentSVM(_LatentEstimator):
         return bool(self.fit_intercept)
 
     def _build(self, data, labels):
-        if self.J is not None:
-            check_positive_float(self.J, "J")
-        robust = self.robust
-        if isinstance(robust, bool) or not isinstance(robust, numbers.Real) or not 0 <= float(robust) < 1:
-            raise ValueError(f"expected robust to be a fraction in [0, 1), got {robust!r} instead")
-        if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise ValueError(f"expected fit_intercept to be True or False, got {self.fit_intercept!r} instead")
+        params = check_parameters(self)
+        robust = params["robust"]
         design = Bags(self._design(data.X), data.offsets)
         pos, neg = _split(design, labels)
-        return LatentSVMCCCP(pos, neg, plugin_registry().get_feature_map("linear"), J=self.J, robust=float(robust))
+        return LatentSVMCCCP(pos, neg, plugin_registry().get_feature_map("linear"), J=params["J"], robust=robust)
 
 
 def _rank_loss(registry, loss) -> RankLoss:

@@ -36,11 +36,17 @@ from rankopt.estimators.evaluation import eval_metrics
 from rankopt.estimators.parameters import (
     boolean,
     check_parameters,
+    loss_spec,
     method_name,
+    metric_spec,
     optional,
+    percentage,
     plugin_registry,
     positive_float,
     positive_int,
+    relevance_threshold,
+    solver_name,
+    verbosity,
 )
 from rankopt.estimators.progress import ValidationMonitor, iteration_callback, verbose_logging
 from rankopt.exceptions import ConstantRankerWarning
@@ -231,12 +237,18 @@ class RankSVM(BaseEstimator):
     """
 
     _parameter_checks = {
+        "loss": loss_spec,
         "C": positive_float,
         "tol": positive_float,
         "max_iter": positive_int,
-        "early_stopping_patience": optional(positive_int),
         "inference": method_name,
+        "verbose": verbosity,
+        "approx": optional(percentage),
+        "relevant_at": relevance_threshold,
+        "early_stopping_patience": optional(positive_int),
+        "eval_metric": metric_spec,
         "warm_start": boolean,
+        "solver": solver_name,
     }
 
     def __init__(
@@ -312,9 +324,7 @@ class RankSVM(BaseEstimator):
         params = check_parameters(self)
         C, tol, max_iter, patience = params["C"], params["tol"], params["max_iter"], params["early_stopping_patience"]
         registry = plugin_registry()
-        if not isinstance(self.loss, (str, Loss)):
-            raise ValueError(f"expected loss to be a loss name or a Loss instance, got {self.loss!r} instead")
-        loss = registry.resolve_loss(self.loss)
+        loss = registry.resolve_loss(params["loss"])
         approx = check_approx(self.approx, loss)
         model = registry.get_model(MODEL_FOR_OUTPUT[loss.output_kind])
         relevance, queries, n_queries, n_queries_used = self._relevance(

@@ -13,7 +13,6 @@ are never split: with ``qid`` the folds are ``GroupKFold`` over query ids, and
 from __future__ import annotations
 
 import logging
-import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -23,6 +22,19 @@ from sklearn.utils.validation import check_is_fitted
 from rankopt._validation import check_one_query_labels, qid_or_group, query_ids
 from rankopt.data.backends import check_matrix
 from rankopt.estimators.evaluation import eval_metrics
+from rankopt.estimators.parameters import (
+    check_parameters,
+    loss_spec,
+    method_name,
+    n_jobs,
+    positive_float,
+    positive_floats,
+    positive_int,
+    relevance_threshold,
+    scoring_spec,
+    splitter,
+    verbosity,
+)
 from rankopt.estimators.progress import verbose_logging
 from rankopt.estimators.rank_svm import RankSVM
 
@@ -84,6 +96,19 @@ class RankSVMCV(BaseEstimator):
         As for :class:`RankSVM`.
     """
 
+    _parameter_checks = {
+        "Cs": positive_floats,
+        "cv": splitter,
+        "scoring": scoring_spec,
+        "loss": loss_spec,
+        "tol": positive_float,
+        "max_iter": positive_int,
+        "inference": method_name,
+        "relevant_at": relevance_threshold,
+        "n_jobs": n_jobs,
+        "verbose": verbosity,
+    }
+
     def __init__(
         self,
         Cs=DEFAULT_CS,
@@ -114,7 +139,8 @@ class RankSVMCV(BaseEstimator):
 
     def fit(self, X, y, qid=None, group=None):
         """Choose C by cross-validation on (X, y[, qid]), then refit at it on all of them."""
-        Cs = _check_Cs(self.Cs)
+        params = check_parameters(self)
+        Cs = params["Cs"]  # increasing: the path warm-starts each C from the smaller one before it
         X_checked = check_matrix(X)
         n_samples = X_checked.shape[0]
         qid = qid_or_group(qid, group, n_samples)
@@ -123,13 +149,11 @@ class RankSVMCV(BaseEstimator):
         else:
             qid = query_ids(qid, n_samples)
             labels = np.asarray(y)
-        if not (self.scoring is None or isinstance(self.scoring, str) or callable(self.scoring)):
-            raise ValueError(f"expected scoring to be a metric name or a callable, got {self.scoring!r} instead")
         try:
             ((metric_name, metric),) = eval_metrics(self.scoring, relevant_at=self.relevant_at)
         except ValueError as exc:
             raise ValueError(str(exc).replace("eval_metric", "scoring")) from None
-        splitter = self._splitter(qid)
+        splitter = self._splitter(params["cv"], qid)
         folds = list(splitter.split(X_checked, labels, qid))
         if len(folds) < 2:
             raise ValueError(f"expected at least 2 cross-validation folds, got {len(folds)} instead")
@@ -214,23 +238,20 @@ class RankSVMCV(BaseEstimator):
             warm_start=True,
         )
 
-    def _splitter(self, qid):
-        if isinstance(self.cv, numbers.Integral) and not isinstance(self.cv, bool):
-            cv = int(self.cv)
-            if cv < 2:
-                raise ValueError(f"expected cv to be at least 2 folds, got {cv} instead")
-            if qid is None:
-                return StratifiedKFold(cv)
-            n_queries = np.unique(qid).size
-            if n_queries < cv:
-                raise ValueError(
-                    f"expected at least as many queries as folds, got {n_queries} queries for cv={cv} folds instead: "
-                    "a fold must hold whole queries"
-                )
-            return GroupKFold(cv)
-        if hasattr(self.cv, "split") and hasattr(self.cv, "get_n_splits"):
-            return self.cv
-        raise ValueError(f"expected cv to be an int >= 2 or a cross-validation splitter, got {self.cv!r} instead")
+    @staticmethod
+    def _splitter(cv, qid):
+        """The splitter of the checked ``cv``: folds of whole queries with ``qid``, stratified without."""
+        if not isinstance(cv, int):
+            return cv
+        if qid is None:
+            return StratifiedKFold(cv)
+        n_queries = np.unique(qid).size
+        if n_queries < cv:
+            raise ValueError(
+                f"expected at least as many queries as folds, got {n_queries} queries for cv={cv} folds instead: "
+                "a fold must hold whole queries"
+            )
+        return GroupKFold(cv)
 
 
 def _fold_path(model: RankSVM, X, labels, qid, train, test, Cs, metric):
@@ -245,13 +266,3 @@ def _fold_path(model: RankSVM, X, labels, qid, train, test, Cs, metric):
         certified.append(model.converged_)
         reasons.append("certified" if model.converged_ else model.stop_reason_)
     return np.array(scores, dtype=np.float64), np.array(iterations), np.array(certified), reasons
-
-
-def _check_Cs(Cs) -> np.ndarray:
-    try:
-        values = np.asarray(Cs, dtype=np.float64)
-    except (TypeError, ValueError):
-        values = None
-    if values is None or values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values) & (values > 0)):
-        raise ValueError(f"expected Cs to be a non-empty list of positive finite numbers, got {Cs!r} instead")
-    return np.unique(values)  # increasing: the path warm-starts each C from the smaller one before it

@@ -46,3 +46,56 @@ def test_rank_svm_checks_its_table_in_fit(params, message):
     model = RankSVM(**params)  # __init__ only stores
     with pytest.raises(ValueError, match=message):
         model.fit(X, y)
+
+
+ESTIMATORS = ["RankSVM", "RankSVMCV", "HOBSVM", "HOAPSVM", "LatentAPSVM", "LatentSSVM", "LatentSVM"]
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_every_parameter_is_in_the_declarative_table(name):
+    """Issue 39: each public estimator checks every parameter from one table, in fit, before any work."""
+    import rankopt
+
+    cls = getattr(rankopt, name)
+    assert set(cls._parameter_checks) == set(cls().get_params())
+
+
+#: A value each parameter refuses.
+BAD = {
+    "loss": 3,
+    "C": -1.0,
+    "tol": 0.0,
+    "max_iter": 0,
+    "inference": 5,
+    "verbose": "loud",
+    "approx": 150,
+    "relevant_at": -1,
+    "early_stopping_patience": 0,
+    "eval_metric": 3.5,
+    "warm_start": "yes",
+    "solver": "newton",
+    "Cs": [],
+    "cv": 1,
+    "scoring": 2,
+    "n_jobs": 0,
+    "eta": -1.0,
+    "init": "random",
+    "cccp_tol": -1.0,
+    "cccp_max_iter": 0,
+    "n_init": 0,
+    "random_state": "seed",
+    "J": -2.0,
+    "robust": 1.0,
+    "fit_intercept": "no",
+}
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_a_bad_value_of_any_parameter_is_refused_by_its_checker(name):
+    import rankopt
+    from rankopt.estimators.parameters import check_parameters
+
+    cls = getattr(rankopt, name)
+    for parameter in cls().get_params():
+        with pytest.raises(ValueError, match=f"expected {parameter}"):
+            check_parameters(cls(**{parameter: BAD[parameter]}))
