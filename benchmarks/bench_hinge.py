@@ -6,7 +6,7 @@ and its ``backward()``, against ``binary_cross_entropy_with_logits`` forward plu
 scores, both sides alternated, one thread (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``) or two
 (``n_threads=2``; CPU time adds the threads up, so time those rows with ``--benchmark-timer
 time.perf_counter``).  Target: the AP hinge ≤ 4× BCE (aim ≤ 2×).  A second case times the graded NDCG@10
-hinge against LambdaLoss (NDCG-Loss2++, ``rankopt.experiments.neural_losses``) on the same batch, in
+hinge against LambdaLoss (NDCG-Loss2++, ``experiments.neural_losses``) on the same batch, in
 chunks of 1,000 queries (its pairwise tensors are queries × documents²).  Medians in ``extra_info``.
 """
 
@@ -67,7 +67,7 @@ def test_hinge_against_bce(benchmark, request, loss, n_threads):
 
 
 def _lambda_step(scores, y, chunk=1_000):
-    from rankopt.experiments.neural_losses import lambda_loss
+    from experiments.neural_losses import lambda_loss
 
     s = scores.detach().requires_grad_(True)
     mask = torch.ones_like(y, dtype=torch.bool)

@@ -1,4 +1,4 @@
-"""The ``rankopt`` command: train, predict, evaluate, list plugins, the demo and the papers' experiments.
+"""The ``rankopt`` command: train, predict, evaluate, list plugins and the demo.
 
 ::
 
@@ -8,9 +8,9 @@
     rankopt evaluate MODEL_FILE DATA.svmlight [--per-query FILE] [--relevant-at R] [--zero-based auto]
     rankopt plugins
     rankopt demo [--output-dir DIR] [--quick] [--C 100]
-    rankopt cora [--quick] [--subjects ...] [--n-jobs 1] [--output FILE]
-    rankopt latent [--quick] [--datasets ...] [--methods ...] [--output FILE]
-    rankopt letor [--quick] [--methods ...] [--relevant-at 1] [--output FILE]
+
+The papers' experiments are outside the package, one command each from the repository root
+(``python -m experiments.cora``, ``.latent``, ``.letor``, ``.deep``; see ``experiments/__init__.py``).
 
 Data files are SVM-light or LETOR: feature indices one- or zero-based
 (``--zero-based auto`` guesses as scikit-learn does: zero-based exactly when
@@ -70,10 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Accepted before or after the subcommand; SUPPRESS keeps a subcommand's
     # default from overwriting a -v given before it.
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level on stderr")
-    verbose = argparse.ArgumentParser(add_help=False)
-    verbose.add_argument(
-        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log progress at INFO level on stderr"
-    )
+    verbose = verbose_parent()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     train = sub.add_parser(
@@ -174,18 +171,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quick", action="store_true", help="three classes instead of ten")
     demo.add_argument("--C", type=float, default=DEMO_C, help=f"slack weight of every method (default: {DEMO_C:g})")
     demo.set_defaults(handler=_demo)
-
-    # The papers' experiments own their options; they import their data lazily.
-    from rankopt.experiments.cora import add_cli_subcommand as add_cora
-    from rankopt.experiments.deep import add_cli_subcommand as add_deep
-    from rankopt.experiments.latent import add_cli_subcommand as add_latent
-    from rankopt.experiments.letor import add_cli_subcommand as add_letor
-
-    add_cora(sub, parents=[verbose])
-    add_deep(sub, parents=[verbose])
-    add_latent(sub, parents=[verbose])
-    add_letor(sub, parents=[verbose])
     return parser
+
+
+def verbose_parent() -> argparse.ArgumentParser:
+    """The ``-v`` option every subcommand takes (also after its name); SUPPRESS keeps a subcommand's default
+    from overwriting a -v given before it.  The experiments outside the package share it."""
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log progress at INFO level on stderr"
+    )
+    return verbose
 
 
 #: The --loss help; "{losses}" is filled in with the registered losses when the help is printed.
@@ -245,9 +241,12 @@ _ZERO_BASED = {"auto": "auto", "yes": True, "no": False}
 
 def main(argv=None) -> int:
     """Run the command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.verbose:
+    return run_handler(build_parser().parse_args(argv))
+
+
+def run_handler(args) -> int:
+    """Run a parsed command's handler with ``-v``'s logging; a user's error becomes one line and exit status 1."""
+    if vars(args).get("verbose", False):  # the experiments' parsers leave it unset without -v
         logging.basicConfig(format="%(name)s: %(message)s")
         logging.getLogger("rankopt").setLevel(logging.INFO)
     try:

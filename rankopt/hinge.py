@@ -21,20 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rankopt._validation import (
-    REDUCTIONS,
-    QueryIndex,
-    as_float_vector,
-    check_grades,
-    check_qid,
-    check_reduction,
-    qid_or_group,
-)
+from rankopt._validation import QueryIndex, as_float_vector, check_grades, check_qid, check_reduction, qid_or_group
 from rankopt.inference.base import PluginLookup
 from rankopt.inference.batched import most_violated_rankings, resolve_rank_loss
 from rankopt.losses.base import RankLoss
 
-__all__ = ["REDUCTIONS", "HingeQueries", "grouped_hinges", "hinge_per_query", "structured_hinge"]
+__all__ = ["HingeQueries", "grouped_hinges", "hinge_per_query", "structured_hinge"]
 
 #: How the per-query hinges are combined: their mean over the queries with something to order, their
 #: sum, or none (one value per query, queries by increasing qid).

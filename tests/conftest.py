@@ -2,7 +2,8 @@
 
 ``tests/`` goes on sys.path so that test modules import the brute-force
 oracles as ``from oracles.brute_force import ...`` (pyproject.toml is not
-touched for this).
+touched for this), and the repository root after everything else, for the
+experiments outside the package.
 """
 
 import copy
@@ -16,6 +17,11 @@ import pytest
 _TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
+# The repository root, for the experiments outside the package (``import experiments.cora``); appended, so
+# that ``import rankopt`` still finds the installed package with its compiled kernels.
+_ROOT = os.path.dirname(_TESTS_DIR)
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ try:
 except FileNotFoundError as exc:  # pragma: no cover - depends on the environment
     pytest.skip(str(exc), allow_module_level=True)
 
-from rankopt.experiments.cora import METHODS, hoap_C, load_result, run_cora_experiment  # noqa: E402
+from experiments.cora import METHODS, hoap_C, load_result, run_cora_experiment  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_hoap_c_is_ap_svm_c_in_hoap_units():
 
 
 def test_runs_over_disjoint_subjects_merge_into_one_table():
-    from rankopt.experiments.cora import merge_results
+    from experiments.cora import merge_results
 
     runs = [run_cora_experiment(quick=True, subjects=[s], subsample=150) for s in (0, 3)]
     merged = merge_results(runs)

@@ -12,8 +12,10 @@ import scipy.sparse as sp
 
 torch = pytest.importorskip("torch")
 
+from experiment_cli import experiment_main  # noqa: E402
+
+from experiments import deep, neural_losses  # noqa: E402
 from rankopt.data.loaders import SvmLightData  # noqa: E402
-from rankopt.experiments import deep, neural_losses  # noqa: E402
 
 
 def _batch(rng, n_rows=4, width=6):
@@ -149,7 +151,6 @@ def test_retrieval_metrics_on_a_perfect_and_a_reversed_embedding():
 
 
 def test_cli_refuses_no_seeds(capsys):
-    from rankopt.cli import main
 
     with pytest.raises(SystemExit, match="expected --seeds >= 1"):
-        main(["deep", "digits", "--seeds", "0"])
+        experiment_main(["deep", "digits", "--seeds", "0"])

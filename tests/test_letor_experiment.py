@@ -8,9 +8,10 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from experiment_cli import experiment_main, experiment_parser
 
+from experiments import letor
 from rankopt.data.loaders import SvmLightData
-from rankopt.experiments import letor
 
 
 def _split(rng, n_queries, first_qid):
@@ -66,17 +67,15 @@ def test_unknown_method_is_refused(data):
 
 
 def test_cli_subcommand_prints_the_table(monkeypatch, capsys, data):
-    from rankopt.cli import main
 
     run = letor.run_letor_experiment
     monkeypatch.setattr(letor, "run_letor_experiment", lambda **kwargs: run(data=data, **kwargs))
-    assert main(["letor", "--quick", "--methods", "ap", "pairwise", "--relevant-at", "2"]) == 0
+    assert experiment_main(["letor", "--quick", "--methods", "ap", "pairwise", "--relevant-at", "2"]) == 0
     out = capsys.readouterr().out
     assert "relevant = grade >= 2" in out and out.count("| RankSVM") == 2
 
 
 def test_progress_plan_and_the_quick_warning(data):
-    from rankopt.cli import build_parser
     from rankopt.experiments.report import QUICK_WARNING
 
     messages = []
@@ -86,8 +85,8 @@ def test_progress_plan_and_the_quick_warning(data):
     assert result.quick and QUICK_WARNING in letor.format_table(result)
     full = letor.run_letor_experiment(data=data, methods=("pairwise",), C_grid=(1.0,))
     assert not full.quick and "WARNING" not in letor.format_table(full)
-    args = build_parser().parse_args(["letor", "--quick", "--methods", "ap", "lightgbm"])
+    args = experiment_parser("letor").parse_args(["--quick", "--methods", "ap", "lightgbm"])
     assert letor.plan(args).startswith("letor --quick: ap, lightgbm") and "8 fits; a few seconds" in letor.plan(
         args
     )  # 1 x 2 C x 3 folds + 2 final
-    assert "about a minute" in letor.plan(build_parser().parse_args(["letor"]))
+    assert "about a minute" in letor.plan(experiment_parser("letor").parse_args([]))

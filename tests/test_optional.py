@@ -11,6 +11,7 @@ import importlib.util
 import sys
 
 import pytest
+from experiment_cli import experiment_main
 
 from rankopt._optional import EXTRAS, MissingDependencyError, install_hint, package_dirs, require
 from rankopt.cli import main
@@ -94,19 +95,19 @@ def test_demo_without_its_extra(monkeypatch, capsys, tmp_path, module):
 @pytest.mark.parametrize("module", ["pyarrow", "graphdatascience"])
 def test_cora_without_its_data_packages(monkeypatch, capsys, module):
     hide(monkeypatch, module)
-    status = main(["cora", "--quick"])
+    status = experiment_main(["cora", "--quick"])
     assert_one_line_hint(status, capsys.readouterr().err, module, "experiments")
 
 
 def test_latent_without_mil(monkeypatch, capsys):
     hide(monkeypatch, "mil")
-    status = main(["latent", "--quick"])
+    status = experiment_main(["latent", "--quick"])
     assert_one_line_hint(status, capsys.readouterr().err, "mil", "experiments")
 
 
 def test_letor_without_lightgbm(monkeypatch, capsys):
     hide(monkeypatch, "lightgbm")
-    status = main(["letor", "--quick"])
+    status = experiment_main(["letor", "--quick"])
     assert_one_line_hint(status, capsys.readouterr().err, "lightgbm", "experiments")
 
 

@@ -37,7 +37,7 @@ CORA_SUBJECTS = (
 )
 
 #: What needs the optional packages, in the message of a missing one.
-PURPOSE = "reading Cora (the rankopt cora experiment)"
+PURPOSE = "reading Cora (the cora experiment, python -m experiments.cora)"
 
 
 @dataclass(frozen=True, eq=False)

@@ -42,7 +42,7 @@ MIL_DATASETS = (
 )
 
 #: What needs the ``mil`` package, in the message when it is missing.
-PURPOSE = "the multiple-instance data sets (the rankopt latent experiment)"
+PURPOSE = "the multiple-instance data sets (the latent experiment, python -m experiments.latent)"
 
 
 @dataclass(frozen=True, eq=False)

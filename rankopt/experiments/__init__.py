@@ -1,4 +1,5 @@
-"""Experiments run by the ``rankopt`` command: the digits demo and the papers' experiments.
+"""The digits demo the ``rankopt`` command runs (the main job), and the report helpers it shares with the
+papers' experiments, which live outside the package (``experiments/`` in the repository).
 
 Plotting needs the ``demo`` extra (matplotlib, tqdm); it is imported only
 when a plot or progress bar is asked for.  ``DemoResult`` and ``run_demo``

@@ -40,7 +40,7 @@ def test_does_not_import_graphdatascience(data):
 
 
 def test_quick_experiment(tmp_path):
-    from rankopt.experiments.cora import METHODS, run_cora_experiment
+    from experiments.cora import METHODS, run_cora_experiment
 
     out = tmp_path / "table.md"
     result = run_cora_experiment(quick=True, subjects=[0], output=out)
@@ -59,7 +59,7 @@ def test_quick_experiment(tmp_path):
 
 
 def test_experiment_rejects_unknown_settings():
-    from rankopt.experiments.cora import run_cora_experiment
+    from experiments.cora import run_cora_experiment
 
     with pytest.raises(ValueError, match="settings"):
         run_cora_experiment(quick=True, n_trees=3)

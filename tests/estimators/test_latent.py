@@ -425,7 +425,7 @@ def test_predict_checks_width(rng):
 
 
 def test_latent_experiment_quick(tmp_path):
-    from rankopt.experiments.latent import run_latent_experiment
+    from experiments.latent import run_latent_experiment
 
     out = tmp_path / "latent.md"
     result = run_latent_experiment(quick=True, output=out, log_file=tmp_path / "folds.jsonl")
@@ -438,7 +438,7 @@ def test_latent_experiment_quick(tmp_path):
 
 
 def test_experiment_gives_the_same_folds_in_parallel():
-    from rankopt.experiments.latent import run_latent_experiment
+    from experiments.latent import run_latent_experiment
 
     serial = run_latent_experiment(quick=True, n_jobs=1)
     parallel = run_latent_experiment(quick=True, n_jobs=2)
@@ -448,7 +448,7 @@ def test_experiment_gives_the_same_folds_in_parallel():
 
 
 def test_experiment_grid_override():
-    from rankopt.experiments.latent import run_latent_experiment
+    from experiments.latent import run_latent_experiment
 
     result = run_latent_experiment(quick=True, methods=("latent_ssvm",), grids={"latent_ssvm": {"C": [10.0, 1.0]}})
     assert result.protocol["grids"] == {"latent_ssvm": {"C": [10.0]}}  # quick: the first grid point
@@ -460,7 +460,7 @@ def test_experiment_grid_override():
 
 
 def test_cli_grid_option_parsing():
-    from rankopt.experiments.latent import METHODS, parse_grid_options
+    from experiments.latent import METHODS, parse_grid_options
 
     grids = parse_grid_options(["latent_ssvm:C=1,10", "latent_svm:robust=0"])
     assert grids["latent_ssvm"] == {"C": [1.0, 10.0]}

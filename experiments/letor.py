@@ -1,6 +1,6 @@
 """Learning to rank over queries on the MSLR-WEB30K sample: RankSVM's losses against LightGBM.
 
-``rankopt letor`` trains, on the 43 training queries of the MSLR-WEB30K
+``python -m experiments.letor`` trains, on the 43 training queries of the MSLR-WEB30K
 fold-1 sample (:func:`rankopt.data.mslr.fetch_mslr_sample`):
 
 * RankSVM over queries with the AP loss (SVM^map's formulation), the NDCG
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -142,7 +143,7 @@ def run_letor_experiment(
 
     ``quick`` keeps the first 12 training and test queries and C in {0.1, 1}.
     ``progress`` (a callable taking a one-line message) is called after every
-    validation C and every final fit; ``rankopt letor`` prints them on stderr.
+    validation C and every final fit; ``python -m experiments.letor`` prints them on stderr.
     """
     report = timed_reporter(logger, progress)
 
@@ -325,7 +326,7 @@ def add_cli_subcommand(subparsers, parents=()) -> argparse.ArgumentParser:
 
 
 def plan(args) -> str:
-    """What ``rankopt letor`` will run and roughly how long it takes, printed when it starts."""
+    """What ``python -m experiments.letor`` will run and roughly how long it takes, printed when it starts."""
     grid = QUICK_C_GRID if args.quick else C_GRID
     linear = [m for m in args.methods if m != "lightgbm"]
     fits = len(linear) * len(grid) * args.n_splits + len(args.methods)
@@ -361,3 +362,9 @@ def cli_main(args) -> int:
     if args.quick:
         say(QUICK_WARNING)
     return 0
+
+
+if __name__ == "__main__":
+    from experiments import run_experiment
+
+    sys.exit(run_experiment(add_cli_subcommand, "letor"))

@@ -1,15 +1,15 @@
 """Neural rankers trained with rankopt's structured hinge against the losses neural users pick.
 
-``rankopt deep mslr`` — learning to rank on the MSLR-WEB30K fold-1 sample
+``python -m experiments.deep mslr`` — learning to rank on the MSLR-WEB30K fold-1 sample
 (:func:`rankopt.data.mslr.fetch_mslr_sample`).  An MLP 136 → 256 → 256 → 1 (ReLU, Adam) is trained on
 33 of the 43 training queries with the ``ndcg_graded``, ``ap`` and ``pairwise`` hinges
 (:class:`rankopt.torch.RankHingeLoss`) and with LambdaLoss, ListNet and ApproxNDCG
-(:mod:`rankopt.experiments.neural_losses`).  The learning rate and the number of epochs are chosen
+(:mod:`experiments.neural_losses`).  The learning rate and the number of epochs are chosen
 per loss by the mean validation NDCG@10 over the seeds on the other 10 training queries; the test
 queries are scored at that choice only.  Baselines: ``LGBMRanker`` (lambdarank, 100 trees, one thread)
 and linear RankSVM (``ndcg_graded`` and ``pairwise``, C chosen the same way), on the same 33 queries.
 
-``rankopt deep digits`` — retrieval on scikit-learn's digits.  An embedding network 64 → 128 → 32
+``python -m experiments.deep digits`` — retrieval on scikit-learn's digits.  An embedding network 64 → 128 → 32
 (L2-normalised) is trained on batches of 128 images: every image is a query against the rest of its
 batch (cosine similarities), its positives the images of its class.  Losses: the AP hinge (scores
 scaled by a factor chosen on validation), FastAP (Cakir et al., CVPR 2019), the contrastive and the
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -147,7 +148,7 @@ def _mlp(torch, n_features: int, seed: int):
 
 
 def _ranking_loss(name: str, torch):
-    from rankopt.experiments import neural_losses
+    from experiments import neural_losses
     from rankopt.torch import RankHingeLoss
 
     if name.startswith("hinge_"):
@@ -301,7 +302,7 @@ def _mslr_baseline(name, seeds, fit, valid, test, metrics) -> Row:
 
     start = time.process_time()
     if name == "lightgbm":
-        from rankopt.experiments.letor import _import_lightgbm
+        from experiments.letor import _import_lightgbm
 
         lightgbm = _import_lightgbm()
         outcomes = []
@@ -503,3 +504,9 @@ def cli_main(args) -> int:
     print(result.description)
     print(format_table(result))
     return 0
+
+
+if __name__ == "__main__":
+    from experiments import run_experiment
+
+    sys.exit(run_experiment(add_cli_subcommand, "deep"))

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
 import warnings
 from collections import Counter
@@ -423,7 +424,7 @@ def run_cora_experiment(
         Write the raw result there (JSON; :func:`load_result` reads it back).
     progress : callable(str), optional
         Called with a one-line message as the run goes: after every inner
-        cross-validation fit and every outer fold (``rankopt cora`` prints
+        cross-validation fit and every outer fold (``python -m experiments.cora`` prints
         them on stderr).
     **overrides
         Any of the keys of ``FULL``.
@@ -646,7 +647,7 @@ FULL_RUN_MINUTES_TWO_JOBS = 12
 
 
 def plan(quick: bool, subjects, n_jobs: int) -> str:
-    """What ``rankopt cora`` will run and roughly how long it takes, printed when it starts."""
+    """What ``python -m experiments.cora`` will run and roughly how long it takes, printed when it starts."""
     if quick:
         return (
             "cora --quick: the four methods on about 300 papers of Cora, 2 folds, one grid point each, "
@@ -727,3 +728,9 @@ def cli_main(args) -> int:
     if args.quick:
         say(QUICK_WARNING)
     return 0
+
+
+if __name__ == "__main__":
+    from experiments import run_experiment
+
+    sys.exit(run_experiment(add_cli_subcommand, "cora"))

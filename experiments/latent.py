@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -380,7 +381,7 @@ FULL_RUN_MINUTES = 52
 
 
 def plan(args) -> str:
-    """What ``rankopt latent`` will run and roughly how long it takes, printed when it starts."""
+    """What ``python -m experiments.latent`` will run and roughly how long it takes, printed when it starts."""
     if args.quick:
         datasets = list(QUICK["datasets"]) if list(args.datasets) == list(DATASETS) else list(args.datasets)
         return (
@@ -518,3 +519,9 @@ def cli_main(args) -> int:
     if args.quick:
         say(QUICK_WARNING)
     return 0
+
+
+if __name__ == "__main__":
+    from experiments import run_experiment
+
+    sys.exit(run_experiment(add_cli_subcommand, "latent"))

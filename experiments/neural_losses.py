@@ -1,4 +1,4 @@
-"""The listwise losses neural learning-to-rank users pick, written from their papers for ``rankopt deep``.
+"""The listwise losses neural learning-to-rank users pick, written from their papers for ``python -m experiments.deep``.
 
 No maintained PyTorch package offers them on this machine's registry (allRank 1.4.3 dates from 2021
 and imports torchvision; rax is JAX), so they are written here, on the padded (B, L) layout with a
