@@ -73,6 +73,38 @@ def build_parser() -> argparse.ArgumentParser:
     verbose = verbose_parent()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
+    _add_train(sub, verbose)
+
+    _add_predict_and_evaluate(sub, verbose)
+
+    plugins = sub.add_parser(
+        "plugins",
+        parents=[verbose],
+        help="list the registered plugins",
+        description="List every registered loss, inference method, model and feature map.",
+    )
+    plugins.set_defaults(handler=_plugins)
+
+    demo = sub.add_parser(
+        "demo",
+        parents=[verbose],
+        help="compare the four SVMs on scikit-learn's digits",
+        description="Binary, AP, NDCG and ROC-area SVMs on the digits, one query per class.",
+    )
+    demo.add_argument(
+        "--output-dir",
+        default=".",
+        metavar="DIR",
+        help="where to write rankopt-demo-pr.png and rankopt-demo-results.json (default: .)",
+    )
+    demo.add_argument("--quick", action="store_true", help="three classes instead of ten")
+    demo.add_argument("--C", type=float, default=DEMO_C, help=f"slack weight of every method (default: {DEMO_C:g})")
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def _add_train(sub, verbose) -> None:
+    """The ``train`` subcommand."""
     train = sub.add_parser(
         "train",
         parents=[verbose],
@@ -114,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_file_options(train)
     train.set_defaults(handler=_train)
 
+
+def _add_predict_and_evaluate(sub, verbose) -> None:
+    """The ``predict`` and ``evaluate`` subcommands."""
     predict = sub.add_parser(
         "predict",
         parents=[verbose],
@@ -147,31 +182,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_file_options(evaluate)
     evaluate.set_defaults(handler=_evaluate)
-
-    plugins = sub.add_parser(
-        "plugins",
-        parents=[verbose],
-        help="list the registered plugins",
-        description="List every registered loss, inference method, model and feature map.",
-    )
-    plugins.set_defaults(handler=_plugins)
-
-    demo = sub.add_parser(
-        "demo",
-        parents=[verbose],
-        help="compare the four SVMs on scikit-learn's digits",
-        description="Binary, AP, NDCG and ROC-area SVMs on the digits, one query per class.",
-    )
-    demo.add_argument(
-        "--output-dir",
-        default=".",
-        metavar="DIR",
-        help="where to write rankopt-demo-pr.png and rankopt-demo-results.json (default: .)",
-    )
-    demo.add_argument("--quick", action="store_true", help="three classes instead of ten")
-    demo.add_argument("--C", type=float, default=DEMO_C, help=f"slack weight of every method (default: {DEMO_C:g})")
-    demo.set_defaults(handler=_demo)
-    return parser
 
 
 def verbose_parent() -> argparse.ArgumentParser:

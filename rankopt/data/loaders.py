@@ -138,27 +138,12 @@ def read_svmlight(
         on some lines and not on others; its sidecar holds anything but positive group sizes summing to
         the file's rows.
     """
-    from sklearn.datasets import load_svmlight_file
-
     path = os.fspath(path)
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"expected zero_based to be True, False or 'auto', got {zero_based!r} instead")
     if isinstance(max_features, bool) or not isinstance(max_features, numbers.Integral) or max_features < 1:
         raise ValueError(f"expected max_features to be a positive integer, got {max_features!r} instead")
-    try:
-        X, y, qid = load_svmlight_file(path, zero_based=zero_based is not False, query_id=True)
-    except OverflowError:
-        raise ValueError(
-            f"cannot read {path!r} as SVM-light: a feature index of 2**31 or more, or a qid of 2**63 or more"
-        ) from None
-    except ValueError as exc:
-        hint = ""
-        if zero_based is False and "Invalid index 0" in str(exc):
-            hint = (
-                " (the file counts features from 0, as scikit-learn's dump_svmlight_file does by default: "
-                "read it with zero_based=True or 'auto', on the command line --zero-based yes or auto)"
-            )
-        raise ValueError(f"cannot read {path!r} as SVM-light: {exc}{hint}") from None
+    X, y, qid = _parse_svmlight(path, zero_based)
     if X.shape[0] == 0:
         raise ValueError(f"expected at least one sample in {path!r}, got an empty file instead")
     if qid.size not in (0, X.shape[0]):
@@ -167,6 +152,25 @@ def read_svmlight(
             f"(the first line without it: {_first_line_without_qid(path)})"
         )
 
+    X, zero_based, file_width = _fit_columns(X, path, zero_based, n_features, max_features)
+    try:
+        X = check_matrix(X, name=f"the features of {path!r}")
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+    data = SvmLightData(
+        X=X,
+        y=np.asarray(y, dtype=np.float64),
+        qid=qid if qid.size else None,
+        path=path,
+        zero_based=bool(zero_based),
+        file_width=file_width,
+    )
+    return _with_sidecar_queries(data) if queries_from_sidecar else data
+
+
+def _fit_columns(X, path: str, zero_based, n_features, max_features):
+    """X with its columns as the file's indices say ("auto": zero-based exactly when index 0 occurs),
+    widened to ``n_features``: (X, zero_based, the file's own width)."""
     if zero_based == "auto":
         zero_based = bool(X.nnz) and int(X.indices.min()) == 0
         if not zero_based:  # column 0 is empty: the indices are one-based
@@ -191,19 +195,27 @@ def read_svmlight(
                 "training file counted from the other base, say which with zero_based / --zero-based)"
             )
         X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
+    return X, zero_based, file_width
+
+
+def _parse_svmlight(path: str, zero_based):
+    """scikit-learn's reader on ``path``: (X, y, qid), its failures as one ValueError naming the file."""
+    from sklearn.datasets import load_svmlight_file
+
     try:
-        X = check_matrix(X, name=f"the features of {path!r}")
+        return load_svmlight_file(path, zero_based=zero_based is not False, query_id=True)
+    except OverflowError:
+        raise ValueError(
+            f"cannot read {path!r} as SVM-light: a feature index of 2**31 or more, or a qid of 2**63 or more"
+        ) from None
     except ValueError as exc:
-        raise ValueError(str(exc)) from None
-    data = SvmLightData(
-        X=X,
-        y=np.asarray(y, dtype=np.float64),
-        qid=qid if qid.size else None,
-        path=path,
-        zero_based=bool(zero_based),
-        file_width=file_width,
-    )
-    return _with_sidecar_queries(data) if queries_from_sidecar else data
+        hint = ""
+        if zero_based is False and "Invalid index 0" in str(exc):
+            hint = (
+                " (the file counts features from 0, as scikit-learn's dump_svmlight_file does by default: "
+                "read it with zero_based=True or 'auto', on the command line --zero-based yes or auto)"
+            )
+        raise ValueError(f"cannot read {path!r} as SVM-light: {exc}{hint}") from None
 
 
 #: LightGBM's sidecar of group sizes: FILE.query beside the data file FILE.

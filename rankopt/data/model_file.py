@@ -399,26 +399,7 @@ def load_model(path, model_type=None):
     try:
         with open(path, "rb") as raw, zipfile.ZipFile(raw) as zipped:
             archive = _ModelArchive(path, zipped, os.fstat(raw.fileno()).st_size)
-            if "format" not in archive.files or archive.text("format") != MODEL_FORMAT:
-                raise ModelFileError(f"{path!r} is an .npz archive but not a rankopt model file")
-            version = archive.integer("format_version") if "format_version" in archive.files else None
-            writer = archive.text("rankopt_version") if "rankopt_version" in archive.files else "unknown"
-            if version != MODEL_FORMAT_VERSION:
-                raise ModelFileError(
-                    f"{path!r} has model format version {version}, written by rankopt {writer}; "
-                    f"this rankopt reads version {MODEL_FORMAT_VERSION} only: retrain the model"
-                )
-            missing = [key for key in _HEADER if key not in archive.files]
-            if missing:
-                raise ModelFileError(f"{path!r} is a damaged rankopt model file: it lacks {missing}")
-            found = archive.text("model_type")
-            if found not in EXPORTS:
-                raise ModelFileError(
-                    f"{path!r} holds a model of type {brief(repr(found), 80)}, which this rankopt cannot read "
-                    f"(it reads {sorted(EXPORTS)})"
-                )
-            if expected is not None and found != expected:
-                raise ModelFileError(f"{path!r} holds a {found} model, expected a {expected} model")
+            found = _checked_header(path, archive, expected)
             export = EXPORTS[found]
             cls = export.cls(found)
             params = _check_params(path, cls, archive.json("params"))
@@ -430,16 +411,7 @@ def load_model(path, model_type=None):
             if missing:
                 raise ModelFileError(f"{path!r} is a damaged rankopt model file: it lacks {missing}")
             n_features = fitted["n_features_in_"]
-            arrays = {}
-            for key in export.arrays:
-                shape = export.arrays[key](n_features)
-                values = archive.read(key.rstrip("_"), "fiu", int(np.prod(shape)))
-                if values.shape != shape or not np.all(np.isfinite(values)):
-                    raise ModelFileError(
-                        f"{path!r} is a damaged rankopt model file: expected {key} to hold finite weights of "
-                        f"shape {shape}, got an array of shape {values.shape} instead"
-                    )
-                arrays[key] = values.astype(np.float64)
+            arrays = _checked_arrays(path, archive, export, n_features)
         if "feature_names_in_" in fitted:
             fitted["feature_names_in_"] = _feature_names(path, fitted["feature_names_in_"], n_features)
         model = cls(**params)
@@ -456,3 +428,43 @@ def load_model(path, model_type=None):
             f"{path!r} is a damaged or unreadable rankopt model file: {brief(repr(exc), 300)}"
         ) from None
     return model
+
+
+def _checked_header(path: str, archive, expected: str | None) -> str:
+    """The model type the archive's header names, after its format, version and members are checked."""
+    if "format" not in archive.files or archive.text("format") != MODEL_FORMAT:
+        raise ModelFileError(f"{path!r} is an .npz archive but not a rankopt model file")
+    version = archive.integer("format_version") if "format_version" in archive.files else None
+    writer = archive.text("rankopt_version") if "rankopt_version" in archive.files else "unknown"
+    if version != MODEL_FORMAT_VERSION:
+        raise ModelFileError(
+            f"{path!r} has model format version {version}, written by rankopt {writer}; "
+            f"this rankopt reads version {MODEL_FORMAT_VERSION} only: retrain the model"
+        )
+    missing = [key for key in _HEADER if key not in archive.files]
+    if missing:
+        raise ModelFileError(f"{path!r} is a damaged rankopt model file: it lacks {missing}")
+    found = archive.text("model_type")
+    if found not in EXPORTS:
+        raise ModelFileError(
+            f"{path!r} holds a model of type {brief(repr(found), 80)}, which this rankopt cannot read "
+            f"(it reads {sorted(EXPORTS)})"
+        )
+    if expected is not None and found != expected:
+        raise ModelFileError(f"{path!r} holds a {found} model, expected a {expected} model")
+    return found
+
+
+def _checked_arrays(path: str, archive, export, n_features: int) -> dict:
+    """The model type's weight arrays, each of its shape for ``n_features`` and finite, as float64."""
+    arrays = {}
+    for key in export.arrays:
+        shape = export.arrays[key](n_features)
+        values = archive.read(key.rstrip("_"), "fiu", int(np.prod(shape)))
+        if values.shape != shape or not np.all(np.isfinite(values)):
+            raise ModelFileError(
+                f"{path!r} is a damaged rankopt model file: expected {key} to hold finite weights of "
+                f"shape {shape}, got an array of shape {values.shape} instead"
+            )
+        arrays[key] = values.astype(np.float64)
+    return arrays

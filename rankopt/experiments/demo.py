@@ -157,8 +157,6 @@ def run_demo(
 
     from rankopt._validation import check_positive_float
     from rankopt.data.loaders import load_digits
-    from rankopt.estimators.rank_svm import RankSVM
-    from rankopt.metrics import average_precision, ndcg
 
     C = check_positive_float(C, "C")
     classes = tuple(int(c) for c in classes)
@@ -177,34 +175,8 @@ def run_demo(
     rows, scores = [], {}
     try:
         for c, name, loss in jobs:
-            y_train = (d_train == c).astype(np.int64)
-            y_test = (d_test == c).astype(np.int64)
-            model = RankSVM(loss=loss, C=C)
-            start = time.perf_counter()
-            model.fit(X_train, y_train)
-            elapsed = time.perf_counter() - start
-            s = model.decision_function(X_test)
-            scores[(c, name)] = s
-            rows.append(
-                {
-                    "class": c,
-                    "method": name,
-                    "loss": loss,
-                    "test_ap": average_precision(y_test, s),
-                    "test_ndcg": ndcg(y_test, s),
-                    "fit_time_s": elapsed,
-                    "n_iter": int(model.n_iter_),
-                    "converged": bool(model.converged_),
-                }
-            )
-            logger.info(
-                "class %d, %s: test AP %.4f, %d iterations, %.3f s",
-                c,
-                name,
-                rows[-1]["test_ap"],
-                model.n_iter_,
-                elapsed,
-            )
+            row, scores[(c, name)] = _fit_one(c, name, loss, C, X_train, X_test, d_train == c, d_test == c)
+            rows.append(row)
             if bar is not None:
                 bar.update()
     finally:
@@ -222,6 +194,31 @@ def run_demo(
         y_test=d_test,
         test_scores=scores,
     )
+
+
+def _fit_one(c: int, name: str, loss: str, C: float, X_train, X_test, relevant_train, relevant_test):
+    """One method on one class's query: its row of the table, and its test scores."""
+    from rankopt.estimators.rank_svm import RankSVM
+    from rankopt.metrics import average_precision, ndcg
+
+    y_train, y_test = relevant_train.astype(np.int64), relevant_test.astype(np.int64)
+    model = RankSVM(loss=loss, C=C)
+    start = time.perf_counter()
+    model.fit(X_train, y_train)
+    elapsed = time.perf_counter() - start
+    s = model.decision_function(X_test)
+    row = {
+        "class": c,
+        "method": name,
+        "loss": loss,
+        "test_ap": average_precision(y_test, s),
+        "test_ndcg": ndcg(y_test, s),
+        "fit_time_s": elapsed,
+        "n_iter": int(model.n_iter_),
+        "converged": bool(model.converged_),
+    }
+    logger.info("class %d, %s: test AP %.4f, %d iterations, %.3f s", c, name, row["test_ap"], model.n_iter_, elapsed)
+    return row, s
 
 
 def main(output_dir=".", *, quick: bool = False, C: float = DEMO_C, progress: bool = True, stream=None) -> DemoResult:
