@@ -55,6 +55,7 @@ BUILTIN_PLUGINS = (
     "rankopt.models.binary",
     "rankopt.features.high_order",
     "rankopt.models.high_order_plugin",
+    "rankopt.models.latent_plugin",
 )
 
 

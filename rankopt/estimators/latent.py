@@ -64,8 +64,8 @@ from rankopt.estimators.parameters import (
 )
 from rankopt.estimators.progress import iteration_callback, verbose_logging
 from rankopt.losses.base import RankLoss
+from rankopt.losses.zero_one import ZeroOneLoss
 from rankopt.metrics import average_precision, mean_average_precision
-from rankopt.models.latent import LatentRankingCCCP, LatentSVMCCCP
 
 logger = logging.getLogger(__name__)
 
@@ -211,10 +211,6 @@ class _LatentEstimator(BaseEstimator):
         return tags
 
 
-def _split(data: Bags, labels: np.ndarray) -> tuple[Bags, Bags]:
-    return data.take(np.flatnonzero(labels)), data.take(np.flatnonzero(~labels))
-
-
 class LatentAPSVM(_LatentEstimator):
     """Latent AP-SVM (Behl et al. (2015) problem 9, Algorithm 3), over one query of bags or many.
 
@@ -311,15 +307,8 @@ class LatentAPSVM(_LatentEstimator):
             raise ValueError(f"expected inference to be a method name, got {self.inference!r} instead")
         self.inference_ = registry.resolve_method(self.inference, loss).name
         self.loss_ = loss
-        pos, neg = _split(data, labels)
-        problem = LatentRankingCCCP(
-            pos,
-            neg,
-            loss,
-            registry.get_feature_map("linear"),
-            model="apsvm",
-            inference=self.inference_,
-            registry=registry,
+        problem = registry.get_model("latent_ap").build_problem(
+            data, labels, loss, registry.get_feature_map("linear"), inference=self.inference_, registry=registry
         )
         assert problem.queries is not None  # the AP-SVM model lays out its queries
         self.n_queries_, self.n_queries_used_ = problem.queries.n_queries, problem.queries.n_used
@@ -370,8 +359,9 @@ class LatentSSVM(_LatentEstimator):
     def _build(self, data, labels):
         registry = plugin_registry()
         self.loss_ = _rank_loss(registry, self.loss)
-        pos, neg = _split(data, labels)
-        return LatentRankingCCCP(pos, neg, self.loss_, registry.get_feature_map("linear"), model="ssvm")
+        return registry.get_model("latent_ssvm").build_problem(
+            data, labels, self.loss_, registry.get_feature_map("linear"), registry=registry
+        )
 
 
 class LatentSVM(_LatentEstimator):
@@ -448,8 +438,15 @@ class LatentSVM(_LatentEstimator):
         params = check_parameters(self)
         robust = params["robust"]
         design = Bags(self._design(data.X), data.offsets)
-        pos, neg = _split(design, labels)
-        return LatentSVMCCCP(pos, neg, plugin_registry().get_feature_map("linear"), J=params["J"], robust=robust)
+        registry = plugin_registry()
+        return registry.get_model("latent_binary").build_problem(
+            design,
+            labels,
+            ZeroOneLoss(params["J"]),
+            registry.get_feature_map("linear"),
+            registry=registry,
+            robust=robust,
+        )
 
 
 def _rank_loss(registry, loss) -> RankLoss:

@@ -31,6 +31,7 @@ __all__ = [
     "n_jobs",
     "optional",
     "percentage",
+    "plugin_name",
     "plugin_registry",
     "positive_float",
     "positive_floats",
@@ -62,6 +63,13 @@ def boolean(value, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"expected {name} to be True or False, got {value!r} instead")
     return bool(value)
+
+
+def plugin_name(value, name: str) -> str:
+    """A plugin's name (looked up in the registry in ``fit``)."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected {name} to be a plugin name, got {value!r} instead")
+    return value
 
 
 def method_name(value, name: str) -> str:

@@ -41,6 +41,7 @@ from rankopt.estimators.parameters import (
     metric_spec,
     optional,
     percentage,
+    plugin_name,
     plugin_registry,
     positive_float,
     positive_int,
@@ -137,6 +138,14 @@ class RankSVM(BaseEstimator):
         ``metric(y_true, scores, qid)`` (higher is better).  The first metric
         of the last validation set decides the best iterate and early
         stopping, as in LightGBM.  See :mod:`rankopt.estimators.evaluation`.
+    model : str, default "auto"
+        The model plugin that builds the structured problem
+        (:func:`rankopt.list_plugins` lists them): "auto" takes "ranking" for a
+        rank loss and "binary" for a labelling one; a third-party model
+        registered for the loss's kind of output is reached by its name.  Not
+        with ``approx`` (APPX builds its own two problems).
+    feature_map : str, default "linear"
+        The joint feature map plugin the model sees the rows of X through.
 
     Attributes
     ----------
@@ -249,6 +258,8 @@ class RankSVM(BaseEstimator):
         "eval_metric": metric_spec,
         "warm_start": boolean,
         "solver": solver_name,
+        "model": plugin_name,
+        "feature_map": plugin_name,
     }
 
     def __init__(
@@ -266,6 +277,8 @@ class RankSVM(BaseEstimator):
         eval_metric=None,
         warm_start=False,
         solver="cutting_plane",
+        model="auto",
+        feature_map="linear",
     ):
         self.loss = loss
         self.C = C
@@ -279,6 +292,8 @@ class RankSVM(BaseEstimator):
         self.eval_metric = eval_metric
         self.warm_start = warm_start
         self.solver = solver
+        self.model = model
+        self.feature_map = feature_map
 
     def fit(self, X, y, qid=None, eval_set=None, group=None, eval_group=None):
         """Fit w on samples X (n_samples, n_features) with relevance y.
@@ -326,7 +341,7 @@ class RankSVM(BaseEstimator):
         registry = plugin_registry()
         loss = registry.resolve_loss(params["loss"])
         approx = check_approx(self.approx, loss)
-        model = registry.get_model(MODEL_FOR_OUTPUT[loss.output_kind])
+        model = _resolve_model(registry, params["model"], loss, approx)
         relevance, queries, n_queries, n_queries_used = self._relevance(
             labels, qid, X.shape[0], loss, model, approx, registry
         )
@@ -358,7 +373,7 @@ class RankSVM(BaseEstimator):
 
     def _solve(self, fit: _Fit, callback):
         """Build the problem and run the solver: (problem, result, APPX split or None)."""
-        feature_map = fit.registry.get_feature_map("linear")
+        feature_map = fit.registry.get_feature_map(self.feature_map)
         if fit.approx is not None:
             approx = ApproxProblem(
                 fit.X, fit.relevance, fit.loss, feature_map, fit.approx, inference=self.inference, registry=fit.registry
@@ -667,6 +682,20 @@ def _check_scale(X) -> None:
             magnitude[0],
             largest,
         )
+
+
+def _resolve_model(registry, name: str, loss, approx):
+    """The model plugin ``name`` names ("auto": the one for the loss's kind of output), refused when it is
+    for another kind of output, or not the default with ``approx``."""
+    if approx is not None and name != "auto":
+        raise ValueError(f"expected model='auto' with approx (APPX builds its own two problems), got {name!r} instead")
+    model = registry.get_model(MODEL_FOR_OUTPUT[loss.output_kind] if name == "auto" else name)
+    if model.output_kind is not loss.output_kind:
+        raise ValueError(
+            f"expected a model for {loss.output_kind.value} losses with loss {loss.name!r}, got model {name!r}, "
+            f"which builds problems for {model.output_kind.value} losses, instead"
+        )
+    return model
 
 
 def _log_inference(estimator: str, problem, loss: Loss) -> None:

@@ -7,18 +7,24 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from rankopt.engine.problem import LinearProblem
+from rankopt.engine.cccp import CCCPProblem
+from rankopt.engine.problem import LinearProblem, StructuredProblem
 from rankopt.losses.base import OutputKind
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rankopt.engine.problem import StructuredProblem
     from rankopt.features.base import FeatureMap
     from rankopt.inference.base import PluginLookup
     from rankopt.losses.base import Loss
 
 
 class Model(abc.ABC):
-    """Builds the structured problem the engine solves for one kind of output."""
+    """Builds the problem the engine solves for one kind of output.
+
+    A convex model builds a :class:`~rankopt.engine.StructuredProblem`, which a solver of the table solves;
+    a non-convex one (HOAP-SVM, the latent models) a :class:`~rankopt.engine.cccp.CCCPProblem`, which CCCP
+    solves by a sequence of them.  :attr:`problem_kind` says which; an estimator takes a model plugin by
+    name (``RankSVM(model=...)``), so a third-party model registered with ``rankopt_models`` is reachable.
+    """
 
     name: ClassVar[str] = ""
     #: The loss kind this model accepts.
@@ -26,12 +32,15 @@ class Model(abc.ABC):
     #: Whether :meth:`build_problem` takes ``queries=`` (a :class:`rankopt._validation.QueryIndex`):
     #: one problem over many queries, ``y`` then per-row relevance (grades for a graded loss).
     supports_queries: ClassVar[bool] = False
+    #: What :meth:`build_problem` returns: StructuredProblem, or CCCPProblem for a non-convex model.
+    problem_kind: ClassVar[type] = StructuredProblem
 
     @abc.abstractmethod
     def build_problem(
         self, X, y, loss: Loss, feature_map: FeatureMap, *, inference: str = "auto", registry: PluginLookup
-    ) -> StructuredProblem:
-        """A :class:`~rankopt.engine.StructuredProblem` over validated ``X`` and bool ``y``.
+    ) -> StructuredProblem | CCCPProblem:
+        """A :class:`~rankopt.engine.StructuredProblem` (a :class:`CCCPProblem` where :attr:`problem_kind` says
+        so) over validated ``X`` and bool ``y``.
 
         ``registry`` is the plugin registry the estimator resolved its names
         with (:class:`rankopt.plugins.PluginRegistry`), for the inference

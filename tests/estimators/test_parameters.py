@@ -87,6 +87,8 @@ BAD = {
     "J": -2.0,
     "robust": 1.0,
     "fit_intercept": "no",
+    "model": 3,
+    "feature_map": "",
 }
 
 
