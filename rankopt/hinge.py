@@ -28,9 +28,6 @@ from rankopt.losses.base import RankLoss
 
 __all__ = ["HingeQueries", "grouped_hinges", "hinge_per_query", "structured_hinge"]
 
-#: How the per-query hinges are combined: their mean over the queries with something to order, their
-#: sum, or none (one value per query, queries by increasing qid).
-
 
 @dataclass(frozen=True)
 class HingeQueries:

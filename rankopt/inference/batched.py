@@ -40,6 +40,7 @@ otherwise, logged once per loss type and method (logger ``rankopt.inference.batc
 from __future__ import annotations
 
 import logging
+import math
 import numbers
 import os
 
@@ -53,6 +54,7 @@ from rankopt._validation import (
     check_score_sums,
     check_whole_numbers,
     largest_magnitude,
+    not_finite_error,
 )
 from rankopt.inference.base import PluginLookup
 from rankopt.inference.binary_kernels import integer_threshold, per_query
@@ -299,9 +301,12 @@ def _check_batch(loss, scores, relevance, offsets, registry):
 def _check_scores(scores, longest: int, n_documents: int) -> np.ndarray:
     """1-D finite float scores (float32 kept), one per each of the batch's ``n_documents``, whose sums over a
     query of ``longest`` documents cannot overflow."""
-    scores = as_float_vector(scores, "scores")
+    scores = as_float_vector(scores, "scores", scan=False)  # one pass reads the scores, below
+    largest = largest_magnitude(scores) if scores.size else 0.0
+    if not math.isfinite(largest):
+        raise not_finite_error("scores")
     if scores.size:
-        check_score_sums(largest_magnitude(scores), longest, scores.dtype)
+        check_score_sums(largest, longest, scores.dtype)
     if scores.size != n_documents:
         raise ValueError(f"expected relevance of the same length as scores ({scores.size}), got {n_documents} instead")
     return scores
