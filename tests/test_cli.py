@@ -347,6 +347,8 @@ def test_model_file_records_how_it_was_trained(model_file):
             "eval_metric": None,
             "warm_start": False,
             "solver": "cutting_plane",
+            "model": "auto",
+            "feature_map": "linear",
         }
 
 

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from rankopt.engine.cccp import CCCPProblem
-from rankopt.engine.problem import LinearProblem, StructuredProblem
+from rankopt.engine.problem import LinearProblem
 from rankopt.losses.base import OutputKind
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rankopt.engine.cccp import CCCPProblem
+    from rankopt.engine.problem import StructuredProblem
     from rankopt.features.base import FeatureMap
     from rankopt.inference.base import PluginLookup
     from rankopt.losses.base import Loss
@@ -32,8 +33,9 @@ class Model(abc.ABC):
     #: Whether :meth:`build_problem` takes ``queries=`` (a :class:`rankopt._validation.QueryIndex`):
     #: one problem over many queries, ``y`` then per-row relevance (grades for a graded loss).
     supports_queries: ClassVar[bool] = False
-    #: What :meth:`build_problem` returns: StructuredProblem, or CCCPProblem for a non-convex model.
-    problem_kind: ClassVar[type] = StructuredProblem
+    #: What :meth:`build_problem` returns: "structured" (a StructuredProblem) or "cccp" (a CCCPProblem, for a
+    #: non-convex model).  A name, not the class: registering the built-in models imports no solver.
+    problem_kind: ClassVar[str] = "structured"
 
     @abc.abstractmethod
     def build_problem(

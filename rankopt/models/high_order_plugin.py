@@ -8,7 +8,6 @@ when a problem is built.
 
 from __future__ import annotations
 
-from rankopt.engine.cccp import CCCPProblem
 from rankopt.hookspecs import hookimpl
 from rankopt.losses.base import LabelingLoss, OutputKind, RankLoss
 from rankopt.models.base import Model
@@ -38,7 +37,7 @@ class HOAPModel(Model):
 
     name = "high_order_ap"
     output_kind = OutputKind.RANKING
-    problem_kind = CCCPProblem
+    problem_kind = "cccp"
 
     def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry):
         """A :class:`~rankopt.models.high_order.HOAPProblem`: a :class:`~rankopt.engine.CCCPProblem`, solved by CCCP."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from rankopt.data.bags import Bags
-from rankopt.engine.cccp import CCCPProblem
 from rankopt.hookspecs import hookimpl
 from rankopt.losses.base import OutputKind
 from rankopt.models.base import Model
@@ -30,7 +29,7 @@ class LatentAPModel(Model):
 
     name = "latent_ap"
     output_kind = OutputKind.RANKING
-    problem_kind = CCCPProblem
+    problem_kind = "cccp"
 
     def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry, **options):
         from rankopt.models.latent import LatentRankingCCCP
@@ -44,7 +43,7 @@ class LatentSSVMModel(Model):
 
     name = "latent_ssvm"
     output_kind = OutputKind.RANKING
-    problem_kind = CCCPProblem
+    problem_kind = "cccp"
 
     def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry, **options):
         from rankopt.models.latent import LatentRankingCCCP
@@ -59,7 +58,7 @@ class LatentBinaryModel(Model):
 
     name = "latent_binary"
     output_kind = OutputKind.LABELING
-    problem_kind = CCCPProblem
+    problem_kind = "cccp"
 
     def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry, robust=0.0, **options):
         from rankopt.models.latent import LatentSVMCCCP

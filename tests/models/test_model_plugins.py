@@ -81,7 +81,7 @@ def test_every_model_honours_its_declared_return_type(name):
     from rankopt.plugins import default_registry
 
     model = default_registry().get_model(name)
-    assert model.problem_kind in (StructuredProblem, CCCPProblem)
+    assert {"structured": StructuredProblem, "cccp": CCCPProblem}[model.problem_kind]
 
 
 def test_the_latent_estimators_build_their_problems_through_their_model_plugins(monkeypatch):
