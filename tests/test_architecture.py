@@ -58,12 +58,14 @@ def _imports_of(module: str, path: Path) -> set[str]:
             targets = [f"{origin}.{alias.name}" for alias in node.names]
         else:
             continue
-        for target in targets:
-            if target.split(".")[0] == "rankopt":
-                owner = _owning_module(target)
-                if owner is not None and owner != module:
-                    found.add(owner)
+        found |= _owners(targets, module)
     return found
+
+
+def _owners(targets, module: str) -> set[str]:
+    """The rankopt modules (other than ``module``) that own the imported names ``targets``."""
+    owners = {_owning_module(target) for target in targets if target.split(".")[0] == "rankopt"}
+    return {owner for owner in owners if owner is not None and owner != module}
 
 
 #: ``cimport a.b``, ``from a.b cimport x``, ``import a.b``, ``from a.b import x`` in Cython sources.
@@ -78,11 +80,7 @@ def _cython_imports_of(module: str, path: Path) -> set[str]:
             continue
         for origin, names, plain in _CYTHON_IMPORT.findall(source.read_text(encoding="utf-8")):
             targets = [plain] if plain else [f"{origin}.{n.strip(' ()')}" for n in names.split(",")]
-            for target in targets:
-                if target.split(".")[0] == "rankopt":
-                    owner = _owning_module(target)
-                    if owner is not None and owner != module:
-                        found.add(owner)
+            found |= _owners(targets, module)
     return found
 
 

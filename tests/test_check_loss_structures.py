@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from losses.test_topk_declarations import Lie as TopKLie
 
-from rankopt.losses import APLoss, GradedPositionLoss, PrecisionAtKLoss
+from rankopt.losses import APLoss, GradedPositionLoss
 from rankopt.losses.pairwise import GradedPairwiseLoss
-from rankopt.losses.structure import TopKCountStructure
 from rankopt.testing import check_loss
 
 
@@ -19,13 +19,6 @@ class BinaryValueLie(APLoss):
 
     def value(self, pattern):
         return 0.5 * super().value(pattern)
-
-
-class TopKLie(PrecisionAtKLoss):
-    name = "topk_lie"
-
-    def structure(self):
-        return TopKCountStructure(self.k, lambda m, p, n: 2 * (1 - np.asarray(m, float) / min(self.k, p)))
 
 
 class PositionValueLie(GradedPositionLoss):
