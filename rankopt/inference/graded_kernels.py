@@ -16,7 +16,13 @@ from rankopt.inference.binary_kernels import per_query
 from rankopt.inference.brute_force import brute_force_graded, brute_force_pairs
 from rankopt.inference.kernel_base import BatchedRankingInference, PreparedKernel, StructureKernel, log_fallback
 from rankopt.losses.base import RankLoss
-from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure, GradedQueryStructure, grade_levels
+from rankopt.losses.structure import (
+    GradedPairStructure,
+    GradedPositionStructure,
+    GradedQueryStructure,
+    check_weighted_sum,
+    grade_levels,
+)
 
 #: Grades below this are mapped to levels by counting in the pairwise kernel.
 MAX_COUNTED_GRADE = 64
@@ -315,34 +321,42 @@ def _weighted_pair_ground_truth(structure: GradedPairStructure, grades: np.ndarr
 
 def _position_ground_truth(structure: GradedPositionStructure, grades: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Ψ*'s coefficients: each document gets the mean position weight A of its tie group (equal gains) in the
-    ideal order."""
+    ideal order.
+
+    Nothing is sorted: the grades are counted by level (:func:`grade_levels`), levels of equal gain form
+    one tie group, and a query's groups, from the highest gain down, fill its ideal order one after the
+    other, so a group's positions follow from the counts.  Each group's sum of A is taken over its
+    positions in increasing order, one addition at a time, as the sort-based definition adds them.
+    """
     sizes = np.diff(offsets)
     n_queries = sizes.size
     if grades.size == 0:
         return np.zeros(0)
-    longest = int(sizes.max(initial=0))
-    gains, discount = structure.tables(grades, longest)
+    levels, level_of = grade_levels(grades)
+    level_gains = structure._checked_gain(levels)
+    discount = structure.position_weights(int(sizes.max(initial=0)))
+    check_weighted_sum(
+        float(level_gains.max(initial=0.0)), float(discount.sum()), "gains G", "Σ D over the kept positions"
+    )
+    # Tie groups of equal gain, numbered from the highest gain down (gains do not decrease with the grade).
+    ascending = np.concatenate(([0], np.cumsum(level_gains[1:] > level_gains[:-1])))
+    n_groups = int(ascending[-1]) + 1
+    group_of = (n_groups - 1 - ascending)[level_of]
     query_of = np.repeat(np.arange(n_queries), sizes)
-    order = np.lexsort((-gains, query_of))  # per query, gains high to low
-    position = np.arange(grades.size) - offsets[query_of[order]]  # 0-based place in the ideal order
+    cell = query_of * n_groups + group_of  # (query, group)
+    counts = np.bincount(cell, minlength=n_queries * n_groups).reshape(n_queries, n_groups)
+    starts = np.cumsum(counts, axis=1) - counts  # a group's first 0-based place in its query's ideal order
     kept = np.minimum(sizes, discount.size)  # k' per query
     totals = np.concatenate(([0.0], np.cumsum(discount)))[kept]
-    q_sorted, g_sorted = query_of[order], gains[order]
-    inside = position < kept[q_sorted]
-    weight = np.where(inside, discount[np.minimum(position, discount.size - 1)], 0.0)
+    inside = np.clip(np.minimum(starts + counts, kept[:, None]) - starts, 0, None).ravel()
+    first = np.repeat(starts.ravel(), inside)
+    position = first + np.arange(first.size) - np.repeat(np.cumsum(inside) - inside, inside)
+    cells = np.repeat(np.arange(n_queries * n_groups), inside)
     with np.errstate(invalid="ignore", divide="ignore"):
-        weight = weight / totals[q_sorted]
-    new_group = np.ones(order.size, dtype=bool)
-    new_group[1:] = (q_sorted[1:] != q_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
-    group = np.cumsum(new_group) - 1
-    mean = np.bincount(group, weights=weight) / np.bincount(group)
-    # Per query, grades high to low: usable when its first grade is above its last (an empty query is not).
-    nonempty = sizes > 0
-    usable = np.zeros(n_queries, dtype=bool)
-    usable[nonempty] = g_sorted[offsets[:-1][nonempty]] > g_sorted[offsets[1:][nonempty] - 1]
-    coef = np.zeros(grades.size)
-    coef[order] = np.where(usable[q_sorted], mean[group], 0.0)
-    return coef
+        weight = discount[position] / totals[cells // n_groups]
+        mean = np.bincount(cells, weights=weight, minlength=n_queries * n_groups) / counts.ravel()
+    usable = np.count_nonzero(counts, axis=1) > 1  # two gains at least: something to order
+    return np.where(usable[query_of], mean[cell], 0.0)
 
 
 def _infer(kernel, loss, structure, scores, grades, offsets, method, registry) -> BatchedRankingInference:
