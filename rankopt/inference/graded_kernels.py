@@ -192,21 +192,20 @@ class GradedQueryKernel(GradedKernel):
 
 
 def _grade_counts(grades: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each document, how many documents of its query have a lower and a higher grade."""
+    """For each document, how many documents of its query have a lower and a higher grade.
+
+    Counted, not sorted: the grades' levels (:func:`grade_levels`) are counted per query, and a document's
+    lower (higher) documents are its query's counts below (above) its level.
+    """
     sizes = np.diff(offsets)
-    query_of = np.repeat(np.arange(sizes.size), sizes)
-    order = np.lexsort((grades, query_of))
-    q_sorted, g_sorted = query_of[order], grades[order]
-    new_group = np.ones(order.size, dtype=bool)
-    new_group[1:] = (q_sorted[1:] != q_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
-    group_start = np.maximum.accumulate(np.where(new_group, np.arange(order.size), 0))
-    group_id = np.cumsum(new_group) - 1
-    group_size = np.bincount(group_id)[group_id]
-    lower = np.empty(order.size, dtype=np.int64)
-    lower[order] = group_start - offsets[q_sorted]
-    higher = np.empty(order.size, dtype=np.int64)
-    higher[order] = sizes[q_sorted] - (group_start - offsets[q_sorted]) - group_size
-    return lower, higher
+    n_queries = sizes.size
+    levels, level_of = grade_levels(grades)
+    n_levels = levels.size
+    cell = np.repeat(np.arange(n_queries), sizes) * n_levels + level_of
+    counts = np.bincount(cell, minlength=n_queries * n_levels).reshape(n_queries, n_levels)
+    below = np.cumsum(counts, axis=1) - counts
+    above = sizes[:, None] - below - counts
+    return below.ravel()[cell].astype(np.int64), above.ravel()[cell].astype(np.int64)
 
 
 def _pairwise_query(structure: GradedPairStructure, scores: np.ndarray, grades: np.ndarray):

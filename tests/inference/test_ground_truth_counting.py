@@ -71,3 +71,35 @@ def test_large_grades_are_counted_by_sorting_their_levels():
     np.testing.assert_array_equal(
         _position_ground_truth(structure, grades, offsets), sorted_ground_truth(structure, grades, offsets)
     )
+
+
+def sorted_grade_counts(grades, offsets):
+    """The definition by a sort: a document's lower and higher documents in its query."""
+    sizes = np.diff(offsets)
+    query_of = np.repeat(np.arange(sizes.size), sizes)
+    order = np.lexsort((grades, query_of))
+    q_sorted, g_sorted = query_of[order], grades[order]
+    new_group = np.ones(order.size, dtype=bool)
+    new_group[1:] = (q_sorted[1:] != q_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(order.size), 0))
+    group_size = np.bincount(np.cumsum(new_group) - 1)[np.cumsum(new_group) - 1]
+    lower = np.empty(order.size, dtype=np.int64)
+    lower[order] = group_start - offsets[q_sorted]
+    higher = np.empty(order.size, dtype=np.int64)
+    higher[order] = sizes[q_sorted] - (group_start - offsets[q_sorted]) - group_size
+    return lower, higher
+
+
+def test_pair_counts_equal_the_sort():
+    from rankopt.inference.graded_kernels import _grade_counts
+
+    rng = np.random.default_rng(41)
+    for trial in range(500):
+        n_queries = int(rng.integers(1, 30))
+        sizes = rng.integers(0, 15, n_queries)
+        offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        grades = rng.integers(0, int(rng.integers(1, 8)), offsets[-1]).astype(np.int64) * (
+            70000 if trial % 50 == 0 else 1
+        )
+        for got, want in zip(_grade_counts(grades, offsets), sorted_grade_counts(grades, offsets), strict=True):
+            np.testing.assert_array_equal(got, want)
