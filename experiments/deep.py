@@ -372,17 +372,10 @@ def retrieval_metrics(embeddings: np.ndarray, labels: np.ndarray) -> dict:
 
 def _digits_loss(name: str, scale: float, torch):
     if name == "hinge_ap":
-        from rankopt.torch import RankHingeLoss
+        from rankopt.torch import MetricHingeLoss
 
-        layer = RankHingeLoss("ap", n_threads=1)
-
-        def hinge(embeddings, labels):
-            similarity = scale * (embeddings @ embeddings.T)
-            same = (labels[:, None] == labels[None, :]).long()
-            others = ~torch.eye(labels.numel(), dtype=torch.bool)
-            return layer(similarity, same, mask=others)
-
-        return hinge
+        # PML's calling convention: every embedding ranks the others of the batch by the scaled dot product.
+        return MetricHingeLoss("ap", similarity="dot", scale=scale, n_threads=1)
     from rankopt._optional import require
 
     losses = require(

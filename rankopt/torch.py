@@ -26,7 +26,7 @@ import torch
 from rankopt._validation import as_float_vector, check_grades, check_reduction
 from rankopt.hinge import HingeQueries, grouped_hinges, hinge_per_query, reduce_hinges
 
-__all__ = ["RankHingeLoss"]
+__all__ = ["MetricHingeLoss", "RankHingeLoss"]
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -92,6 +92,101 @@ class RankHingeLoss(torch.nn.Module):
         if mask is not None:
             raise ValueError("expected mask only with the padded (B, L) layout, got it with 1-D scores")
         return _StructuredHinge.apply(scores, _Call(self, y, qid, group, None))
+
+
+class MetricHingeLoss(torch.nn.Module):
+    """The structured hinge of a rank loss for metric learning: every embedding ranks the others.
+
+    Called as pytorch-metric-learning's losses are, ``loss_fn(embeddings, labels, indices_tuple=None,
+    ref_emb=None, ref_labels=None)``, so it drops into a PML training loop in place of ``FastAPLoss``.
+    Each embedding is a query; the documents it ranks are the other embeddings of the batch (itself
+    excluded), or the reference set when ``ref_emb``/``ref_labels`` are given. A document is relevant
+    when it shares the query's label. The loss is the mean structured hinge over the queries that have
+    both a relevant and an irrelevant document (:class:`RankHingeLoss` over the padded query × document
+    similarity matrix, so its gradient is the exact subgradient through the similarities).
+
+    Parameters
+    ----------
+    loss : str or RankLoss, default "ap"
+        Any registered rank loss: "ap", "ndcg", "auc", a plugin's.
+    similarity : {"cosine", "dot"}, default "cosine"
+        The score a query gives a document: the cosine of their embeddings, or their dot product.
+    scale : float, default 1.0
+        The scores are the similarities times ``scale``. The hinge weighs score differences against a loss in
+        [0, 1]: cosines in [−1, 1] at scale 1 rarely leave the margin, so the hinge stays active on every
+        query; a larger scale asks for a margin that shrinks as 1/scale (the digits experiment chooses it on
+        validation data).
+    relevant : {"same_label"}, default "same_label"
+        Which documents are relevant to a query: those with its label.
+    n_threads : int, optional
+        Threads of the inference (:class:`RankHingeLoss`).
+    **loss_params
+        Parameters of a loss given by name.
+    """
+
+    SIMILARITIES = ("cosine", "dot")
+
+    def __init__(
+        self, loss="ap", *, similarity="cosine", scale=1.0, relevant="same_label", n_threads=None, **loss_params
+    ):
+        super().__init__()
+        if similarity not in self.SIMILARITIES:
+            raise ValueError(f"expected similarity to be one of {list(self.SIMILARITIES)}, got {similarity!r} instead")
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"expected scale to be a positive finite number, got {scale!r} instead")
+        if relevant != "same_label":
+            raise ValueError(f"expected relevant to be 'same_label', got {relevant!r} instead")
+        self.hinge = RankHingeLoss(loss, reduction="mean", n_threads=n_threads, **loss_params)
+        self.similarity, self.scale, self.relevant = similarity, float(scale), relevant
+
+    def extra_repr(self) -> str:
+        return f"loss={self.hinge.rank_loss!r}, similarity={self.similarity!r}, scale={self.scale!r}"
+
+    def forward(self, embeddings: torch.Tensor, labels, indices_tuple=None, ref_emb=None, ref_labels=None):
+        if indices_tuple is not None:
+            raise ValueError(
+                "expected indices_tuple=None: every embedding ranks all the others, so a miner's pairs or "
+                "triplets have no role here"
+            )
+        if not isinstance(embeddings, torch.Tensor) or embeddings.dim() != 2:
+            raise ValueError(f"expected embeddings of shape (batch, dim), got {_describe(embeddings)} instead")
+        labels = _labels_on(labels, embeddings, "labels")
+        self_reference = ref_emb is None
+        if self_reference != (ref_labels is None):
+            raise ValueError("expected ref_emb and ref_labels together, got only one of them")
+        if self_reference:
+            ref_emb, ref_labels = embeddings, labels
+        elif not isinstance(ref_emb, torch.Tensor) or ref_emb.dim() != 2 or ref_emb.shape[1] != embeddings.shape[1]:
+            raise ValueError(f"expected ref_emb of shape (n, {embeddings.shape[1]}), got {_describe(ref_emb)} instead")
+        else:
+            ref_labels = _labels_on(ref_labels, ref_emb, "ref_labels")
+        if labels.shape[0] != embeddings.shape[0] or ref_labels.shape[0] != ref_emb.shape[0]:
+            raise ValueError("expected one label per embedding, in labels and in ref_labels")
+        queries, documents = embeddings, ref_emb
+        if self.similarity == "cosine":
+            queries = torch.nn.functional.normalize(queries, dim=1)
+            documents = torch.nn.functional.normalize(documents, dim=1)
+        scores = (queries @ documents.T) * self.scale
+        relevance = (labels[:, None] == ref_labels[None, :]).long()
+        mask = None
+        if self_reference:
+            mask = ~torch.eye(labels.shape[0], dtype=torch.bool, device=embeddings.device)
+        return self.hinge(scores, relevance, mask=mask)
+
+
+def _describe(value) -> str:
+    return f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+
+
+def _labels_on(labels, embeddings: torch.Tensor, name: str) -> torch.Tensor:
+    """``labels`` as a 1-D tensor on the embeddings' device, or an error naming both devices."""
+    if not isinstance(labels, torch.Tensor):
+        labels = torch.as_tensor(np.asarray(labels), device=embeddings.device)
+    elif labels.device != embeddings.device:
+        raise ValueError(f"expected {name} on the embeddings' device {embeddings.device}, got {labels.device} instead")
+    if labels.dim() != 1:
+        raise ValueError(f"expected {name} to be 1-D, got shape {tuple(labels.shape)} instead")
+    return labels
 
 
 class _Call:
