@@ -45,7 +45,12 @@ def _bce_step(scores, y):
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
-@pytest.mark.parametrize("loss", ["ap", "ndcg", "ndcg_graded", "pairwise"])
+#: Every built-in hinge and a graded plugin's (the example package's dcg_zipf); precision_at_k and
+#: ndcg_graded at their default cutoff, k = 10.
+HINGES = ["ap", "ndcg", "auc", "precision_at_k", "ndcg_graded", "pairwise", "dcg_zipf"]
+
+
+@pytest.mark.parametrize("loss", HINGES)
 def test_hinge_against_bce(benchmark, request, loss, n_threads):
     scale = request.config.rankopt_bench_scale
     scores, y = _batch(scale)
