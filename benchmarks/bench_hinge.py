@@ -44,12 +44,12 @@ def _bce_step(scores, y):
     torch.nn.functional.binary_cross_entropy_with_logits(s, (y > 0).to(s.dtype)).backward()
 
 
-@pytest.mark.parametrize("n_threads", [1, 2])
 #: Every built-in hinge and a graded plugin's (the example package's dcg_zipf); precision_at_k and
 #: ndcg_graded at their default cutoff, k = 10.
 HINGES = ["ap", "ndcg", "auc", "precision_at_k", "ndcg_graded", "pairwise", "dcg_zipf"]
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
 @pytest.mark.parametrize("loss", HINGES)
 def test_hinge_against_bce(benchmark, request, loss, n_threads):
     scale = request.config.rankopt_bench_scale
