@@ -61,13 +61,19 @@ class _Batch(PreparedKernel):
         return self.run(scores, n_threads)
 
 
-def _empty_outputs(n_docs: int, n_queries: int):
-    return (
-        np.zeros(n_docs, dtype=np.float64),
-        np.zeros(n_queries, dtype=np.float64),
-        np.zeros(n_queries, dtype=np.float64),
-        np.zeros(n_queries, dtype=np.uint8),
-    )
+def _compiled_batch(kernel_call, relevance, offsets) -> _Batch:
+    """A batch run by a compiled kernel ``kernel_call(scores, coef, losses, values, usable, n_threads)`` that
+    writes its outputs in place (zeros for the queries with nothing to order)."""
+
+    def run(scores, n_threads):
+        n_queries = offsets.size - 1
+        coef = np.zeros(scores.size, dtype=np.float64)
+        losses, values = np.zeros(n_queries, dtype=np.float64), np.zeros(n_queries, dtype=np.float64)
+        usable = np.zeros(n_queries, dtype=np.uint8)
+        kernel_call(scores, coef, losses, values, usable, n_threads)
+        return BatchedRankingInference(coef, losses, values, usable.view(bool))
+
+    return _Batch(run, relevance)
 
 
 class GradedPositionKernel(GradedKernel):
@@ -86,12 +92,10 @@ class GradedPositionKernel(GradedKernel):
         longest = int(np.max(np.diff(offsets), initial=0))
         gains, discount = structure.tables(relevance, longest)
 
-        def run(scores, n_threads):
-            coef, losses, values, usable = _empty_outputs(scores.size, offsets.size - 1)
+        def position_batch(scores, coef, losses, values, usable, n_threads):
             _graded_position.position_batch(scores, gains, offsets, discount, coef, losses, values, usable, n_threads)
-            return BatchedRankingInference(coef, losses, values, usable.view(bool))
 
-        return _Batch(run, relevance)
+        return _compiled_batch(position_batch, relevance, offsets)
 
     def query(self, loss, structure, scores, relevance, method, registry):
         return _position_query_assignment(structure, scores, relevance)
@@ -113,30 +117,23 @@ class GradedPairKernel(GradedKernel):
 
     def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
         self.resolve_method(loss, structure, method, 0, registry)
-        longest = int(np.max(np.diff(offsets), initial=0))
         if structure.weight is not None:
-            # Levels by counting when the grades are small (LETOR's 0–4), else by sorting them per query.
+            # Weighted pairs: each document's grade level (counted when the grades are small, LETOR's 0–4,
+            # else sorted) and the levels' weight matrix.
             levels, inverse = grade_levels(relevance)
+            longest = int(np.max(np.diff(offsets), initial=0))
             weight = np.ascontiguousarray(structure.weight_matrix(levels, longest).ravel())
-            level_of = inverse.astype(np.int64)
+            grade_index, n_grade_values = inverse.astype(np.int64), levels.size
+        else:  # every pair counts 1: the grades themselves, counted when small
+            top_grade = int(relevance.max(initial=0))
+            grade_index, n_grade_values, weight = relevance, top_grade + 1 if top_grade < MAX_COUNTED_GRADE else 0, None
 
-            def run(scores, n_threads):
-                coef, losses, values, usable = _empty_outputs(scores.size, offsets.size - 1)
-                _batched.pairwise_batch(
-                    scores, level_of, offsets, coef, losses, values, usable, n_threads, levels.size, weight
-                )
-                return BatchedRankingInference(coef, losses, values, usable.view(bool))
+        def pairwise_batch(scores, coef, losses, values, usable, n_threads):
+            _batched.pairwise_batch(
+                scores, grade_index, offsets, coef, losses, values, usable, n_threads, n_grade_values, weight
+            )
 
-            return _Batch(run, relevance)
-        top_grade = int(relevance.max(initial=0))
-        n_grade_values = top_grade + 1 if top_grade < MAX_COUNTED_GRADE else 0
-
-        def run_unweighted(scores, n_threads):
-            coef, losses, values, usable = _empty_outputs(scores.size, offsets.size - 1)
-            _batched.pairwise_batch(scores, relevance, offsets, coef, losses, values, usable, n_threads, n_grade_values)
-            return BatchedRankingInference(coef, losses, values, usable.view(bool))
-
-        return _Batch(run_unweighted, relevance)
+        return _compiled_batch(pairwise_batch, relevance, offsets)
 
     def query(self, loss, structure, scores, relevance, method, registry):
         return _pairwise_query(structure, scores, relevance)
