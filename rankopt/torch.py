@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rankopt._validation import as_float_vector, check_grades, check_reduction
+from rankopt._validation import as_float_vector, check_grades, check_positive_float, check_reduction
 from rankopt.hinge import HingeQueries, grouped_hinges, hinge_per_query, reduce_hinges
 
 __all__ = ["MetricHingeLoss", "RankHingeLoss"]
@@ -132,12 +132,11 @@ class MetricHingeLoss(torch.nn.Module):
         super().__init__()
         if similarity not in self.SIMILARITIES:
             raise ValueError(f"expected similarity to be one of {list(self.SIMILARITIES)}, got {similarity!r} instead")
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (np.isfinite(scale) and scale > 0):
-            raise ValueError(f"expected scale to be a positive finite number, got {scale!r} instead")
+        scale = check_positive_float(scale, "scale")
         if relevant != "same_label":
             raise ValueError(f"expected relevant to be 'same_label', got {relevant!r} instead")
         self.hinge = RankHingeLoss(loss, reduction="mean", n_threads=n_threads, **loss_params)
-        self.similarity, self.scale, self.relevant = similarity, float(scale), relevant
+        self.similarity, self.scale, self.relevant = similarity, scale, relevant
 
     def extra_repr(self) -> str:
         return f"loss={self.hinge.rank_loss!r}, similarity={self.similarity!r}, scale={self.scale!r}"
