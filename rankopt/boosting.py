@@ -72,7 +72,7 @@ class HingeObjective:
                 "expected finite predictions, got NaN or infinity instead: the booster diverged (lower the "
                 "learning rate or raise the hessian)"
             )
-        group_sizes = _check_groups(group_sizes, predictions.size)
+        group_sizes = _check_groups(group_sizes)
         _, grad = structured_hinge(
             self.scale * predictions,
             labels,
@@ -85,21 +85,13 @@ class HingeObjective:
         return self.scale * grad, np.full(predictions.size, self.hessian)
 
 
-def _check_groups(group_sizes, n_documents: int) -> np.ndarray:
-    """Contiguous query sizes that cover the ``n_documents`` predictions, or an error with both sizes."""
+def _check_groups(group_sizes):
+    """The queries' group sizes, refused when absent; their sizes against the predictions are checked where
+    every ``group=`` is (:func:`rankopt._validation.check_group_sizes`, inside the hinge)."""
     if group_sizes is None:
         raise ValueError(
             "expected the queries' group sizes (a ranking dataset: LGBMRanker's group=, a Dataset's group, a "
             "DMatrix's group or qid), got none: a regression or classification objective slot cannot take a "
             "ranking loss"
         )
-    sizes = np.asarray(group_sizes)
-    if sizes.ndim != 1 or not np.issubdtype(sizes.dtype, np.number) or np.any(sizes < 0):
-        raise ValueError(f"expected non-negative group sizes, got {group_sizes!r} instead")
-    sizes = sizes.astype(np.int64)
-    if int(sizes.sum()) != n_documents:
-        raise ValueError(
-            f"expected group sizes that add up to the {n_documents} predictions, got {sizes.size} groups of "
-            f"{int(sizes.sum())} documents in all instead"
-        )
-    return sizes
+    return group_sizes

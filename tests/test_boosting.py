@@ -74,7 +74,9 @@ def test_bad_input_is_refused_with_the_sizes():
     _, grades, group = _ranking_data()
     objective = lightgbm_objective("ap")
     predictions = np.zeros(grades.size)
-    with pytest.raises(ValueError, match=f"add up to the {grades.size} predictions, got 20 groups of 299"):
+    with pytest.raises(
+        ValueError, match=f"summing to the number of rows \\({grades.size}\\), got 20 sizes summing to 299"
+    ):
         objective(grades, predictions, None, np.r_[group[:-1], 14])
     with pytest.raises(ValueError, match="group sizes.*regression or classification objective slot"):
         objective(grades, predictions, None, None)
