@@ -64,7 +64,6 @@ from rankopt.estimators.parameters import (
 )
 from rankopt.estimators.progress import iteration_callback, verbose_logging
 from rankopt.losses.base import RankLoss
-from rankopt.losses.zero_one import ZeroOneLoss
 from rankopt.metrics import average_precision, mean_average_precision
 
 logger = logging.getLogger(__name__)
@@ -442,7 +441,7 @@ class LatentSVM(_LatentEstimator):
         return registry.get_model("latent_binary").build_problem(
             design,
             labels,
-            ZeroOneLoss(params["J"]),
+            registry.get_loss("zero_one", J=params["J"]),
             registry.get_feature_map("linear"),
             registry=registry,
             robust=robust,
