@@ -35,7 +35,15 @@ from rankopt._validation import (
     qid_or_group,
 )
 
-__all__ = ["average_precision", "mean_average_precision", "ndcg", "ndcg_at_k", "precision_at_k", "roc_auc"]
+__all__ = [
+    "average_precision",
+    "loss_metric",
+    "mean_average_precision",
+    "ndcg",
+    "ndcg_at_k",
+    "precision_at_k",
+    "roc_auc",
+]
 
 
 def _prepare(y_true, scores):
@@ -277,3 +285,62 @@ def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential",
     if qid is None:
         qid = np.zeros(np.shape(scores)[0] if np.ndim(scores) == 1 else 0, dtype=np.int64)
     return _over_queries(_ndcg_at_k_sorted, y_true, scores, qid, average, k=k, gain=GAINS[gains])
+
+
+def loss_metric(y_true, scores, qid=None, *, loss="ndcg_graded", relevant_at=1, average: bool = True, group=None, registry=None):
+    """Mean over queries of 1 − Δ(R*, R): the metric a registered rank loss stands for, exactly as it defines it.
+
+    For ``loss="ap"`` this is AP, for ``"ndcg_graded"`` NDCG@10 with gains 2^g − 1, for ``"pairwise"`` the
+    fraction of pairs of different grades ordered right, for a plugin whatever its Δ says: the number a
+    boosted model or a network trained on that loss's hinge is early-stopped on
+    (:func:`rankopt.lightgbm.eval_metric`, :func:`rankopt.xgboost.eval_metric`).
+
+    Parameters
+    ----------
+    y_true : array-like of int, shape (n_samples,)
+        Relevance grades ≥ 0; a binary loss counts a document relevant from ``relevant_at`` on.
+    scores : array-like of float, shape (n_samples,)
+    qid : array-like of int, shape (n_samples,), optional
+        The query of each sample; None for one query (or ``group``, LightGBM's group sizes).
+    loss : str or RankLoss, default "ndcg_graded"
+        Any registered rank loss whose structure gives Δ of a ranking (every built-in one; a loss that
+        declares only its own one-query inference is refused).
+    relevant_at : float, default 1
+    average : bool, default True
+        False returns each query's value, queries by increasing qid, NaN for a query with nothing to order
+        (one relevance level), which the mean leaves out.
+    registry : PluginRegistry, optional
+        Where a loss name is looked up; the default registry otherwise.
+
+    Tied scores are broken against the ground truth (the lower grade first), so a constant scorer scores
+    its worst ranking: early stopping never rewards a model for ties.
+    """
+    from rankopt.inference.batched import resolve_rank_loss
+    from rankopt.inference.structure_table import kernel_for_loss
+
+    if registry is None:
+        from rankopt.plugins import default_registry
+
+        registry = default_registry()
+    rank_loss = resolve_rank_loss(loss, registry)
+    kernel, structure = kernel_for_loss(rank_loss)
+    qid = _qid_or_group(qid, group, scores)
+    if qid is None:
+        qid = np.zeros(np.shape(scores)[0] if np.ndim(scores) == 1 else 0, dtype=np.int64)
+    scores = as_float_vector(scores, "scores").astype(np.float64)
+    grades = check_grades(y_true, scores.size, name="y_true")
+    queries = check_qid(qid, scores.size)
+    relevance = grades if rank_loss.graded else (grades >= check_relevant_at(relevant_at)).astype(np.int64)
+    values = np.full(queries.n_queries, np.nan)
+    for q in range(queries.n_queries):
+        rows = queries.order[queries.offsets[q] : queries.offsets[q + 1]]
+        level = relevance[rows]
+        if level.size and level.max() > level.min():
+            ordered = level[np.lexsort((level, -scores[rows]))]
+            values[q] = 1.0 - kernel.ranking_loss(rank_loss, structure, ordered)
+    if not average:
+        return values
+    defined = ~np.isnan(values)
+    if not defined.any():
+        raise ValueError(f"expected some query (qid) with two relevance levels, got none of the {queries.n_queries}")
+    return float(np.mean(values[defined]))

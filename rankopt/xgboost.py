@@ -9,25 +9,28 @@
     booster = xgboost.train({"tree_method": "hist"}, train, num_boost_round=100, obj=hinge_objective("ap"))
 
 ``hinge_objective(...)`` is a callable of ``xgboost.train``'s form ``(preds, dtrain) → (grad, hess)``; the
-queries come from the DMatrix's group or qid.  Importing :mod:`rankopt` never imports XGBoost.
+queries come from the DMatrix's group or qid.  :func:`eval_metric` is the loss's own metric for
+``custom_metric=`` (pass ``maximize=True`` to ``xgboost.train`` for early stopping on it).
+
+``XGBRanker`` takes no custom objective (XGBoost 3.2 refuses one in its constructor), and XGBoost's other
+scikit-learn estimators hand a custom objective ``(y_true, y_pred)`` without the queries: with them the
+objective refuses to run and says to use ``xgboost.train``.  Importing :mod:`rankopt` never imports XGBoost.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rankopt.boosting import HingeObjective
+from rankopt.boosting import HingeObjective, LossMetric
 
-__all__ = ["HingeXGBoostObjective", "hinge_objective"]
+__all__ = ["HingeXGBoostObjective", "XGBoostLossMetric", "eval_metric", "hinge_objective"]
 
 
 class HingeXGBoostObjective(HingeObjective):
     """:class:`rankopt.boosting.HingeObjective` in ``xgboost.train``'s form."""
 
     def __call__(self, preds, dtrain):
-        pointers = np.asarray(dtrain.get_uint_info("group_ptr"), dtype=np.int64)
-        group = np.diff(pointers) if pointers.size > 1 else None
-        return self.gradients(preds, np.asarray(dtrain.get_label()), group)
+        return self.gradients(preds, np.asarray(_matrix(dtrain).get_label()), _group_sizes(dtrain))
 
 
 def hinge_objective(loss="ndcg_graded", *, relevant_at=1, hessian=1.0, scale=1.0, n_threads=None, **loss_params):
@@ -36,3 +39,32 @@ def hinge_objective(loss="ndcg_graded", *, relevant_at=1, hessian=1.0, scale=1.0
     return HingeXGBoostObjective(
         loss, relevant_at=relevant_at, hessian=hessian, scale=scale, n_threads=n_threads, **loss_params
     )
+
+
+class XGBoostLossMetric(LossMetric):
+    """:class:`rankopt.boosting.LossMetric` in ``xgboost.train``'s ``custom_metric`` form (higher is better)."""
+
+    def __call__(self, preds, dmatrix):
+        return self.name, self.value(preds, np.asarray(_matrix(dmatrix).get_label()), _group_sizes(dmatrix))
+
+
+def eval_metric(loss="ndcg_graded", *, relevant_at=1, **loss_params):
+    """The metric ``loss`` stands for (1 − Δ, averaged over queries) for ``xgboost.train(custom_metric=…,
+    maximize=True)``."""
+    return XGBoostLossMetric(loss, relevant_at=relevant_at, **loss_params)
+
+
+def _matrix(dmatrix):
+    """``dmatrix``, refused with what to do when it is not one (an array: a scikit-learn estimator's call)."""
+    if not hasattr(dmatrix, "get_uint_info"):
+        raise TypeError(
+            f"expected an xgboost.DMatrix carrying the queries (group or qid), got {type(dmatrix).__name__} "
+            "instead: XGBoost's scikit-learn estimators pass a custom objective no queries (and XGBRanker takes "
+            "none); train with xgboost.train(params, xgboost.DMatrix(X, label=y, qid=qid), obj=hinge_objective(...))"
+        )
+    return dmatrix
+
+
+def _group_sizes(dmatrix):
+    pointers = np.asarray(_matrix(dmatrix).get_uint_info("group_ptr"), dtype=np.int64)
+    return np.diff(pointers) if pointers.size > 1 else None

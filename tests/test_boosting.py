@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import rankopt
+from rankopt.api import most_violated_rankings
 from rankopt.lightgbm import hinge_objective as lightgbm_objective
 from rankopt.xgboost import hinge_objective as xgboost_objective
 
@@ -110,3 +111,122 @@ def test_importing_rankopt_imports_neither_library():
     code = "import rankopt, sys; print('lightgbm' in sys.modules, 'xgboost' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
+
+
+def test_the_gradient_hessian_is_each_documents_absolute_gradient():
+    _, grades, group = _ranking_data()
+    predictions = np.random.default_rng(3).normal(size=grades.size)
+    grad, hess = lightgbm_objective("ndcg_graded", hessian="gradient")(grades, predictions, None, group)
+    np.testing.assert_array_equal(hess, np.maximum(np.abs(grad), rankopt.boosting.HESSIAN_FLOOR))
+    with pytest.raises(ValueError, match="one of \\('gradient',\\), got 'newton'"):
+        lightgbm_objective("ap", hessian="newton")
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg_graded", "pairwise", "auc", "dcg_zipf"])
+def test_the_eval_metric_is_one_minus_the_loss_of_the_ranking(loss):
+    from rankopt.lightgbm import eval_metric
+    from rankopt.plugins import default_registry
+
+    _, grades, group = _ranking_data(n_queries=6, size=6)
+    predictions = np.random.default_rng(4).normal(size=grades.size)
+    name, value, higher_is_better = eval_metric(loss, relevant_at=2)(grades, predictions, None, group)
+    rank_loss = default_registry().resolve_loss(loss)
+    assert name == rank_loss.name and higher_is_better
+    # By definition, from the loss-augmented inference: Δ of the ranking by the scores is the loss of the most
+    # violated ranking at scores so spread that the scores' own ranking wins.
+    per_query = []
+    for lo, hi in zip(np.r_[0, np.cumsum(group)[:-1]], np.cumsum(group), strict=True):
+        level = grades[lo:hi] if rank_loss.graded else (grades[lo:hi] >= 2).astype(int)
+        if level.max() == level.min():
+            continue
+        spread = np.argsort(np.argsort(predictions[lo:hi])) * 1e6
+        inference = most_violated_rankings(rank_loss, spread, level, np.array([0, hi - lo]))
+        per_query.append(1.0 - inference.losses[0])
+    assert value == pytest.approx(np.mean(per_query), rel=1e-12)
+
+
+def test_the_eval_metric_breaks_ties_against_the_truth_and_matches_the_metrics_module():
+    from rankopt.lightgbm import eval_metric
+
+    _, grades, group = _ranking_data()
+    qid = np.repeat(np.arange(group.size), group)
+    scores = np.random.default_rng(5).normal(size=grades.size)
+    assert eval_metric("ndcg_graded")(grades, scores, None, group)[1] == pytest.approx(
+        rankopt.metrics.ndcg_at_k(grades, scores, qid, k=10), rel=1e-12
+    )
+    assert eval_metric("ap")(grades, scores, None, group)[1] == pytest.approx(
+        rankopt.metrics.mean_average_precision(grades, scores, qid), rel=1e-12
+    )
+    worst = rankopt.metrics.loss_metric(grades, np.zeros(grades.size), qid, loss="ap")
+    reversed_truth = rankopt.metrics.loss_metric(grades, -(grades >= 1).astype(float), qid, loss="ap")
+    assert worst == reversed_truth
+
+
+def test_the_eval_metric_refuses_a_loss_without_a_ranking_loss():
+    from rankopt.losses import AUCLoss
+    from rankopt.losses.structure import GradedQueryStructure
+
+    class OwnInference(AUCLoss):
+        name = "own_inference_test"
+        graded = True
+
+        def structure(self):
+            return GradedQueryStructure(inference=lambda s, g: (np.zeros(s.size), 0.0), ground_truth=np.zeros_like)
+
+    _, grades, group = _ranking_data(n_queries=2, size=5)
+    with pytest.raises(ValueError, match="declares only its own one-query inference"):
+        rankopt.metrics.loss_metric(grades, np.zeros(grades.size), group=group, loss=OwnInference())
+
+
+def test_early_stopping_on_the_eval_metric_in_both_libraries():
+    lightgbm = pytest.importorskip("lightgbm")
+    xgboost = pytest.importorskip("xgboost")
+    from rankopt import lightgbm as rankopt_lightgbm
+    from rankopt import xgboost as rankopt_xgboost
+
+    X, grades, group = _ranking_data(n_queries=30)
+    fit, valid = slice(0, 20 * 15), slice(20 * 15, None)
+    ranker = lightgbm.LGBMRanker(objective=lightgbm_objective("ndcg_graded"), n_estimators=200, verbose=-1)
+    ranker.fit(
+        X[fit],
+        grades[fit],
+        group=group[:20],
+        eval_set=[(X[valid], grades[valid])],
+        eval_group=[group[20:]],
+        eval_metric=rankopt_lightgbm.eval_metric("ndcg_graded"),
+        callbacks=[lightgbm.early_stopping(10, verbose=False)],
+    )
+    assert 0 < ranker.best_iteration_ <= 200 and "ndcg_graded" in ranker.best_score_["valid_0"]
+    qid = np.repeat(np.arange(group.size), group)
+    train, held = xgboost.DMatrix(X[fit], grades[fit], qid=qid[fit]), xgboost.DMatrix(X[valid], grades[valid], qid=qid[valid])
+    history = {}
+    xgboost.train(
+        {"tree_method": "hist", "disable_default_eval_metric": 1},
+        train,
+        num_boost_round=200,
+        obj=xgboost_objective("pairwise"),
+        custom_metric=rankopt_xgboost.eval_metric("pairwise"),
+        maximize=True,
+        evals=[(held, "valid")],
+        early_stopping_rounds=10,
+        evals_result=history,
+        verbose_eval=False,
+    )
+    assert 0 < len(history["valid"]["pairwise"]) < 200
+
+
+def test_xgboosts_sklearn_estimators_are_told_to_use_xgboost_train():
+    xgboost = pytest.importorskip("xgboost")
+    X, grades, group = _ranking_data()
+    with pytest.raises(ValueError, match="custom objective function not supported by XGBRanker"):
+        xgboost.XGBRanker(objective=xgboost_objective("ap"))
+    with pytest.raises(TypeError, match="expected an xgboost.DMatrix carrying the queries.*xgboost.train"):
+        xgboost.XGBRegressor(objective=xgboost_objective("ap"), n_estimators=2).fit(X, grades)
+
+
+def test_a_lightgbm_too_old_for_callable_objectives_is_named():
+    from rankopt.lightgbm import _check_lightgbm_version
+
+    _check_lightgbm_version("4.0.0")
+    with pytest.raises(ImportError, match="LightGBM >= 4.0 .*got LightGBM 3.3.5"):
+        _check_lightgbm_version("3.3.5")

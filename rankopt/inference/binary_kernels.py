@@ -118,6 +118,9 @@ class BinaryRankKernel(StructureKernel):
                         f"enumeration finds {expected!r} for pos={pos.tolist()}, neg={neg.tolist()}"
                     )
 
+    def ranking_loss(self, loss, structure, ordered_relevance):
+        return float(loss.value(np.asarray(ordered_relevance) != 0))
+
     def estimated_cost(self, method, n_pos, n_neg):
         return float(method.estimated_cost(int(n_pos), int(n_neg)))
 

@@ -103,6 +103,12 @@ class GradedPositionKernel(GradedKernel):
     def ground_truth(self, loss, structure, relevance, offsets):
         return _position_ground_truth(structure, relevance, offsets)
 
+    def ranking_loss(self, loss, structure, ordered_relevance):
+        gains = structure.gains(np.asarray(ordered_relevance))
+        discount = structure.position_weights(gains.size)
+        ideal = float(np.sort(gains)[::-1][: discount.size] @ discount)
+        return 1.0 - float(gains[: discount.size] @ discount) / ideal
+
     def check(self, loss, structure, *, n_instances, random_state, registry):
         _check_position_structure(
             self, loss, structure, n_instances=n_instances, random_state=random_state, registry=registry
@@ -150,6 +156,18 @@ class GradedPairKernel(GradedKernel):
             coef = np.where(n_pairs > 0, (lower - higher) / n_pairs, 0.0)
         return coef
 
+    def ranking_loss(self, loss, structure, ordered_relevance):
+        levels, index = grade_levels(np.asarray(ordered_relevance))
+        weight = structure.weight_matrix(levels)
+        # above[i, t]: documents of level t ranked above document i; a pair is misordered when the lower
+        # grade stands above the higher (the weight matrix's row is the higher grade).
+        one_hot = np.eye(levels.size)[index]
+        above = np.cumsum(one_hot, axis=0) - one_hot
+        misordered = float(np.sum(above * weight[index]))
+        counts = one_hot.sum(axis=0)
+        total = float(counts @ weight @ counts)
+        return misordered / total
+
     def check(self, loss, structure, *, n_instances, random_state, registry):
         _check_pair_structure(
             self, loss, structure, n_instances=n_instances, random_state=random_state, registry=registry
@@ -181,6 +199,12 @@ class GradedQueryKernel(GradedKernel):
             if hi > lo and grades.max() > grades.min():
                 coef[lo:hi] = structure.ground_truth(grades)
         return coef
+
+    def ranking_loss(self, loss, structure, ordered_relevance):
+        raise ValueError(
+            f"expected a loss whose structure gives Δ of a ranking, got {loss.name!r}, which declares only its own "
+            "one-query inference (a GradedQueryStructure)"
+        )
 
     def check(self, loss, structure, *, n_instances, random_state, registry):
         _check_own_inference(

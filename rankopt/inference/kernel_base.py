@@ -100,6 +100,12 @@ class StructureKernel(abc.ABC):
         """Compare this structure's inference on ``loss`` with brute force on small queries; AssertionError
         describing the first difference (:func:`rankopt.testing.check_loss`)."""
 
+    @abc.abstractmethod
+    def ranking_loss(self, loss: RankLoss, structure: Any, ordered_relevance: np.ndarray) -> float:
+        """Δ(R*, R) of the ranking R that lists documents of these relevances from the top (one query with
+        something to order; a binary kernel's relevance is 0/1), or a ValueError when the structure gives
+        no Δ of a ranking: the metric the loss stands for is 1 − Δ (:func:`rankopt.metrics.loss_metric`)."""
+
     def estimated_cost(self, method: Any, n_pos: int, n_neg: int) -> float:
         """The inference's cost on one query, in units of one document's work (the compiled sort's
         n log n is the yardstick): a fit warns when it is far above that."""
