@@ -5,9 +5,8 @@ scores "mid-training".  Each case times ``RankHingeLoss(loss)(scores, y)`` in th
 and its ``backward()``, against ``binary_cross_entropy_with_logits`` forward plus backward on the same
 scores, both sides alternated, one thread (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``) or two
 (``n_threads=2``; CPU time adds the threads up, so time those rows with ``--benchmark-timer
-time.perf_counter``).  Target: the AP hinge ≤ 4× BCE (aim ≤ 2×).  A second case times the graded NDCG@10
-hinge against LambdaLoss (NDCG-Loss2++, ``experiments.neural_losses``) on the same batch, in
-chunks of 1,000 queries (its pairwise tensors are queries × documents²).  Medians in ``extra_info``.
+time.perf_counter``).  Target: every hinge ≤ 4× BCE (aim ≤ 2×).  The hinge against LambdaLoss is in
+``bench_lambdaloss.py``.  Medians in ``extra_info``.
 """
 
 from __future__ import annotations
@@ -68,35 +67,4 @@ def test_hinge_against_bce(benchmark, request, loss, n_threads):
     num, den = float(np.median(times_hinge)), float(np.median(times_bce))
     benchmark.extra_info.update(
         bench="hinge", loss=loss, n_threads=n_threads, numerator_median=num, denominator_median=den, ratio=num / den
-    )
-
-
-def _lambda_step(scores, y, chunk=1_000):
-    from experiments.neural_losses import lambda_loss
-
-    s = scores.detach().requires_grad_(True)
-    mask = torch.ones_like(y, dtype=torch.bool)
-    total = sum(lambda_loss(s[i : i + chunk], y[i : i + chunk], mask[i : i + chunk]) for i in range(0, len(y), chunk))
-    total.backward()
-
-
-def test_graded_hinge_against_lambdaloss(benchmark, request):
-    scale = request.config.rankopt_bench_scale
-    scores, y = _batch(scale)
-    rounds, seconds = ROUNDS[scale]
-    timer = load_timer(request.config.getoption("benchmark_timer")).target
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        hinge = functools.partial(_hinge_step, RankHingeLoss("ndcg_graded", n_threads=1), scores, y)
-        lambda_side = functools.partial(_lambda_step, scores, y)
-        benchmark.group = "hinge-vs-lambdaloss"
-        times_hinge, times_lambda = benchmark.pedantic(
-            _alternate, args=(hinge, lambda_side, timer, rounds, seconds), rounds=1
-        )
-    finally:
-        torch.set_num_threads(previous)
-    num, den = float(np.median(times_hinge)), float(np.median(times_lambda))
-    benchmark.extra_info.update(
-        bench="hinge-vs-lambdaloss", loss="ndcg_graded", numerator_median=num, denominator_median=den, ratio=num / den
     )

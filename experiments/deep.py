@@ -40,10 +40,21 @@ __all__ = ["DeepResult", "run_digits_experiment", "run_mslr_experiment"]
 
 logger = logging.getLogger(__name__)
 
-MSLR_LOSSES = ("hinge_ndcg_graded", "hinge_ap", "hinge_pairwise", "lambdaloss", "listnet", "approx_ndcg")
+MSLR_LOSSES = (
+    "hinge_ndcg_graded",
+    "hinge_ap",
+    "hinge_pairwise",
+    "lambdaloss@10",
+    "lambdaloss",
+    "listnet",
+    "approx_ndcg",
+)
 MSLR_BASELINES = ("lightgbm", "ranksvm_ndcg_graded", "ranksvm_pairwise")
 DIGITS_LOSSES = ("hinge_ap", "fastap", "contrastive", "triplet")
-LEARNING_RATES = (1e-3, 3e-4, 1e-4)
+LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+WEIGHT_DECAYS = (0.0, 1e-5, 1e-4)
+#: Epochs without a better validation NDCG@10 after which a seed's training stops.
+PATIENCE = 10
 C_GRID = (0.1, 1.0, 10.0, 100.0)
 #: Score scales of the AP hinge on cosine similarities, chosen on validation.
 HINGE_SCALES = (1.0, 4.0, 16.0)
@@ -155,6 +166,7 @@ def _ranking_loss(name: str, torch):
         layer = RankHingeLoss(name[len("hinge_") :], n_threads=1)
         return lambda scores, y, mask: layer(scores, y, mask=mask)
     return {
+        "lambdaloss@10": lambda scores, y, mask: neural_losses.lambda_loss(scores, y, mask, k=10),
         "lambdaloss": neural_losses.lambda_loss,
         "listnet": neural_losses.listnet_loss,
         "approx_ndcg": neural_losses.approx_ndcg_loss,
@@ -166,22 +178,30 @@ def _query_scores(model, feats, mask, torch) -> np.ndarray:
         return model(feats).squeeze(-1)[mask].double().numpy()
 
 
-def _train_mlp(name, lr, seed, n_epochs, train, evaluate, torch, batch_queries=8):
-    """Train one MLP; ``evaluate(model)`` after every epoch; returns the list of its results."""
+def _train_mlp(name, lr, weight_decay, seed, n_epochs, train, validate, torch, batch_queries=8):
+    """Train one MLP, stopping :data:`PATIENCE` epochs after its best ``validate(model)``: (best validation,
+    its epoch, the model's weights then)."""
+    import copy
+
     feats, grades, mask = train
     model = _mlp(torch, feats.shape[-1], seed)
-    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     loss_fn = _ranking_loss(name, torch)
     generator = torch.Generator().manual_seed(seed)
-    history = []
-    for _ in range(n_epochs):
+    best, best_epoch, best_state = -np.inf, 0, None
+    for epoch in range(n_epochs):
         for batch in torch.randperm(feats.shape[0], generator=generator).split(batch_queries):
             optimiser.zero_grad()
             scores = model(feats[batch]).squeeze(-1)
             loss_fn(scores, grades[batch], mask[batch]).backward()
             optimiser.step()
-        history.append(evaluate(model))
-    return history
+        score = validate(model)
+        if score > best:
+            best, best_epoch, best_state = score, epoch + 1, copy.deepcopy(model.state_dict())
+        elif epoch + 1 - best_epoch >= PATIENCE:
+            break
+    model.load_state_dict(best_state)
+    return best, best_epoch, model
 
 
 def run_mslr_experiment(
@@ -210,8 +230,11 @@ def run_mslr_experiment(
     X, y, qid = train.X.toarray(), np.asarray(train.y, dtype=np.int64), np.asarray(train.qid)
     X_test, y_test, q_test = test.X.toarray(), np.asarray(test.y, dtype=np.int64), np.asarray(test.qid)
     train_ids = np.unique(qid)
+    learning_rates: tuple[float, ...] = LEARNING_RATES
+    weight_decays: tuple[float, ...] = WEIGHT_DECAYS
     if quick:
         n_epochs, seeds = 3, tuple(seeds)[:2]
+        learning_rates, weight_decays = (1e-3,), (0.0,)
         train_ids = train_ids[:12]
         keep = np.isin(q_test, np.unique(q_test)[:8])
         X_test, y_test, q_test = X_test[keep], y_test[keep], q_test[keep]
@@ -244,44 +267,47 @@ def run_mslr_experiment(
         description=(
             f"MSLR-WEB30K sample: {int(is_fit.sum())} documents in {train_ids.size - n_valid} training queries, "
             f"{int(is_valid.sum())} in {n_valid} validation queries, {y_test.size} in "
-            f"{np.unique(q_test).size} test queries; {n_epochs} epochs at most"
+            f"{np.unique(q_test).size} test queries; {n_epochs} epochs at most, early stopping after {PATIENCE} "
+            "epochs without a better validation NDCG@10"
         ),
         reference="hinge_ndcg_graded",
         metrics=("NDCG@10", "MAP"),
         quick=bool(quick),
     )
+
+    def validate(model) -> float:
+        scores = _query_scores(model, valid_set[0], valid_set[2], torch)
+        return float(np.nanmean(metrics(scores, y_valid_sorted, q_valid_sorted)["NDCG@10"]))
+
     for name in MSLR_LOSSES:
         start = time.process_time()
-        # (lr, seed) → per-epoch (validation NDCG@10, test per-query metrics)
-        runs = {}
-        for lr in LEARNING_RATES:
-            for seed in seeds:
-
-                def evaluate(model):
-                    valid = np.nanmean(
-                        metrics(
-                            _query_scores(model, valid_set[0], valid_set[2], torch), y_valid_sorted, q_valid_sorted
-                        )["NDCG@10"]
-                    )
-                    tested = metrics(
-                        _query_scores(model, test_set[0], test_set[2], torch), y_test_sorted, q_test_sorted
-                    )
-                    return valid, tested
-
-                runs[lr, seed] = _train_mlp(name, lr, seed, n_epochs, fit_set, evaluate, torch)
-        choices = {
-            (lr, epoch): np.mean([runs[lr, seed][epoch][0] for seed in seeds])
-            for lr in LEARNING_RATES
-            for epoch in range(n_epochs)
+        # (lr, weight decay) → per seed (best validation NDCG@10, its epoch, the model then)
+        runs = {
+            (lr, decay): [_train_mlp(name, lr, decay, seed, n_epochs, fit_set, validate, torch) for seed in seeds]
+            for lr in learning_rates
+            for decay in weight_decays
         }
-        (lr, epoch), best = max(choices.items(), key=lambda item: item[1])
-        row = Row(name, f"lr={lr:g}, epochs={epoch + 1}", float(best), seconds=time.process_time() - start)
+        (lr, decay), chosen = max(runs.items(), key=lambda item: np.mean([run[0] for run in item[1]]))
+        epochs = [run[1] for run in chosen]
+        row = Row(
+            name,
+            f"lr={lr:g}, wd={decay:g}, epochs {min(epochs)}–{max(epochs)}",
+            float(np.mean([run[0] for run in chosen])),
+            seconds=time.process_time() - start,
+        )
+        per_seed = [
+            metrics(_query_scores(model, test_set[0], test_set[2], torch), y_test_sorted, q_test_sorted)
+            for _, _, model in chosen
+        ]
         for metric in result.metrics:
-            per_seed = [runs[lr, seed][epoch][1][metric] for seed in seeds]
-            row.test[metric] = [float(np.nanmean(v)) for v in per_seed]
-            row.per_query[metric] = np.nanmean(per_seed, axis=0).tolist()
-        report(f"{name}: {row.setting}, validation NDCG@10 {best:.4f}, test NDCG@10 {np.mean(row.test['NDCG@10']):.4f}")
+            row.test[metric] = [float(np.nanmean(values[metric])) for values in per_seed]
+            row.per_query[metric] = np.nanmean([values[metric] for values in per_seed], axis=0).tolist()
+        report(
+            f"{name}: {row.setting}, validation NDCG@10 {row.validation:.4f}, "
+            f"test NDCG@10 {np.mean(row.test['NDCG@10']):.4f}"
+        )
         result.rows.append(row)
+        _write(result, output, json_output)
     with warnings.catch_warnings():
         # Counted instead, from converged_; a constant ranker at small C loses the validation choice.
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -289,7 +315,13 @@ def run_mslr_experiment(
         for name in MSLR_BASELINES:
             result.rows.append(
                 _mslr_baseline(
-                    name, seeds, (X_fit, y_fit, q_fit), (X_valid, y_valid, q_valid), (X_test_s, y_test, q_test), metrics
+                    name,
+                    seeds,
+                    (X_fit, y_fit, q_fit),
+                    (X_valid, y_valid, q_valid),
+                    (X_test_s, y_test, q_test),
+                    metrics,
+                    quick,
                 )
             )
             report(f"{name}: test NDCG@10 {np.mean(result.rows[-1].test['NDCG@10']):.4f}")
@@ -297,26 +329,22 @@ def run_mslr_experiment(
     return result
 
 
-def _mslr_baseline(name, seeds, fit, valid, test, metrics) -> Row:
+def _mslr_baseline(name, seeds, fit, valid, test, metrics, quick=False) -> Row:
     from rankopt.estimators.rank_svm import RankSVM
 
     start = time.process_time()
     if name == "lightgbm":
-        from experiments.letor import _import_lightgbm
+        from experiments.learners import LEARNERS, QUICK_GRID, Split, tune_trees
 
-        lightgbm = _import_lightgbm()
-        outcomes = []
-        for seed in seeds:
-            order = np.argsort(fit[2], kind="stable")
-            sizes = np.unique(fit[2][order], return_counts=True)[1]
-            model = lightgbm.LGBMRanker(random_state=seed, n_jobs=1, verbose=-1)
-            model.fit(fit[0][order], fit[1][order], group=sizes)
-            outcomes.append((model.predict(valid[0]), model.predict(test[0])))
-        row = Row(
-            name,
-            "100 trees, defaults",
-            float(np.mean([np.nanmean(metrics(v, *valid[1:])["NDCG@10"]) for v, _ in outcomes])),
+        def split(X, y, qid):
+            order = np.argsort(qid, kind="stable")
+            return Split(X[order], y[order], qid[order])
+
+        # Tuned as in the learners table; the test queries' rows come out sorted, as the metrics sort them.
+        tuned = tune_trees(
+            LEARNERS[0], seeds, split(*fit), split(*valid), split(*test), grid=QUICK_GRID if quick else None
         )
+        return Row(name, tuned.setting, tuned.validation, tuned.test, tuned.per_query, tuned.seconds, tuned.note)
     else:
         fits = [RankSVM(loss=name[len("ranksvm_") :], C=C).fit(fit[0], fit[1], qid=fit[2]) for C in C_GRID]
         scores = [float(np.nanmean(metrics(m.decision_function(valid[0]), *valid[1:])["NDCG@10"])) for m in fits]

@@ -287,7 +287,9 @@ def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential",
     return _over_queries(_ndcg_at_k_sorted, y_true, scores, qid, average, k=k, gain=GAINS[gains])
 
 
-def loss_metric(y_true, scores, qid=None, *, loss="ndcg_graded", relevant_at=1, average: bool = True, group=None, registry=None):
+def loss_metric(
+    y_true, scores, qid=None, *, loss="ndcg_graded", relevant_at=1, average: bool = True, group=None, registry=None
+):
     """Mean over queries of 1 − Δ(R*, R): the metric a registered rank loss stands for, exactly as it defines it.
 
     For ``loss="ap"`` this is AP, for ``"ndcg_graded"`` NDCG@10 with gains 2^g − 1, for ``"pairwise"`` the

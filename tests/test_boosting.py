@@ -198,7 +198,10 @@ def test_early_stopping_on_the_eval_metric_in_both_libraries():
     )
     assert 0 < ranker.best_iteration_ <= 200 and "ndcg_graded" in ranker.best_score_["valid_0"]
     qid = np.repeat(np.arange(group.size), group)
-    train, held = xgboost.DMatrix(X[fit], grades[fit], qid=qid[fit]), xgboost.DMatrix(X[valid], grades[valid], qid=qid[valid])
+    train, held = (
+        xgboost.DMatrix(X[fit], grades[fit], qid=qid[fit]),
+        xgboost.DMatrix(X[valid], grades[valid], qid=qid[valid]),
+    )
     history = {}
     xgboost.train(
         {"tree_method": "hist", "disable_default_eval_metric": 1},

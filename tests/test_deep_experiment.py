@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -52,14 +53,14 @@ def _approx_ndcg_reference(s, g, alpha=1.0):
     return -total / _dcg(sorted(gains, reverse=True))
 
 
-def _lambda_reference(s, g, mu=5.0):
+def _lambda_reference(s, g, mu=5.0, k=None):
     gains = 2.0**g - 1
-    normalised = gains / _dcg(sorted(gains, reverse=True))
+    normalised = gains / _dcg(sorted(gains, reverse=True)[:k])
     position = np.empty(s.size)
     position[np.argsort(-s, kind="stable")] = np.arange(1, s.size + 1)
     total = 0.0
     for i, j in itertools.permutations(range(s.size), 2):
-        if g[i] <= g[j]:
+        if g[i] <= g[j] or (k is not None and max(position[i], position[j]) > k):
             continue
         rho = abs(1 / math.log2(1 + position[i]) - 1 / math.log2(1 + position[j]))
         gap = abs(position[i] - position[j])
@@ -75,6 +76,7 @@ def _lambda_reference(s, g, mu=5.0):
         (neural_losses.listnet_loss, _listnet_reference),
         (neural_losses.approx_ndcg_loss, _approx_ndcg_reference),
         (neural_losses.lambda_loss, _lambda_reference),
+        (functools.partial(neural_losses.lambda_loss, k=3), functools.partial(_lambda_reference, k=3)),
     ],
 )
 def test_peer_losses_equal_their_papers_formulas(loss, reference):
@@ -91,6 +93,7 @@ def test_peer_losses_equal_their_papers_formulas(loss, reference):
     "loss", [neural_losses.listnet_loss, neural_losses.approx_ndcg_loss, neural_losses.lambda_loss]
 )
 def test_peer_losses_give_finite_gradients_that_lower_the_loss(loss):
+    """(Also LambdaLoss@k, below.)"""
     rng = np.random.default_rng(4)
     scores, grades, mask = _batch(rng, n_rows=6, width=8)
     scores.requires_grad_(True)
@@ -100,6 +103,34 @@ def test_peer_losses_give_finite_gradients_that_lower_the_loss(loss):
     assert torch.all(scores.grad[~mask] == 0)  # padding gets no gradient
     with torch.no_grad():
         assert loss(scores - 1e-3 * scores.grad, grades, mask) < value
+
+
+@pytest.mark.parametrize("k", [None, 3, 10])
+def test_pair_restricted_lambdaloss_equals_the_allrank_transcription(k):
+    """Value and gradient, allRank's sum over the batch against the mean over rows with two grades."""
+    rng = np.random.default_rng(5)
+    for _ in range(10):
+        scores, grades, mask = _batch(rng, n_rows=5, width=9)
+        used = sum(1 for *_, two in _rows(scores, grades, mask) if two)
+        ours = scores.clone().requires_grad_(True)
+        theirs = scores.clone().requires_grad_(True)
+        value = neural_losses.lambda_loss(ours, grades, mask, k=k) * used
+        reference = neural_losses.allrank_lambda_loss(theirs, grades, mask, k=k)
+        value.backward()
+        reference.backward()
+        assert float(value.detach()) == pytest.approx(float(reference.detach()), rel=1e-9)
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_lambdaloss_at_k_gives_finite_gradients_that_lower_the_loss():
+    rng = np.random.default_rng(6)
+    scores, grades, mask = _batch(rng, n_rows=6, width=8)
+    scores.requires_grad_(True)
+    value = neural_losses.lambda_loss(scores, grades, mask, k=3)
+    value.backward()
+    assert torch.isfinite(scores.grad).all() and torch.all(scores.grad[~mask] == 0)
+    with torch.no_grad():
+        assert neural_losses.lambda_loss(scores - 1e-3 * scores.grad, grades, mask, k=3) < value
 
 
 def test_peer_losses_are_zero_without_anything_to_order():
