@@ -6,8 +6,13 @@ compiled batched loss-augmented inference (threads, no Python loop over queries)
 returns the exact subgradient c(R̂) − c(R*), scaled like the reduction.  The loss is any registered rank
 loss — AP, NDCG, ROC area, precision at k, graded NDCG@k, pairwise, a plugin's.
 
-Inference runs on the CPU: CUDA (or other device) scores are copied to the host once per call and the
-gradient copied back to their device, in their dtype.  float16 and bfloat16 scores are computed in
+Two backends compute the same hinge (``backend=``).  ``"compiled"``: the compiled kernels on the host, with
+OpenMP threads; CUDA (or other device) scores are copied to the host once per call and the gradient copied
+back.  ``"torch"``: the structure table's tensor-op kernels (:mod:`rankopt.inference.tensor_kernels`), in
+torch operations on the scores' own device, so GPU scores never leave the GPU; it takes the padded layout
+(and one flat query) of every structure but a loss's own per-query inference, and a loss or layout it
+cannot take runs on the compiled path with one log line saying so.  ``"auto"`` (the default) is
+``"compiled"`` for CPU tensors and ``"torch"`` elsewhere.  float16 and bfloat16 scores are computed in
 float32, and their loss value is returned in float32 (a hinge can exceed float16's range); the gradient
 keeps the scores' dtype.  In the padded layout only the documents the mask keeps are read: padding may
 hold anything.  Labels may be any integer or floating dtype holding whole grades (float16 and bfloat16
@@ -20,13 +25,20 @@ backward is refused with that reason rather than returning zeros silently.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import torch
 
 from rankopt._validation import as_float_vector, check_grades, check_positive_float, check_reduction
 from rankopt.hinge import HingeQueries, grouped_hinges, hinge_per_query, reduce_hinges
 
-__all__ = ["MetricHingeLoss", "RankHingeLoss"]
+__all__ = ["BACKENDS", "MetricHingeLoss", "RankHingeLoss"]
+
+logger = logging.getLogger(__name__)
+
+#: The values of ``RankHingeLoss(backend=...)``.
+BACKENDS = ("auto", "compiled", "torch")
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -45,7 +57,11 @@ class RankHingeLoss(torch.nn.Module):
         0 and is not counted), "sum", or "none" (one value per query: per row of the padded layout,
         per qid, increasing, of the flat one).
     n_threads : int, optional
-        Threads of the inference (default: ``OMP_NUM_THREADS``, else every core).
+        Threads of the compiled inference (default: ``OMP_NUM_THREADS``, else every core).
+    backend : {"auto", "compiled", "torch"}, default "auto"
+        Where the inference runs (module docstring): the compiled kernels on the host, or tensor operations
+        on the scores' device; "auto" takes the compiled kernels for CPU tensors and the tensor ones
+        elsewhere.
     **loss_params
         Parameters of a loss given by name, e.g. ``RankHingeLoss("ndcg_graded", k=5)``.
 
@@ -56,11 +72,13 @@ class RankHingeLoss(torch.nn.Module):
       scores and y of shape (B, L), each row one query, ``mask`` True for the real documents.
     """
 
-    def __init__(self, loss="ap", *, relevant_at=1, reduction="mean", n_threads=None, **loss_params):
+    def __init__(self, loss="ap", *, relevant_at=1, reduction="mean", n_threads=None, backend="auto", **loss_params):
         super().__init__()
         from rankopt.plugins import default_registry
 
         check_reduction(reduction)
+        if backend not in BACKENDS:
+            raise ValueError(f"expected backend to be one of {list(BACKENDS)}, got {backend!r} instead")
         registry = default_registry()
         if loss_params:
             if not isinstance(loss, str):
@@ -72,9 +90,10 @@ class RankHingeLoss(torch.nn.Module):
         self.relevant_at = relevant_at
         self.reduction = reduction
         self.n_threads = n_threads
+        self.backend = backend
 
     def extra_repr(self) -> str:
-        return f"loss={self.rank_loss!r}, reduction={self.reduction!r}"
+        return f"loss={self.rank_loss!r}, reduction={self.reduction!r}, backend={self.backend!r}"
 
     def forward(self, scores: torch.Tensor, y, qid=None, group=None, mask=None) -> torch.Tensor:
         if not isinstance(scores, torch.Tensor):
@@ -86,12 +105,15 @@ class RankHingeLoss(torch.nn.Module):
                 raise ValueError(
                     "expected qid and group only with 1-D scores; in the padded (B, L) layout each row is a query"
                 )
-            return _StructuredHinge.apply(scores, _Call(self, y, None, None, mask))
-        if scores.dim() != 1:
+        elif scores.dim() != 1:
             raise ValueError(f"expected scores of shape (n,) or (B, L), got shape {tuple(scores.shape)} instead")
-        if mask is not None:
+        elif mask is not None:
             raise ValueError("expected mask only with the padded (B, L) layout, got it with 1-D scores")
-        return _StructuredHinge.apply(scores, _Call(self, y, qid, group, None))
+        if self.backend == "torch" or (self.backend == "auto" and scores.device.type != "cpu"):
+            hinges = _tensor_hinges(self, scores, y, qid, group, mask)
+            if hinges is not None:
+                return _TensorStructuredHinge.apply(scores, hinges, self.reduction)
+        return _StructuredHinge.apply(scores, _Call(self, y, qid, group, mask))
 
 
 class MetricHingeLoss(torch.nn.Module):
@@ -119,7 +141,9 @@ class MetricHingeLoss(torch.nn.Module):
     relevant : {"same_label"}, default "same_label"
         Which documents are relevant to a query: those with its label.
     n_threads : int, optional
-        Threads of the inference (:class:`RankHingeLoss`).
+        Threads of the compiled inference (:class:`RankHingeLoss`).
+    backend : {"auto", "compiled", "torch"}, default "auto"
+        Where the inference runs (:class:`RankHingeLoss`): on a GPU, "auto" keeps the similarity matrix there.
     **loss_params
         Parameters of a loss given by name.
     """
@@ -127,7 +151,15 @@ class MetricHingeLoss(torch.nn.Module):
     SIMILARITIES = ("cosine", "dot")
 
     def __init__(
-        self, loss="ap", *, similarity="cosine", scale=1.0, relevant="same_label", n_threads=None, **loss_params
+        self,
+        loss="ap",
+        *,
+        similarity="cosine",
+        scale=1.0,
+        relevant="same_label",
+        n_threads=None,
+        backend="auto",
+        **loss_params,
     ):
         super().__init__()
         if similarity not in self.SIMILARITIES:
@@ -135,7 +167,7 @@ class MetricHingeLoss(torch.nn.Module):
         scale = check_positive_float(scale, "scale")
         if relevant != "same_label":
             raise ValueError(f"expected relevant to be 'same_label', got {relevant!r} instead")
-        self.hinge = RankHingeLoss(loss, reduction="mean", n_threads=n_threads, **loss_params)
+        self.hinge = RankHingeLoss(loss, reduction="mean", n_threads=n_threads, backend=backend, **loss_params)
         self.similarity, self.scale, self.relevant = similarity, scale, relevant
 
     def extra_repr(self) -> str:
@@ -171,6 +203,145 @@ class MetricHingeLoss(torch.nn.Module):
         if self_reference:
             mask = ~torch.eye(labels.shape[0], dtype=torch.bool, device=embeddings.device)
         return self.hinge(scores, relevance, mask=mask)
+
+
+#: (loss type, reason) pairs already logged as falling back to the compiled path.
+_LOGGED_FALLBACKS: set = set()
+
+
+def _fall_back(loss, reason: str) -> None:
+    """Say once per loss type and reason that a call runs on the compiled (host) path instead."""
+    key = (type(loss), reason)
+    if key not in _LOGGED_FALLBACKS:
+        _LOGGED_FALLBACKS.add(key)
+        logger.warning(
+            "RankHingeLoss(%r): the tensor backend cannot take it (%s); running on the host", loss.name, reason
+        )
+
+
+def _tensor_hinges(module: RankHingeLoss, scores: torch.Tensor, y, qid, group, mask):
+    """The call's hinges from the tensor kernel of the loss's structure, or None (logged) to run on the host."""
+    from rankopt.inference.batched import resolve_rank_loss
+    from rankopt.inference.structure_table import kernel_for_loss
+    from rankopt.losses.structure import check_declared_structure
+    from rankopt.plugins import default_registry
+
+    loss = resolve_rank_loss(module.rank_loss, default_registry())
+    if scores.dim() == 1 and (qid is not None or group is not None):
+        _fall_back(loss, "it takes the padded (B, L) layout, not qid or group")
+        return None
+    try:
+        kernel, structure = kernel_for_loss(loss, device="torch")
+    except ValueError:
+        _fall_back(loss, f"no tensor kernel is registered for its structure {type(loss.structure()).__name__}")
+        return None
+    reason = kernel.unsupported_reason(loss, structure, scores.shape[-1])
+    if reason is not None:
+        _fall_back(loss, reason)
+        return None
+    check_declared_structure(loss)
+    rows = scores if scores.dim() == 2 else scores[None, :]
+    grades, mask = _checked_padded(rows, y, mask, loss.graded)
+    if not loss.graded:
+        from rankopt._validation import check_relevant_at
+        from rankopt.inference.binary_kernels import integer_threshold
+
+        grades = (grades >= integer_threshold(check_relevant_at(module.relevant_at))).long()
+    compute = torch.float64 if rows.dtype == torch.float64 else torch.float32
+    with torch.no_grad():
+        return kernel.hinge(loss, structure, rows.detach().to(compute), grades, mask)
+
+
+def _checked_padded(scores: torch.Tensor, y, mask, graded: bool):
+    """(int64 grades, bool mask) on the scores' device, checked where the mask keeps a document: finite scores
+    whose sums stay finite, whole labels ≥ 0 (or {−1, 1}, read as {0, 1}).  One synchronisation."""
+    from rankopt._validation import not_finite_error, score_sum_bound, score_sums_error
+
+    y = y if isinstance(y, torch.Tensor) else torch.as_tensor(np.asarray(y), device=scores.device)
+    for name, value in (("y", y), ("mask", mask)):
+        if isinstance(value, torch.Tensor) and value.device != scores.device:
+            raise ValueError(f"expected {name} on the scores' device {scores.device}, got it on {value.device} instead")
+    if y.dim() == 1 and scores.shape[0] == 1:  # one flat query
+        if y.shape[0] != scores.shape[1]:
+            raise ValueError(
+                f"expected y of shape ({scores.shape[1]},) (one label per score), got {tuple(y.shape)} instead"
+            )
+        y = y.reshape(scores.shape)
+    if y.shape != scores.shape:
+        raise ValueError(
+            f"expected y of shape {tuple(scores.shape)} (the scores' layout), got {tuple(y.shape)} instead"
+        )
+    if mask is None:
+        mask = torch.ones(scores.shape, dtype=torch.bool, device=scores.device)
+    elif not isinstance(mask, torch.Tensor) or mask.shape != scores.shape or mask.dtype != torch.bool:
+        raise ValueError(f"expected a boolean mask of shape {tuple(scores.shape)}, got {_describe(mask)} instead")
+    labels = y.detach().double()  # exact for every label below 2**53; larger ones are refused
+    zero = torch.zeros((), dtype=torch.float64, device=scores.device)
+    kept = torch.where(mask, labels, zero)
+    kept_scores = torch.where(mask, scores.detach().double(), zero)
+    stats = torch.stack(
+        [
+            mask.any().double(),
+            torch.isfinite(kept_scores).all().double(),
+            kept_scores.abs().max(),
+            (torch.isfinite(kept) & (kept == torch.round(kept)) & (kept.abs() < 2.0**53)).all().double(),
+            kept.min(),
+            (mask & (labels != 1) & (labels != -1)).any().double(),
+        ]
+    ).tolist()
+    any_kept, finite, largest, whole, lowest, beyond_binary = stats
+    if not any_kept:
+        raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
+    if not finite:
+        raise not_finite_error("scores")
+    score_dtype = np.float64 if scores.dtype == torch.float64 else np.float32
+    if largest * scores.shape[1] > score_sum_bound(score_dtype):
+        raise score_sums_error(largest, scores.shape[1], score_dtype)
+    if not whole:
+        raise ValueError("expected y to hold integer relevance grades >= 0, got NaN, infinity or fractions instead")
+    grades = kept.long()
+    if lowest < 0:
+        if beyond_binary:
+            raise ValueError(
+                "expected y to hold integer relevance grades >= 0 (or binary labels in {-1, 1}), "
+                f"got {lowest:g} instead"
+            )
+        grades = (grades > 0).long()
+    return grades, mask
+
+
+class _TensorStructuredHinge(torch.autograd.Function):
+    """The tensor backend's hinge: forward reduces the kernel's per-row values, backward scales its coefficients."""
+
+    @staticmethod
+    def forward(ctx, scores: torch.Tensor, hinges, reduction: str):
+        out_dtype = _value_dtype(scores.dtype)
+        values = hinges.values
+        if reduction == "none":
+            out = values
+            ctx.scale = None
+        else:
+            total = values.sum()
+            ctx.scale = 1.0 / hinges.usable.sum().clamp(min=1).to(values.dtype) if reduction == "mean" else None
+            out = total * ctx.scale if ctx.scale is not None else total
+        ctx.coef, ctx.reduction = hinges.coef, reduction
+        ctx.save_for_backward(scores)
+        if scores.dim() == 1 and reduction == "none":
+            out = out.reshape(1)
+        return out.to(out_dtype)
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        (scores,) = ctx.saved_tensors
+        upstream = grad_output.detach().to(ctx.coef.dtype)
+        if ctx.reduction == "none":
+            grad = ctx.coef * upstream.reshape(-1)[:, None]
+        else:
+            grad = ctx.coef * (upstream * ctx.scale if ctx.scale is not None else upstream)
+        grad = grad.reshape(scores.shape).to(scores.dtype)
+        if torch.is_grad_enabled():
+            grad = _NoSecondDerivative.apply(grad, scores)
+        return grad, None, None
 
 
 def _describe(value) -> str:

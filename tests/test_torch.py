@@ -156,10 +156,11 @@ def test_a_query_with_nothing_to_order_contributes_zero():
         (lambda: (torch.tensor([0.1, 0.2]), torch.tensor([0, 1], device="meta"), {}), ValueError, "device"),
     ],
 )
-def test_bad_input_is_a_clear_error(make, error, message):
+@pytest.mark.parametrize("backend", ["compiled", "torch"])
+def test_bad_input_is_a_clear_error(make, error, message, backend):
     scores, y, kwargs = make()
     with pytest.raises(error, match=message):
-        RankHingeLoss("ap")(scores, y, **kwargs)
+        RankHingeLoss("ap", backend=backend)(scores, y, **kwargs)
 
 
 def test_a_double_backward_is_refused_with_the_reason(rng):

@@ -9,12 +9,21 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rankopt.torch import RankHingeLoss  # noqa: E402
+import rankopt.torch  # noqa: E402
 
 
-def test_a_float16_hinge_beyond_float16s_range_is_returned_in_float32():
+@pytest.fixture(params=["compiled", "torch"])
+def backend(request):
+    return request.param
+
+
+def RankHingeLoss(*args, backend="compiled", **kwargs):  # noqa: N802 - the layer, on a chosen backend
+    return rankopt.torch.RankHingeLoss(*args, backend=backend, **kwargs)
+
+
+def test_a_float16_hinge_beyond_float16s_range_is_returned_in_float32(backend):
     scores = torch.tensor([-3e4, 3e4], dtype=torch.float16, requires_grad=True)
-    value = RankHingeLoss("auc")(scores, torch.tensor([1, 0]))
+    value = RankHingeLoss("auc", backend=backend)(scores, torch.tensor([1, 0]))
     assert value.dtype == torch.float32 and value.item() == 120001.0
     value.backward()
     assert scores.grad.dtype == torch.float16
@@ -22,52 +31,56 @@ def test_a_float16_hinge_beyond_float16s_range_is_returned_in_float32():
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_a_sum_over_many_queries_stays_finite(dtype):
+def test_a_sum_over_many_queries_stays_finite(dtype, backend):
     scores = torch.tensor([[-300.0, 300.0]] * 70_000, dtype=dtype)
     labels = torch.tensor([[1, 0]] * 70_000)
-    value = RankHingeLoss("auc", reduction="sum")(scores, labels)
+    value = RankHingeLoss("auc", backend=backend, reduction="sum")(scores, labels)
     assert value.dtype == torch.float32 and torch.isfinite(value)
     assert value.item() == pytest.approx(70_000 * 1201.0, rel=1e-3)
-    per_query = RankHingeLoss("auc", reduction="none")(scores, labels)
+    per_query = RankHingeLoss("auc", backend=backend, reduction="none")(scores, labels)
     assert per_query.dtype == torch.float32
 
 
-def test_float32_and_float64_values_keep_the_scores_dtype():
+def test_float32_and_float64_values_keep_the_scores_dtype(backend):
     for dtype in (torch.float32, torch.float64):
-        value = RankHingeLoss("ap")(torch.tensor([0.1, -0.2, 0.3], dtype=dtype), torch.tensor([1, 0, 0]))
+        value = RankHingeLoss("ap", backend=backend)(
+            torch.tensor([0.1, -0.2, 0.3], dtype=dtype), torch.tensor([1, 0, 0])
+        )
         assert value.dtype == dtype
 
 
-def test_masked_padding_is_never_read():
+def test_masked_padding_is_never_read(backend):
     scores = torch.tensor([[0.2, -0.1, float("-inf")], [0.3, 0.1, float("nan")]], requires_grad=True)
     labels = torch.tensor([[1, 0, -1], [1, 0, 7]])
     mask = torch.tensor([[True, True, False], [True, True, False]])
-    value = RankHingeLoss("ndcg_graded", k=2)(scores, labels, mask=mask)
-    reference = RankHingeLoss("ndcg_graded", k=2)(scores[:, :2].detach(), labels[:, :2])
+    value = RankHingeLoss("ndcg_graded", backend=backend, k=2)(scores, labels, mask=mask)
+    reference = RankHingeLoss("ndcg_graded", backend=backend, k=2)(scores[:, :2].detach(), labels[:, :2])
     assert value.item() == pytest.approx(reference.item())
     value.backward()
     assert torch.all(scores.grad[:, 2] == 0) and torch.all(torch.isfinite(scores.grad))
 
 
-def test_a_padding_label_of_minus_one_does_not_turn_the_labels_binary():
+def test_a_padding_label_of_minus_one_does_not_turn_the_labels_binary(backend):
     """All real labels 1 with padding −1 used to read as binary {−1, 1}: the rows had something to order."""
     scores = torch.tensor([[0.2, -0.1, 0.0], [0.3, 0.1, 0.0]])
     labels = torch.tensor([[1, 1, -1], [1, 1, -1]])
     mask = torch.tensor([[True, True, False], [True, True, False]])
-    value = RankHingeLoss("ap", reduction="none")(scores, labels, mask=mask)
+    value = RankHingeLoss("ap", backend=backend, reduction="none")(scores, labels, mask=mask)
     np.testing.assert_array_equal(value.numpy(), [0.0, 0.0])  # one relevance level: nothing to order
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.int64])
-def test_labels_of_any_whole_number_dtype_are_read_without_warnings(dtype):
+def test_labels_of_any_whole_number_dtype_are_read_without_warnings(dtype, backend):
     scores = torch.tensor([0.1, -0.2, 0.3, 0.0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        value = RankHingeLoss("ndcg_graded")(scores, torch.tensor([2, 0, 1, 0]).to(dtype), qid=[0, 0, 0, 0])
-    reference = RankHingeLoss("ndcg_graded")(scores, torch.tensor([2, 0, 1, 0]), qid=[0, 0, 0, 0])
+        value = RankHingeLoss("ndcg_graded", backend=backend)(scores, torch.tensor([2, 0, 1, 0]).to(dtype))
+    reference = RankHingeLoss("ndcg_graded", backend=backend)(scores, torch.tensor([2, 0, 1, 0]))
     assert value.item() == reference.item()
 
 
-def test_fractional_labels_are_refused_whatever_their_dtype():
+def test_fractional_labels_are_refused_whatever_their_dtype(backend):
     with pytest.raises(ValueError, match="expected"):
-        RankHingeLoss("ndcg_graded")(torch.tensor([0.1, -0.2]), torch.tensor([1.5, 0.0], dtype=torch.bfloat16))
+        RankHingeLoss("ndcg_graded", backend=backend)(
+            torch.tensor([0.1, -0.2]), torch.tensor([1.5, 0.0], dtype=torch.bfloat16)
+        )

@@ -58,14 +58,14 @@ class PreparedKernel(abc.ABC):
         """The batch's inference for checked ``scores`` on ``n_threads`` threads."""
 
 
-class StructureKernel(abc.ABC):
-    """Everything rankopt runs for one declared loss structure on one device.
+class Kernel(abc.ABC):
+    """One declared loss structure's implementation on one device: what the structure table holds.
 
-    Subclasses set :attr:`structure` (the structure class they serve; None for binary rank losses
-    that declare no structure) and :attr:`device`, and implement the methods below.  A kernel is
-    registered once (:func:`rankopt.inference.structure_table.register_kernel`); a second
-    implementation of the same structure — a tensor-op one that runs where the scores are — registers
-    under another device.
+    Subclasses set :attr:`structure` (the structure class they serve; None for binary rank losses that
+    declare no structure) and :attr:`device`.  A kernel is registered once
+    (:func:`rankopt.inference.structure_table.register_kernel`); a second implementation of the same
+    structure — the tensor-op one that runs where the scores are
+    (:class:`rankopt.inference.tensor_kernels.TensorKernel`) — registers under another device.
     """
 
     structure: ClassVar[type | None]
@@ -74,6 +74,11 @@ class StructureKernel(abc.ABC):
     graded: ClassVar[bool] = False
     #: A short name for messages ("graded position", "top-k count", ...).
     label: ClassVar[str]
+
+
+class StructureKernel(Kernel):
+    """Everything rankopt runs for one declared loss structure on the CPU, over NumPy arrays: the batched
+    inference over queries, the one-query reference, the ground truth, the brute-force check, the cost."""
 
     @abc.abstractmethod
     def resolve_method(self, loss: RankLoss, structure: Any, method: str, longest: int, registry) -> Any:

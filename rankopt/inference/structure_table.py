@@ -14,21 +14,27 @@ scores are) registers under another ``device``, and :func:`kernel_for` chooses b
 
 from __future__ import annotations
 
+import importlib
+from typing import Literal, overload
+
 from rankopt.inference.binary_kernels import BinaryRankKernel, TopKCountKernel
 from rankopt.inference.graded_kernels import GradedPairKernel, GradedPositionKernel, GradedQueryKernel
-from rankopt.inference.kernel_base import StructureKernel
+from rankopt.inference.kernel_base import Kernel, StructureKernel
 from rankopt.losses.base import RankLoss
 
 __all__ = ["kernel_for", "kernel_for_loss", "register_kernel", "registered_structures"]
 
 #: (structure class or None, device) → kernel.
-_KERNELS: dict[tuple[type | None, str], StructureKernel] = {}
+_KERNELS: dict[tuple[type | None, str], Kernel] = {}
+#: The modules that register a device's kernels, imported on the first lookup for that device (the
+#: tensor kernels import torch, which ``import rankopt`` never does).
+_DEVICE_MODULES = {"torch": "rankopt.inference.tensor_kernels"}
 
 
-def register_kernel(kernel: StructureKernel) -> None:
+def register_kernel(kernel: Kernel) -> None:
     """Register ``kernel`` for its structure and device; a second kernel for the same pair is refused."""
-    if not isinstance(kernel, StructureKernel):
-        raise TypeError(f"expected a StructureKernel instance, got {type(kernel).__name__} instead")
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"expected a Kernel instance, got {type(kernel).__name__} instead")
     key = (kernel.structure, kernel.device)
     held = _KERNELS.get(key)
     if held is not None and held is not kernel:
@@ -44,12 +50,23 @@ def registered_structures() -> list[str]:
     return sorted(_name(structure) for structure, device in _KERNELS if device == "cpu")
 
 
-def kernel_for(structure, device: str = "cpu") -> StructureKernel:
-    """The kernel of a declared structure (None: a binary rank loss that declares none) on ``device``.
+@overload
+def kernel_for(structure, device: Literal["cpu"] = "cpu") -> StructureKernel: ...
+
+
+@overload
+def kernel_for(structure, device: str) -> Kernel: ...
+
+
+def kernel_for(structure, device: str = "cpu") -> Kernel:
+    """The kernel of a declared structure (None: a binary rank loss that declares none) on ``device``
+    ("cpu": the compiled kernels; "torch": the tensor-op ones).
 
     Looked up by the structure's exact class: a subclass of a structure may promise something else.
     Raises ValueError naming the registered structures when there is none.
     """
+    if device in _DEVICE_MODULES:
+        importlib.import_module(_DEVICE_MODULES[device])  # registers its kernels on first import
     key = (None if structure is None else type(structure), device)
     kernel = _KERNELS.get(key)
     if kernel is None:

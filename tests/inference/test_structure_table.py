@@ -113,6 +113,9 @@ class UnitPairKernel(GradedKernel):
     def ground_truth(self, loss, structure, relevance, offsets):
         return GradedPairKernel().ground_truth(loss, self._pairs, relevance, offsets)
 
+    def ranking_loss(self, loss, structure, ordered_relevance):
+        return GradedPairKernel().ranking_loss(loss, self._pairs, ordered_relevance)
+
     def check(self, loss, structure, *, n_instances, random_state, registry):
         rng = np.random.default_rng(random_state)
         for _ in range(n_instances // 10):

@@ -1,0 +1,157 @@
+"""The structured hinge on a GPU: the tensor backend against the host-copy path, BCE, ApproxNDCG and LambdaLoss.
+
+Run on a machine with a CUDA GPU (about 3 minutes on one card)::
+
+    python benchmarks/gpu_check.py --output gpu-check.md
+
+For every batch shape [B, L] of :data:`SHAPES` (float32 scores, 10 % relevant documents with grades 1–4, as
+``bench_hinge.py``), it times forward plus backward on the device, the device synchronised around each
+call, medians of :data:`REPEATS` calls after a warm-up:
+
+* ``RankHingeLoss(loss, backend="torch")`` — the tensor-op kernels, the scores never leaving the device;
+* ``RankHingeLoss(loss, backend="compiled")`` — the compiled kernels on the host, scores copied there and
+  the gradient back (the host-copy path);
+* ``binary_cross_entropy_with_logits``, ApproxNDCG and LambdaLoss@10 (``experiments.neural_losses``) on the
+  same device and batch.
+
+It also checks exactness on the device: the tensor backend's values and gradients against the compiled
+kernels' on random float64 batches with ties and masks, for every loss timed.  ``--device cpu --quick``
+runs the whole script on the CPU at small shapes (the tests do, so that it keeps working).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments.neural_losses, from a checkout
+
+from experiments.neural_losses import approx_ndcg_loss, lambda_loss  # noqa: E402
+from rankopt.torch import RankHingeLoss  # noqa: E402
+
+SHAPES = ((1024, 100), (10_000, 100), (256, 256))
+QUICK_SHAPES = ((32, 20), (8, 16))
+LOSSES = ("ap", "ndcg", "auc", "precision_at_k", "ndcg_graded", "pairwise")
+REPEATS = 10
+
+
+def _batch(shape, device, seed=0):
+    rng = np.random.default_rng(seed)
+    grades = np.where(rng.random(shape) < 0.1, rng.integers(1, 5, shape), 0)
+    scores = np.where(grades > 0, rng.normal(1, 1, shape), rng.normal(0, 1, shape))
+    return torch.tensor(scores, dtype=torch.float32, device=device), torch.tensor(grades, device=device)
+
+
+def _timed(step, device, repeats: int) -> float:
+    """Median wall-clock milliseconds of ``step()``, the device synchronised around each call."""
+    synchronise = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    step()  # warm-up: kernels compiled, memory pools filled
+    times = []
+    for _ in range(repeats):
+        synchronise()
+        start = time.perf_counter()
+        step()
+        synchronise()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def _step(loss_fn, batch):
+    scores, grades, mask = batch
+    s = scores.detach().requires_grad_(True)
+    loss_fn(s, grades, mask).backward()
+
+
+def timing_rows(device, shapes, repeats: int):
+    """(shape, method, milliseconds) for every shape and method."""
+    rows = []
+    for shape in shapes:
+        scores, grades = _batch(shape, device)
+        batch = (scores, grades, torch.ones_like(grades, dtype=torch.bool))
+        baselines = {
+            "BCE": lambda s, y, m: torch.nn.functional.binary_cross_entropy_with_logits(s, (y > 0).to(s.dtype)),
+            "ApproxNDCG": approx_ndcg_loss,
+            "LambdaLoss@10": lambda s, y, m: lambda_loss(s, y, m, k=10),
+        }
+        for name, fn in baselines.items():
+            rows.append((shape, name, _timed(lambda fn=fn, batch=batch: _step(fn, batch), device, repeats)))
+        for loss in LOSSES:
+            for backend in ("torch", "compiled"):
+                layer = RankHingeLoss(loss, backend=backend)
+                fn = lambda s, y, m, layer=layer: layer(s, y, mask=m)  # noqa: E731
+                rows.append(
+                    (shape, f"{loss} ({backend})", _timed(lambda fn=fn, batch=batch: _step(fn, batch), device, repeats))
+                )
+    return rows
+
+
+def exactness_rows(device, n_batches: int):
+    """(loss, batches, largest relative value difference, largest gradient difference where untied)."""
+    rows = []
+    rng = np.random.default_rng(1)
+    for loss in LOSSES:
+        worst_value = worst_grad = 0.0
+        for trial in range(n_batches):
+            shape = (int(rng.integers(1, 64)), int(rng.integers(2, 80)))
+            tied = trial % 4 == 0
+            scores = rng.integers(-3, 4, shape) / 2.0 if tied else rng.normal(size=shape)
+            grades = np.where(rng.random(shape) < 0.3, rng.integers(1, 5, shape), 0)
+            mask = rng.random(shape) < 0.9
+            mask[:, 0] = True
+            out = {}
+            for backend, where in (("torch", device), ("compiled", torch.device("cpu"))):
+                s = torch.tensor(scores, dtype=torch.float64, device=where, requires_grad=True)
+                value = RankHingeLoss(loss, backend=backend, reduction="none")(
+                    s, torch.tensor(grades, device=where), mask=torch.tensor(mask, device=where)
+                )
+                value.sum().backward()
+                out[backend] = (value.detach().cpu().numpy(), s.grad.cpu().numpy())
+            scale = np.maximum(np.abs(out["compiled"][0]), 1e-12)
+            worst_value = max(worst_value, float(np.max(np.abs(out["torch"][0] - out["compiled"][0]) / scale)))
+            if not tied:
+                worst_grad = max(worst_grad, float(np.max(np.abs(out["torch"][1] - out["compiled"][1]))))
+        rows.append((loss, n_batches, worst_value, worst_grad))
+    return rows
+
+
+def report(device, shapes, repeats: int, n_batches: int) -> str:
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{device} (no GPU: a dry run)"
+    lines = [
+        f"Device: {name}; torch {torch.__version__}; float32 scores, forward + backward, medians of {repeats}.",
+        "",
+    ]
+    lines += ["| [B, L] | method | ms |", "|---|---|---:|"]
+    lines += [f"| {list(shape)} | {method} | {ms:.2f} |" for shape, method, ms in timing_rows(device, shapes, repeats)]
+    lines += ["", "| loss | batches | max relative value difference | max gradient difference (untied) |"]
+    lines += ["|---|---:|---:|---:|"]
+    lines += [f"| {loss} | {n} | {v:.2e} | {g:.2e} |" for loss, n, v, g in exactness_rows(device, n_batches)]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", help="the torch device (default: cuda)")
+    parser.add_argument("--quick", action="store_true", help="small shapes and few repeats: a dry run")
+    parser.add_argument("--output", default=None, help="also write the tables to this file")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("gpu_check: no CUDA device here; run with --device cpu --quick for a dry run", file=sys.stderr)
+        return 2
+    text = report(
+        device, QUICK_SHAPES if args.quick else SHAPES, 2 if args.quick else REPEATS, 5 if args.quick else 100
+    )
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,462 @@
+"""The structure table's tensor-op kernels: each structure's exact hinge in torch operations on a padded batch.
+
+A second implementation of every declared structure's loss-augmented inference and ground truth, written
+in torch tensor operations over the padded (B, L) layout of :class:`rankopt.torch.RankHingeLoss`, so that
+it runs on whatever device the scores are on (CUDA, MPS or the CPU) and the scores never leave it.  Each
+kernel returns the hinge of every row relative to its ground truth, h = max_R [Δ(R*, R) + (c(R) − c(R*))·s],
+and its subgradient c(R̂) − c(R*): what :class:`rankopt.inference.kernel_base.StructureKernel`'s compiled
+batch returns with ``relative_to_truth=True``, and equal to it (tested on random batches against the
+compiled kernels, ``tests/inference/test_tensor_kernels.py``).
+
+Cost per query of L documents (|P| relevant, |N| = L − |P| not; K grade levels), time and memory:
+
+* binary rank losses with a compiled form satisfying C1–C4 (AP, NDCG, ROC area, position discounts):
+  O(|N| (|P| + 1)) — every negative's objective at every interleaving rank, from the form's O(1)
+  discrete derivative (C4), maximised negative by negative (exact under C3, Observation 4 of Mohapatra
+  et al. 2018).  This is O(L²) in the worst case, where the compiled kernel is O(L log L): the backend
+  takes a batch while |N| (|P| + 1) ≤ :data:`BINARY_TABLE_LIMIT` for its largest query (L ≈ 2,000 when
+  balanced, any L when one class is small, as in retrieval), and runs larger ones in row chunks;
+* top-k count losses (precision@k): O(L log L + k²) — sorted classes, prefix sums and one k × k block;
+* graded position losses (NDCG@k and plugins): O(L log L) — a top-k of the documents' per-position
+  utility and a sort of the gains for the ground truth;
+* graded pair losses (SVM^rank's pairwise, weighted or not): O(K L log L) unweighted, O(K² L log L)
+  weighted — one batched binary search per pair of grade levels, never the L² pairs; at most
+  :data:`MAX_PAIR_LEVELS` levels.
+
+The per-query constants a loss's own code defines — a discount table, the gains of the grades present, the
+Δ of each count of a top-k loss, the pair weights of the grades present — are computed on the host once
+per call from a few integers (the grade levels present, the class counts of a top-k loss), as the
+compiled path computes them; the scores and every per-document quantity stay on the device.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from rankopt.inference.base import kernel_arguments
+from rankopt.inference.kernel_base import Kernel
+from rankopt.inference.topk import count_losses
+from rankopt.losses.base import KernelCode, RankLoss
+from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure, TopKCountStructure, grade_levels
+
+__all__ = ["BINARY_TABLE_LIMIT", "MAX_PAIR_LEVELS", "TensorHinge", "TensorKernel"]
+
+#: The most entries |N| (|P| + 1) of one query's objective table the binary kernel takes.
+BINARY_TABLE_LIMIT = 1 << 20
+#: Entries of the objective table the binary kernel holds at once: larger batches run in row chunks.
+BINARY_CHUNK_ENTRIES = 1 << 24
+#: The most grade levels a batch of the graded pair kernel may hold.
+MAX_PAIR_LEVELS = 64
+
+
+@dataclass(frozen=True)
+class TensorHinge:
+    """Every row's hinge relative to its ground truth, on the scores' device.
+
+    Attributes
+    ----------
+    values : Tensor, shape (B,)
+        h_q ≥ 0; 0 for a row with nothing to order.
+    coef : Tensor, shape (B, L)
+        ∂h_q/∂s: c(R̂) − c(R*), 0 on padding and on rows with nothing to order.
+    usable : Tensor of bool, shape (B,)
+        Whether the row has something to order.
+    """
+
+    values: torch.Tensor
+    coef: torch.Tensor
+    usable: torch.Tensor
+
+
+class TensorKernel(Kernel):
+    """A structure's hinge in tensor operations over a padded batch (:mod:`rankopt.inference.tensor_kernels`)."""
+
+    device = "torch"
+
+    @abc.abstractmethod
+    def unsupported_reason(self, loss: RankLoss, structure: Any, width: int) -> str | None:
+        """Why this kernel cannot take ``loss`` on rows of ``width`` documents, or None."""
+
+    @abc.abstractmethod
+    def hinge(
+        self, loss: RankLoss, structure: Any, scores: torch.Tensor, relevance: torch.Tensor, mask: torch.Tensor
+    ) -> TensorHinge:
+        """The batch's hinges.  ``scores`` (B, L) finite where ``mask``, in the dtype to compute in;
+        ``relevance`` (B, L) int64: 0/1 for a binary kernel (already thresholded), grades ≥ 0 for a graded
+        one; ``mask`` (B, L) bool.  Padding may hold anything: it is never read into a result."""
+
+
+# ---------------------------------------------------------------- shared pieces
+
+
+def _sorted_members(scores, members, width: int, descending: bool = True):
+    """The scores of each row's ``members`` sorted (first ``width`` columns), their columns, and which of
+    those entries are members; the others hold 0."""
+    fill = -torch.inf if descending else torch.inf
+    keyed = torch.where(members, scores, torch.full_like(scores, fill))
+    values, columns = torch.sort(keyed, dim=1, descending=descending, stable=True)
+    values, columns = values[:, :width], columns[:, :width]
+    valid = torch.arange(width, device=scores.device)[None, :] < members.sum(dim=1, keepdim=True)
+    return torch.where(valid, values, torch.zeros_like(values)), columns, valid
+
+
+def _prefix(values):
+    """Prefix sums with a leading 0: out[:, r] = Σ_{a<r} values[:, a]."""
+    return torch.nn.functional.pad(torch.cumsum(values, dim=1), (1, 0))
+
+
+def _highest_argmax(values, dim: int):
+    """The largest index among the maxima of ``values`` along ``dim`` (the compiled kernels' tie rule)."""
+    flipped = torch.flip(values, dims=(dim,))
+    return values.shape[dim] - 1 - torch.argmax(flipped, dim=dim)
+
+
+def _scatter_rows(shape, like, columns, values):
+    """A (B, L) tensor holding ``values`` at ``columns`` of each row (added: padding entries add 0)."""
+    out = torch.zeros(shape, dtype=like.dtype, device=like.device)
+    return out.scatter_add_(1, columns, values)
+
+
+def _grade_table(grades, mask, table_of_levels):
+    """Per document, ``table_of_levels(levels)`` at its grade (0 on padding), and the levels present (host)."""
+    present = torch.unique(grades[mask]).cpu().numpy().astype(np.int64)
+    levels, _ = grade_levels(present)
+    table = torch.as_tensor(table_of_levels(levels), device=grades.device)
+    index = torch.bucketize(
+        torch.where(mask, grades, torch.zeros_like(grades)), torch.as_tensor(levels, device=grades.device)
+    )
+    return index.clamp(max=max(levels.size - 1, 0)), table, levels
+
+
+# ---------------------------------------------------------------- binary rank losses
+
+
+class BinaryTensorKernel(TensorKernel):
+    """A binary rank loss with a compiled form satisfying C1–C4: every negative takes its best rank."""
+
+    structure = None
+    label = "binary rank loss"
+
+    def unsupported_reason(self, loss, structure, width):
+        form = loss.compiled_form(1, max(width - 1, 1))
+        if form is None:
+            return f"loss {loss.name!r} has no compiled form"
+        code, _ = kernel_arguments(loss, form, 1, max(width - 1, 1))
+        if code is KernelCode.POSITION_DISCOUNT and form.first_concave_position is not None:
+            return f"its discount is concave at position {form.first_concave_position} (C3 fails)"
+        return None
+
+    def hinge(self, loss, structure, scores, relevance, mask):
+        positive, negative = mask & (relevance > 0), mask & (relevance == 0)
+        n_pos, n_neg = positive.sum(dim=1), negative.sum(dim=1)
+        usable = (n_pos > 0) & (n_neg > 0)
+        longest_pos, longest_neg = (int(v) for v in torch.stack((n_pos.max(), n_neg.max())).tolist())
+        values = torch.zeros(scores.shape[0], dtype=scores.dtype, device=scores.device)
+        coef = torch.zeros_like(scores)
+        if longest_pos == 0 or longest_neg == 0:
+            return TensorHinge(values, coef, usable)
+        if longest_neg * (longest_pos + 1) > BINARY_TABLE_LIMIT:
+            raise ValueError(f"a query of {longest_neg} negatives and {longest_pos} positives exceeds the table limit")
+        form = loss.compiled_form(1, max(scores.shape[1] - 1, 1))
+        code, host_table = kernel_arguments(loss, form, 1, max(scores.shape[1] - 1, 1))
+        table = torch.tensor(np.array(host_table), dtype=scores.dtype, device=scores.device)
+        rows = max(1, BINARY_CHUNK_ENTRIES // (longest_neg * (longest_pos + 1)))
+        for start in range(0, scores.shape[0], rows):
+            part = slice(start, start + rows)
+            values[part], coef[part] = _binary_rows(
+                code, table, scores[part], positive[part], negative[part], longest_pos, longest_neg
+            )
+        zero = torch.zeros_like(values)
+        return TensorHinge(torch.where(usable, values, zero), coef * usable[:, None].to(coef.dtype), usable)
+
+
+def _binary_steps(code, table, j, m, n_pos, n_neg):
+    """δ_j(i + 1) − δ_j(i) at interleaving rank i = m (1-based negatives j and ranks m), per row (C4)."""
+    if code is KernelCode.AP:
+        return -(m / ((m + j - 1) * (m + j))) / n_pos
+    if code is KernelCode.AUC:
+        return torch.zeros_like(m + j) - 1.0 / (n_pos * n_neg)
+    # Position discount: (T(i + j) − T(i + j − 1)) / Σ_{i ≤ |P|} T(i), T 1-based.
+    last = table.shape[0] - 1
+    at = (m + j).long()
+    steps = table[(at - 1).clamp(max=last)] - table[(at - 2).clamp(min=0, max=last)]
+    normaliser = torch.cumsum(table, 0)[(n_pos.long() - 1).clamp(min=0, max=last)]
+    return steps / normaliser
+
+
+def _binary_rows(code, table, scores, positive, negative, longest_pos: int, longest_neg: int):
+    """(values, coef) of rows whose largest query has ``longest_pos`` positives and ``longest_neg`` negatives."""
+    pos, pos_columns, pos_valid = _sorted_members(scores, positive, longest_pos)
+    neg, neg_columns, neg_valid = _sorted_members(scores, negative, longest_neg)
+    dtype = scores.dtype
+    # Rows with nothing to order (no positive or no negative) compute with 1 there and are zeroed by the caller.
+    n_pos = positive.sum(dim=1).clamp(min=1).to(dtype)[:, None, None]
+    n_neg = negative.sum(dim=1).clamp(min=1).to(dtype)[:, None, None]
+    j = torch.arange(1, longest_neg + 1, device=scores.device, dtype=dtype)[None, :, None]
+    m = torch.arange(1, longest_pos + 1, device=scores.device, dtype=dtype)[None, None, :]
+    steps = torch.where(
+        m <= n_pos, _binary_steps(code, table, j, m, n_pos, n_neg), torch.zeros((), dtype=dtype, device=scores.device)
+    )
+    # δ_j at r positives above negative j (interleaving rank r + 1): −Σ_{r' ≥ r} steps, 0 at r = |P|.
+    delta = torch.nn.functional.pad(-torch.flip(torch.cumsum(torch.flip(steps, (2,)), 2), (2,)), (0, 1))
+    r = torch.arange(longest_pos + 1, device=scores.device, dtype=dtype)[None, None, :]
+    cumulative = _prefix(pos)[:, None, :]  # Σ of the r highest positives
+    total = cumulative[:, :, -1:]
+    scale = 2.0 / (n_pos * n_neg)
+    # Moving negative j above the positives r … |P| − 1 costs 2 (s⁺ − s⁻) / (|P||N|) each.
+    objective = delta - scale * ((total - cumulative) - (n_pos - r) * neg[:, :, None])
+    objective = torch.where(r <= n_pos, objective, torch.full_like(objective, -torch.inf))
+    best = objective.max(dim=2).values
+    rank = _highest_argmax(objective, dim=2)  # (B, |N|): positives above each negative
+    values = torch.where(neg_valid, best, torch.zeros_like(best)).sum(dim=1)
+    scale = scale[:, :, 0]
+    neg_coef = torch.where(neg_valid, scale * (n_pos[:, :, 0] - rank.to(dtype)), torch.zeros_like(neg))
+    # Positive a has negative j above it when j's rank ≤ a.
+    placed = torch.zeros((scores.shape[0], longest_pos + 1), dtype=dtype, device=scores.device)
+    placed.scatter_add_(1, rank, neg_valid.to(dtype))
+    above = torch.cumsum(placed, dim=1)[:, :longest_pos]
+    pos_coef = torch.where(pos_valid, -scale * above, torch.zeros_like(pos))
+    coef = _scatter_rows(scores.shape, scores, pos_columns, pos_coef)
+    coef.scatter_add_(1, neg_columns, neg_coef)
+    return values.clamp(min=0.0), coef
+
+
+# ---------------------------------------------------------------- top-k count losses
+
+
+class TopKTensorKernel(TensorKernel):
+    """A binary loss whose Δ counts the positives in the top k: the best ranking for each count m."""
+
+    structure = TopKCountStructure
+    label = "top-k count"
+
+    def unsupported_reason(self, loss, structure, width):
+        return None
+
+    def hinge(self, loss, structure, scores, relevance, mask):
+        positive, negative = mask & (relevance > 0), mask & (relevance == 0)
+        counts = torch.stack((positive.sum(dim=1), negative.sum(dim=1))).cpu().numpy()
+        n_pos_host, n_neg_host = counts[0].astype(np.int64), counts[1].astype(np.int64)
+        usable = torch.as_tensor((n_pos_host > 0) & (n_neg_host > 0), device=scores.device)
+        values = torch.zeros(scores.shape[0], dtype=scores.dtype, device=scores.device)
+        coef = torch.zeros_like(scores)
+        if not usable.any():
+            return TensorHinge(values, coef, usable)
+        width = min(structure.k, scores.shape[1])
+        deltas = _count_table(structure, n_pos_host, n_neg_host, width)
+        values, coef = _topk_rows(
+            scores, positive, negative, torch.as_tensor(deltas, dtype=scores.dtype, device=scores.device), structure.k
+        )
+        zero = torch.zeros_like(values)
+        return TensorHinge(torch.where(usable, values, zero), coef * usable[:, None].to(coef.dtype), usable)
+
+
+def _count_table(structure, n_pos, n_neg, width: int) -> np.ndarray:
+    """Δ(m) for m = 0 … width per row, the loss asked once per distinct (|P|, |N|); −inf where m is infeasible."""
+    table = np.full((n_pos.size, width + 1), -np.inf)
+    kept = np.minimum(structure.k, n_pos + n_neg)
+    usable = (n_pos > 0) & (n_neg > 0)
+    pairs, group = np.unique(np.column_stack((n_pos, n_neg))[usable], axis=0, return_inverse=True)
+    where = np.flatnonzero(usable)
+    for index, (p, n) in enumerate(pairs):
+        members = where[group.ravel() == index]
+        low, high = max(0, int(kept[members[0]]) - int(n)), min(int(kept[members[0]]), int(p))
+        table[members[:, None], np.arange(low, high + 1)[None, :]] = count_losses(
+            structure, np.arange(low, high + 1), int(p), int(n)
+        )
+    return table
+
+
+def _topk_rows(scores, positive, negative, deltas, k: int):
+    """(values, coef) of the top-k count hinge: for each count m of positives among the top k', the top
+    group holds the m highest positives and the k' − m highest negatives, each group in score order."""
+    dtype, device = scores.dtype, scores.device
+    n_pos_i, n_neg_i = positive.sum(dim=1), negative.sum(dim=1)
+    longest_pos, longest_neg = (max(int(v), 1) for v in torch.stack((n_pos_i.max(), n_neg_i.max())).tolist())
+    n_pos, n_neg = n_pos_i.to(dtype), n_neg_i.to(dtype)
+    pos, pos_columns, pos_valid = _sorted_members(scores, positive, longest_pos)
+    neg, neg_columns, neg_valid = _sorted_members(scores, negative, longest_neg)
+    pos_up = torch.sort(torch.where(pos_valid, pos, torch.full_like(pos, torch.inf)), dim=1).values
+    neg_up = torch.sort(torch.where(neg_valid, neg, torch.full_like(neg, torch.inf)), dim=1).values
+    pos_up_sums = _prefix(torch.where(pos_valid, pos_up, torch.zeros_like(pos_up)))  # valid entries come first
+    neg_up_sums = _prefix(torch.where(neg_valid, neg_up, torch.zeros_like(neg_up)))
+    # A[a, b] = (s⁻_b − s⁺_a)⁺: each positive's negatives above it, each negative's positives below it.
+    neg_at_most = torch.searchsorted(neg_up, pos, right=True)
+    neg_above = n_neg_i[:, None] - neg_at_most  # negatives strictly above positive a
+    neg_above_sum = neg_up_sums[:, -1:] - neg_up_sums.gather(1, neg_at_most)
+    row_a = torch.where(pos_valid, neg_above_sum - neg_above.to(dtype) * pos, torch.zeros_like(pos))
+    under = torch.searchsorted(pos_up, neg, right=False)  # positives strictly below negative b
+    col_a = torch.where(neg_valid, under.to(dtype) * neg - pos_up_sums.gather(1, under), torch.zeros_like(neg))
+    width = deltas.shape[1] - 1
+    top_pos, top_neg = min(width, longest_pos), min(width, longest_neg)
+    block = (neg[:, None, :top_neg] - pos[:, :top_pos, None]).clamp(min=0.0)
+    block = block * (pos_valid[:, :top_pos, None] & neg_valid[:, None, :top_neg]).to(dtype)
+    block_sums = torch.nn.functional.pad(torch.cumsum(torch.cumsum(block, 1), 2), (1, 0, 1, 0))
+    kept = torch.clamp(n_pos_i + n_neg_i, max=k)
+    m = torch.arange(width + 1, device=device)[None, :]
+    q = kept[:, None] - m
+    feasible = torch.isfinite(deltas) & (q >= 0) & (m <= top_pos) & (q <= top_neg)
+    m_at, q_at = m.clamp(max=top_pos).expand_as(q), q.clamp(min=0, max=top_neg)
+    a_top = block_sums[torch.arange(scores.shape[0], device=device)[:, None], m_at, q_at]
+    a_bottom = row_a.sum(1, keepdim=True) - _prefix(row_a).gather(1, m_at) - _prefix(col_a).gather(1, q_at) + a_top
+    pos_sums, neg_sums = _prefix(pos), _prefix(neg)
+    cross = q_at.to(dtype) * (pos_sums[:, -1:] - pos_sums.gather(1, m_at)) - (
+        n_pos[:, None] - m_at.to(dtype)
+    ) * neg_sums.gather(1, q_at)
+    scale = (2.0 / (n_pos * n_neg).clamp(min=1.0))[:, None]
+    objective = torch.where(feasible, deltas + scale * (a_top + a_bottom - cross), torch.full_like(a_top, -torch.inf))
+    best_m = _highest_argmax(objective, dim=1)
+    values = objective.gather(1, best_m[:, None])[:, 0]
+    values = torch.where(torch.isfinite(values), values, torch.zeros_like(values)).clamp(min=0.0)
+    best_q = (kept - best_m)[:, None]
+    best_m = best_m[:, None]
+    index = torch.arange(longest_neg, device=device)[None, :]
+    top_pos_below = (best_m - (n_pos_i[:, None] - under)).clamp(min=0)
+    in_top = index < best_q
+    neg_coef = torch.where(in_top, top_pos_below + (n_pos_i[:, None] - best_m), under - top_pos_below)
+    neg_coef = torch.where(neg_valid, scale * neg_coef.to(dtype), torch.zeros_like(neg))
+    index = torch.arange(longest_pos, device=device)[None, :]
+    pos_top = index < best_m
+    pos_coef = torch.where(pos_top, torch.minimum(best_q, neg_above), (neg_above - best_q).clamp(min=0) + best_q)
+    pos_coef = torch.where(pos_valid, -scale * pos_coef.to(dtype), torch.zeros_like(pos))
+    coef = _scatter_rows(scores.shape, scores, pos_columns, pos_coef)
+    coef.scatter_add_(1, neg_columns, neg_coef)
+    return values, coef
+
+
+# ---------------------------------------------------------------- graded position losses
+
+
+class GradedPositionTensorKernel(TensorKernel):
+    """Gain of each grade, discount of each position, cutoff k: the top k' of each document's utility."""
+
+    structure = GradedPositionStructure
+    graded = True
+    label = "graded position"
+
+    def unsupported_reason(self, loss, structure, width):
+        return None
+
+    def hinge(self, loss, structure, scores, relevance, mask):
+        dtype, device = scores.dtype, scores.device
+        level, level_gains, _ = _grade_table(relevance, mask, structure._checked_gain)
+        gains = torch.where(mask, level_gains.to(dtype)[level], torch.zeros((), dtype=dtype, device=device))
+        discount = torch.as_tensor(structure.position_weights(scores.shape[1]), dtype=dtype, device=device)
+        width = discount.shape[0]
+        sizes = mask.sum(dim=1)
+        kept = torch.clamp(sizes, max=width)
+        position = torch.arange(width, device=device)[None, :]
+        weight = torch.where(position < kept[:, None], discount[None, :], torch.zeros((), dtype=dtype, device=device))
+        total = weight.sum(dim=1, keepdim=True)
+        ideal_gains, ideal_order = torch.sort(
+            torch.where(mask, gains, torch.full_like(gains, -1.0)), dim=1, descending=True, stable=True
+        )
+        ideal = (weight * ideal_gains[:, :width].clamp(min=0.0)).sum(dim=1, keepdim=True)
+        usable = (
+            ideal_gains[:, :1]
+            > torch.where(mask, gains, torch.full_like(gains, torch.inf)).min(dim=1, keepdim=True).values
+        )[:, 0]
+        safe_total = torch.where(total > 0, total, torch.ones_like(total))
+        safe_ideal = torch.where(ideal > 0, ideal, torch.ones_like(ideal))
+        utility = torch.where(mask, scores / safe_total - gains / safe_ideal, torch.full_like(scores, -torch.inf))
+        top, top_columns = torch.topk(utility, width, dim=1)
+        placed = position < kept[:, None]
+        best = 1.0 + torch.where(placed, weight * top, torch.zeros_like(top)).sum(dim=1)
+        coef = _scatter_rows(
+            scores.shape, scores, top_columns, torch.where(placed, weight / safe_total, torch.zeros_like(top))
+        )
+        truth = _position_truth(ideal_gains, ideal_order, weight / safe_total, mask)
+        values = best - (truth * torch.where(mask, scores, torch.zeros_like(scores))).sum(dim=1)
+        zero = torch.zeros_like(values)
+        return TensorHinge(
+            torch.where(usable, values.clamp(min=0.0), zero), (coef - truth) * usable[:, None].to(dtype), usable
+        )
+
+
+def _position_truth(ideal_gains, ideal_order, position_weight, mask):
+    """Ψ*'s coefficients: each document the mean position weight of its tie group (equal gains) in the
+    ideal order (the documents sorted by gain)."""
+    n_rows, n_docs = ideal_gains.shape
+    weight = torch.nn.functional.pad(position_weight, (0, n_docs - position_weight.shape[1]))
+    starts = torch.ones_like(ideal_gains, dtype=torch.long)
+    starts[:, 1:] = (ideal_gains[:, 1:] != ideal_gains[:, :-1]).long()
+    group = torch.cumsum(starts, dim=1) - 1
+    sums = torch.zeros_like(weight).scatter_add_(1, group, weight)
+    counts = torch.zeros_like(weight).scatter_add_(1, group, torch.ones_like(weight))
+    mean = (sums / counts.clamp(min=1.0)).gather(1, group)
+    truth = torch.zeros_like(weight).scatter_(1, ideal_order, mean)
+    return torch.where(mask, truth, torch.zeros_like(truth))
+
+
+# ---------------------------------------------------------------- graded pair losses
+
+
+class GradedPairTensorKernel(TensorKernel):
+    """SVM^rank's pairs over grades, weighted by their two grades or all alike: batched binary searches."""
+
+    structure = GradedPairStructure
+    graded = True
+    label = "graded pairwise"
+
+    def unsupported_reason(self, loss, structure, width):
+        return None
+
+    def hinge(self, loss, structure, scores, relevance, mask):
+        dtype, device = scores.dtype, scores.device
+        level, _, levels = _grade_table(relevance, mask, lambda levels: np.arange(levels.size))
+        if levels.size > MAX_PAIR_LEVELS:
+            raise ValueError(f"expected at most {MAX_PAIR_LEVELS} grade levels in a batch, got {levels.size}")
+        weights = structure.weight_matrix(levels, scores.shape[1])
+        member = [mask & (level == t) for t in range(levels.size)]
+        count = torch.stack([m.sum(dim=1) for m in member], dim=1).to(dtype)  # (B, K)
+        values = torch.zeros(scores.shape[0], dtype=dtype, device=device)
+        coef = torch.zeros_like(scores)
+        total = torch.zeros_like(values)
+        shifted = scores - 0.5  # a pair (i above j in grade) is violated when s_j > s_i − 1/2
+        for higher, lower, w in _level_pairs(weights, structure.weight is None):
+            upper = member[higher]
+            lower_mask = member[lower] if lower is not None else mask & (level < higher)
+            pair_weight = float(w)
+            n_lower = lower_mask.sum(dim=1, keepdim=True)
+            lower_up = torch.sort(torch.where(lower_mask, scores, torch.full_like(scores, torch.inf)), dim=1).values
+            lower_sums = _prefix(torch.where(torch.isfinite(lower_up), lower_up, torch.zeros_like(lower_up)))
+            at = torch.searchsorted(lower_up, shifted, right=True)
+            violated = torch.where(upper, n_lower - at, torch.zeros_like(at)).to(dtype)
+            above_sum = lower_sums[:, -1:] - lower_sums.gather(1, at.clamp(max=scores.shape[1]))
+            terms = violated * (1.0 - 2.0 * scores) + 2.0 * torch.where(upper, above_sum, torch.zeros_like(above_sum))
+            values += pair_weight * torch.where(upper, terms, torch.zeros_like(terms)).sum(dim=1)
+            upper_up = torch.sort(torch.where(upper, shifted, torch.full_like(scores, torch.inf)), dim=1).values
+            beaten = torch.searchsorted(upper_up, scores, right=False).to(dtype)
+            coef += pair_weight * (2.0 * torch.where(lower_mask, beaten, torch.zeros_like(beaten)) - 2.0 * violated)
+            total += pair_weight * count[:, higher] * n_lower[:, 0].to(dtype)
+        usable = total > 0
+        safe = torch.where(usable, total, torch.ones_like(total))
+        zero = torch.zeros_like(values)
+        return TensorHinge(torch.where(usable, (values / safe).clamp(min=0.0), zero), coef / safe[:, None], usable)
+
+
+def _level_pairs(weights: np.ndarray, unweighted: bool):
+    """(higher level, lower level or None for every lower one, weight) of the pairs to sweep."""
+    if unweighted:
+        return [(higher, None, 1.0) for higher in range(1, weights.shape[0])]
+    return [
+        (higher, lower, weights[higher, lower])
+        for higher in range(weights.shape[0])
+        for lower in range(higher)
+        if weights[higher, lower] > 0
+    ]
+
+
+def _register() -> None:
+    from rankopt.inference.structure_table import register_kernel
+
+    for kernel in (BinaryTensorKernel(), TopKTensorKernel(), GradedPositionTensorKernel(), GradedPairTensorKernel()):
+        register_kernel(kernel)
+
+
+_register()
