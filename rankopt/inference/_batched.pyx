@@ -26,10 +26,8 @@ import numpy as np
 
 from cython cimport floating
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
-from libcpp.algorithm cimport sort
-from libcpp.utility cimport pair
 
 from rankopt.inference._ap cimport search_sorted_f32, search_sorted_f64, select_ranks_f32, select_ranks_f64
 from rankopt.inference._greedy cimport greedy_ranks_f32, greedy_ranks_f64
@@ -44,6 +42,7 @@ from rankopt.inference._pairwise cimport (
     weighted_query_f64,
 )
 from rankopt.inference._qs cimport qs_ranks_f32, qs_ranks_f64
+from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
 from rankopt.inference._sums cimport numpy_sum
 
 cdef enum:
@@ -75,7 +74,9 @@ cdef struct BinaryWork:
     Py_ssize_t* pos_idx
     Py_ssize_t* neg_idx
     Py_ssize_t* pos_order
-    pair[double, Py_ssize_t]* items
+    Keyed* items
+    int32_t* sort_ids     # work space of the distribution sort (_sorting.pxd)
+    int32_t* sort_ends
     int* ranks
     int* ranks_sorted
     int64_t* counts
@@ -85,7 +86,7 @@ cdef struct BinaryWork:
 cdef void _binary_work_free(BinaryWork* w) noexcept nogil:
     free(w.pos); free(w.neg); free(w.pos_desc); free(w.neg_desc); free(w.neg_desc64); free(w.table)
     free(w.pos_idx); free(w.neg_idx); free(w.pos_order); free(w.items); free(w.ranks); free(w.ranks_sorted)
-    free(w.counts); free(w.prefix)
+    free(w.counts); free(w.prefix); free(w.sort_ids); free(w.sort_ends)
 
 
 cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size) noexcept nogil:
@@ -99,7 +100,9 @@ cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size) noexcept nogil:
     w.pos_idx = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
     w.neg_idx = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
     w.pos_order = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
-    w.items = <pair[double, Py_ssize_t]*>malloc(n * sizeof(pair[double, Py_ssize_t]))
+    w.items = <Keyed*>malloc(n * sizeof(Keyed))
+    w.sort_ids = <int32_t*>malloc(n * sizeof(int32_t))
+    w.sort_ends = <int32_t*>malloc((SORT_BUCKETS_PER_SCORE * n + 1) * sizeof(int32_t))
     w.ranks = <int*>malloc(n * sizeof(int))
     w.ranks_sorted = <int*>malloc(n * sizeof(int))
     w.counts = <int64_t*>malloc((n + 2) * sizeof(int64_t))
@@ -107,7 +110,7 @@ cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size) noexcept nogil:
     if (w.pos == NULL or w.neg == NULL or w.pos_desc == NULL or w.neg_desc == NULL or w.neg_desc64 == NULL
             or w.table == NULL or w.pos_idx == NULL or w.neg_idx == NULL or w.pos_order == NULL
             or w.items == NULL or w.ranks == NULL or w.ranks_sorted == NULL or w.counts == NULL
-            or w.prefix == NULL):
+            or w.prefix == NULL or w.sort_ids == NULL or w.sort_ends == NULL):
         _binary_work_free(w)
         return -1
     return 0
@@ -119,9 +122,12 @@ cdef enum:
     INSERTION_MAX = 32
 
 
-cdef inline void _sort_descending(const floating* scores, Py_ssize_t n, pair[double, Py_ssize_t]* items,
+cdef inline void _sort_descending(const floating* scores, Py_ssize_t n, BinaryWork* w,
                                   floating* desc, Py_ssize_t* order) noexcept nogil:
-    """rankopt's order (descending, ties by index): ``desc`` the sorted scores, ``order`` their indices."""
+    """rankopt's order (descending, ties by index): ``desc`` the sorted scores, ``order`` their indices.
+
+    Longer lists go through the distribution sort of ``_sorting.pxd`` (a few ns per score, against tens for
+    a std::sort of the pairs)."""
     cdef Py_ssize_t k, t
     cdef floating x
     if n <= INSERTION_MAX:
@@ -136,13 +142,10 @@ cdef inline void _sort_descending(const floating* scores, Py_ssize_t n, pair[dou
             desc[t] = x
             order[t] = k
         return
+    descending_keyed(scores, n, w.items, w.sort_ids, w.sort_ends)
     for k in range(n):
-        items[k].first = -(<double>scores[k])
-        items[k].second = k
-    sort(items, items + n)
-    for k in range(n):
-        order[k] = items[k].second
-        desc[k] = scores[items[k].second]
+        order[k] = w.items[k].idx
+        desc[k] = scores[w.items[k].idx]
 
 
 cdef inline Py_ssize_t _count_above(const floating* desc, Py_ssize_t lo, Py_ssize_t hi, double x,
@@ -208,12 +211,19 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, 
         if objective >= best:
             best = objective
             best_m = m + 1
+    # Each negative's positives at or above it, among the top group's (j < b) or the rest's: the negatives
+    # come high to low, so one pointer per group walks down the positives (the counts of _count_above).
     b = kept - best_m
-    for j in range(n_neg):
-        if j < b:
-            ranks_sorted[j] = <int>(1 + _count_above(p, 0, best_m, <double>q[j], True))
-        else:
-            ranks_sorted[j] = <int>(1 + best_m + _count_above(p, best_m, n_pos, <double>q[j], True))
+    i = 0
+    for j in range(min(b, n_neg)):
+        while i < best_m and <double>p[i] >= <double>q[j]:
+            i += 1
+        ranks_sorted[j] = <int>(1 + i)
+    i = best_m
+    for j in range(b, n_neg):
+        while i < n_pos and <double>p[i] >= <double>q[j]:
+            i += 1
+        ranks_sorted[j] = <int>(1 + i)
     return count_loss[best_m - m_lo]
 
 
@@ -257,7 +267,7 @@ cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_f
     if relative_to_truth:
         truth_pos = 1.0 / (<double>n_pos)
         truth_neg = -1.0 / (<double>n_neg)
-    _sort_descending(pos, n_pos, w.items, pos_desc, w.pos_order)
+    _sort_descending(pos, n_pos, w, pos_desc, w.pos_order)
     if code == LOSS_POSITION_DISCOUNT and method != METHOD_TOPK:
         # The single-query table D / Σ_{i≤|P|} D(i), divided as NumPy divides it.
         z = numpy_sum(discount, n_pos)
@@ -276,7 +286,7 @@ cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_f
         else:
             select_ranks_f32(pos_desc, n_pos, neg, n_neg, w.ranks)
     else:  # search, greedy and topk take the negatives sorted
-        _sort_descending(neg, n_neg, w.items, neg_desc, w.pos_order + n_pos)
+        _sort_descending(neg, n_neg, w, neg_desc, w.pos_order + n_pos)
         if method == METHOD_TOPK:
             count_delta = _topk_ranks(pos_desc, n_pos, neg_desc, n_neg, top_k, count_loss, w.prefix, w.ranks_sorted)
         elif method == METHOD_SEARCH:

@@ -250,12 +250,15 @@ def _count_loss_tables(structure: TopKCountStructure, relevance: np.ndarray, off
     lengths = np.maximum(high - low + 1, 1)
     starts = np.concatenate(([0], np.cumsum(lengths)))
     table = np.zeros(int(starts[-1]))
-    usable = (n_pos > 0) & (n_neg > 0)
-    pairs, group = np.unique(np.column_stack((n_pos, n_neg))[usable], axis=0, return_inverse=True)
-    where = np.flatnonzero(usable)
-    for index, (p, n) in enumerate(pairs):
-        members = where[group.ravel() == index]
-        counts = np.arange(low[members[0]], high[members[0]] + 1)
-        values = count_losses(structure, counts, int(p), int(n))
+    where = np.flatnonzero((n_pos > 0) & (n_neg > 0))
+    # The distinct (|P|, |N|), as one integer key each: a 1-D unique, and its queries grouped by one sort.
+    keys = n_pos[where] * (int(sizes.max(initial=0)) + 1) + n_neg[where]
+    _, first, group = np.unique(keys, return_index=True, return_inverse=True)
+    by_pair = np.argsort(group, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(group, minlength=first.size))))
+    for index, leader in enumerate(where[first]):
+        members = where[by_pair[bounds[index] : bounds[index + 1]]]
+        counts = np.arange(low[leader], high[leader] + 1)
+        values = count_losses(structure, counts, int(n_pos[leader]), int(n_neg[leader]))
         table[starts[members][:, None] + np.arange(counts.size)] = values
     return table, starts[:-1].astype(np.int64)
