@@ -48,7 +48,7 @@ class HingeLightGBMObjective(HingeObjective):
         return self.gradients(preds, np.asarray(dataset.get_label()), group)
 
 
-def hinge_objective(loss="ndcg_graded", *, relevant_at=1, hessian=1.0, scale=1.0, n_threads=None, **loss_params):
+def hinge_objective(loss="ndcg_graded", *, relevant_at=1, hessian="gradient", scale=0.3, n_threads=None, **loss_params):
     """The structured hinge of ``loss`` as a LightGBM objective (see :class:`rankopt.boosting.HingeObjective`
     for the parameters)."""
     _check_lightgbm_version()

@@ -33,7 +33,7 @@ class HingeXGBoostObjective(HingeObjective):
         return self.gradients(preds, np.asarray(_matrix(dtrain).get_label()), _group_sizes(dtrain))
 
 
-def hinge_objective(loss="ndcg_graded", *, relevant_at=1, hessian=1.0, scale=1.0, n_threads=None, **loss_params):
+def hinge_objective(loss="ndcg_graded", *, relevant_at=1, hessian="gradient", scale=0.3, n_threads=None, **loss_params):
     """The structured hinge of ``loss`` as an XGBoost objective (see :class:`rankopt.boosting.HingeObjective`
     for the parameters)."""
     return HingeXGBoostObjective(

@@ -24,7 +24,7 @@ def _ranking_data(seed=0, n_queries=20, size=15, d=5):
 def test_the_gradient_is_the_structured_hinges_subgradient(loss):
     _, grades, group = _ranking_data()
     predictions = np.random.default_rng(1).normal(size=grades.size)
-    grad, hess = lightgbm_objective(loss, relevant_at=2)(grades, predictions, None, group)
+    grad, hess = lightgbm_objective(loss, relevant_at=2, hessian=1.0, scale=1.0)(grades, predictions, None, group)
     _, expected = rankopt.structured_hinge(predictions, grades, group=group, loss=loss, relevant_at=2, reduction="sum")
     np.testing.assert_array_equal(grad, expected)
     np.testing.assert_array_equal(hess, np.ones(grades.size))
@@ -66,9 +66,10 @@ def test_xgboost_train_takes_it_with_the_queries_of_the_dmatrix():
     booster = xgboost.train({"tree_method": "hist"}, train, num_boost_round=30, obj=objective)
     scores = booster.predict(xgboost.DMatrix(X))
     assert _ndcg10(grades, scores, group) > _ndcg10(grades, np.zeros(grades.size), group) + 0.1
-    grad, _ = objective(scores, train)
-    _, expected = rankopt.structured_hinge(scores, grades, group=group, loss="ap", relevant_at=2, reduction="sum")
-    np.testing.assert_array_equal(grad, expected)
+    grad, hess = objective(scores, train)
+    _, expected = rankopt.structured_hinge(0.3 * scores, grades, group=group, loss="ap", relevant_at=2, reduction="sum")
+    np.testing.assert_array_equal(grad, 0.3 * expected)  # the defaults: scale 0.3, the gradient's hessian
+    np.testing.assert_array_equal(hess, np.maximum(np.abs(grad), rankopt.boosting.HESSIAN_FLOOR))
 
 
 def test_bad_input_is_refused_with_the_sizes():
