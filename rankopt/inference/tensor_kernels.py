@@ -14,8 +14,8 @@ Cost per query of L documents (|P| relevant, |N| = L − |P| not; K grade levels
   O(|N| (|P| + 1)) — every negative's objective at every interleaving rank, from the form's O(1)
   discrete derivative (C4), maximised negative by negative (exact under C3, Observation 4 of Mohapatra
   et al. 2018).  This is O(L²) in the worst case, where the compiled kernel is O(L log L): the backend
-  takes a batch while |N| (|P| + 1) ≤ :data:`BINARY_TABLE_LIMIT` for its largest query (L ≈ 2,000 when
-  balanced, any L when one class is small, as in retrieval), and runs larger ones in row chunks;
+  takes rows of up to :data:`BINARY_LONGEST` = 2,046 documents (|N| (|P| + 1) ≤ 2²⁰ whatever the classes),
+  in row chunks of at most 2²⁴ table entries; longer rows run on the compiled kernels;
 * top-k count losses (precision@k): O(L log L + k²) — sorted classes, prefix sums and one k × k block;
 * graded position losses (NDCG@k and plugins): O(L log L) — a top-k of the documents' per-position
   utility and a sort of the gains for the ground truth;
@@ -44,10 +44,10 @@ from rankopt.inference.topk import count_losses
 from rankopt.losses.base import KernelCode, RankLoss
 from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure, TopKCountStructure, grade_levels
 
-__all__ = ["BINARY_TABLE_LIMIT", "MAX_PAIR_LEVELS", "TensorHinge", "TensorKernel"]
+__all__ = ["BINARY_LONGEST", "MAX_PAIR_LEVELS", "TensorHinge", "TensorKernel"]
 
-#: The most entries |N| (|P| + 1) of one query's objective table the binary kernel takes.
-BINARY_TABLE_LIMIT = 1 << 20
+#: The longest rows the binary kernel takes: |N| (|P| + 1) ≤ 2²⁰ for any split of 2,046 documents.
+BINARY_LONGEST = 2046
 #: Entries of the objective table the binary kernel holds at once: larger batches run in row chunks.
 BINARY_CHUNK_ENTRIES = 1 << 24
 #: The most grade levels a batch of the graded pair kernel may hold.
@@ -143,6 +143,8 @@ class BinaryTensorKernel(TensorKernel):
     label = "binary rank loss"
 
     def unsupported_reason(self, loss, structure, width):
+        if width > BINARY_LONGEST:
+            return f"rows of {width} documents: its table is O(|N| |P|), taken up to {BINARY_LONGEST} documents"
         form = loss.compiled_form(1, max(width - 1, 1))
         if form is None:
             return f"loss {loss.name!r} has no compiled form"
@@ -160,8 +162,6 @@ class BinaryTensorKernel(TensorKernel):
         coef = torch.zeros_like(scores)
         if longest_pos == 0 or longest_neg == 0:
             return TensorHinge(values, coef, usable)
-        if longest_neg * (longest_pos + 1) > BINARY_TABLE_LIMIT:
-            raise ValueError(f"a query of {longest_neg} negatives and {longest_pos} positives exceeds the table limit")
         form = loss.compiled_form(1, max(scores.shape[1] - 1, 1))
         code, host_table = kernel_arguments(loss, form, 1, max(scores.shape[1] - 1, 1))
         table = torch.tensor(np.array(host_table), dtype=scores.dtype, device=scores.device)

@@ -193,13 +193,20 @@ def test_a_flat_layout_with_queries_runs_on_the_host(caplog, monkeypatch):
     assert "padded (B, L) layout" in caplog.text
 
 
-def test_the_kernels_own_cost_table_limit_is_refused_with_the_sizes(monkeypatch):
-    monkeypatch.setattr(tensor_kernels, "BINARY_TABLE_LIMIT", 10)
+def test_rows_beyond_the_binary_kernels_length_run_on_the_host(monkeypatch, caplog):
+    """Its table is O(|N||P|): it takes rows up to BINARY_LONGEST documents, longer ones go to the host."""
+    monkeypatch.setattr(tensor_kernels, "BINARY_LONGEST", 6)
+    monkeypatch.setattr(rankopt.torch, "_LOGGED_FALLBACKS", set())
     kernel, structure = kernel_for_loss(rankopt.get_loss("ap"), device="torch")
-    scores = torch.zeros((1, 8), dtype=torch.float64)
-    relevance = torch.tensor([[1, 1, 0, 0, 0, 0, 0, 0]])
-    with pytest.raises(ValueError, match="6 negatives and 2 positives"):
-        kernel.hinge(rankopt.get_loss("ap"), structure, scores, relevance, torch.ones_like(relevance, dtype=torch.bool))
+    assert kernel.unsupported_reason(rankopt.get_loss("ap"), structure, 6) is None
+    scores, grades = (
+        torch.tensor([[0.1, 0.4, -0.2, 0.3, 0.0, 0.2, 0.5, -0.1]]),
+        torch.tensor([[1, 1, 0, 0, 0, 0, 0, 0]]),
+    )
+    with caplog.at_level(logging.WARNING, logger="rankopt.torch"):
+        value = RankHingeLoss("ap", backend="torch")(scores, grades)
+    assert "rows of 8 documents" in caplog.text
+    assert value.item() == RankHingeLoss("ap", backend="compiled")(scores, grades).item()
 
 
 def test_large_batches_run_in_row_chunks_with_the_same_result(monkeypatch):
