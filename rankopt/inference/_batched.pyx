@@ -415,8 +415,9 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
 
 def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const int64_t[::1] offsets,
                    double[::1] coef, double[::1] losses, double[::1] values, uint8_t[::1] usable, int n_threads,
-                   Py_ssize_t n_grade_values=0, const double[::1] weight=None):
-    """Every query of a pairwise loss over graded relevance; outputs written in place.
+                   Py_ssize_t n_grade_values=0, const double[::1] weight=None, bint relative_to_truth=False):
+    """Every query of a pairwise loss over graded relevance; outputs written in place (relative to the ground
+    truth with ``relative_to_truth``: the structured hinge's subgradient and value).
 
     The caller validates: offsets from 0 to n non-decreasing, grades ≥ 0 (and
     below ``n_grade_values`` when positive: levels by counting), scores
@@ -452,19 +453,19 @@ def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const 
                     if floating is double:
                         usable[q] = weighted_query_f64(&scores[lo], &grades[lo], hi - lo, pair_weight,
                                                        n_grade_values, &works[threadid()], &coef[lo], &losses[q],
-                                                       &values[q])
+                                                       &values[q], relative_to_truth)
                     else:
                         usable[q] = weighted_query_f32(&scores[lo], &grades[lo], hi - lo, pair_weight,
                                                        n_grade_values, &works[threadid()], &coef[lo], &losses[q],
-                                                       &values[q])
+                                                       &values[q], relative_to_truth)
                 elif floating is double:
                     usable[q] = pairwise_query_f64(&scores[lo], &grades[lo], hi - lo,
                                                    &works[threadid()], &coef[lo], &losses[q],
-                                                   &values[q])
+                                                   &values[q], relative_to_truth)
                 else:
                     usable[q] = pairwise_query_f32(&scores[lo], &grades[lo], hi - lo,
                                                    &works[threadid()], &coef[lo], &losses[q],
-                                                   &values[q])
+                                                   &values[q], relative_to_truth)
     finally:
         for t in range(n_ready):
             pairwise_work_free(&works[t])

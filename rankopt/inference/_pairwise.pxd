@@ -25,12 +25,12 @@ cdef struct PairwiseWork:
 cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size, Py_ssize_t n_grade_values) noexcept nogil
 cdef void pairwise_work_free(PairwiseWork* work) noexcept nogil
 cdef bint pairwise_query_f64(const double* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* work,
-                             double* coef, double* loss, double* value) noexcept nogil
+                             double* coef, double* loss, double* value, bint relative) noexcept nogil
 cdef bint pairwise_query_f32(const float* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* work,
-                             double* coef, double* loss, double* value) noexcept nogil
+                             double* coef, double* loss, double* value, bint relative) noexcept nogil
 cdef bint weighted_query_f64(const double* scores, const int64_t* levels, Py_ssize_t n, const double* weight,
                              Py_ssize_t n_levels, PairwiseWork* work, double* coef, double* loss,
-                             double* value) noexcept nogil
+                             double* value, bint relative) noexcept nogil
 cdef bint weighted_query_f32(const float* scores, const int64_t* levels, Py_ssize_t n, const double* weight,
                              Py_ssize_t n_levels, PairwiseWork* work, double* coef, double* loss,
-                             double* value) noexcept nogil
+                             double* value, bint relative) noexcept nogil

@@ -112,8 +112,11 @@ cdef inline int64_t _tree_below(const int64_t* tree, Py_ssize_t level) noexcept 
 
 
 cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* w,
-                          double* coef, double* loss, double* value) noexcept nogil:
-    """One query (n ≤ w.size): fill ``coef[0:n]``, ``loss``, ``value``; False when it has one grade only."""
+                          double* coef, double* loss, double* value, bint relative=False) noexcept nogil:
+    """One query (n ≤ w.size): fill ``coef[0:n]``, ``loss``, ``value``; False when it has one grade only.
+
+    With ``relative`` the ground truth's coefficients, (L_i − H_i) / #pairs, are subtracted inside: the
+    structured hinge's subgradient and value."""
     cdef Py_ssize_t k, t, p, i, n_levels = 0
     cdef int64_t n_pairs = 0, swapped = 0, lower, higher, kept_higher, admitted
     cdef double s, scale, dot = 0.0
@@ -185,6 +188,8 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
         lower = w.level_below[w.level[i]]
         higher = n - lower - w.level_size[w.level[i]]
         coef[i] = (<double>(2 * w.kept_lower[i] - lower - 2 * kept_higher + higher)) * scale
+        if relative:  # minus the ground truth's (L_i − H_i) / #pairs, ground_truth_coefficients's expression
+            coef[i] -= (<double>(lower - higher)) / (<double>n_pairs)
         swapped += lower - w.kept_lower[i]
     for k in range(n):
         dot += coef[k] * scores[k]
@@ -195,7 +200,7 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
 
 cdef bint _weighted_query(const floating* scores, const int64_t* levels, Py_ssize_t n, const double* weight,
                           Py_ssize_t n_levels, PairwiseWork* w, double* coef, double* loss,
-                          double* value) noexcept nogil:
+                          double* value, bint relative=False) noexcept nogil:
     """One query of the pairwise loss with a weight per pair of grade levels (``weight[h * K + l]`` for h > l).
 
     Ψ = Σ_{g_i > g_j} w_ij y_ij (x_i − x_j) / W and Δ = Σ_{y_ij = −1} w_ij / W with W = Σ w_ij: still
@@ -205,13 +210,15 @@ cdef bint _weighted_query(const floating* scores, const int64_t* levels, Py_ssiz
         coef_i · W = Σ_{l < g_i} w(g_i, l) (2 A_il − L_l) − Σ_{h > g_i} w(h, g_i) (2 B_ih − L_h),
         Δ · W = Σ_i Σ_{l < g_i} w(g_i, l) (L_l − A_il),
 
-    the two sweeps of the unweighted kernel counting per level: O(n K) for K levels.
+    the two sweeps of the unweighted kernel counting per level: O(n K) for K levels.  With ``relative`` the
+    ground truth's coefficients (every y_ij = +1: the L terms once more) are subtracted inside.
     ``levels`` are 0 … K − 1 (global, increasing with the grade); the caller validates.
     """
     cdef Py_ssize_t k, t, p, i, g
     cdef int64_t* size = w.level_size      # documents per level in this query
     cdef int64_t* admitted = w.level_below  # documents of each level admitted by the sweep
     cdef double total = 0.0, swapped = 0.0, part, s, dot = 0.0, lower_weight
+    cdef int64_t truth_factor = 2 if relative else 1
     for t in range(n_levels):
         size[t] = 0
     for k in range(n):
@@ -240,7 +247,7 @@ cdef bint _weighted_query(const floating* scores, const int64_t* levels, Py_ssiz
         part = 0.0
         for g in range(levels[i]):
             lower_weight = weight[levels[i] * n_levels + g]
-            part += lower_weight * (<double>(2 * admitted[g] - size[g]))
+            part += lower_weight * (<double>(2 * admitted[g] - truth_factor * size[g]))
             swapped += lower_weight * (<double>(size[g] - admitted[g]))
         coef[i] = part
     # Higher levels, descending: admit every j with s_j − s_i ≥ 1/2.
@@ -255,7 +262,7 @@ cdef bint _weighted_query(const floating* scores, const int64_t* levels, Py_ssiz
         i = desc[k].idx
         part = 0.0
         for g in range(levels[i] + 1, n_levels):
-            part += weight[g * n_levels + levels[i]] * (<double>(2 * admitted[g] - size[g]))
+            part += weight[g * n_levels + levels[i]] * (<double>(2 * admitted[g] - truth_factor * size[g]))
         coef[i] = (coef[i] - part) / total
     for k in range(n):
         dot += coef[k] * scores[k]
@@ -266,24 +273,24 @@ cdef bint _weighted_query(const floating* scores, const int64_t* levels, Py_ssiz
 
 cdef bint weighted_query_f64(const double* scores, const int64_t* levels, Py_ssize_t n, const double* weight,
                              Py_ssize_t n_levels, PairwiseWork* work, double* coef, double* loss,
-                             double* value) noexcept nogil:
-    return _weighted_query(scores, levels, n, weight, n_levels, work, coef, loss, value)
+                             double* value, bint relative) noexcept nogil:
+    return _weighted_query(scores, levels, n, weight, n_levels, work, coef, loss, value, relative)
 
 
 cdef bint weighted_query_f32(const float* scores, const int64_t* levels, Py_ssize_t n, const double* weight,
                              Py_ssize_t n_levels, PairwiseWork* work, double* coef, double* loss,
-                             double* value) noexcept nogil:
-    return _weighted_query(scores, levels, n, weight, n_levels, work, coef, loss, value)
+                             double* value, bint relative) noexcept nogil:
+    return _weighted_query(scores, levels, n, weight, n_levels, work, coef, loss, value, relative)
 
 
 cdef bint pairwise_query_f64(const double* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* work,
-                             double* coef, double* loss, double* value) noexcept nogil:
-    return _pairwise_query(scores, grades, n, work, coef, loss, value)
+                             double* coef, double* loss, double* value, bint relative) noexcept nogil:
+    return _pairwise_query(scores, grades, n, work, coef, loss, value, relative)
 
 
 cdef bint pairwise_query_f32(const float* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* work,
-                             double* coef, double* loss, double* value) noexcept nogil:
-    return _pairwise_query(scores, grades, n, work, coef, loss, value)
+                             double* coef, double* loss, double* value, bint relative) noexcept nogil:
+    return _pairwise_query(scores, grades, n, work, coef, loss, value, relative)
 
 
 def pairwise_query(const floating[::1] scores, const int64_t[::1] grades, Py_ssize_t n_grade_values=0):

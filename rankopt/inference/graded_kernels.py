@@ -51,29 +51,30 @@ class GradedKernel(StructureKernel):
 
 
 class _Batch(PreparedKernel):
-    """A graded batch: ``run(scores, n_threads)`` gives its inference (the ground truth is subtracted by the
-    caller, when asked)."""
+    """A graded batch: ``run(scores, n_threads, relative_to_truth)`` gives its inference; with
+    ``relative_inside`` False the caller subtracts the ground truth when asked, and the run ignores the flag."""
 
-    def __init__(self, run, relevance):
-        self.run, self.relevance = run, relevance
+    def __init__(self, run, relevance, relative_inside: bool = False):
+        self.run, self.relevance, self.relative_inside = run, relevance, relative_inside
 
     def __call__(self, scores, n_threads, relative_to_truth):
-        return self.run(scores, n_threads)
+        return self.run(scores, n_threads, relative_to_truth)
 
 
-def _compiled_batch(kernel_call, relevance, offsets) -> _Batch:
-    """A batch run by a compiled kernel ``kernel_call(scores, coef, losses, values, usable, n_threads)`` that
-    writes its outputs in place (zeros for the queries with nothing to order)."""
+def _compiled_batch(kernel_call, relevance, offsets, relative_inside: bool = False) -> _Batch:
+    """A batch run by a compiled kernel ``kernel_call(scores, coef, losses, values, usable, n_threads,
+    relative_to_truth)`` that writes its outputs in place (zeros for the queries with nothing to order) and,
+    when ``relative_inside``, subtracts the ground truth itself when asked."""
 
-    def run(scores, n_threads):
+    def run(scores, n_threads, relative_to_truth):
         n_queries = offsets.size - 1
         coef = np.zeros(scores.size, dtype=np.float64)
         losses, values = np.zeros(n_queries, dtype=np.float64), np.zeros(n_queries, dtype=np.float64)
         usable = np.zeros(n_queries, dtype=np.uint8)
-        kernel_call(scores, coef, losses, values, usable, n_threads)
+        kernel_call(scores, coef, losses, values, usable, n_threads, relative_to_truth and relative_inside)
         return BatchedRankingInference(coef, losses, values, usable.view(bool))
 
-    return _Batch(run, relevance)
+    return _Batch(run, relevance, relative_inside)
 
 
 class GradedPositionKernel(GradedKernel):
@@ -87,12 +88,12 @@ class GradedPositionKernel(GradedKernel):
         method = self.resolve_method(loss, structure, method, 0, registry)
         if method == NDCG_ASSIGNMENT_METHOD:
             return _Batch(
-                lambda s, n: per_query(self, loss, structure, s, relevance, offsets, method, registry), relevance
+                lambda s, n, _: per_query(self, loss, structure, s, relevance, offsets, method, registry), relevance
             )
         longest = int(np.max(np.diff(offsets), initial=0))
         gains, discount = structure.tables(relevance, longest)
 
-        def position_batch(scores, coef, losses, values, usable, n_threads):
+        def position_batch(scores, coef, losses, values, usable, n_threads, relative_to_truth):
             _graded_position.position_batch(scores, gains, offsets, discount, coef, losses, values, usable, n_threads)
 
         return _compiled_batch(position_batch, relevance, offsets)
@@ -134,12 +135,22 @@ class GradedPairKernel(GradedKernel):
             top_grade = int(relevance.max(initial=0))
             grade_index, n_grade_values, weight = relevance, top_grade + 1 if top_grade < MAX_COUNTED_GRADE else 0, None
 
-        def pairwise_batch(scores, coef, losses, values, usable, n_threads):
+        def pairwise_batch(scores, coef, losses, values, usable, n_threads, relative_to_truth):
             _batched.pairwise_batch(
-                scores, grade_index, offsets, coef, losses, values, usable, n_threads, n_grade_values, weight
+                scores,
+                grade_index,
+                offsets,
+                coef,
+                losses,
+                values,
+                usable,
+                n_threads,
+                n_grade_values,
+                weight,
+                relative_to_truth,
             )
 
-        return _compiled_batch(pairwise_batch, relevance, offsets)
+        return _compiled_batch(pairwise_batch, relevance, offsets, relative_inside=True)
 
     def query(self, loss, structure, scores, relevance, method, registry):
         return _pairwise_query(structure, scores, relevance)
@@ -183,7 +194,7 @@ class GradedQueryKernel(GradedKernel):
     def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
         method = self.resolve_method(loss, structure, method, 0, registry)
 
-        def run(scores, n_threads):
+        def run(scores, n_threads, relative_to_truth):
             log_fallback(loss, method, "it declares a GradedQueryStructure: its own inference, per query")
             return per_query(self, loss, structure, scores, relevance, offsets, method, registry)
 
