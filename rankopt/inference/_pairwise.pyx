@@ -101,6 +101,30 @@ cdef inline void _tree_add(int64_t* tree, Py_ssize_t n_levels, Py_ssize_t level)
         t += t & -t
 
 
+cdef enum:
+    # Up to this many grade levels the admitted documents are counted in a dense array of "admitted below
+    # level t" (each admission adds to every entry, a fixed, branch-free loop) instead of a Fenwick tree,
+    # whose data-dependent loops mispredict: LETOR's five grades.
+    DENSE_LEVELS = 16
+
+
+cdef inline void _admit(int64_t* tree, Py_ssize_t n_levels, Py_ssize_t level) noexcept nogil:
+    """Count one admitted document of ``level``: a Fenwick tree, or the dense array below DENSE_LEVELS."""
+    cdef Py_ssize_t t
+    if n_levels <= DENSE_LEVELS:
+        for t in range(n_levels + 1):
+            tree[t] += t > level
+    else:
+        _tree_add(tree, n_levels, level)
+
+
+cdef inline int64_t _admitted_below(const int64_t* tree, Py_ssize_t n_levels, Py_ssize_t level) noexcept nogil:
+    """How many admitted documents have a level < ``level`` (0 ≤ level ≤ n_levels)."""
+    if n_levels <= DENSE_LEVELS:
+        return tree[level]
+    return _tree_below(tree, level)
+
+
 cdef inline int64_t _tree_below(const int64_t* tree, Py_ssize_t level) noexcept nogil:
     """How many admitted documents have a level < ``level``."""
     cdef int64_t total = 0
@@ -166,10 +190,10 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
     for k in range(n - 1, -1, -1):
         s = -desc[k].key
         while p >= 0 and s - (-desc[p].key) >= 0.5:
-            _tree_add(w.tree, n_levels, w.level[desc[p].idx])
+            _admit(w.tree, n_levels, w.level[desc[p].idx])
             p -= 1
         i = desc[k].idx
-        w.kept_lower[i] = _tree_below(w.tree, w.level[i])
+        w.kept_lower[i] = _admitted_below(w.tree, n_levels, w.level[i])
 
     # B_i, descending: admit every j with s_j − s_i ≥ 1/2; then the coefficients.
     for t in range(n_levels + 1):
@@ -180,11 +204,11 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
     for k in range(n):
         s = -desc[k].key
         while p < n and (-desc[p].key) - s >= 0.5:
-            _tree_add(w.tree, n_levels, w.level[desc[p].idx])
+            _admit(w.tree, n_levels, w.level[desc[p].idx])
             admitted += 1
             p += 1
         i = desc[k].idx
-        kept_higher = admitted - _tree_below(w.tree, w.level[i] + 1)
+        kept_higher = admitted - _admitted_below(w.tree, n_levels, w.level[i] + 1)
         lower = w.level_below[w.level[i]]
         higher = n - lower - w.level_size[w.level[i]]
         coef[i] = (<double>(2 * w.kept_lower[i] - lower - 2 * kept_higher + higher)) * scale
