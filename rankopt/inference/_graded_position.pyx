@@ -56,13 +56,18 @@ cdef struct NDCGWork:
     double* negated    # the query's gains negated, partially sorted (ascending) for IDCG
     KeyIndex* pairs    # (−u_i, i), partially sorted: the assignment when no two of the top k' tie in u
     Keyed* keyed       # (−u_i, G_i, s_i, i), partially sorted: the assignment with ties in u
+    double* run_gain   # the ground truth's tie groups (equal gains) among the ideal top k': their gain
+    double* run_mean   # and the mean position weight each of their documents gets
 
 
 cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
     work.negated = <double*>malloc(size * sizeof(double))
     work.pairs = <KeyIndex*>malloc(size * sizeof(KeyIndex))
     work.keyed = <Keyed*>malloc(size * sizeof(Keyed))
-    if work.negated == NULL or work.pairs == NULL or work.keyed == NULL:
+    work.run_gain = <double*>malloc(size * sizeof(double))
+    work.run_mean = <double*>malloc(size * sizeof(double))
+    if (work.negated == NULL or work.pairs == NULL or work.keyed == NULL or work.run_gain == NULL
+            or work.run_mean == NULL):
         return -1
     return 0
 
@@ -71,6 +76,8 @@ cdef void work_free(NDCGWork* work) noexcept nogil:
     free(work.negated)
     free(work.pairs)
     free(work.keyed)
+    free(work.run_gain)
+    free(work.run_mean)
 
 
 cdef bint _before(Keyed a, Keyed b) noexcept nogil:
@@ -98,9 +105,43 @@ cdef bint _ties_in_top(const KeyIndex* pairs, Py_ssize_t kk, Py_ssize_t n) noexc
     return False
 
 
+cdef double _subtract_truth(const floating* scores, const double* gains, Py_ssize_t n, const double* discount,
+                           Py_ssize_t kk, double total, NDCGWork* work, double* coef) noexcept nogil:
+    """Subtract Ψ*'s coefficients from ``coef`` and return Σ Ψ*·s: each document gets the mean position weight
+    D(j) / S of its tie group (equal gains) in the ideal order, whose top k' ``work.negated`` holds (negated
+    gains, partially sorted).  The expressions of ``graded_kernels._position_ground_truth``: each group's
+    D(j) / S summed over its positions in increasing order, divided by its size."""
+    cdef Py_ssize_t start = 0, end, j, i, r, n_runs = 0, count
+    cdef double run_sum, truth, dot = 0.0
+    while start < kk:
+        end = start + 1
+        while end < kk and work.negated[end] == work.negated[start]:
+            end += 1
+        run_sum = 0.0
+        for j in range(start, end):
+            run_sum += discount[j] / total
+        count = end - start
+        if end == kk:  # the last group may go on beyond k' (a group ending before k' holds every document of its gain)
+            for j in range(kk, n):
+                count += work.negated[j] == work.negated[start]
+        work.run_gain[n_runs] = -work.negated[start]
+        work.run_mean[n_runs] = run_sum / (<double>count)
+        n_runs += 1
+        start = end
+    for i in range(n):
+        truth = 0.0
+        for r in range(n_runs):
+            if gains[i] == work.run_gain[r]:
+                truth = work.run_mean[r]
+                break
+        coef[i] -= truth
+        dot += truth * <double>scores[i]
+    return dot
+
+
 cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssize_t n,
                             const double* discount, Py_ssize_t k, NDCGWork* work, double* coef, double* loss,
-                            double* value) noexcept nogil:
+                            double* value, bint relative) noexcept nogil:
     cdef Py_ssize_t i, j, start, end, outside, kk = k if k < n else n
     cdef double lowest, highest, ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0
     cdef double weight, position_weights
@@ -135,6 +176,8 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
             dcg += discount[j] * gains[i]
         loss[0] = 1.0 - dcg / ideal
         value[0] = psi + loss[0]
+        if relative:
+            value[0] -= _subtract_truth(scores, gains, n, discount, kk, total, work, coef)
         return 1
     for i in range(n):
         work.keyed[i].key = work.pairs[i].first
@@ -168,15 +211,18 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
         start = end
     loss[0] = 1.0 - dcg / ideal
     value[0] = psi + loss[0]
+    if relative:
+        value[0] -= _subtract_truth(scores, gains, n, discount, kk, total, work, coef)
     return 1
 
 
 def position_batch(const floating[::1] scores, const double[::1] gains, const int64_t[::1] offsets,
                    const double[::1] discount, double[::1] coef, double[::1] losses,
-                   double[::1] values, uint8_t[::1] usable, int n_threads):
+                   double[::1] values, uint8_t[::1] usable, int n_threads, bint relative_to_truth=False):
     """Every query's most violated ranking for a graded position-based loss (k' ≤ ``discount.shape[0]``).
 
-    Outputs in place; ``gains`` holds G(grade) of every document.
+    Outputs in place; ``gains`` holds G(grade) of every document.  With ``relative_to_truth`` the ground
+    truth's coefficients and score are subtracted: the structured hinge's subgradient and value.
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef Py_ssize_t k = discount.shape[0]
@@ -194,6 +240,8 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
             works[t].negated = NULL
             works[t].pairs = NULL
             works[t].keyed = NULL
+            works[t].run_gain = NULL
+            works[t].run_mean = NULL
             n_ready += 1
             if work_init(&works[t], size) != 0:
                 raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
@@ -202,7 +250,8 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
             hi = offsets[q + 1]
             if hi > lo:
                 usable[q] = position_query(&scores[lo], &gains[lo], hi - lo, &discount[0], k,
-                                           &works[threadid()], &coef[lo], &losses[q], &values[q])
+                                           &works[threadid()], &coef[lo], &losses[q], &values[q],
+                                           relative_to_truth)
     finally:
         for t in range(n_ready):
             work_free(&works[t])

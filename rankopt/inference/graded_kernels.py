@@ -94,9 +94,11 @@ class GradedPositionKernel(GradedKernel):
         gains, discount = structure.tables(relevance, longest)
 
         def position_batch(scores, coef, losses, values, usable, n_threads, relative_to_truth):
-            _graded_position.position_batch(scores, gains, offsets, discount, coef, losses, values, usable, n_threads)
+            _graded_position.position_batch(
+                scores, gains, offsets, discount, coef, losses, values, usable, n_threads, relative_to_truth
+            )
 
-        return _compiled_batch(position_batch, relevance, offsets)
+        return _compiled_batch(position_batch, relevance, offsets, relative_inside=True)
 
     def query(self, loss, structure, scores, relevance, method, registry):
         return _position_query_assignment(structure, scores, relevance)
