@@ -16,6 +16,7 @@ cdef struct PairwiseWork:
     Py_ssize_t* level      # each document's grade level 0 … K − 1
     int64_t* level_size    # documents per level
     int64_t* level_below   # documents of lower levels
+    double* level_truth    # the ground truth's coefficient of each level (the hinge's form)
     int64_t* tree          # Fenwick tree over the levels, size + 1 entries
     int64_t* kept_lower    # per document: pairs with a lower grade it stays above
     Py_ssize_t n_grade_values  # > 0: grades lie in 0 … n_grade_values − 1, levels found by counting

@@ -61,10 +61,11 @@ cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size, Py_ssize_t n_gr
     work.level = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
     work.level_size = <int64_t*>malloc(n * sizeof(int64_t))
     work.level_below = <int64_t*>malloc(n * sizeof(int64_t))
+    work.level_truth = <double*>malloc(n * sizeof(double))
     work.tree = <int64_t*>malloc((n + 1) * sizeof(int64_t))
     work.kept_lower = <int64_t*>malloc(n * sizeof(int64_t))
     if (work.by_score == NULL or work.sort_ids == NULL or work.sort_ends == NULL or work.by_grade == NULL
-            or work.level == NULL or work.level_size == NULL or work.level_below == NULL or work.tree == NULL
+            or work.level == NULL or work.level_size == NULL or work.level_below == NULL or work.level_truth == NULL or work.tree == NULL
             or work.kept_lower == NULL):
         pairwise_work_free(work)
         return -1
@@ -79,6 +80,7 @@ cdef void pairwise_work_free(PairwiseWork* work) noexcept nogil:
     free(work.level)
     free(work.level_size)
     free(work.level_below)
+    free(work.level_truth)
     free(work.tree)
     free(work.kept_lower)
     free(work.grade_level)
@@ -90,6 +92,7 @@ cdef void pairwise_work_free(PairwiseWork* work) noexcept nogil:
     work.level = NULL
     work.level_size = NULL
     work.level_below = NULL
+    work.level_truth = NULL
     work.tree = NULL
     work.kept_lower = NULL
 
@@ -178,6 +181,10 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
         w.level_below[t] = lower
         n_pairs += lower * w.level_size[t]
         lower += w.level_size[t]
+    if relative:  # the ground truth's (L − H) / #pairs, ground_truth_coefficients's expression, once per level
+        for t in range(n_levels):
+            higher = n - w.level_below[t] - w.level_size[t]
+            w.level_truth[t] = (<double>(w.level_below[t] - higher)) / (<double>n_pairs)
 
     # Descending; ascending position k is descending position n − 1 − k, and −key is the score.
     descending_keyed(scores, n, w.by_score, w.sort_ids, w.sort_ends)
@@ -212,8 +219,8 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
         lower = w.level_below[w.level[i]]
         higher = n - lower - w.level_size[w.level[i]]
         coef[i] = (<double>(2 * w.kept_lower[i] - lower - 2 * kept_higher + higher)) * scale
-        if relative:  # minus the ground truth's (L_i − H_i) / #pairs, ground_truth_coefficients's expression
-            coef[i] -= (<double>(lower - higher)) / (<double>n_pairs)
+        if relative:
+            coef[i] -= w.level_truth[w.level[i]]
         swapped += lower - w.kept_lower[i]
     for k in range(n):
         dot += coef[k] * scores[k]
