@@ -23,10 +23,10 @@ import numpy as np
 
 from rankopt._validation import QueryIndex, as_float_vector, check_grades, check_qid, check_reduction, qid_or_group
 from rankopt.inference.base import PluginLookup
-from rankopt.inference.batched import most_violated_rankings, resolve_rank_loss
+from rankopt.inference.batched import PreparedRankings, resolve_rank_loss
 from rankopt.losses.base import RankLoss
 
-__all__ = ["HingeQueries", "grouped_hinges", "hinge_per_query", "structured_hinge"]
+__all__ = ["HingeQueries", "grouped_hinges", "hinge_per_query", "prepare_hinges", "prepared_hinges", "structured_hinge"]
 
 
 @dataclass(frozen=True)
@@ -164,26 +164,31 @@ def grouped_hinges(
     ``offsets[q]`` … ``offsets[q + 1]`` − 1 (empty queries allowed), ``grades`` integers ≥ 0 as checked by
     :func:`rankopt._validation.check_grades`.  The layout of padded (B, L) batches, with no reordering.
     """
+    return prepared_hinges(
+        prepare_hinges(grades, offsets, loss=loss, relevant_at=relevant_at, registry=registry), scores, n_threads
+    )
+
+
+def prepare_hinges(grades: np.ndarray, offsets, *, loss="ap", relevant_at=1, registry=None) -> PreparedRankings:
+    """Everything :func:`grouped_hinges` checks and builds but the scores, for a batch whose labels do not
+    change (a layer called again on the same labels reuses it: :func:`prepared_hinges`)."""
     if registry is None:
         from rankopt.plugins import default_registry
 
         registry = default_registry()
     rank_loss = _rank_loss(loss, registry)
     # A query (or a whole mini-batch) with one relevance level is not an error here: its hinge is 0.
-    result = most_violated_rankings(
-        rank_loss,
-        scores,
-        grades,
-        offsets,
-        "auto",
-        n_threads=n_threads,
-        relative_to_truth=True,
-        relevant_at=relevant_at,
-        registry=registry,
+    return PreparedRankings(
+        rank_loss, grades, offsets, "auto", relative_to_truth=True, relevant_at=relevant_at, registry=registry
     )
+
+
+def prepared_hinges(prepared: PreparedRankings, scores: np.ndarray, n_threads=None) -> HingeQueries:
+    """:func:`grouped_hinges` of a batch prepared by :func:`prepare_hinges`, at ``scores``."""
+    result = prepared(scores, n_threads=n_threads)
     # max(0, ·): R = R* gives 0, so h ≥ 0; the subtraction may round a hair below.
     values = np.maximum(result.values, 0.0)
-    return HingeQueries(values, result.coef, result.usable, None, np.asarray(offsets, dtype=np.int64))
+    return HingeQueries(values, result.coef, result.usable, None, prepared.offsets)
 
 
 def _rank_loss(loss, registry) -> RankLoss:

@@ -26,12 +26,13 @@ backward is refused with that reason rather than returning zeros silently.
 from __future__ import annotations
 
 import logging
+import weakref
 
 import numpy as np
 import torch
 
 from rankopt._validation import as_float_vector, check_grades, check_positive_float, check_reduction
-from rankopt.hinge import HingeQueries, grouped_hinges, hinge_per_query, reduce_hinges
+from rankopt.hinge import HingeQueries, hinge_per_query, prepare_hinges, prepared_hinges, reduce_hinges
 
 __all__ = ["BACKENDS", "MetricHingeLoss", "RankHingeLoss"]
 
@@ -91,6 +92,7 @@ class RankHingeLoss(torch.nn.Module):
         self.reduction = reduction
         self.n_threads = n_threads
         self.backend = backend
+        self._prepared_batch = _PreparedBatch()
 
     def extra_repr(self) -> str:
         return f"loss={self.rank_loss!r}, reduction={self.reduction!r}, backend={self.backend!r}"
@@ -373,36 +375,83 @@ class _Call:
         become float32 there.
         """
         module = self.module
-        options = dict(loss=module.rank_loss, relevant_at=module.relevant_at, n_threads=module.n_threads)
-        y = _host_array(self.y, scores, "y")
         detached = scores.detach()
         if detached.dtype in (torch.float16, torch.bfloat16):
             detached = detached.float()
         s = detached.cpu().numpy()
         if s.ndim == 1:
+            y = _host_array(self.y, scores, "y")
             if y is None or y.shape != s.shape:
                 raise ValueError(f"expected y of shape {s.shape} (one label per score), got {_shape(y)} instead")
             qid, group = _host_array(self.qid, scores, "qid"), _host_array(self.group, scores, "group")
+            options = dict(loss=module.rank_loss, relevant_at=module.relevant_at, n_threads=module.n_threads)
             return hinge_per_query(s, y, qid=qid, group=group, **options), None
-        if y is None or y.shape != s.shape:
-            raise ValueError(f"expected y of shape {s.shape} (the scores' padded layout), got {_shape(y)} instead")
-        n_rows, width = s.shape
+        prepared, where = module._prepared_batch.get(self.y, self.mask, module, lambda: self._prepare(scores, s.shape))
+        # Only the kept documents are read and checked: padding may hold anything (-inf scores, -1 labels).
+        flat = as_float_vector(s.reshape(-1) if isinstance(where, slice) else s.reshape(-1)[where], "scores")
+        return prepared_hinges(prepared, flat, module.n_threads), where
+
+    def _prepare(self, scores: torch.Tensor, shape) -> tuple:
+        """The padded batch's labels checked and prepared (:func:`rankopt.hinge.prepare_hinges`), and where its
+        kept documents sit in the flat scores."""
+        module = self.module
+        options = dict(loss=module.rank_loss, relevant_at=module.relevant_at)
+        y = _host_array(self.y, scores, "y")
+        if y is None or y.shape != shape:
+            raise ValueError(f"expected y of shape {shape} (the scores' padded layout), got {_shape(y)} instead")
+        n_rows, width = shape
         if self.mask is None:  # every document of every row: no gather
-            flat = as_float_vector(s.reshape(-1), "scores")
             offsets = np.arange(n_rows + 1, dtype=np.int64) * width
-            return grouped_hinges(flat, check_grades(y.reshape(-1), flat.size), offsets, **options), slice(None)
+            return prepare_hinges(check_grades(y.reshape(-1), n_rows * width), offsets, **options), slice(None)
         mask = _host_array(self.mask, scores, "mask")
-        if mask.shape != s.shape or mask.dtype != np.bool_:
+        if mask.shape != shape or mask.dtype != np.bool_:
             raise ValueError(
-                f"expected a boolean mask of shape {s.shape}, got {mask.dtype} of shape {mask.shape} instead"
+                f"expected a boolean mask of shape {shape}, got {mask.dtype} of shape {mask.shape} instead"
             )
         if not mask.any():
             raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
-        # Only the kept documents are read and checked: padding may hold anything (-inf scores, -1 labels).
         where = np.flatnonzero(mask.reshape(-1))
-        flat = as_float_vector(s.reshape(-1)[where], "scores")
         offsets = np.concatenate(([0], np.cumsum(np.count_nonzero(mask, axis=1)))).astype(np.int64)
-        return grouped_hinges(flat, check_grades(y.reshape(-1)[where], flat.size), offsets, **options), where
+        return prepare_hinges(check_grades(y.reshape(-1)[where], where.size), offsets, **options), where
+
+
+class _PreparedBatch:
+    """The last padded batch's prepared labels, kept while its label and mask tensors stay the same objects,
+    unmodified (torch's version counters), with the same shape, loss and ``relevant_at``: a loop over a fixed
+    batch checks and prepares its labels once, as :class:`rankopt.inference.batched.PreparedRankings` is meant
+    to be used.  Labels given as arrays are prepared at every call.  Copies and pickles of the layer start
+    empty (the entry refers to tensors by weak reference)."""
+
+    def __init__(self):
+        self._key: tuple | None = None
+        self._value = None
+
+    def __reduce__(self):
+        return (_PreparedBatch, ())
+
+    def get(self, y, mask, module: RankHingeLoss, build):
+        """The prepared batch for these labels, built by ``build()`` unless the last one still holds."""
+        if not isinstance(y, torch.Tensor) or not (mask is None or isinstance(mask, torch.Tensor)):
+            return build()
+        key = (
+            y._version,
+            tuple(y.shape),
+            None if mask is None else mask._version,
+            module.rank_loss,
+            module.relevant_at,
+        )
+        held = self._key
+        if (
+            held is not None
+            and held[0]() is y
+            and (mask is None) == (held[1] is None)
+            and (mask is None or held[1]() is mask)
+            and held[2:] == key
+        ):
+            return self._value
+        self._value = build()
+        self._key = (weakref.ref(y), None if mask is None else weakref.ref(mask), *key)
+        return self._value
 
 
 def _shape(value) -> str:

@@ -84,3 +84,32 @@ def test_fractional_labels_are_refused_whatever_their_dtype(backend):
         RankHingeLoss("ndcg_graded", backend=backend)(
             torch.tensor([0.1, -0.2]), torch.tensor([1.5, 0.0], dtype=torch.bfloat16)
         )
+
+
+def test_a_fixed_label_tensor_is_checked_and_prepared_once(monkeypatch):
+    """A loop over one batch prepares its labels once; changing them in place, or new labels, prepare again."""
+    import copy
+    import pickle
+
+    prepared = []
+    real = rankopt.torch.prepare_hinges
+    monkeypatch.setattr(rankopt.torch, "prepare_hinges", lambda *a, **k: prepared.append(1) or real(*a, **k))
+    layer = rankopt.torch.RankHingeLoss("ndcg_graded", backend="compiled")
+    scores, labels = torch.tensor([[0.2, -0.1, 0.4], [0.3, 0.1, 0.0]]), torch.tensor([[2, 0, 1], [1, 0, 0]])
+    first = layer(scores, labels)
+    for _ in range(3):
+        assert layer(scores + 0.1, labels).item() == pytest.approx(
+            rankopt.torch.RankHingeLoss("ndcg_graded")(scores + 0.1, labels.clone()).item()
+        )
+    assert len(prepared) == 1 + 3  # the layer once, the fresh layers once each
+    labels[1, 2] = 3  # in place: the version counter moves
+    changed = layer(scores, labels)
+    assert len(prepared) == 5 and changed.item() != first.item()
+    layer(scores, labels.clone())
+    assert len(prepared) == 6
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    layer(scores, labels, mask=mask)
+    layer(scores, labels, mask=mask)
+    assert len(prepared) == 7
+    for twin in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
+        assert twin(scores, labels, mask=mask).item() == layer(scores, labels, mask=mask).item()

@@ -172,6 +172,28 @@ def test_many_grades_and_large_queries_equal_the_pair_matrix(monkeypatch):
             np.testing.assert_allclose(fast.values, slow.values, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_few_graded_documents_test_every_pair_and_equal_the_pair_matrix(dtype):
+    """Up to 32 documents above a query's lowest grade the kernel tests those pairs directly (LETOR's
+    queries: most documents of grade 0); beyond, it sweeps. Both equal the definition, ties at ½ included."""
+    from rankopt.api import most_violated_rankings_per_query
+
+    rng = np.random.default_rng(12)
+    for n_upper in (0, 1, 5, 31, 32, 33, 40):
+        sizes = np.array([n_upper + 1, n_upper + 60, n_upper + 7])
+        offsets = np.concatenate(([0], np.cumsum(sizes)))
+        grades = np.concatenate(
+            [rng.permutation(np.r_[rng.integers(1, 5, n_upper), np.zeros(m - n_upper, int)]) for m in sizes]
+        )
+        for scores in (rng.normal(0, 1, offsets[-1]), rng.integers(-6, 7, offsets[-1]) * 0.25):
+            scores = scores.astype(dtype)
+            fast = most_violated_rankings("pairwise", scores, grades, offsets)
+            slow = most_violated_rankings_per_query("pairwise", scores, grades, offsets)
+            np.testing.assert_array_equal(fast.coef, slow.coef)
+            np.testing.assert_array_equal(fast.losses, slow.losses)
+            np.testing.assert_allclose(fast.values, slow.values, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize(
     "case", ["crowded", "all equal", "span at the accepted limit", "subnormal", "float32", "half steps"]
 )
