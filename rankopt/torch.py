@@ -388,7 +388,10 @@ class _Call:
             return hinge_per_query(s, y, qid=qid, group=group, **options), None
         prepared, where = module._prepared_batch.get(self.y, self.mask, module, lambda: self._prepare(scores, s.shape))
         # Only the kept documents are read and checked: padding may hold anything (-inf scores, -1 labels).
-        flat = as_float_vector(s.reshape(-1) if isinstance(where, slice) else s.reshape(-1)[where], "scores")
+        # Read once, by the prepared batch's own check (finite, sums that cannot overflow).
+        flat = as_float_vector(
+            s.reshape(-1) if isinstance(where, slice) else s.reshape(-1)[where], "scores", scan=False
+        )
         return prepared_hinges(prepared, flat, module.n_threads), where
 
     def _prepare(self, scores: torch.Tensor, shape) -> tuple:

@@ -42,6 +42,7 @@ from rankopt.inference._pairwise cimport (
     weighted_query_f64,
 )
 from rankopt.inference._qs cimport qs_ranks_f32, qs_ranks_f64
+from rankopt.inference._scan cimport ScoreScan, scan_block, scan_start
 from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
 from rankopt.inference._sums cimport numpy_sum
 
@@ -362,6 +363,20 @@ def topk_ranks(const floating[::1] pos_desc, const floating[::1] neg_desc, Py_ss
         delta = _topk_ranks(&pos_desc[0], n_pos, &neg_desc[0], n_neg, k, &count_loss[0], &prefix[0],
                             &ranks_sorted[0])
     return delta
+
+
+def largest_magnitude(const floating[::1] scores):
+    """max |score| of a non-empty batch in one vectorised pass (``_scan.pxd``), NaN when a score is NaN or
+    infinite: the check of :func:`rankopt._validation.largest_magnitude`, whose NumPy form takes two."""
+    cdef ScoreScan scan
+    if scores.shape[0] == 0:
+        raise ValueError("expected at least one score")
+    with nogil:
+        scan_start(&scan, &scores[0])
+        scan_block(&scan, &scores[0], scores.shape[0])
+    if scan.bad != 0.0 or scan.bad != scan.bad:
+        return float("nan")
+    return max(-scan.lo, scan.hi)
 
 
 def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64_t[::1] offsets, int method,

@@ -46,6 +46,7 @@ import os
 
 import numpy as np
 
+import rankopt.inference._batched as _batched
 from rankopt._validation import (
     QueryIndex,
     as_float_vector,
@@ -53,7 +54,6 @@ from rankopt._validation import (
     check_relevant_at,
     check_score_sums,
     check_whole_numbers,
-    largest_magnitude,
     not_finite_error,
 )
 from rankopt.inference.base import PluginLookup
@@ -302,7 +302,7 @@ def _check_scores(scores, longest: int, n_documents: int) -> np.ndarray:
     """1-D finite float scores (float32 kept), one per each of the batch's ``n_documents``, whose sums over a
     query of ``longest`` documents cannot overflow."""
     scores = as_float_vector(scores, "scores", scan=False)  # one pass reads the scores, below
-    largest = largest_magnitude(scores) if scores.size else 0.0
+    largest = _batched.largest_magnitude(scores) if scores.size else 0.0
     if not math.isfinite(largest):
         raise not_finite_error("scores")
     if scores.size:
