@@ -61,6 +61,7 @@ cdef struct NDCGWork:
     Keyed* keyed       # (−u_i, G_i, s_i, i), partially sorted: the assignment with ties in u
     double* run_gain   # the ground truth's tie groups (equal gains) among the ideal top k': their gain
     double* run_mean   # and the mean position weight each of their documents gets
+    double* keys       # −u_i of every document, in input order
 
 
 cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
@@ -69,8 +70,9 @@ cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
     work.keyed = <Keyed*>malloc(size * sizeof(Keyed))
     work.run_gain = <double*>malloc(size * sizeof(double))
     work.run_mean = <double*>malloc(size * sizeof(double))
+    work.keys = <double*>malloc(size * sizeof(double))
     if (work.negated == NULL or work.pairs == NULL or work.keyed == NULL or work.run_gain == NULL
-            or work.run_mean == NULL):
+            or work.run_mean == NULL or work.keys == NULL):
         return -1
     return 0
 
@@ -81,6 +83,7 @@ cdef void work_free(NDCGWork* work) noexcept nogil:
     free(work.keyed)
     free(work.run_gain)
     free(work.run_mean)
+    free(work.keys)
 
 
 cdef bint _before(Keyed a, Keyed b) noexcept nogil:
@@ -157,6 +160,37 @@ cdef inline void _keep_smallest_pairs(KeyIndex* a, Py_ssize_t kk, Py_ssize_t n) 
         a[t] = x
 
 
+cdef bint _top_keys(const double* keys, Py_ssize_t kk, Py_ssize_t n, KeyIndex* top) noexcept nogil:
+    """The kk smallest (key, index) pairs of ``keys`` into ``top``, in order (partial_sort's first kk), by
+    insertion; True when two documents of equal key meet among them or the kk-th ties one left out.
+
+    Indices come in increasing order, so a key equal to the kk-th is never smaller as a pair: one
+    comparison of doubles rejects most documents."""
+    cdef Py_ssize_t i, t, inside = 0, equal = 0
+    cdef double x, kth
+    for i in range(n):
+        x = keys[i]
+        if inside == kk:
+            if not x < top[kk - 1].first:
+                continue
+            t = kk - 1
+        else:
+            t = inside
+            inside += 1
+        while t > 0 and x < top[t - 1].first:
+            top[t] = top[t - 1]
+            t -= 1
+        top[t].first = x
+        top[t].second = i
+    for t in range(1, kk):
+        if top[t].first == top[t - 1].first:
+            return True
+    kth = top[kk - 1].first
+    for i in range(n):
+        equal += keys[i] == kth
+    return equal > 1
+
+
 cdef double _subtract_truth(const floating* scores, const double* gains, Py_ssize_t n, const double* discount,
                            Py_ssize_t kk, double total, NDCGWork* work, double* coef) noexcept nogil:
     """Subtract Ψ*'s coefficients from ``coef`` and return Σ Ψ*·s: each document gets the mean position weight
@@ -200,6 +234,7 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
     cdef Py_ssize_t i, j, start, end, outside, kk = k if k < n else n
     cdef double lowest, highest, ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0
     cdef double weight, position_weights
+    cdef bint ties
     lowest = gains[0]
     highest = gains[0]
     for i in range(n):
@@ -221,14 +256,17 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
     for j in range(kk):
         ideal -= discount[j] * work.negated[j]
         total += discount[j]
-    for i in range(n):
-        work.pairs[i].first = gains[i] / ideal - <double>scores[i] / total
-        work.pairs[i].second = i
+    for i in range(n):  # a loop the compiler vectorises, divisions included
+        work.keys[i] = gains[i] / ideal - <double>scores[i] / total
     if kk <= INSERTION_TOP:
-        _keep_smallest_pairs(work.pairs, kk, n)
+        ties = _top_keys(work.keys, kk, n, work.pairs)
     else:
+        for i in range(n):
+            work.pairs[i].first = work.keys[i]
+            work.pairs[i].second = i
         partial_sort(work.pairs, work.pairs + kk, work.pairs + n)
-    if not _ties_in_top(work.pairs, kk, n):
+        ties = _ties_in_top(work.pairs, kk, n)
+    if not ties:
         for j in range(kk):
             i = work.pairs[j].second
             weight = discount[j] / total
@@ -240,6 +278,11 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
         if relative:
             value[0] -= _subtract_truth(scores, gains, n, discount, kk, total, work, coef)
         return 1
+    if kk <= INSERTION_TOP:  # the rare ties: every pair, as partial_sort leaves them
+        for i in range(n):
+            work.pairs[i].first = work.keys[i]
+            work.pairs[i].second = i
+        partial_sort(work.pairs, work.pairs + kk, work.pairs + n)
     for i in range(n):
         work.keyed[i].key = work.pairs[i].first
         work.keyed[i].gain = gains[work.pairs[i].second]
@@ -303,6 +346,7 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
             works[t].keyed = NULL
             works[t].run_gain = NULL
             works[t].run_mean = NULL
+            works[t].keys = NULL
             n_ready += 1
             if work_init(&works[t], size) != 0:
                 raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
