@@ -267,7 +267,19 @@ def tune_trees(
     return row
 
 
-def _run(specs, reference, description, *, seeds, data, data_home, quick, output, json_output, progress) -> DeepResult:
+def _run(
+    specs,
+    reference,
+    description,
+    *,
+    seeds=range(5),
+    data=None,
+    data_home=None,
+    quick=False,
+    output=None,
+    json_output=None,
+    progress=None,
+) -> DeepResult:
     report = timed_reporter(logger, progress)
     fit, valid, test = mslr_splits(data, data_home, quick)
     grid, max_rounds = (QUICK_GRID, 20) if quick else (TREE_GRID, MAX_ROUNDS)
@@ -295,40 +307,19 @@ def _run(specs, reference, description, *, seeds, data, data_home, quick, output
     return result
 
 
-def run_learners_experiment(
-    *, seeds=range(5), data=None, data_home=None, quick=False, output=None, json_output=None, progress=None
-):
-    """The learners table (module docstring)."""
-    return _run(
-        LEARNERS,
-        "lgbm_lambdarank",
-        "Boosted trees, each objective tuned alike",
-        seeds=seeds,
-        data=data,
-        data_home=data_home,
-        quick=quick,
-        output=output,
-        json_output=json_output,
-        progress=progress,
-    )
+def run_learners_experiment(**options) -> DeepResult:
+    """The learners table (module docstring).  ``options``: ``seeds`` (default 0–4), ``data`` ((train, test)
+    SvmLightData, default the MSLR sample from ``data_home``), ``quick``, ``output``, ``json_output``,
+    ``progress``."""
+    return _run(LEARNERS, "lgbm_lambdarank", "Boosted trees, each objective tuned alike", **options)
 
 
-def run_hessian_study(
-    *, seeds=range(5), data=None, data_home=None, quick=False, output=None, json_output=None, progress=None
-):
-    """The hessian study (module docstring)."""
-    specs = hessian_variants(("ndcg_graded",) if quick else ("ndcg_graded", "pairwise", "ap"))
+def run_hessian_study(**options) -> DeepResult:
+    """The hessian study (module docstring); ``options`` as :func:`run_learners_experiment`'s."""
+    specs = hessian_variants(("ndcg_graded",) if options.get("quick") else ("ndcg_graded", "pairwise", "ap"))
+    # The reference row: ndcg_graded with the constant hessian 1 at scale 1.
     return _run(
-        specs,
-        specs[SCALES.index(1.0)].name,  # ndcg_graded, the constant hessian 1 at scale 1
-        "Hessian and scale of the hinge objectives on LightGBM",
-        seeds=seeds,
-        data=data,
-        data_home=data_home,
-        quick=quick,
-        output=output,
-        json_output=json_output,
-        progress=progress,
+        specs, specs[SCALES.index(1.0)].name, "Hessian and scale of the hinge objectives on LightGBM", **options
     )
 
 

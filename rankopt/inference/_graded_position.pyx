@@ -137,29 +137,6 @@ cdef inline void _keep_smallest_doubles(double* a, Py_ssize_t kk, Py_ssize_t n) 
         a[t] = x
 
 
-cdef inline void _keep_smallest_pairs(KeyIndex* a, Py_ssize_t kk, Py_ssize_t n) noexcept nogil:
-    """The same on (key, index) pairs, distinct: partial_sort's very result."""
-    cdef Py_ssize_t i, t
-    cdef KeyIndex x
-    for i in range(1, kk):
-        x = a[i]
-        t = i
-        while t > 0 and x < a[t - 1]:
-            a[t] = a[t - 1]
-            t -= 1
-        a[t] = x
-    for i in range(kk, n):
-        x = a[i]
-        if not x < a[kk - 1]:
-            continue
-        a[i] = a[kk - 1]
-        t = kk - 1
-        while t > 0 and x < a[t - 1]:
-            a[t] = a[t - 1]
-            t -= 1
-        a[t] = x
-
-
 cdef bint _top_keys(const double* keys, Py_ssize_t kk, Py_ssize_t n, KeyIndex* top) noexcept nogil:
     """The kk smallest (key, index) pairs of ``keys`` into ``top``, in order (partial_sort's first kk), by
     insertion; True when two documents of equal key meet among them or the kk-th ties one left out.

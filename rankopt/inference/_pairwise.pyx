@@ -164,6 +164,29 @@ cdef void _dense_kept(const floating* scores, Py_ssize_t n, PairwiseWork* w) noe
         w.kept_lower[i] = kept
 
 
+cdef inline double _coefficient(PairwiseWork* w, Py_ssize_t n, Py_ssize_t i, int64_t kept_higher, double scale,
+                                bint relative) noexcept nogil:
+    """coef_i = ((2 A_i − L_i) − (2 B_i − H_i)) / #pairs, less the ground truth's (L_i − H_i) / #pairs when
+    ``relative``; A_i in ``w.kept_lower``, B_i given."""
+    cdef int64_t lower = w.level_below[w.level[i]]
+    cdef int64_t higher = n - lower - w.level_size[w.level[i]]
+    cdef double coef = (<double>(2 * w.kept_lower[i] - lower - 2 * kept_higher + higher)) * scale
+    if relative:
+        coef -= w.level_truth[w.level[i]]
+    return coef
+
+
+cdef inline void _finish(const floating* scores, Py_ssize_t n, const double* coef, int64_t swapped, int64_t n_pairs,
+                         double* loss, double* value) noexcept nogil:
+    """The loss (swapped pairs over all) and the value Σ coef·s + loss, in index order."""
+    cdef Py_ssize_t k
+    cdef double dot = 0.0
+    for k in range(n):
+        dot += coef[k] * scores[k]
+    loss[0] = (<double>swapped) / (<double>n_pairs)
+    value[0] = dot + loss[0]
+
+
 cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* w,
                           double* coef, double* loss, double* value, bint relative=False) noexcept nogil:
     """One query (n ≤ w.size): fill ``coef[0:n]``, ``loss``, ``value``; False when it has one grade only.
@@ -172,7 +195,7 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
     structured hinge's subgradient and value."""
     cdef Py_ssize_t k, t, p, i, n_levels = 0
     cdef int64_t n_pairs = 0, swapped = 0, lower, higher, kept_higher, admitted
-    cdef double s, scale, dot = 0.0
+    cdef double s, scale
     if w.n_grade_values > 0:
         for t in range(w.n_grade_values):
             w.grade_level[t] = 0
@@ -216,16 +239,9 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
     if n - w.level_size[0] <= DENSE_UPPER:
         _dense_kept(scores, n, w)
         for i in range(n):
-            lower = w.level_below[w.level[i]]
-            higher = n - lower - w.level_size[w.level[i]]
-            coef[i] = (<double>(2 * w.kept_lower[i] - lower - 2 * w.tree[i] + higher)) * scale
-            if relative:
-                coef[i] -= w.level_truth[w.level[i]]
-            swapped += lower - w.kept_lower[i]
-        for k in range(n):
-            dot += coef[k] * scores[k]
-        loss[0] = (<double>swapped) / (<double>n_pairs)
-        value[0] = dot + loss[0]
+            coef[i] = _coefficient(w, n, i, w.tree[i], scale, relative)
+            swapped += w.level_below[w.level[i]] - w.kept_lower[i]
+        _finish(scores, n, coef, swapped, n_pairs, loss, value)
         return True
 
     # Descending; ascending position k is descending position n − 1 − k, and −key is the score.
@@ -257,16 +273,9 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
             p += 1
         i = desc[k].idx
         kept_higher = admitted - _admitted_below(w.tree, n_levels, w.level[i] + 1)
-        lower = w.level_below[w.level[i]]
-        higher = n - lower - w.level_size[w.level[i]]
-        coef[i] = (<double>(2 * w.kept_lower[i] - lower - 2 * kept_higher + higher)) * scale
-        if relative:
-            coef[i] -= w.level_truth[w.level[i]]
-        swapped += lower - w.kept_lower[i]
-    for k in range(n):
-        dot += coef[k] * scores[k]
-    loss[0] = (<double>swapped) / (<double>n_pairs)
-    value[0] = dot + loss[0]
+        coef[i] = _coefficient(w, n, i, kept_higher, scale, relative)
+        swapped += w.level_below[w.level[i]] - w.kept_lower[i]
+    _finish(scores, n, coef, swapped, n_pairs, loss, value)
     return True
 
 
