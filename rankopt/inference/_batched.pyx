@@ -151,15 +151,22 @@ cdef inline void _sort_descending(const floating* scores, Py_ssize_t n, BinaryWo
 
 cdef inline Py_ssize_t _count_above(const floating* desc, Py_ssize_t lo, Py_ssize_t hi, double x,
                                     bint or_equal) noexcept nogil:
-    """#{i in lo…hi−1 : desc[i] > x} (≥ x with ``or_equal``), ``desc`` sorted high to low: a binary search."""
-    cdef Py_ssize_t a = lo, b = hi, mid
-    while a < b:
-        mid = a + (b - a) // 2
-        if (<double>desc[mid] >= x) if or_equal else (<double>desc[mid] > x):
-            a = mid + 1
-        else:
-            b = mid
-    return a - lo
+    """#{i in lo…hi−1 : desc[i] > x} (≥ x with ``or_equal``), ``desc`` sorted high to low: a binary search
+    without branches on the data (each halving a conditional move), whose outcomes a processor cannot predict."""
+    cdef Py_ssize_t base = lo, n = hi - lo, half
+    if n <= 0:
+        return 0
+    if or_equal:
+        while n > 1:
+            half = n // 2
+            base = base + half if <double>desc[base + half] >= x else base
+            n -= half
+        return base - lo + (<double>desc[base] >= x)
+    while n > 1:
+        half = n // 2
+        base = base + half if <double>desc[base + half] > x else base
+        n -= half
+    return base - lo + (<double>desc[base] > x)
 
 
 cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, Py_ssize_t n_neg, Py_ssize_t k,
