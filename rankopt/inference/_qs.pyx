@@ -112,11 +112,13 @@ cdef Py_ssize_t _best_rank_linear(const floating* pos_desc, double s_neg, Py_ssi
     """
     cdef double above_best = 0.0
     cdef Py_ssize_t i, best_rank = lp
+    cdef bint better
     for i in range(lp, rp):
         above_best += _step(pos_desc, s_neg, j, i, code, n_pos, n_neg, table, scale)
-        if above_best >= 0.0:
-            above_best = 0.0
-            best_rank = i + 1
+        # Conditional moves, not a branch: whether a rank beats the best so far is the data's coin toss.
+        better = above_best >= 0.0
+        above_best = 0.0 if better else above_best
+        best_rank = i + 1 if better else best_rank
     return best_rank
 
 
