@@ -243,7 +243,7 @@ def _tensor_hinges(module: RankHingeLoss, scores: torch.Tensor, y, qid, group, m
         return None
     check_declared_structure(loss)
     rows = scores if scores.dim() == 2 else scores[None, :]
-    grades, mask = _checked_padded(rows, y, mask, loss.graded)
+    grades, mask = _checked_padded(rows, y, mask)
     if not loss.graded:
         from rankopt._validation import check_relevant_at
         from rankopt.inference.binary_kernels import integer_threshold
@@ -254,7 +254,7 @@ def _tensor_hinges(module: RankHingeLoss, scores: torch.Tensor, y, qid, group, m
         return kernel.hinge(loss, structure, rows.detach().to(compute), grades, mask)
 
 
-def _checked_padded(scores: torch.Tensor, y, mask, graded: bool):
+def _checked_padded(scores: torch.Tensor, y, mask):
     """(int64 grades, bool mask) on the scores' device, checked where the mask keeps a document: finite scores
     whose sums stay finite, whole labels ≥ 0 (or {−1, 1}, read as {0, 1}).  One synchronisation."""
     from rankopt._validation import not_finite_error, score_sum_bound, score_sums_error

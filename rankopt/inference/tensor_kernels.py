@@ -344,7 +344,7 @@ class GradedPositionTensorKernel(TensorKernel):
 
     def hinge(self, loss, structure, scores, relevance, mask):
         dtype, device = scores.dtype, scores.device
-        level, level_gains, _ = _grade_table(relevance, mask, structure._checked_gain)
+        level, level_gains, _ = _grade_table(relevance, mask, structure.gains)
         gains = torch.where(mask, level_gains.to(dtype)[level], torch.zeros((), dtype=dtype, device=device))
         discount = torch.as_tensor(structure.position_weights(scores.shape[1]), dtype=dtype, device=device)
         width = discount.shape[0]
