@@ -44,6 +44,9 @@ cdef enum:
     # Cutoffs up to this select their top by insertion (NDCG@10: measured 25 % faster than the heap of
     # partial_sort at 100 documents a query); longer ones by partial_sort, O(n log k').
     INSERTION_TOP = 32
+    # Batches with up to this many grade levels give the ground truth each document's level, so that its
+    # coefficient is a lookup (a branch-free loop) instead of a search among the tie groups.
+    MAX_TRUTH_LEVELS = 64
 
 cdef struct Keyed:
     double key         # G_i / IDCG − s_i / S = −u_i, sorted ascending
@@ -62,9 +65,19 @@ cdef struct NDCGWork:
     double* run_gain   # the ground truth's tie groups (equal gains) among the ideal top k': their gain
     double* run_mean   # and the mean position weight each of their documents gets
     double* keys       # −u_i of every document, in input order
+    # The grade levels of the query's documents and the gain of each level (set per query; n_levels 0 when
+    # the batch has more than MAX_TRUTH_LEVELS): the ground truth then finds a document's group by a lookup.
+    const int64_t* level
+    const double* level_gains
+    Py_ssize_t n_levels
+    double* level_truth  # the ground truth's coefficient of each level, per query
 
 
 cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
+    work.level_truth = <double*>malloc(MAX_TRUTH_LEVELS * sizeof(double))
+    work.level = NULL
+    work.level_gains = NULL
+    work.n_levels = 0
     work.negated = <double*>malloc(size * sizeof(double))
     work.pairs = <KeyIndex*>malloc(size * sizeof(KeyIndex))
     work.keyed = <Keyed*>malloc(size * sizeof(Keyed))
@@ -72,7 +85,7 @@ cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
     work.run_mean = <double*>malloc(size * sizeof(double))
     work.keys = <double*>malloc(size * sizeof(double))
     if (work.negated == NULL or work.pairs == NULL or work.keyed == NULL or work.run_gain == NULL
-            or work.run_mean == NULL or work.keys == NULL):
+            or work.run_mean == NULL or work.keys == NULL or work.level_truth == NULL):
         return -1
     return 0
 
@@ -84,6 +97,7 @@ cdef void work_free(NDCGWork* work) noexcept nogil:
     free(work.run_gain)
     free(work.run_mean)
     free(work.keys)
+    free(work.level_truth)
 
 
 cdef bint _before(Keyed a, Keyed b) noexcept nogil:
@@ -174,7 +188,7 @@ cdef double _subtract_truth(const floating* scores, const double* gains, Py_ssiz
     D(j) / S of its tie group (equal gains) in the ideal order, whose top k' ``work.negated`` holds (negated
     gains, partially sorted).  The expressions of ``graded_kernels._position_ground_truth``: each group's
     D(j) / S summed over its positions in increasing order, divided by its size."""
-    cdef Py_ssize_t start = 0, end, j, i, r, n_runs = 0, count
+    cdef Py_ssize_t start = 0, end, j, i, r, t, n_runs = 0, count
     cdef double run_sum, truth, lowest, dot = 0.0, dot_odd = 0.0
     while start < kk:
         end = start + 1
@@ -192,6 +206,23 @@ cdef double _subtract_truth(const floating* scores, const double* gains, Py_ssiz
         n_runs += 1
         start = end
     lowest = work.run_gain[n_runs - 1]
+    if work.n_levels > 0:
+        for t in range(work.n_levels):
+            truth = 0.0
+            if work.level_gains[t] >= lowest:  # a gain of the ideal top, or none of this query's
+                for r in range(n_runs):
+                    if work.level_gains[t] == work.run_gain[r]:
+                        truth = work.run_mean[r]
+                        break
+            work.level_truth[t] = truth
+        for i in range(n):  # adding 0 for the documents beyond the ideal top changes no value
+            truth = work.level_truth[work.level[i]]
+            coef[i] -= truth
+            if i & 1:
+                dot_odd += truth * <double>scores[i]
+            else:
+                dot += truth * <double>scores[i]
+        return dot + dot_odd
     for i in range(n):
         if gains[i] < lowest:
             continue  # beyond the ideal top k': Ψ* gives it 0
@@ -303,15 +334,21 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
 
 def position_batch(const floating[::1] scores, const double[::1] gains, const int64_t[::1] offsets,
                    const double[::1] discount, double[::1] coef, double[::1] losses,
-                   double[::1] values, uint8_t[::1] usable, int n_threads, bint relative_to_truth=False):
+                   double[::1] values, uint8_t[::1] usable, int n_threads, bint relative_to_truth=False,
+                   const int64_t[::1] levels=None, const double[::1] level_gains=None):
     """Every query's most violated ranking for a graded position-based loss (k' ≤ ``discount.shape[0]``).
 
     Outputs in place; ``gains`` holds G(grade) of every document.  With ``relative_to_truth`` the ground
-    truth's coefficients and score are subtracted: the structured hinge's subgradient and value.
+    truth's coefficients and score are subtracted: the structured hinge's subgradient and value; then
+    ``levels`` (each document's grade level, 0 … K − 1) and ``level_gains`` (G of each level, K ≤
+    MAX_TRUTH_LEVELS), when given, let it look each document's tie group up.
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef Py_ssize_t k = discount.shape[0]
+    cdef Py_ssize_t n_levels = 0
     cdef NDCGWork* works
+    if levels is not None and level_gains is not None and 0 < level_gains.shape[0] <= MAX_TRUTH_LEVELS:
+        n_levels = level_gains.shape[0]
     for q in range(n_queries):
         size = max(size, offsets[q + 1] - offsets[q])
     if size == 0 or k == 0:
@@ -328,6 +365,7 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
             works[t].run_gain = NULL
             works[t].run_mean = NULL
             works[t].keys = NULL
+            works[t].level_truth = NULL
             n_ready += 1
             if work_init(&works[t], size) != 0:
                 raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
@@ -335,6 +373,10 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
             lo = offsets[q]
             hi = offsets[q + 1]
             if hi > lo:
+                if n_levels > 0:
+                    works[threadid()].level = &levels[lo]
+                    works[threadid()].level_gains = &level_gains[0]
+                    works[threadid()].n_levels = n_levels
                 usable[q] = position_query(&scores[lo], &gains[lo], hi - lo, &discount[0], k,
                                            &works[threadid()], &coef[lo], &losses[q], &values[q],
                                            relative_to_truth)

@@ -92,10 +92,24 @@ class GradedPositionKernel(GradedKernel):
             )
         longest = int(np.max(np.diff(offsets), initial=0))
         gains, discount = structure.tables(relevance, longest)
+        # Each document's grade level and the levels' gains: the kernel's ground truth looks groups up.
+        levels, level_of = grade_levels(relevance)
+        level_of, level_gains = level_of.astype(np.int64), structure.gains(levels)
 
         def position_batch(scores, coef, losses, values, usable, n_threads, relative_to_truth):
             _graded_position.position_batch(
-                scores, gains, offsets, discount, coef, losses, values, usable, n_threads, relative_to_truth
+                scores,
+                gains,
+                offsets,
+                discount,
+                coef,
+                losses,
+                values,
+                usable,
+                n_threads,
+                relative_to_truth,
+                level_of,
+                level_gains,
             )
 
         return _compiled_batch(position_batch, relevance, offsets, relative_inside=True)

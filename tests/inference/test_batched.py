@@ -295,6 +295,39 @@ def test_relative_to_truth_subtracts_the_ground_truth(loss, method, graded):
         assert np.all(relative.values[relative.usable] >= -1e-12)  # R = R* is a candidate
 
 
+@pytest.mark.parametrize("n_grades", [3, 64, 65, 300])
+def test_the_graded_position_truth_is_subtracted_to_the_bit_whatever_the_number_of_levels(n_grades):
+    """Up to 64 grade levels the kernel looks each document's tie group up by its level, beyond it searches
+    the groups: both give plain minus the ground truth, to the bit (repeated gains included)."""
+    from rankopt.losses import GradedPositionLoss
+
+    class Capped(GradedPositionLoss):  # gains that repeat: grades 3 and 4 tie, as do all from 5 up
+        name = "capped_gain_test"
+
+        def __init__(self, k=10):
+            self.k = k
+
+        def gain(self, grades):
+            grades = np.asarray(grades, dtype=np.float64)
+            return np.minimum(grades, 5.0) + (grades == 3)
+
+        def position_discount(self, positions):
+            return 1.0 / np.log2(1.0 + np.asarray(positions, dtype=np.float64))
+
+    rng = np.random.default_rng(n_grades)
+    sizes = rng.choice([1, 2, 7, 30, 120], size=40)
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    n = int(offsets[-1])
+    grades = np.where(rng.random(n) < 0.5, 0, rng.integers(0, n_grades, n))
+    for loss in ("ndcg_graded", Capped(k=10)):
+        for scores in (rng.normal(0, 1, n), rng.integers(-3, 4, n) * 0.25):
+            plain = most_violated_rankings(loss, scores, grades, offsets)
+            relative = most_violated_rankings(loss, scores, grades, offsets, relative_to_truth=True)
+            truth = ground_truth_coefficients(loss, grades, offsets)
+            np.testing.assert_array_equal(relative.coef, plain.coef - truth)
+            np.testing.assert_array_equal(relative.usable, plain.usable)
+
+
 @pytest.mark.parametrize(("loss", "method"), [*COMPILED, ("precision_at_k", "auto")])
 def test_relevant_at_thresholds_grades_like_a_0_1_copy(loss, method):
     """Grades with ``relevant_at`` (thresholded in the kernel) give what their 0/1 threshold gives."""
