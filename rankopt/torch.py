@@ -33,6 +33,7 @@ import torch
 
 from rankopt._validation import as_float_vector, check_grades, check_positive_float, check_reduction
 from rankopt.hinge import HingeQueries, hinge_per_query, prepare_hinges, prepared_hinges, reduce_hinges
+from rankopt.inference.kernel_base import ReusedOutput
 
 __all__ = ["BACKENDS", "MetricHingeLoss", "RankHingeLoss"]
 
@@ -93,6 +94,8 @@ class RankHingeLoss(torch.nn.Module):
         self.n_threads = n_threads
         self.backend = backend
         self._prepared_batch = _PreparedBatch()
+        # The backward's gradient array, reused once torch has let go of the last one.
+        self._gradient_buffer = ReusedOutput()
 
     def extra_repr(self) -> str:
         return f"loss={self.rank_loss!r}, reduction={self.reduction!r}, backend={self.backend!r}"
@@ -496,6 +499,7 @@ class _StructuredHinge(torch.autograd.Function):
             out = torch.tensor(total, dtype=out_dtype, device=scores.device)
         ctx.save_for_backward(scores)  # only to tie a double backward to the graph, where it is refused
         ctx.where, ctx.shape, ctx.reduction = where, scores.shape, reduction
+        ctx.gradient_buffer = call.module._gradient_buffer
         return out
 
     @staticmethod
@@ -503,7 +507,7 @@ class _StructuredHinge(torch.autograd.Function):
         upstream = grad_output.detach().double().cpu().numpy()
         # Scaled and cast to the scores' dtype in one pass (float32 for float16 / bfloat16, cast by torch).
         host_dtype = torch.float64 if ctx.saved_tensors[0].dtype == torch.float64 else torch.float32
-        per_doc = np.empty(ctx.grad.size, dtype=np.float64 if host_dtype == torch.float64 else np.float32)
+        per_doc = ctx.gradient_buffer.empty(ctx.grad.size, np.float64 if host_dtype == torch.float64 else np.float32)
         if ctx.reduction == "none":
             np.multiply(ctx.grad, upstream[ctx.query_of], out=per_doc, casting="same_kind")
         else:

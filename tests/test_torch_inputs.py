@@ -113,3 +113,19 @@ def test_a_fixed_label_tensor_is_checked_and_prepared_once(monkeypatch):
     assert len(prepared) == 7
     for twin in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
         assert twin(scores, labels, mask=mask).item() == layer(scores, labels, mask=mask).item()
+
+
+def test_two_forwards_before_one_backward_keep_their_own_gradients(backend):
+    """Output arrays are reused only when free: a second forward must not overwrite the first's gradient."""
+    layer = rankopt.torch.RankHingeLoss("ap", backend=backend, reduction="sum")
+    labels = torch.tensor([[1, 0, 0, 1], [0, 1, 0, 0]])
+    first = torch.tensor([[0.3, 0.1, -0.2, 0.5], [0.0, 0.2, 0.4, -0.1]], dtype=torch.float64, requires_grad=True)
+    second = torch.tensor([[-0.3, 0.4, 0.2, 0.1], [0.5, -0.2, 0.1, 0.0]], dtype=torch.float64, requires_grad=True)
+    (layer(first, labels) + layer(second, labels)).backward()
+    for scores in (first, second):
+        alone = scores.detach().clone().requires_grad_(True)
+        rankopt.torch.RankHingeLoss("ap", backend=backend, reduction="sum")(alone, labels).backward()
+        np.testing.assert_array_equal(scores.grad.numpy(), alone.grad.numpy())
+    kept = first.grad.clone()
+    layer(first.detach().requires_grad_(True), labels).backward()  # a later call: the old grad is untouched
+    np.testing.assert_array_equal(first.grad.numpy(), kept.numpy())

@@ -19,7 +19,13 @@ from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import kernel_arguments, most_violated_ranking
 from rankopt.inference.brute_force import brute_force_most_violated
 from rankopt.inference.greedy import GreedyMethod
-from rankopt.inference.kernel_base import BatchedRankingInference, PreparedKernel, StructureKernel, log_fallback
+from rankopt.inference.kernel_base import (
+    BatchedRankingInference,
+    PreparedKernel,
+    ReusedOutput,
+    StructureKernel,
+    log_fallback,
+)
 from rankopt.inference.qs import QSMethod
 from rankopt.inference.topk import TopKMethod, count_losses
 from rankopt.losses.base import KernelCode, RankLoss
@@ -168,12 +174,13 @@ class _CompiledBinary(PreparedKernel):
     def __init__(self, loss, kernel, relevance, offsets, relevant_from, count_tables):
         self.loss, self.kernel, self.relevance, self.offsets = loss, kernel, relevance, offsets
         self.relevant_from, self.count_tables = relevant_from, count_tables
+        self._coef = ReusedOutput()
 
     def __call__(self, scores, n_threads, relative_to_truth):
         offsets = self.offsets
         n_queries = offsets.size - 1
         # The binary kernel writes every coefficient (0 for unusable queries): no zero-filling.
-        coef = np.empty(scores.size, dtype=np.float64)
+        coef = self._coef.empty(scores.size)
         losses = np.zeros(n_queries, dtype=np.float64)
         values = np.zeros(n_queries, dtype=np.float64)
         usable = np.zeros(n_queries, dtype=np.uint8)

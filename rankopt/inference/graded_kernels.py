@@ -14,7 +14,13 @@ import rankopt.inference._batched as _batched
 import rankopt.inference._graded_position as _graded_position
 from rankopt.inference.binary_kernels import per_query
 from rankopt.inference.brute_force import brute_force_graded, brute_force_pairs
-from rankopt.inference.kernel_base import BatchedRankingInference, PreparedKernel, StructureKernel, log_fallback
+from rankopt.inference.kernel_base import (
+    BatchedRankingInference,
+    PreparedKernel,
+    ReusedOutput,
+    StructureKernel,
+    log_fallback,
+)
 from rankopt.losses.base import RankLoss
 from rankopt.losses.structure import (
     GradedPairStructure,
@@ -63,12 +69,14 @@ class _Batch(PreparedKernel):
 
 def _compiled_batch(kernel_call, relevance, offsets, relative_inside: bool = False) -> _Batch:
     """A batch run by a compiled kernel ``kernel_call(scores, coef, losses, values, usable, n_threads,
-    relative_to_truth)`` that writes its outputs in place (zeros for the queries with nothing to order) and,
-    when ``relative_inside``, subtracts the ground truth itself when asked."""
+    relative_to_truth)`` that writes every coefficient and its outputs in place (zeros for the queries with
+    nothing to order) and, when ``relative_inside``, subtracts the ground truth itself when asked."""
+
+    buffer = ReusedOutput()
 
     def run(scores, n_threads, relative_to_truth):
         n_queries = offsets.size - 1
-        coef = np.zeros(scores.size, dtype=np.float64)
+        coef = buffer.empty(scores.size)  # the compiled graded kernels write every coefficient
         losses, values = np.zeros(n_queries, dtype=np.float64), np.zeros(n_queries, dtype=np.float64)
         usable = np.zeros(n_queries, dtype=np.uint8)
         kernel_call(scores, coef, losses, values, usable, n_threads, relative_to_truth and relative_inside)

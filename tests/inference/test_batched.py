@@ -348,3 +348,31 @@ def test_relevant_at_refuses_negative_grades_and_a_bad_threshold():
         most_violated_rankings("ap", [0.0, 1.0], [-1, 2], [0, 2], relevant_at=1)
     with pytest.raises(ValueError, match="relevant_at"):
         most_violated_rankings("ap", [0.0, 1.0], [0, 2], [0, 2], relevant_at=0)
+
+
+@pytest.mark.parametrize("loss", ["ap", "ndcg_graded", "pairwise"])
+def test_a_prepared_batch_never_overwrites_a_result_someone_holds(loss):
+    """The coefficient array is reused across calls only once nobody holds the previous one."""
+    from rankopt.inference.batched import PreparedRankings
+
+    rng = np.random.default_rng(3)
+    grades, offsets = rng.integers(0, 4, 60), np.array([0, 20, 45, 60])
+    prepared = PreparedRankings(loss, grades, offsets, relevant_at=1, registry=default_registry())
+    first_scores, second_scores = rng.normal(size=60), rng.normal(size=60)
+    first = prepared(first_scores)
+    kept = first.coef.copy()
+    second = prepared(second_scores)
+    assert second.coef is not first.coef
+    np.testing.assert_array_equal(first.coef, kept)
+    expected = most_violated_rankings(loss, second_scores, grades, offsets, relevant_at=1)
+    np.testing.assert_array_equal(second.coef, expected.coef)
+    view = second.coef[:5]  # a view holds its base
+    del first, second
+    third = prepared(first_scores)
+    assert not np.shares_memory(third.coef, view)
+    np.testing.assert_array_equal(third.coef, kept)
+    address = third.coef.__array_interface__["data"][0]
+    del third, view
+    fourth = prepared(second_scores)  # nobody held the last one: reused
+    assert fourth.coef.__array_interface__["data"][0] == address
+    np.testing.assert_array_equal(fourth.coef, expected.coef)
