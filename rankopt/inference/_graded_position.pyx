@@ -71,10 +71,12 @@ cdef struct NDCGWork:
     const double* level_gains
     Py_ssize_t n_levels
     double* level_truth  # the ground truth's coefficient of each level, per query
+    int64_t* level_counts  # the query's documents per level (4 interleaved histograms while counting)
 
 
 cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
     work.level_truth = <double*>malloc(MAX_TRUTH_LEVELS * sizeof(double))
+    work.level_counts = <int64_t*>malloc(4 * MAX_TRUTH_LEVELS * sizeof(int64_t))
     work.level = NULL
     work.level_gains = NULL
     work.n_levels = 0
@@ -85,7 +87,8 @@ cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
     work.run_mean = <double*>malloc(size * sizeof(double))
     work.keys = <double*>malloc(size * sizeof(double))
     if (work.negated == NULL or work.pairs == NULL or work.keyed == NULL or work.run_gain == NULL
-            or work.run_mean == NULL or work.keys == NULL or work.level_truth == NULL):
+            or work.run_mean == NULL or work.keys == NULL or work.level_truth == NULL
+            or work.level_counts == NULL):
         return -1
     return 0
 
@@ -98,6 +101,7 @@ cdef void work_free(NDCGWork* work) noexcept nogil:
     free(work.run_mean)
     free(work.keys)
     free(work.level_truth)
+    free(work.level_counts)
 
 
 cdef bint _before(Keyed a, Keyed b) noexcept nogil:
@@ -151,6 +155,29 @@ cdef inline void _keep_smallest_doubles(double* a, Py_ssize_t kk, Py_ssize_t n) 
         a[t] = x
 
 
+cdef void _ideal_by_levels(NDCGWork* work, Py_ssize_t n, Py_ssize_t kk) noexcept nogil:
+    """The ideal top k' (negated gains, ascending: partial_sort's first k' values) from the query's level
+    counts, walking the levels from the highest gain down (gains do not decrease with the grade); the counts
+    stay in ``work.level_counts`` for the ground truth.  Four interleaved histograms, so that documents of one
+    level (most of a query's are of grade 0) do not wait on each other's increments."""
+    cdef Py_ssize_t i, t, filled = 0, take
+    cdef Py_ssize_t n_levels = work.n_levels
+    cdef int64_t* counts = work.level_counts
+    for t in range(4 * n_levels):
+        counts[t] = 0
+    for i in range(n):
+        counts[(i & 3) * n_levels + work.level[i]] += 1
+    for t in range(n_levels):
+        counts[t] += counts[n_levels + t] + counts[2 * n_levels + t] + counts[3 * n_levels + t]
+    t = n_levels - 1
+    while filled < kk:
+        take = counts[t] if counts[t] < kk - filled else kk - filled
+        for i in range(filled, filled + take):
+            work.negated[i] = -work.level_gains[t]
+        filled += take
+        t -= 1
+
+
 cdef bint _top_keys(const double* keys, Py_ssize_t kk, Py_ssize_t n, KeyIndex* top) noexcept nogil:
     """The kk smallest (key, index) pairs of ``keys`` into ``top``, in order (partial_sort's first kk), by
     insertion; True when two documents of equal key meet among them or the kk-th ties one left out.
@@ -199,8 +226,14 @@ cdef double _subtract_truth(const floating* scores, const double* gains, Py_ssiz
             run_sum += discount[j] / total
         count = end - start
         if end == kk:  # the last group may go on beyond k' (a group ending before k' holds every document of its gain)
-            for j in range(kk, n):
-                count += work.negated[j] == work.negated[start]
+            if work.n_levels > 0:  # every document of that gain, from the level counts
+                count = 0
+                for t in range(work.n_levels):
+                    if -work.level_gains[t] == work.negated[start]:
+                        count += work.level_counts[t]
+            else:
+                for j in range(kk, n):
+                    count += work.negated[j] == work.negated[start]
         work.run_gain[n_runs] = -work.negated[start]
         work.run_mean[n_runs] = run_sum / (<double>count)
         n_runs += 1
@@ -261,7 +294,9 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
     value[0] = 0.0
     if not highest > lowest:
         return 0
-    if kk <= INSERTION_TOP:
+    if work.n_levels > 0:
+        _ideal_by_levels(work, n, kk)
+    elif kk <= INSERTION_TOP:
         _keep_smallest_doubles(work.negated, kk, n)
     else:
         partial_sort(work.negated, work.negated + kk, work.negated + n)
@@ -366,6 +401,7 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
             works[t].run_mean = NULL
             works[t].keys = NULL
             works[t].level_truth = NULL
+            works[t].level_counts = NULL
             n_ready += 1
             if work_init(&works[t], size) != 0:
                 raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
