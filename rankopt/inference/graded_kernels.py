@@ -99,10 +99,12 @@ class GradedPositionKernel(GradedKernel):
                 lambda s, n, _: per_query(self, loss, structure, s, relevance, offsets, method, registry), relevance
             )
         longest = int(np.max(np.diff(offsets), initial=0))
-        gains, discount = structure.tables(relevance, longest)
-        # Each document's grade level and the levels' gains: the kernel's ground truth looks groups up.
+        # One pass over the documents for their grade levels: the gains and the discount's checks are the
+        # levels', each document's gain a lookup (the kernel's ground truth looks tie groups up by level too).
         levels, level_of = grade_levels(relevance)
-        level_of, level_gains = level_of.astype(np.int64), structure.gains(levels)
+        level_gains, discount = structure.tables(levels, longest)
+        level_of = level_of.astype(np.int64)
+        gains = level_gains[level_of]
 
         def position_batch(scores, coef, losses, values, usable, n_threads, relative_to_truth):
             _graded_position.position_batch(
