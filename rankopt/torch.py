@@ -248,10 +248,9 @@ def _tensor_hinges(module: RankHingeLoss, scores: torch.Tensor, y, qid, group, m
     rows = scores if scores.dim() == 2 else scores[None, :]
     grades, mask = _checked_padded(rows, y, mask)
     if not loss.graded:
-        from rankopt._validation import check_relevant_at
         from rankopt.inference.binary_kernels import integer_threshold
 
-        grades = (grades >= integer_threshold(check_relevant_at(module.relevant_at))).long()
+        grades = (grades >= integer_threshold(module.relevant_at)).long()
     compute = torch.float64 if rows.dtype == torch.float64 else torch.float32
     with torch.no_grad():
         return kernel.hinge(loss, structure, rows.detach().to(compute), grades, mask)

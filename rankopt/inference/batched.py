@@ -51,7 +51,6 @@ from rankopt._validation import (
     QueryIndex,
     as_float_vector,
     check_queries_to_order,
-    check_relevant_at,
     check_score_sums,
     check_whole_numbers,
     not_finite_error,
@@ -162,7 +161,7 @@ class PreparedRankings:
         self.longest = int(np.max(np.diff(self.offsets), initial=0))
         self.method, self.registry, self.relative_to_truth = method, registry, relative_to_truth
         self.kernel, self.structure = kernel_for_loss(self.loss)
-        relevant_from = integer_threshold(check_relevant_at(relevant_at)) if thresholded else 1
+        relevant_from = integer_threshold(relevant_at) if thresholded else 1
         self._prepared = self.kernel.prepare(
             self.loss,
             self.structure,

@@ -15,6 +15,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 import rankopt.inference._batched as _batched
+from rankopt._validation import check_relevant_at
 from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import kernel_arguments, most_violated_ranking
 from rankopt.inference.brute_force import brute_force_most_violated
@@ -236,9 +237,10 @@ def per_query(kernel, loss, structure, scores, relevance, offsets, method, regis
     return BatchedRankingInference(coef, losses, values, usable)
 
 
-def integer_threshold(relevant_at: float) -> int:
-    """The least integer grade ≥ ``relevant_at`` (> 0), capped where no int64 grade reaches it."""
-    return int(min(math.ceil(relevant_at), np.iinfo(np.int64).max))
+def integer_threshold(relevant_at) -> int:
+    """The least integer grade ≥ ``relevant_at`` (checked: a positive finite number), capped where no int64
+    grade reaches it."""
+    return int(min(math.ceil(check_relevant_at(relevant_at)), np.iinfo(np.int64).max))
 
 
 def _count_loss_tables(structure: TopKCountStructure, relevance: np.ndarray, offsets: np.ndarray):
