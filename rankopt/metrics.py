@@ -149,6 +149,25 @@ def _qid_or_group(qid, group, scores):
     return qid_or_group(qid, group, np.shape(scores)[0] if np.ndim(scores) == 1 else 0)
 
 
+def _qid_or_one_query(qid, group, scores):
+    """``qid``, the query ids of ``group``'s sizes, or, with neither, one query holding every row."""
+    qid = _qid_or_group(qid, group, scores)
+    if qid is None:
+        qid = np.zeros(np.shape(scores)[0] if np.ndim(scores) == 1 else 0, dtype=np.int64)
+    return qid
+
+
+def _mean_of_defined(values: np.ndarray, average: bool, what: str):
+    """The mean of the queries' values that are not NaN (or, without ``average``, the values themselves);
+    a ValueError naming ``what`` a query needs when no query has a value."""
+    if not average:
+        return values
+    defined = ~np.isnan(values)
+    if not defined.any():
+        raise ValueError(f"expected some query (qid) to hold {what}, got none of the {values.size} queries")
+    return float(np.mean(values[defined]))
+
+
 def _grouped(y_true, scores, qid):
     """Validated grades and scores, and per query the slice of an order that sorts each query's scores."""
     scores = as_float_vector(scores, "scores").astype(np.float64)
@@ -181,12 +200,7 @@ def _over_queries(metric, y_true, scores, qid, average, *, relevant_at=None, **k
         part = slice(offsets[q], offsets[q + 1])
         if relevance[part].any():
             values[q] = metric(relevance[part], sorted_scores[part], **kwargs)
-    if not average:
-        return values
-    defined = ~np.isnan(values)
-    if not defined.any():
-        raise ValueError(f"expected some query (qid) to hold {what}, got none of the {queries.n_queries} queries")
-    return float(np.mean(values[defined]))
+    return _mean_of_defined(values, average, what)
 
 
 def mean_average_precision(y_true, scores, qid=None, relevant_at=1, *, average: bool = True, group=None):
@@ -210,9 +224,7 @@ def mean_average_precision(y_true, scores, qid=None, relevant_at=1, *, average: 
 
     Ties are scikit-learn's: AP steps at distinct score thresholds.
     """
-    qid = _qid_or_group(qid, group, scores)
-    if qid is None:
-        qid = np.zeros(np.shape(scores)[0] if np.ndim(scores) == 1 else 0, dtype=np.int64)
+    qid = _qid_or_one_query(qid, group, scores)
     return _over_queries(_average_precision_sorted, y_true, scores, qid, average, relevant_at=relevant_at)
 
 
@@ -281,9 +293,7 @@ def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential",
     k = check_positive_int(k, "k")
     if gains not in GAINS:
         raise ValueError(f"expected gains to be one of {sorted(GAINS)}, got {gains!r} instead")
-    qid = _qid_or_group(qid, group, scores)
-    if qid is None:
-        qid = np.zeros(np.shape(scores)[0] if np.ndim(scores) == 1 else 0, dtype=np.int64)
+    qid = _qid_or_one_query(qid, group, scores)
     return _over_queries(_ndcg_at_k_sorted, y_true, scores, qid, average, k=k, gain=GAINS[gains])
 
 
@@ -326,9 +336,7 @@ def loss_metric(
         registry = default_registry()
     rank_loss = resolve_rank_loss(loss, registry)
     kernel, structure = kernel_for_loss(rank_loss)
-    qid = _qid_or_group(qid, group, scores)
-    if qid is None:
-        qid = np.zeros(np.shape(scores)[0] if np.ndim(scores) == 1 else 0, dtype=np.int64)
+    qid = _qid_or_one_query(qid, group, scores)
     scores = as_float_vector(scores, "scores").astype(np.float64)
     grades = check_grades(y_true, scores.size, name="y_true")
     queries = check_qid(qid, scores.size)
@@ -340,9 +348,4 @@ def loss_metric(
         if level.size and level.max() > level.min():
             ordered = level[np.lexsort((level, -scores[rows]))]
             values[q] = 1.0 - kernel.ranking_loss(rank_loss, structure, ordered)
-    if not average:
-        return values
-    defined = ~np.isnan(values)
-    if not defined.any():
-        raise ValueError(f"expected some query (qid) with two relevance levels, got none of the {queries.n_queries}")
-    return float(np.mean(values[defined]))
+    return _mean_of_defined(values, average, "two relevance levels")
