@@ -94,12 +94,11 @@ class TensorKernel(Kernel):
 # ---------------------------------------------------------------- shared pieces
 
 
-def _sorted_members(scores, members, width: int, descending: bool = True):
-    """The scores of each row's ``members`` sorted (first ``width`` columns), their columns, and which of
-    those entries are members; the others hold 0."""
-    fill = -torch.inf if descending else torch.inf
-    keyed = torch.where(members, scores, torch.full_like(scores, fill))
-    values, columns = torch.sort(keyed, dim=1, descending=descending, stable=True)
+def _sorted_members(scores, members, width: int):
+    """The scores of each row's ``members`` sorted high to low (first ``width`` columns), their columns, and
+    which of those entries are members; the others hold 0."""
+    keyed = torch.where(members, scores, torch.full_like(scores, -torch.inf))
+    values, columns = torch.sort(keyed, dim=1, descending=True, stable=True)
     values, columns = values[:, :width], columns[:, :width]
     valid = torch.arange(width, device=scores.device)[None, :] < members.sum(dim=1, keepdim=True)
     return torch.where(valid, values, torch.zeros_like(values)), columns, valid
