@@ -307,7 +307,7 @@ def run_mslr_experiment(
             f"test NDCG@10 {np.mean(row.test['NDCG@10']):.4f}"
         )
         result.rows.append(row)
-        _write(result, output, json_output)
+        write_result(result, output, json_output)
     with warnings.catch_warnings():
         # Counted instead, from converged_; a constant ranker at small C loses the validation choice.
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -325,7 +325,7 @@ def run_mslr_experiment(
                 )
             )
             report(f"{name}: test NDCG@10 {np.mean(result.rows[-1].test['NDCG@10']):.4f}")
-    _write(result, output, json_output)
+    write_result(result, output, json_output)
     return result
 
 
@@ -362,10 +362,12 @@ def _mslr_baseline(name, seeds, fit, valid, test, metrics, quick=False) -> Row:
     return row
 
 
-def _write(result: DeepResult, output, json_output) -> None:
-    if output is not None:
+def write_result(result: DeepResult, output, json_output) -> None:
+    """The description and markdown table to ``output`` (once the reference row is in: the table's paired
+    differences need it), the raw results to ``json_output``; either may be None."""
+    if output is not None and any(row.method == result.reference for row in result.rows):
         with open(output, "w", encoding="utf-8") as handle:
-            handle.write(format_table(result) + "\n")
+            handle.write(result.description + "\n\n" + format_table(result) + "\n")
     if json_output is not None:
         with open(json_output, "w", encoding="utf-8") as handle:
             handle.write(result.to_json() + "\n")
@@ -481,7 +483,7 @@ def run_digits_experiment(
             row.per_query[metric] = np.mean(per_seed, axis=0).tolist()
         report(f"{name}: {setting}, validation mAP {best:.4f}, test mAP {np.mean(row.test['mAP']):.4f}")
         result.rows.append(row)
-    _write(result, output, json_output)
+    write_result(result, output, json_output)
     return result
 
 

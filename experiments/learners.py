@@ -35,7 +35,7 @@ from itertools import product
 
 import numpy as np
 
-from experiments.deep import DeepResult, Row, format_table
+from experiments.deep import DeepResult, Row, format_table, write_result
 from rankopt.experiments.report import timed_reporter
 
 __all__ = ["TreeObjective", "run_hessian_study", "run_learners_experiment", "tune_trees"]
@@ -303,7 +303,7 @@ def _run(
             f"{spec.name}: {row.setting}, validation {row.validation:.4f}, "
             f"test NDCG@10 {np.mean(row.test['NDCG@10']):.4f}"
         )
-        _write(result, output, json_output)  # after every row: a stopped run keeps what it measured
+        write_result(result, output, json_output)  # after every row: a stopped run keeps what it measured
     return result
 
 
@@ -321,15 +321,6 @@ def run_hessian_study(**options) -> DeepResult:
     return _run(
         specs, specs[SCALES.index(1.0)].name, "Hessian and scale of the hinge objectives on LightGBM", **options
     )
-
-
-def _write(result: DeepResult, output, json_output) -> None:
-    if output is not None and any(row.method == result.reference for row in result.rows):
-        with open(output, "w", encoding="utf-8") as handle:
-            handle.write(result.description + "\n\n" + format_table(result) + "\n")
-    if json_output is not None:
-        with open(json_output, "w", encoding="utf-8") as handle:
-            handle.write(result.to_json() + "\n")
 
 
 # ---------------------------------------------------------------- CLI
