@@ -41,8 +41,9 @@ from libcpp.utility cimport pair
 cdef enum:
     # Queries a thread takes at a time (the per-query work is a few microseconds).
     QUERY_CHUNK = 16
-    # Cutoffs up to this select their top by insertion (NDCG@10: measured 25 % faster than the heap of
-    # partial_sort at 100 documents a query); longer ones by partial_sort, O(n log k').
+    # Cutoffs up to this select their top by insertion: most documents are rejected by one comparison with
+    # the k'-th, and one that enters shifts a few places, where partial_sort's heap mispredicts its
+    # branches; longer cutoffs use partial_sort, O(n log k').
     INSERTION_TOP = 32
     # Batches with up to this many grade levels give the ground truth each document's level, so that its
     # coefficient is a lookup (a branch-free loop) instead of a search among the tie groups.

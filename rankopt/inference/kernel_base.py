@@ -49,10 +49,10 @@ class BatchedRankingInference:
 class ReusedOutput:
     """The coefficient array a prepared batch hands out at every call, reused once nobody holds it any more.
 
-    A training loop infers on one batch again and again; a fresh array of a million coefficients at each
-    call costs the operating system a page fault per 4 KiB as the kernel first writes it (half a millisecond
-    at 10⁶ documents).  The array is handed out again only when this holder has the last reference to it
-    (CPython's reference count): a caller that keeps a result, or any view of it, gets a new one next time.
+    A training loop infers on one batch again and again; a fresh array at each call costs the operating
+    system a page fault per 4 KiB as the kernel first writes it.  The array is handed out again only when
+    this holder has the last reference to it (CPython's reference count): a caller that keeps a result, or
+    any view of it, gets a new one next time.
     """
 
     def __init__(self):
