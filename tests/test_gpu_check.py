@@ -24,7 +24,7 @@ def test_the_gpu_script_runs_dry_on_the_cpu(tmp_path):
     )
     text = out.read_text()
     assert "no GPU: a dry run" in text and "| [8, 16] | pairwise (torch) |" in text
-    assert "| ndcg_graded | 5 |" in text and done.stdout.strip() == text.strip()
+    assert "| ndcg_graded | 5 | 5 |" in text and done.stdout.strip() == text.strip()
 
 
 def test_without_a_gpu_it_says_so():
