@@ -41,7 +41,7 @@ from rankopt.inference._pairwise cimport (
     weighted_query_f32,
     weighted_query_f64,
 )
-from rankopt.inference._qs cimport qs_ranks_f32, qs_ranks_f64
+from rankopt.inference._qs cimport fill_discount_bends, qs_ranks_f32, qs_ranks_f64
 from rankopt.inference._scan cimport ScoreScan, scan_block, scan_start
 from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
 from rankopt.inference._sums cimport numpy_sum
@@ -237,8 +237,8 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, 
 
 cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_from, Py_ssize_t n, int method,
                        int code,
-                       const double* discount, bint unimodal, Py_ssize_t top_k, const double* count_loss,
-                       bint relative_to_truth, BinaryWork* w, double* coef, double* loss,
+                       const double* discount, const double* bends, bint unimodal, Py_ssize_t top_k,
+                       const double* count_loss, bint relative_to_truth, BinaryWork* w, double* coef, double* loss,
                        double* value) except -1 nogil:
     """One query of a binary rank loss; returns 1 when usable, 0 when one class only.
 
@@ -285,9 +285,9 @@ cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_f
 
     if method == METHOD_QS:
         if floating is double:
-            qs_ranks_f64(pos_desc, n_pos, neg, n_neg, code, table, unimodal, w.ranks)
+            qs_ranks_f64(pos_desc, n_pos, neg, n_neg, code, table, unimodal, bends, z, w.ranks)
         else:
-            qs_ranks_f32(pos_desc, n_pos, neg, n_neg, code, table, unimodal, w.ranks)
+            qs_ranks_f32(pos_desc, n_pos, neg, n_neg, code, table, unimodal, bends, z, w.ranks)
     elif method == METHOD_SELECT:
         if floating is double:
             select_ranks_f64(pos_desc, n_pos, neg, n_neg, w.ranks)
@@ -409,6 +409,7 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
     cdef BinaryWork* works
     cdef const double* counted = &count_loss[0] if count_loss is not None else NULL
     cdef const int64_t* counted_at = &count_offsets[0] if count_offsets is not None else NULL
+    cdef double* bends = NULL
     for q in range(n_queries):
         size = max(size, offsets[q + 1] - offsets[q])
     if size == 0:
@@ -422,17 +423,24 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
             if _binary_work_init(&works[t], size) != 0:
                 raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
             n_ready += 1
+        if method == METHOD_QS and code == LOSS_POSITION_DISCOUNT:
+            # The discount's bends, shared by every query: where they let the sweep walk (_qs.pyx).
+            bends = <double*>malloc((size + 1) * sizeof(double))
+            if bends == NULL:
+                raise MemoryError()
+            fill_discount_bends(&discount[0], size, bends)
         for q in prange(n_queries, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=QUERY_CHUNK):
             lo = offsets[q]
             hi = offsets[q + 1]
             usable[q] = <uint8_t>_binary_query(&scores[lo], &rel[lo], relevant_from, hi - lo, method, code,
-                                               &discount[0], unimodal, top_k,
+                                               &discount[0], bends, unimodal, top_k,
                                                counted + counted_at[q] if counted != NULL else NULL,
                                                relative_to_truth, &works[threadid()], &coef[lo], &losses[q], &values[q])
     finally:
         for t in range(n_ready):
             _binary_work_free(&works[t])
         free(works)
+        free(bends)
 
 
 def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const int64_t[::1] offsets,

@@ -2,7 +2,13 @@
 # qs_ranks with its default strategy, on raw pointers, without the GIL.  The
 # caller validates exactly what :func:`rankopt.inference._qs.qs_ranks` needs.
 
+# ``bends`` (NULL: none) are the bends of a position-discount table T · ``bend_z`` (fill_discount_bends), which
+# let the sweep walk the negatives where f_j is concave.
+
+cdef void fill_discount_bends(const double* table, Py_ssize_t n, double* bends) noexcept nogil
 cdef int qs_ranks_f64(const double* pos_desc, Py_ssize_t n_pos, const double* neg_scores, Py_ssize_t n_neg,
-                      int code, const double* table, bint unimodal, int* ranks) except -1 nogil
+                      int code, const double* table, bint unimodal, const double* bends, double bend_z,
+                      int* ranks) except -1 nogil
 cdef int qs_ranks_f32(const float* pos_desc, Py_ssize_t n_pos, const float* neg_scores, Py_ssize_t n_neg,
-                      int code, const double* table, bint unimodal, int* ranks) except -1 nogil
+                      int code, const double* table, bint unimodal, const double* bends, double bend_z,
+                      int* ranks) except -1 nogil

@@ -37,7 +37,7 @@ search on the sign of the derivative finds the highest maximiser there; the
 remaining ranks are scanned linearly and the two candidates compared.
 """
 from cython cimport floating
-from libc.math cimport INFINITY, isfinite, nextafter
+from libc.math cimport INFINITY, fabs, isfinite, nextafter
 from libc.stdint cimport INT32_MAX, int32_t, int64_t
 from libc.stdlib cimport calloc, free, malloc
 from libcpp.algorithm cimport nth_element
@@ -550,9 +550,11 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
 # optimal ranks are read off in one sweep down the sorted order:
 #
 # * where f_j is concave on all ranks 1 … |P| + 1 — AUC, whose steps differ
-#   only by the score term; AP from j = |P| on (§5) — the highest maximiser
-#   is where the steps turn negative, and by Observation 4 it is searched
-#   from the previous negative's rank up: O(|N| + |P|) steps in all;
+#   only by the score term; AP from j = |P| on (§5); a position discount from
+#   the j its bends and the positives' gaps give (:func:`_discount_walk_start`)
+#   — the highest maximiser is where the steps turn negative, and by
+#   Observation 4 it is searched from the previous negative's rank up:
+#   O(|N| + |P|) steps in all;
 # * the negatives before (and every negative of a loss without that
 #   concavity) go through Algorithm 2 on the sorted block, whose medians are
 #   read, not selected, inside the ranks the walked negatives leave them.
@@ -562,6 +564,40 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
 cdef enum:
     # Work arrays of inputs up to this many negatives live on the stack.
     SWEEP_STACK = 256
+
+#: How far, relative to the size of its terms, a position-discount step must fall below the one before for
+#: the walk to take f_j as concave there: far above the few ulps by which the computed steps can be off.
+cdef double WALK_MARGIN = 1e-12
+
+
+cdef void fill_discount_bends(const double* table, Py_ssize_t n, double* bends) noexcept nogil:
+    """``bends[k]`` (k = 0 … n) = the largest T(k′+1) − 2T(k′) + T(k′−1) over max(k, 2) ≤ k′ ≤ n − 1, of the
+    n-entry discount table T (1-based: T(k) = table[k − 1]); +inf where there is no such k′."""
+    cdef Py_ssize_t k
+    cdef double largest = -INFINITY
+    for k in range(n, -1, -1):
+        if 2 <= k <= n - 1:
+            largest = max(largest, table[k] - 2.0 * table[k - 1] + table[k - 2])
+        bends[k] = largest if (k <= n - 1 and n >= 3) else INFINITY
+
+
+cdef inline Py_ssize_t _discount_walk_start(const floating* pos_desc, Py_ssize_t n_pos, Py_ssize_t n_neg,
+                                            const double* bends, double bend_z, double scale,
+                                            double margin) noexcept nogil:
+    """The first j from which every f_j of a position discount is concave on ranks 1 … |P| + 1 (|N| + 1: none).
+
+    f_j(i + 2) − 2 f_j(i + 1) + f_j(i) = D2(i + j) − scale · (p_i − p_{i+1}), with D2 the discount's second
+    difference: concave from j on when every bend from i + j on (``bends``, of the table T · ``bend_z``) is at
+    most the positives' gap there, with ``margin`` to spare.  Tied positives (no gap) leave no walk.  One
+    pointer over j for all the gaps: O(|P| + j).
+    """
+    cdef Py_ssize_t i, j = 1
+    cdef double need
+    for i in range(1, n_pos):
+        need = (scale * (<double>pos_desc[i - 1] - <double>pos_desc[i]) - margin) * bend_z
+        while j <= n_neg and bends[i + j] > need:
+            j += 1
+    return j
 
 
 cdef void _sorted_block_ranks(const floating* pos_desc, const Keyed* items, double tied_score, Py_ssize_t n,
@@ -606,12 +642,19 @@ cdef inline Py_ssize_t _walk_start(int code, bint unimodal, Py_ssize_t n_pos, Py
 
 
 cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg, Py_ssize_t n_neg,
-                       int code, const double* table, bint unimodal, int* ranks, Keyed* items, int32_t* ids,
-                       int32_t* ends) noexcept nogil:
-    """The small-input strategy (see above), on work arrays sized for n_neg."""
+                       int code, const double* table, bint unimodal, const double* bends, double bend_z,
+                       int* ranks, Keyed* items, int32_t* ids, int32_t* ends) noexcept nogil:
+    """The small-input strategy (see above), on work arrays sized for n_neg; ``bends`` (NULL: none) as for
+    :func:`_discount_walk_start`."""
     cdef Py_ssize_t j, j_walk = _walk_start(code, unimodal, n_pos, n_neg), i = 1, p1 = n_pos + 1
-    cdef double s, scale = 2.0 / ((<double>n_pos) * n_neg)
+    cdef double s, scale = 2.0 / ((<double>n_pos) * n_neg), largest
     descending_keyed(neg, n_neg, items, ids, ends)
+    if code == LOSS_POSITION_DISCOUNT and bends != NULL:
+        largest = max(max(fabs(<double>pos_desc[0]), fabs(<double>pos_desc[n_pos - 1])),
+                      max(fabs(items[0].key), fabs(items[n_neg - 1].key)))
+        j_walk = _discount_walk_start(
+            pos_desc, n_pos, n_neg, bends, bend_z, scale,
+            WALK_MARGIN * (fabs(table[0]) + fabs(table[n_pos + n_neg - 1]) + scale * largest))
     for j in range(j_walk, n_neg + 1):
         s = -items[j - 1].key
         while i < p1 and _step(pos_desc, s, j, i, code, n_pos, n_neg, table, scale) >= 0.0:
@@ -658,7 +701,8 @@ cdef int _tied_ranks(const floating* pos_desc, Py_ssize_t n_pos, double tied_sco
 
 
 cdef int _small_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg, Py_ssize_t n_neg,
-                      int code, const double* table, bint unimodal, int* ranks) except -1 nogil:
+                      int code, const double* table, bint unimodal, const double* bends, double bend_z,
+                      int* ranks) except -1 nogil:
     """:func:`_swept_ranks` with its work arrays: on the stack up to SWEEP_STACK negatives."""
     cdef Keyed items_stack[SWEEP_STACK]
     cdef int32_t ids_stack[SWEEP_STACK]
@@ -667,8 +711,8 @@ cdef int _small_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating
     cdef int32_t* ids
     cdef int32_t* ends
     if n_neg <= SWEEP_STACK:
-        _swept_ranks(pos_desc, n_pos, neg, n_neg, code, table, unimodal, ranks, items_stack, ids_stack,
-                     ends_stack)
+        _swept_ranks(pos_desc, n_pos, neg, n_neg, code, table, unimodal, bends, bend_z, ranks, items_stack,
+                     ids_stack, ends_stack)
         return 0
     items = <Keyed*>malloc(n_neg * sizeof(Keyed))
     ids = <int32_t*>malloc(n_neg * sizeof(int32_t))
@@ -677,7 +721,7 @@ cdef int _small_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating
         if items == NULL or ids == NULL or ends == NULL:
             with gil:
                 raise MemoryError(f"cannot allocate the work arrays for {n_neg} negatives")
-        _swept_ranks(pos_desc, n_pos, neg, n_neg, code, table, unimodal, ranks, items, ids, ends)
+        _swept_ranks(pos_desc, n_pos, neg, n_neg, code, table, unimodal, bends, bend_z, ranks, items, ids, ends)
     finally:
         free(items)
         free(ids)
@@ -698,9 +742,10 @@ cdef int _checked_or_tied(const floating* pos_desc, Py_ssize_t n_pos, const floa
 
 
 cdef int _qs_into(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg_scores, Py_ssize_t n_neg,
-                  int code, const double* table, bint unimodal, int* ranks, bint exact_median,
-                  Py_ssize_t n_buckets, ScoreScan* scan, int64_t* counts) except -1 nogil:
-    """:func:`qs_ranks` on raw pointers, ``n_buckets`` already validated (−1, 0 or 3 … 2³¹ − 1).
+                  int code, const double* table, bint unimodal, const double* bends, double bend_z, int* ranks,
+                  bint exact_median, Py_ssize_t n_buckets, ScoreScan* scan, int64_t* counts) except -1 nogil:
+    """:func:`qs_ranks` on raw pointers, ``n_buckets`` already validated (−1, 0 or 3 … 2³¹ − 1); ``bends``
+    (NULL: none) the discount's bends for the sweep, of the table T · ``bend_z`` (:func:`fill_discount_bends`).
 
     With ``scan`` (not NULL) the negatives are checked by the first pass that
     reads them, and ``ranks`` is not written when ``scan.status`` refuses
@@ -713,7 +758,7 @@ cdef int _qs_into(const floating* pos_desc, Py_ssize_t n_pos, const floating* ne
         if scan != NULL and _checked_or_tied(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks,
                                              scan, counts):
             return 0
-        _small_ranks(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks)
+        _small_ranks(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, bends, bend_z, ranks)
     else:
         if scan != NULL and not automatic:  # a strategy the tests name runs as named, after the check
             if scan_all(scan, neg_scores, n_neg) != SCAN_OK:
@@ -772,13 +817,26 @@ cdef int _selected_ranks(const floating* pos_desc, Py_ssize_t n_pos, const float
 
 
 cdef int qs_ranks_f64(const double* pos_desc, Py_ssize_t n_pos, const double* neg_scores, Py_ssize_t n_neg,
-                      int code, const double* table, bint unimodal, int* ranks) except -1 nogil:
-    return _qs_into(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks, False, -1, NULL, NULL)
+                      int code, const double* table, bint unimodal, const double* bends, double bend_z,
+                      int* ranks) except -1 nogil:
+    return _qs_into(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, bends, bend_z, ranks, False, -1,
+                    NULL, NULL)
 
 
 cdef int qs_ranks_f32(const float* pos_desc, Py_ssize_t n_pos, const float* neg_scores, Py_ssize_t n_neg,
-                      int code, const double* table, bint unimodal, int* ranks) except -1 nogil:
-    return _qs_into(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks, False, -1, NULL, NULL)
+                      int code, const double* table, bint unimodal, const double* bends, double bend_z,
+                      int* ranks) except -1 nogil:
+    return _qs_into(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, bends, bend_z, ranks, False, -1,
+                    NULL, NULL)
+
+
+cdef double[::1] _bends_of(int code, const double[::1] table, Py_ssize_t n):
+    """The bends of a position-discount table's first n entries (:func:`fill_discount_bends`), else None."""
+    if code != LOSS_POSITION_DISCOUNT or table.shape[0] < n:
+        return None
+    cdef double[::1] bends = np.empty(n + 1, dtype=np.float64)
+    fill_discount_bends(&table[0], n, &bends[0])
+    return bends
 
 
 def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int code,
@@ -807,9 +865,11 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
     """
     if n_buckets != -1 and n_buckets != 0 and not 3 <= n_buckets <= INT32_MAX:
         raise ValueError(f"expected n_buckets -1, 0 or in 3…{INT32_MAX}, got {n_buckets} instead")
+    cdef double[::1] bends = _bends_of(code, table, pos_desc.shape[0] + neg_scores.shape[0])
     with nogil:
         _qs_into(&pos_desc[0], pos_desc.shape[0], &neg_scores[0], neg_scores.shape[0], code, &table[0],
-                 unimodal, &ranks[0], exact_median, n_buckets, NULL, NULL)
+                 unimodal, &bends[0] if bends is not None else NULL, 1.0, &ranks[0], exact_median, n_buckets,
+                 NULL, NULL)
 
 
 def qs_inference(const floating[::1] pos_scores, const Py_ssize_t[::1] pos_order, const floating[::1] pos_desc,
@@ -856,9 +916,11 @@ def qs_inference(const floating[::1] pos_scores, const Py_ssize_t[::1] pos_order
     scan.sum_bound = sum_bound
     scan.status = SCAN_OK
     cdef int64_t[::1] counts = np.zeros(n_pos + 2, dtype=np.int64)
+    cdef double[::1] bends = _bends_of(code, table, n_pos + n_neg)
     with nogil:
-        _qs_into(&pos_desc[0], n_pos, &neg_scores[0], n_neg, code, &table[0], unimodal, <int*>&neg_ranks[0],
-                 exact_median, n_buckets, &scan, &counts[0])
+        _qs_into(&pos_desc[0], n_pos, &neg_scores[0], n_neg, code, &table[0], unimodal,
+                 &bends[0] if bends is not None else NULL, 1.0, <int*>&neg_ranks[0], exact_median, n_buckets,
+                 &scan, &counts[0])
         if scan.status == SCAN_OK:
             bad = output_terms(&neg_ranks[0], &neg_scores[0], &counts[0], &pos_scores[0], &pos_order[0], n_pos,
                                n_neg, &neg_coef[0], &pos_coef[0], &pos_ranks[0], &positions[0], &dot)

@@ -17,6 +17,7 @@ from oracles.brute_force import brute_force_max, ndcg_loss
 from oracles.losses import ChakrabartiLoss, PrecisionAtKLoss
 
 import rankopt
+from rankopt import api
 from rankopt._validation import check_scores
 from rankopt.inference import _qs
 from rankopt.inference.base import kernel_arguments, ranking_from_ranks
@@ -256,6 +257,62 @@ def test_small_input_sort_handles_any_scores(case):
         greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
         np.testing.assert_array_equal(_kernel_ranks(loss, pos, neg), greedy, err_msg=loss.name)
         np.testing.assert_array_equal(rankopt.most_violated_ranking(loss, pos, neg, "qs").neg_ranks, greedy)
+
+
+class KinkedDiscountLoss(PositionDiscountLoss):
+    """A convex discount made of three lines: its second differences are 0 but at two kinks, so they do not
+    fall with the position (the walk must take the largest bend still ahead, not the next one)."""
+
+    name = "kinked_discount_qs_test"
+
+    def discount(self, positions):
+        t = np.asarray(positions, dtype=np.float64) - 1.0
+        return np.maximum(np.maximum(1.0 - 0.08 * t, 0.4 - 0.01 * t), 0.2 / (1.0 + 0.001 * t))
+
+
+def _discount_walk_instances(rng):
+    """Where a position discount's sweep walks (distinct positives) and where it must not (ties, near-ties)."""
+    for k in range(240):
+        n_pos, n_neg = int(rng.integers(1, 30)), int(rng.integers(1, 300))
+        kind = k % 6
+        if kind == 0:  # mid-training: positives above, every gap open
+            yield rng.normal(1, 1, n_pos), rng.normal(0, 1, n_neg)
+        elif kind == 1:  # far apart: the walk starts at the first negative
+            yield 1e3 * rng.normal(1, 1, n_pos), 1e3 * rng.normal(0, 1, n_neg)
+        elif kind == 2:  # two positives tied: no walk
+            pos = rng.normal(1, 1, n_pos)
+            pos[-1] = pos[0]
+            yield pos, rng.normal(0, 1, n_neg)
+        elif kind == 3:  # gaps at rounding's scale
+            pos = 1.0 + 1e-13 * np.arange(n_pos)
+            yield pos, rng.normal(1, 1e-12, n_neg)
+        elif kind == 4:
+            yield rng.normal(1, 1, n_pos).astype(np.float32), rng.normal(0, 1, n_neg).astype(np.float32)
+        else:  # small margins: the loss term decides most ranks
+            yield 1e-3 * rng.normal(size=n_pos), 1e-3 * rng.normal(size=n_neg)
+
+
+@pytest.mark.parametrize(
+    "loss", [NDCGLoss(), ReciprocalDiscountLoss(), KinkedDiscountLoss()], ids=["ndcg", "reciprocal", "kinked"]
+)
+def test_discount_walk_equals_greedy_and_the_recursion(loss):
+    # A position discount's sweep walks the negatives from the j where every f_j is concave (its bends
+    # against the positives' gaps); the ranks stay greedy's and the selection recursion's, to the bit, in
+    # the single-query kernel and in the batched one.
+    rng = np.random.default_rng(40)
+    instances = list(_discount_walk_instances(rng))
+    for k, (pos, neg) in enumerate(instances):
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
+        np.testing.assert_array_equal(_kernel_ranks(loss, pos, neg), greedy, err_msg=f"{k}")
+        np.testing.assert_array_equal(_kernel_ranks(loss, pos, neg, n_buckets=0), greedy, err_msg=f"{k}")
+    for dtype in (np.float64, np.float32):
+        scores = np.concatenate([np.r_[pos, neg] for pos, neg in instances]).astype(dtype)
+        labels = np.concatenate([np.r_[np.ones(pos.size), np.zeros(neg.size)] for pos, neg in instances])
+        offsets = np.cumsum([0] + [pos.size + neg.size for pos, neg in instances])
+        batch = api.most_violated_rankings(loss, scores, labels, offsets, method="qs", n_threads=1)
+        reference = api.most_violated_rankings_per_query(loss, scores, labels, offsets, method="greedy")
+        np.testing.assert_array_equal(batch.coef, reference.coef)
+        np.testing.assert_array_equal(batch.losses, reference.losses)
 
 
 def test_python_path_qs_equals_greedy():
