@@ -66,7 +66,6 @@ cdef inline void descending_keyed(const floating* scores, Py_ssize_t n, Keyed* i
     doubles) go unbucketed to the same final sort.
     """
     cdef Py_ssize_t k, b, t, nb = SORT_BUCKETS_PER_SCORE * n
-    cdef int32_t run, c0, c1, c2, c3
     cdef double hi = scores[0], low = scores[0], hi2 = scores[0], low2 = scores[0], scale = 0.0, x
     cdef double last = <double>(nb - 1)
     # Two running extremes each, so that consecutive comparisons do not wait on each other.
@@ -94,21 +93,8 @@ cdef inline void descending_keyed(const floating* scores, Py_ssize_t n, Keyed* i
         ends[b] = 0
     for k in range(n):
         ends[ids[k] + 1] += 1
-    # Prefix sums four buckets at a time (nb is a multiple of 4): the running total waits on one addition
-    # per four buckets, not one per bucket.
-    run = 0
-    for b in range(1, nb + 1, 4):
-        c0 = ends[b]
-        c1 = ends[b + 1] + c0
-        c2 = ends[b + 2]
-        c3 = ends[b + 3] + c2
-        c2 += c1
-        c3 += c1
-        ends[b] = run + c0
-        ends[b + 1] = run + c1
-        ends[b + 2] = run + c2
-        ends[b + 3] = run + c3
-        run += c3
+    for b in range(nb):
+        ends[b + 1] += ends[b]
     # ends[b] starts where bucket b begins and advances as it fills, to where it ends.
     for k in range(n):
         b = ids[k]
