@@ -33,6 +33,7 @@ import torch
 
 from rankopt._validation import as_float_vector, check_grades, check_positive_float, check_reduction
 from rankopt.hinge import HingeQueries, hinge_per_query, prepare_hinges, prepared_hinges, reduce_hinges
+from rankopt.inference._batched import scale_into
 from rankopt.inference.kernel_base import ReusedOutput
 
 __all__ = ["BACKENDS", "MetricHingeLoss", "RankHingeLoss"]
@@ -510,7 +511,7 @@ class _StructuredHinge(torch.autograd.Function):
         if ctx.reduction == "none":
             np.multiply(ctx.grad, upstream[ctx.query_of], out=per_doc, casting="same_kind")
         else:
-            np.multiply(ctx.grad, ctx.grad_scale * float(upstream), out=per_doc, casting="same_kind")
+            scale_into(np.ascontiguousarray(ctx.grad, dtype=np.float64), ctx.grad_scale * float(upstream), per_doc)
         if isinstance(ctx.where, np.ndarray):
             full = np.zeros(int(np.prod(ctx.shape)), dtype=per_doc.dtype)
             full[ctx.where] = per_doc

@@ -372,6 +372,15 @@ def topk_ranks(const floating[::1] pos_desc, const floating[::1] neg_desc, Py_ss
     return delta
 
 
+def scale_into(const double[::1] values, double factor, floating[::1] out):
+    """``out[k] = values[k] · factor`` rounded to ``out``'s type, in one pass (NumPy's multiply into a float32
+    array takes two: the product in float64, then the cast).  The caller checks that the sizes match."""
+    cdef Py_ssize_t k
+    with nogil:
+        for k in range(values.shape[0]):
+            out[k] = <floating>(values[k] * factor)
+
+
 def largest_magnitude(const floating[::1] scores):
     """max |score| of a non-empty batch in one vectorised pass (``_scan.pxd``), NaN when a score is NaN or
     infinite: the check of :func:`rankopt._validation.largest_magnitude`, whose NumPy form takes two."""
