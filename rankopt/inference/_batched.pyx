@@ -175,11 +175,11 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, 
     to low) against the positives ``p`` (the same) for a loss whose Δ counts the positives in the top k;
     ``count_loss[m − m_lo]`` is Δ for m of them, m_lo ≤ m ≤ m_hi.  Tries every m, updating the boundary
     penalties U + V by one row and one column per step; returns Δ of the chosen m."""
-    cdef Py_ssize_t kept = min(k, n_pos + n_neg), m, b, i, j, last, width, best_m
+    cdef Py_ssize_t kept = min(k, n_pos + n_neg), m, b, i, j, last, pos_above, width, best_m
     cdef Py_ssize_t m_lo = max(<Py_ssize_t>0, kept - n_neg), m_hi = min(kept, n_pos)
     cdef double* sp = prefix                 # sp[i] = p_0 + … + p_{i−1}
     cdef double* sq = prefix + n_pos + 1     # sq[j] = q_0 + … + q_{j−1}
-    cdef double penalty = 0.0, objective, best, scale = 2.0 / ((<double>n_pos) * (<double>n_neg))
+    cdef double penalty = 0.0, objective, best, scale = 2.0 / ((<double>n_pos) * (<double>n_neg)), pm, qb
     sp[0] = 0.0
     for i in range(n_pos):
         sp[i + 1] = sp[i] + <double>p[i]
@@ -200,20 +200,27 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, 
     best_m = m_lo
     for m in range(m_lo, m_hi):
         b = kept - m  # ≥ 1: a negative leaves the top as positive m joins it
+        pm = <double>p[m]
+        qb = <double>q[b - 1]
+        # Two binary searches, not four: the scores equal to the one searched for follow those above it.
+        pos_above = _count_above(p, 0, n_pos, qb, False)
+        i = pos_above  # positives i ≥ this score below q_{b−1}
+        while i < n_pos and <double>p[i] >= qb:
+            i += 1
         # U gains column b − 1 over the top positives i < m, and row m from column b − 1 on.
-        i = _count_above(p, 0, n_pos, <double>q[b - 1], True)  # positives i ≥ this score below q_{b−1}
         if m > i:
-            penalty += (m - i) * <double>q[b - 1] - (sp[m] - sp[i])
-        last = _count_above(q, 0, n_neg, <double>p[m], False)
+            penalty += (m - i) * qb - (sp[m] - sp[i])
+        last = _count_above(q, 0, n_neg, pm, False)
         if last > b - 1:
-            penalty += sq[last] - sq[b - 1] - (last - b + 1) * <double>p[m]
+            penalty += sq[last] - sq[b - 1] - (last - b + 1) * pm
         # V loses row m over the negatives j < b, and column b − 1 over the positives after m.
-        j = _count_above(q, 0, n_neg, <double>p[m], True)  # negatives j ≥ this score below p_m
+        j = last  # negatives j ≥ this score below p_m
+        while j < n_neg and <double>q[j] >= pm:
+            j += 1
         if b > j:
-            penalty -= (b - j) * <double>p[m] - (sq[b] - sq[j])
-        last = _count_above(p, 0, n_pos, <double>q[b - 1], False)
-        if last > m + 1:
-            penalty -= sp[last] - sp[m + 1] - (last - m - 1) * <double>q[b - 1]
+            penalty -= (b - j) * pm - (sq[b] - sq[j])
+        if pos_above > m + 1:
+            penalty -= sp[pos_above] - sp[m + 1] - (pos_above - m - 1) * qb
         objective = count_loss[m + 1 - m_lo] - scale * penalty
         # Of the maximisers, the largest m: the negatives as low as they can go, every method's tie rule.
         if objective >= best:
