@@ -335,7 +335,7 @@ cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_f
         else:
             dot += c * neg[k]
     dot += dot_odd
-    # The k-th highest positive has every negative of rank ≤ k above it; w.table
+    # The k-th highest positive has every negative of rank ≤ k above it; w.neg_desc64
     # (free again) collects the loss's terms for NumPy's summation order.
     for k in range(n_pos):
         above += w.counts[k + 1]
