@@ -174,52 +174,69 @@ class BinaryTensorKernel(TensorKernel):
         return TensorHinge(torch.where(usable, values, zero), coef * usable[:, None].to(coef.dtype), usable)
 
 
-def _binary_steps(code, table, j, m, n_pos, n_neg):
-    """δ_j(i + 1) − δ_j(i) at interleaving rank i = m (1-based negatives j and ranks m), per row (C4)."""
+def _step_prefix(code, table, longest_neg: int, longest_pos: int, device) -> torch.Tensor:
+    """G[j − 1, r] = Σ_{m ≤ r} g(j, m), float64, (|N|, |P| + 1): the δ-differences without their per-row factor
+    (:func:`_step_factor`), δ_j(m + 1) − δ_j(m) = g(j, m) · c, which depend on j and m alone (C4)."""
+    j = torch.arange(1, longest_neg + 1, device=device, dtype=torch.float64)[:, None]
+    m = torch.arange(1, longest_pos + 1, device=device, dtype=torch.float64)[None, :]
     if code is KernelCode.AP:
-        return -(m / ((m + j - 1) * (m + j))) / n_pos
+        g = -m / ((m + j - 1) * (m + j))
+    elif code is KernelCode.AUC:
+        g = torch.full((longest_neg, longest_pos), -1.0, dtype=torch.float64, device=device)
+    else:  # a position discount: T(m + j) − T(m + j − 1), T 1-based
+        last = table.shape[0] - 1
+        at = (m + j).long()
+        g = table[(at - 1).clamp(max=last)].double() - table[(at - 2).clamp(min=0, max=last)].double()
+    return torch.nn.functional.pad(torch.cumsum(g, dim=1), (1, 0))
+
+
+def _step_factor(code, table, n_pos, n_neg) -> torch.Tensor:
+    """Each row's factor c of the δ-differences (float64): 1/|P| for AP, 1/(|P||N|) for AUC, and for a
+    position discount 1/Σ_{i ≤ |P|} T(i)."""
+    if code is KernelCode.AP:
+        return 1.0 / n_pos.double()
     if code is KernelCode.AUC:
-        return torch.zeros_like(m + j) - 1.0 / (n_pos * n_neg)
-    # Position discount: (T(i + j) − T(i + j − 1)) / Σ_{i ≤ |P|} T(i), T 1-based.
+        return 1.0 / (n_pos.double() * n_neg.double())
     last = table.shape[0] - 1
-    at = (m + j).long()
-    steps = table[(at - 1).clamp(max=last)] - table[(at - 2).clamp(min=0, max=last)]
-    normaliser = torch.cumsum(table, 0)[(n_pos.long() - 1).clamp(min=0, max=last)]
-    return steps / normaliser
+    return 1.0 / torch.cumsum(table.double(), 0)[(n_pos - 1).clamp(min=0, max=last)]
 
 
 def _binary_rows(code, table, scores, positive, negative, longest_pos: int, longest_neg: int):
     """(values, coef) of rows whose largest query has ``longest_pos`` positives and ``longest_neg`` negatives."""
     pos, pos_columns, pos_valid = _sorted_members(scores, positive, longest_pos)
     neg, neg_columns, neg_valid = _sorted_members(scores, negative, longest_neg)
-    dtype = scores.dtype
+    dtype, device = scores.dtype, scores.device
     # Rows with nothing to order (no positive or no negative) compute with 1 there and are zeroed by the caller.
-    n_pos = positive.sum(dim=1).clamp(min=1).to(dtype)[:, None, None]
-    n_neg = negative.sum(dim=1).clamp(min=1).to(dtype)[:, None, None]
-    j = torch.arange(1, longest_neg + 1, device=scores.device, dtype=dtype)[None, :, None]
-    m = torch.arange(1, longest_pos + 1, device=scores.device, dtype=dtype)[None, None, :]
-    steps = torch.where(
-        m <= n_pos, _binary_steps(code, table, j, m, n_pos, n_neg), torch.zeros((), dtype=dtype, device=scores.device)
+    n_pos_rows, n_neg_rows = positive.sum(dim=1).clamp(min=1), negative.sum(dim=1).clamp(min=1)
+    n_pos, n_neg = n_pos_rows.double()[:, None], n_neg_rows.double()[:, None]
+    scale = 2.0 / (n_pos * n_neg)  # (B, 1): moving a negative above a positive costs 2 (s⁺ − s⁻) / (|P||N|)
+    # The rank axis runs r = |P| … 0 (positives above the negative), so that the first maximiser torch.max
+    # returns is the highest r: the compiled kernels' tie rule.
+    r = torch.arange(longest_pos, -1, -1, device=device, dtype=torch.float64)[None, :]
+    # Per row and rank, in float64: the positives' score terms, −inf beyond the row's positives.
+    cumulative = _prefix(pos.double()).flip(1)  # Σ of the r highest positives
+    row_terms = torch.where(
+        r <= n_pos, -scale * (cumulative[:, :1] - cumulative), torch.full_like(cumulative, -torch.inf)
     )
-    # δ_j at r positives above negative j (interleaving rank r + 1): −Σ_{r' ≥ r} steps, 0 at r = |P|.
-    delta = torch.nn.functional.pad(-torch.flip(torch.cumsum(torch.flip(steps, (2,)), 2), (2,)), (0, 1))
-    r = torch.arange(longest_pos + 1, device=scores.device, dtype=dtype)[None, None, :]
-    cumulative = _prefix(pos)[:, None, :]  # Σ of the r highest positives
-    total = cumulative[:, :, -1:]
-    scale = 2.0 / (n_pos * n_neg)
-    # Moving negative j above the positives r … |P| − 1 costs 2 (s⁺ − s⁻) / (|P||N|) each.
-    objective = delta - scale * ((total - cumulative) - (n_pos - r) * neg[:, :, None])
-    objective = torch.where(r <= n_pos, objective, torch.full_like(objective, -torch.inf))
-    best = objective.max(dim=2).values
-    rank = _highest_argmax(objective, dim=2)  # (B, |N|): positives above each negative
+    # δ_j at r: c (G[j, r] − G[j, |P|]), 0 at r = |P|; G's differences are taken in float64, where they
+    # cancel without harm, and the table is cast to the scores' dtype once.
+    prefix = _step_prefix(code, table, longest_neg, longest_pos, device)
+    factor = _step_factor(code, table, n_pos_rows, n_neg_rows)[:, None]
+    at_all = prefix[:, n_pos_rows.clamp(max=longest_pos)].T  # (B, |N|): G[j, |P| of the row]
+    base = row_terms[:, None, :] - (factor * at_all)[:, :, None]
+    objective = torch.addcmul(base, factor[:, :, None], prefix.flip(1)[None]).to(dtype)
+    # The negative's own term: (|P| − r) · 2 s⁻ / (|P||N|).
+    objective.addcmul_((scale * (n_pos - r)).to(dtype)[:, None, :], neg[:, :, None])
+    best, first = objective.max(dim=2)
+    rank = longest_pos - first  # (B, |N|): positives above each negative
     values = torch.where(neg_valid, best, torch.zeros_like(best)).sum(dim=1)
-    scale = scale[:, :, 0]
-    neg_coef = torch.where(neg_valid, scale * (n_pos[:, :, 0] - rank.to(dtype)), torch.zeros_like(neg))
+    row_scale = scale.to(dtype)
+    neg_coef = torch.where(neg_valid, row_scale * (n_pos.to(dtype) - rank.to(dtype)), torch.zeros_like(neg))
     # Positive a has negative j above it when j's rank ≤ a.
-    placed = torch.zeros((scores.shape[0], longest_pos + 1), dtype=dtype, device=scores.device)
+    placed = torch.zeros((scores.shape[0], longest_pos + 1), dtype=dtype, device=device)
     placed.scatter_add_(1, rank, neg_valid.to(dtype))
     above = torch.cumsum(placed, dim=1)[:, :longest_pos]
-    pos_coef = torch.where(pos_valid, -scale * above, torch.zeros_like(pos))
+    pos_coef = torch.where(pos_valid, -row_scale * above, torch.zeros_like(pos))
     coef = _scatter_rows(scores.shape, scores, pos_columns, pos_coef)
     coef.scatter_add_(1, neg_columns, neg_coef)
     return values.clamp(min=0.0), coef
