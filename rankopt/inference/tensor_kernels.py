@@ -163,7 +163,12 @@ class BinaryTensorKernel(TensorKernel):
             return TensorHinge(values, coef, usable)
         form = loss.compiled_form(1, max(scores.shape[1] - 1, 1))
         code, host_table = kernel_arguments(loss, form, 1, max(scores.shape[1] - 1, 1))
-        table = torch.tensor(np.array(host_table), dtype=scores.dtype, device=scores.device)
+        # Only a position discount reads its table: AP and AUC copy nothing to the device.
+        table = (
+            torch.tensor(np.array(host_table), dtype=scores.dtype, device=scores.device)
+            if code is KernelCode.POSITION_DISCOUNT
+            else None
+        )
         rows = max(1, BINARY_CHUNK_ENTRIES // (longest_neg * (longest_pos + 1)))
         for start in range(0, scores.shape[0], rows):
             part = slice(start, start + rows)
@@ -258,15 +263,22 @@ class TopKTensorKernel(TensorKernel):
         positive, negative = mask & (relevance > 0), mask & (relevance == 0)
         counts = torch.stack((positive.sum(dim=1), negative.sum(dim=1))).cpu().numpy()
         n_pos_host, n_neg_host = counts[0].astype(np.int64), counts[1].astype(np.int64)
-        usable = torch.as_tensor((n_pos_host > 0) & (n_neg_host > 0), device=scores.device)
+        usable_host = (n_pos_host > 0) & (n_neg_host > 0)
+        usable = torch.as_tensor(usable_host, device=scores.device)
         values = torch.zeros(scores.shape[0], dtype=scores.dtype, device=scores.device)
         coef = torch.zeros_like(scores)
-        if not usable.any():
+        if not usable_host.any():
             return TensorHinge(values, coef, usable)
         width = min(structure.k, scores.shape[1])
         deltas = _count_table(structure, n_pos_host, n_neg_host, width)
+        longest = (max(int(n_pos_host.max()), 1), max(int(n_neg_host.max()), 1))
         values, coef = _topk_rows(
-            scores, positive, negative, torch.as_tensor(deltas, dtype=scores.dtype, device=scores.device), structure.k
+            scores,
+            positive,
+            negative,
+            torch.as_tensor(deltas, dtype=scores.dtype, device=scores.device),
+            structure.k,
+            longest,
         )
         zero = torch.zeros_like(values)
         return TensorHinge(torch.where(usable, values, zero), coef * usable[:, None].to(coef.dtype), usable)
@@ -275,25 +287,28 @@ class TopKTensorKernel(TensorKernel):
 def _count_table(structure, n_pos, n_neg, width: int) -> np.ndarray:
     """Δ(m) for m = 0 … width per row, the loss asked once per distinct (|P|, |N|); −inf where m is infeasible."""
     table = np.full((n_pos.size, width + 1), -np.inf)
-    kept = np.minimum(structure.k, n_pos + n_neg)
     usable = (n_pos > 0) & (n_neg > 0)
-    pairs, group = np.unique(np.column_stack((n_pos, n_neg))[usable], axis=0, return_inverse=True)
-    where = np.flatnonzero(usable)
-    for index, (p, n) in enumerate(pairs):
-        members = where[group.ravel() == index]
-        low, high = max(0, int(kept[members[0]]) - int(n)), min(int(kept[members[0]]), int(p))
-        table[members[:, None], np.arange(low, high + 1)[None, :]] = count_losses(
-            structure, np.arange(low, high + 1), int(p), int(n)
-        )
+    if not usable.any():
+        return table
+    stride = int(n_neg.max()) + 1  # (|P|, |N|) as one key: both are at most the row width
+    pairs, inverse = np.unique(n_pos[usable] * stride + n_neg[usable], return_inverse=True)
+    rows = np.full((pairs.size, width + 1), -np.inf)
+    for index, key in enumerate(pairs.tolist()):
+        p, n = divmod(key, stride)
+        kept = min(structure.k, p + n)
+        low, high = max(0, kept - n), min(kept, p)
+        rows[index, low : high + 1] = count_losses(structure, np.arange(low, high + 1), p, n)
+    table[usable] = rows[inverse.ravel()]
     return table
 
 
-def _topk_rows(scores, positive, negative, deltas, k: int):
+def _topk_rows(scores, positive, negative, deltas, k: int, longest: tuple[int, int]):
     """(values, coef) of the top-k count hinge: for each count m of positives among the top k', the top
-    group holds the m highest positives and the k' − m highest negatives, each group in score order."""
+    group holds the m highest positives and the k' − m highest negatives, each group in score order.
+    ``longest``: the most positives and negatives of a row (at least 1 each)."""
     dtype, device = scores.dtype, scores.device
     n_pos_i, n_neg_i = positive.sum(dim=1), negative.sum(dim=1)
-    longest_pos, longest_neg = (max(int(v), 1) for v in torch.stack((n_pos_i.max(), n_neg_i.max())).tolist())
+    longest_pos, longest_neg = longest
     n_pos, n_neg = n_pos_i.to(dtype), n_neg_i.to(dtype)
     pos, pos_columns, pos_valid = _sorted_members(scores, positive, longest_pos)
     neg, neg_columns, neg_valid = _sorted_members(scores, negative, longest_neg)
