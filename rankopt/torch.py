@@ -280,33 +280,30 @@ def _checked_padded(scores: torch.Tensor, y, mask):
         mask = torch.ones(scores.shape, dtype=torch.bool, device=scores.device)
     elif not isinstance(mask, torch.Tensor) or mask.shape != scores.shape or mask.dtype != torch.bool:
         raise ValueError(f"expected a boolean mask of shape {tuple(scores.shape)}, got {_describe(mask)} instead")
-    labels = y.detach().double()  # exact for every label below 2**53; larger ones are refused
-    zero = torch.zeros((), dtype=torch.float64, device=scores.device)
-    kept = torch.where(mask, labels, zero)
-    kept_scores = torch.where(mask, scores.detach().double(), zero)
-    stats = torch.stack(
-        [
-            mask.any().double(),
-            torch.isfinite(kept_scores).all().double(),
-            kept_scores.abs().max(),
-            (torch.isfinite(kept) & (kept == torch.round(kept)) & (kept.abs() < 2.0**53)).all().double(),
-            kept.min(),
-            (mask & (labels != 1) & (labels != -1)).any().double(),
-        ]
-    ).tolist()
-    any_kept, finite, largest, whole, lowest, beyond_binary = stats
+    # One synchronisation for every check.  NaN and ±inf carry through the largest |score|; integer labels
+    # need no check of being whole, and the {−1, 1} reading is looked at only when a label is negative.
+    labels = y.detach()
+    integer = not (labels.is_floating_point() or labels.is_complex())
+    if not integer:
+        labels = labels.double()  # exact for every label below 2**53; larger ones are refused
+    kept = torch.where(mask, labels, torch.zeros((), dtype=labels.dtype, device=scores.device))
+    kept_scores = torch.where(mask, scores.detach(), torch.zeros((), dtype=scores.dtype, device=scores.device))
+    checks = [mask.any(), kept_scores.abs().max(), kept.min()]
+    if not integer:
+        checks.append((torch.isfinite(kept) & (kept == torch.round(kept)) & (kept.abs() < 2.0**53)).all())
+    any_kept, largest, lowest, *whole = torch.stack([c.double() for c in checks]).tolist()
     if not any_kept:
         raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
-    if not finite:
+    if not np.isfinite(largest):
         raise not_finite_error("scores")
     score_dtype = np.float64 if scores.dtype == torch.float64 else np.float32
     if largest * scores.shape[1] > score_sum_bound(score_dtype):
         raise score_sums_error(largest, scores.shape[1], score_dtype)
-    if not whole:
+    if whole and not whole[0]:
         raise ValueError("expected y to hold integer relevance grades >= 0, got NaN, infinity or fractions instead")
     grades = kept.long()
     if lowest < 0:
-        if beyond_binary:
+        if bool((mask & (labels != 1) & (labels != -1)).any()):
             raise ValueError(
                 "expected y to hold integer relevance grades >= 0 (or binary labels in {-1, 1}), "
                 f"got {lowest:g} instead"
