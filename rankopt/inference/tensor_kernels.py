@@ -41,7 +41,7 @@ import torch
 from rankopt.inference.base import kernel_arguments
 from rankopt.inference.kernel_base import Kernel
 from rankopt.inference.topk import count_losses
-from rankopt.losses.base import KernelCode, RankLoss
+from rankopt.losses.base import KernelCode, KeyedCache, RankLoss
 from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure, TopKCountStructure, grade_levels
 
 __all__ = ["BINARY_LONGEST", "MAX_PAIR_LEVELS", "TensorHinge", "TensorKernel"]
@@ -77,6 +77,10 @@ class TensorKernel(Kernel):
     """A structure's hinge in tensor operations over a padded batch (:mod:`rankopt.inference.tensor_kernels`)."""
 
     device = "torch"
+
+    def __init__(self):
+        #: Device copies of the small constant tables of recent calls (:func:`_device_constant`).
+        self.constants = KeyedCache(max_entries=64)
 
     @abc.abstractmethod
     def unsupported_reason(self, loss: RankLoss, structure: Any, width: int) -> str | None:
@@ -121,13 +125,24 @@ def _scatter_rows(shape, like, columns, values):
     return out.scatter_add_(1, columns, values)
 
 
-def _grade_table(grades, mask, table_of_levels):
+def _device_constant(constants: KeyedCache, values, dtype, device) -> torch.Tensor:
+    """``values`` (a small host array) as a tensor of ``dtype`` on ``device``, copied there once per content
+    and kept in ``constants``: copying host memory to a GPU waits for the work queued before it.  Callers
+    only read it."""
+    values = np.ascontiguousarray(values)
+    key = (values.tobytes(), values.dtype.str, values.shape, str(dtype), str(device))
+    return constants.get_or_build(key, lambda: torch.as_tensor(values, device=device).to(dtype))
+
+
+def _grade_table(constants, grades, mask, table_of_levels):
     """Per document, ``table_of_levels(levels)`` at its grade (0 on padding), and the levels present (host)."""
     present = torch.unique(grades[mask]).cpu().numpy().astype(np.int64)
     levels, _ = grade_levels(present)
-    table = torch.as_tensor(table_of_levels(levels), device=grades.device)
+    values = np.asarray(table_of_levels(levels))
+    table = _device_constant(constants, values, torch.from_numpy(values[:0]).dtype, grades.device)
     index = torch.bucketize(
-        torch.where(mask, grades, torch.zeros_like(grades)), torch.as_tensor(levels, device=grades.device)
+        torch.where(mask, grades, torch.zeros_like(grades)),
+        _device_constant(constants, levels, torch.int64, grades.device),
     )
     return index.clamp(max=max(levels.size - 1, 0)), table, levels
 
@@ -165,7 +180,7 @@ class BinaryTensorKernel(TensorKernel):
         code, host_table = kernel_arguments(loss, form, 1, max(scores.shape[1] - 1, 1))
         # Only a position discount reads its table: AP and AUC copy nothing to the device.
         table = (
-            torch.tensor(np.array(host_table), dtype=scores.dtype, device=scores.device)
+            _device_constant(self.constants, np.array(host_table), scores.dtype, scores.device)
             if code is KernelCode.POSITION_DISCOUNT
             else None
         )
@@ -264,7 +279,7 @@ class TopKTensorKernel(TensorKernel):
         counts = torch.stack((positive.sum(dim=1), negative.sum(dim=1))).cpu().numpy()
         n_pos_host, n_neg_host = counts[0].astype(np.int64), counts[1].astype(np.int64)
         usable_host = (n_pos_host > 0) & (n_neg_host > 0)
-        usable = torch.as_tensor(usable_host, device=scores.device)
+        usable = (positive.sum(dim=1) > 0) & (negative.sum(dim=1) > 0)
         values = torch.zeros(scores.shape[0], dtype=scores.dtype, device=scores.device)
         coef = torch.zeros_like(scores)
         if not usable_host.any():
@@ -375,9 +390,9 @@ class GradedPositionTensorKernel(TensorKernel):
 
     def hinge(self, loss, structure, scores, relevance, mask):
         dtype, device = scores.dtype, scores.device
-        level, level_gains, _ = _grade_table(relevance, mask, structure.gains)
+        level, level_gains, _ = _grade_table(self.constants, relevance, mask, structure.gains)
         gains = torch.where(mask, level_gains.to(dtype)[level], torch.zeros((), dtype=dtype, device=device))
-        discount = torch.as_tensor(structure.position_weights(scores.shape[1]), dtype=dtype, device=device)
+        discount = _device_constant(self.constants, structure.position_weights(scores.shape[1]), dtype, device)
         width = discount.shape[0]
         sizes = mask.sum(dim=1)
         kept = torch.clamp(sizes, max=width)
@@ -439,7 +454,7 @@ class GradedPairTensorKernel(TensorKernel):
 
     def hinge(self, loss, structure, scores, relevance, mask):
         dtype, device = scores.dtype, scores.device
-        level, _, levels = _grade_table(relevance, mask, lambda levels: np.arange(levels.size))
+        level, _, levels = _grade_table(self.constants, relevance, mask, lambda levels: np.arange(levels.size))
         if levels.size > MAX_PAIR_LEVELS:
             raise ValueError(f"expected at most {MAX_PAIR_LEVELS} grade levels in a batch, got {levels.size}")
         weights = structure.weight_matrix(levels, scores.shape[1])

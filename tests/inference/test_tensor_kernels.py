@@ -218,3 +218,18 @@ def test_large_batches_run_in_row_chunks_with_the_same_result(monkeypatch):
     chunked = _run(rankopt.get_loss("ap"), "torch", scores, grades, np.ones((40, 20), bool), torch.float64)
     np.testing.assert_array_equal(whole[0], chunked[0])
     np.testing.assert_array_equal(whole[1], chunked[1])
+
+
+@pytest.mark.parametrize("loss", ["ndcg", "ndcg_graded"])
+def test_small_constant_tables_go_to_the_device_once(loss, rng):
+    # Copying host memory to a GPU waits for the queued work: a discount or the gains of the levels present
+    # are copied at the first call and read from the kernel's cache after.
+    scores = torch.tensor(rng.normal(size=(6, 9)))
+    grades = torch.tensor(rng.integers(0, 3, (6, 9)))
+    layer = RankHingeLoss(loss, backend="torch")
+    kernel, _ = kernel_for_loss(rankopt.plugins.default_registry().resolve_loss(loss), device="torch")
+    layer(scores, grades)
+    held = dict(kernel.constants._entries)
+    layer(scores + 1.0, grades)
+    assert held and all(kernel.constants._entries[key] is tensor for key, tensor in held.items())
+    assert len(kernel.constants) == len(held)
