@@ -101,11 +101,11 @@ class TensorKernel(Kernel):
 def _sorted_members(scores, members, width: int):
     """The scores of each row's ``members`` sorted high to low (first ``width`` columns), their columns, and
     which of those entries are members; the others hold 0."""
-    keyed = torch.where(members, scores, torch.full_like(scores, -torch.inf))
+    keyed = torch.where(members, scores, -torch.inf)
     values, columns = torch.sort(keyed, dim=1, descending=True, stable=True)
     values, columns = values[:, :width], columns[:, :width]
     valid = torch.arange(width, device=scores.device)[None, :] < members.sum(dim=1, keepdim=True)
-    return torch.where(valid, values, torch.zeros_like(values)), columns, valid
+    return torch.where(valid, values, 0), columns, valid
 
 
 def _prefix(values):
@@ -141,8 +141,7 @@ def _grade_table(constants, grades, mask, table_of_levels):
     values = np.asarray(table_of_levels(levels))
     table = _device_constant(constants, values, torch.from_numpy(values[:0]).dtype, grades.device)
     index = torch.bucketize(
-        torch.where(mask, grades, torch.zeros_like(grades)),
-        _device_constant(constants, levels, torch.int64, grades.device),
+        torch.where(mask, grades, 0), _device_constant(constants, levels, torch.int64, grades.device)
     )
     return index.clamp(max=max(levels.size - 1, 0)), table, levels
 
@@ -249,14 +248,14 @@ def _binary_rows(code, table, scores, positive, negative, longest_pos: int, long
     objective.addcmul_((scale * (n_pos - r)).to(dtype)[:, None, :], neg[:, :, None])
     best, first = objective.max(dim=2)
     rank = longest_pos - first  # (B, |N|): positives above each negative
-    values = torch.where(neg_valid, best, torch.zeros_like(best)).sum(dim=1)
+    values = torch.where(neg_valid, best, 0).sum(dim=1)
     row_scale = scale.to(dtype)
-    neg_coef = torch.where(neg_valid, row_scale * (n_pos.to(dtype) - rank.to(dtype)), torch.zeros_like(neg))
+    neg_coef = torch.where(neg_valid, row_scale * (n_pos.to(dtype) - rank.to(dtype)), 0)
     # Positive a has negative j above it when j's rank ≤ a.
     placed = torch.zeros((scores.shape[0], longest_pos + 1), dtype=dtype, device=device)
     placed.scatter_add_(1, rank, neg_valid.to(dtype))
     above = torch.cumsum(placed, dim=1)[:, :longest_pos]
-    pos_coef = torch.where(pos_valid, -row_scale * above, torch.zeros_like(pos))
+    pos_coef = torch.where(pos_valid, -row_scale * above, 0)
     coef = _scatter_rows(scores.shape, scores, pos_columns, pos_coef)
     coef.scatter_add_(1, neg_columns, neg_coef)
     return values.clamp(min=0.0), coef
@@ -327,17 +326,17 @@ def _topk_rows(scores, positive, negative, deltas, k: int, longest: tuple[int, i
     n_pos, n_neg = n_pos_i.to(dtype), n_neg_i.to(dtype)
     pos, pos_columns, pos_valid = _sorted_members(scores, positive, longest_pos)
     neg, neg_columns, neg_valid = _sorted_members(scores, negative, longest_neg)
-    pos_up = torch.sort(torch.where(pos_valid, pos, torch.full_like(pos, torch.inf)), dim=1).values
-    neg_up = torch.sort(torch.where(neg_valid, neg, torch.full_like(neg, torch.inf)), dim=1).values
-    pos_up_sums = _prefix(torch.where(pos_valid, pos_up, torch.zeros_like(pos_up)))  # valid entries come first
-    neg_up_sums = _prefix(torch.where(neg_valid, neg_up, torch.zeros_like(neg_up)))
+    pos_up = torch.sort(torch.where(pos_valid, pos, torch.inf), dim=1).values
+    neg_up = torch.sort(torch.where(neg_valid, neg, torch.inf), dim=1).values
+    pos_up_sums = _prefix(torch.where(pos_valid, pos_up, 0))  # valid entries come first
+    neg_up_sums = _prefix(torch.where(neg_valid, neg_up, 0))
     # A[a, b] = (s⁻_b − s⁺_a)⁺: each positive's negatives above it, each negative's positives below it.
     neg_at_most = torch.searchsorted(neg_up, pos, right=True)
     neg_above = n_neg_i[:, None] - neg_at_most  # negatives strictly above positive a
     neg_above_sum = neg_up_sums[:, -1:] - neg_up_sums.gather(1, neg_at_most)
-    row_a = torch.where(pos_valid, neg_above_sum - neg_above.to(dtype) * pos, torch.zeros_like(pos))
+    row_a = torch.where(pos_valid, neg_above_sum - neg_above.to(dtype) * pos, 0)
     under = torch.searchsorted(pos_up, neg, right=False)  # positives strictly below negative b
-    col_a = torch.where(neg_valid, under.to(dtype) * neg - pos_up_sums.gather(1, under), torch.zeros_like(neg))
+    col_a = torch.where(neg_valid, under.to(dtype) * neg - pos_up_sums.gather(1, under), 0)
     width = deltas.shape[1] - 1
     top_pos, top_neg = min(width, longest_pos), min(width, longest_neg)
     block = (neg[:, None, :top_neg] - pos[:, :top_pos, None]).clamp(min=0.0)
@@ -355,21 +354,21 @@ def _topk_rows(scores, positive, negative, deltas, k: int, longest: tuple[int, i
         n_pos[:, None] - m_at.to(dtype)
     ) * neg_sums.gather(1, q_at)
     scale = (2.0 / (n_pos * n_neg).clamp(min=1.0))[:, None]
-    objective = torch.where(feasible, deltas + scale * (a_top + a_bottom - cross), torch.full_like(a_top, -torch.inf))
+    objective = torch.where(feasible, deltas + scale * (a_top + a_bottom - cross), -torch.inf)
     best_m = _highest_argmax(objective, dim=1)
     values = objective.gather(1, best_m[:, None])[:, 0]
-    values = torch.where(torch.isfinite(values), values, torch.zeros_like(values)).clamp(min=0.0)
+    values = torch.where(torch.isfinite(values), values, 0).clamp(min=0.0)
     best_q = (kept - best_m)[:, None]
     best_m = best_m[:, None]
     index = torch.arange(longest_neg, device=device)[None, :]
     top_pos_below = (best_m - (n_pos_i[:, None] - under)).clamp(min=0)
     in_top = index < best_q
     neg_coef = torch.where(in_top, top_pos_below + (n_pos_i[:, None] - best_m), under - top_pos_below)
-    neg_coef = torch.where(neg_valid, scale * neg_coef.to(dtype), torch.zeros_like(neg))
+    neg_coef = torch.where(neg_valid, scale * neg_coef.to(dtype), 0)
     index = torch.arange(longest_pos, device=device)[None, :]
     pos_top = index < best_m
     pos_coef = torch.where(pos_top, torch.minimum(best_q, neg_above), (neg_above - best_q).clamp(min=0) + best_q)
-    pos_coef = torch.where(pos_valid, -scale * pos_coef.to(dtype), torch.zeros_like(pos))
+    pos_coef = torch.where(pos_valid, -scale * pos_coef.to(dtype), 0)
     coef = _scatter_rows(scores.shape, scores, pos_columns, pos_coef)
     coef.scatter_add_(1, neg_columns, neg_coef)
     return values, coef
@@ -399,25 +398,18 @@ class GradedPositionTensorKernel(TensorKernel):
         position = torch.arange(width, device=device)[None, :]
         weight = torch.where(position < kept[:, None], discount[None, :], torch.zeros((), dtype=dtype, device=device))
         total = weight.sum(dim=1, keepdim=True)
-        ideal_gains, ideal_order = torch.sort(
-            torch.where(mask, gains, torch.full_like(gains, -1.0)), dim=1, descending=True, stable=True
-        )
+        ideal_gains, ideal_order = torch.sort(torch.where(mask, gains, -1.0), dim=1, descending=True, stable=True)
         ideal = (weight * ideal_gains[:, :width].clamp(min=0.0)).sum(dim=1, keepdim=True)
-        usable = (
-            ideal_gains[:, :1]
-            > torch.where(mask, gains, torch.full_like(gains, torch.inf)).min(dim=1, keepdim=True).values
-        )[:, 0]
+        usable = (ideal_gains[:, :1] > torch.where(mask, gains, torch.inf).min(dim=1, keepdim=True).values)[:, 0]
         safe_total = torch.where(total > 0, total, torch.ones_like(total))
         safe_ideal = torch.where(ideal > 0, ideal, torch.ones_like(ideal))
-        utility = torch.where(mask, scores / safe_total - gains / safe_ideal, torch.full_like(scores, -torch.inf))
+        utility = torch.where(mask, scores / safe_total - gains / safe_ideal, -torch.inf)
         top, top_columns = torch.topk(utility, width, dim=1)
         placed = position < kept[:, None]
-        best = 1.0 + torch.where(placed, weight * top, torch.zeros_like(top)).sum(dim=1)
-        coef = _scatter_rows(
-            scores.shape, scores, top_columns, torch.where(placed, weight / safe_total, torch.zeros_like(top))
-        )
+        best = 1.0 + torch.where(placed, weight * top, 0).sum(dim=1)
+        coef = _scatter_rows(scores.shape, scores, top_columns, torch.where(placed, weight / safe_total, 0))
         truth = _position_truth(ideal_gains, ideal_order, weight / safe_total, mask)
-        values = best - (truth * torch.where(mask, scores, torch.zeros_like(scores))).sum(dim=1)
+        values = best - (truth * torch.where(mask, scores, 0)).sum(dim=1)
         zero = torch.zeros_like(values)
         return TensorHinge(
             torch.where(usable, values.clamp(min=0.0), zero), (coef - truth) * usable[:, None].to(dtype), usable
@@ -436,7 +428,7 @@ def _position_truth(ideal_gains, ideal_order, position_weight, mask):
     counts = torch.zeros_like(weight).scatter_add_(1, group, torch.ones_like(weight))
     mean = (sums / counts.clamp(min=1.0)).gather(1, group)
     truth = torch.zeros_like(weight).scatter_(1, ideal_order, mean)
-    return torch.where(mask, truth, torch.zeros_like(truth))
+    return torch.where(mask, truth, 0)
 
 
 # ---------------------------------------------------------------- graded pair losses
@@ -469,16 +461,16 @@ class GradedPairTensorKernel(TensorKernel):
             lower_mask = member[lower] if lower is not None else mask & (level < higher)
             pair_weight = float(w)
             n_lower = lower_mask.sum(dim=1, keepdim=True)
-            lower_up = torch.sort(torch.where(lower_mask, scores, torch.full_like(scores, torch.inf)), dim=1).values
-            lower_sums = _prefix(torch.where(torch.isfinite(lower_up), lower_up, torch.zeros_like(lower_up)))
+            lower_up = torch.sort(torch.where(lower_mask, scores, torch.inf), dim=1).values
+            lower_sums = _prefix(torch.where(torch.isfinite(lower_up), lower_up, 0))
             at = torch.searchsorted(lower_up, shifted, right=True)
-            violated = torch.where(upper, n_lower - at, torch.zeros_like(at)).to(dtype)
+            violated = torch.where(upper, n_lower - at, 0).to(dtype)
             above_sum = lower_sums[:, -1:] - lower_sums.gather(1, at.clamp(max=scores.shape[1]))
-            terms = violated * (1.0 - 2.0 * scores) + 2.0 * torch.where(upper, above_sum, torch.zeros_like(above_sum))
-            values += pair_weight * torch.where(upper, terms, torch.zeros_like(terms)).sum(dim=1)
-            upper_up = torch.sort(torch.where(upper, shifted, torch.full_like(scores, torch.inf)), dim=1).values
+            terms = violated * (1.0 - 2.0 * scores) + 2.0 * torch.where(upper, above_sum, 0)
+            values += pair_weight * torch.where(upper, terms, 0).sum(dim=1)
+            upper_up = torch.sort(torch.where(upper, shifted, torch.inf), dim=1).values
             beaten = torch.searchsorted(upper_up, scores, right=False).to(dtype)
-            coef += pair_weight * (2.0 * torch.where(lower_mask, beaten, torch.zeros_like(beaten)) - 2.0 * violated)
+            coef += pair_weight * (2.0 * torch.where(lower_mask, beaten, 0) - 2.0 * violated)
             total += pair_weight * count[:, higher] * n_lower[:, 0].to(dtype)
         usable = total > 0
         safe = torch.where(usable, total, torch.ones_like(total))
