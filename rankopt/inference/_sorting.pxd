@@ -66,18 +66,30 @@ cdef inline void descending_keyed(const floating* scores, Py_ssize_t n, Keyed* i
     doubles) go unbucketed to the same final sort.
     """
     cdef Py_ssize_t k, b, t, nb = SORT_BUCKETS_PER_SCORE * n
-    cdef double hi = scores[0], low = scores[0], hi2 = scores[0], low2 = scores[0], scale = 0.0, x
+    cdef double hi, low, scale = 0.0, x
     cdef double last = <double>(nb - 1)
-    # Two running extremes each, so that consecutive comparisons do not wait on each other.
-    for k in range(0, n - 1, 2):
-        hi = scores[k] if scores[k] > hi else hi
-        low = scores[k] if scores[k] < low else low
-        hi2 = scores[k + 1] if scores[k + 1] > hi2 else hi2
-        low2 = scores[k + 1] if scores[k + 1] < low2 else low2
-    hi = hi2 if hi2 > hi else hi
-    low = low2 if low2 < low else low
-    hi = scores[n - 1] if scores[n - 1] > hi else hi
-    low = scores[n - 1] if scores[n - 1] < low else low
+    # The extremes in the scores' own type (a float's selected, not converted, at each step), four running
+    # ones each, so that consecutive comparisons do not wait on each other.
+    cdef floating h0 = scores[0], h1 = scores[0], h2 = scores[0], h3 = scores[0]
+    cdef floating l0 = scores[0], l1 = scores[0], l2 = scores[0], l3 = scores[0]
+    for k in range(0, n - 3, 4):
+        h0 = scores[k] if scores[k] > h0 else h0
+        l0 = scores[k] if scores[k] < l0 else l0
+        h1 = scores[k + 1] if scores[k + 1] > h1 else h1
+        l1 = scores[k + 1] if scores[k + 1] < l1 else l1
+        h2 = scores[k + 2] if scores[k + 2] > h2 else h2
+        l2 = scores[k + 2] if scores[k + 2] < l2 else l2
+        h3 = scores[k + 3] if scores[k + 3] > h3 else h3
+        l3 = scores[k + 3] if scores[k + 3] < l3 else l3
+    for k in range(n - n % 4, n):
+        h0 = scores[k] if scores[k] > h0 else h0
+        l0 = scores[k] if scores[k] < l0 else l0
+    h0 = h1 if h1 > h0 else h0
+    h2 = h3 if h3 > h2 else h2
+    l0 = l1 if l1 < l0 else l0
+    l2 = l3 if l3 < l2 else l2
+    hi = <double>(h2 if h2 > h0 else h0)
+    low = <double>(l2 if l2 < l0 else l0)
     if hi > low:
         scale = last / (hi - low)
     if not (scale > 0.0 and isfinite(scale) and isfinite(hi - low)):
