@@ -118,6 +118,10 @@ cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size) noexcept nogil:
 
 
 cdef enum:
+    # Score lists up to this long are put in order by counting each one's place.
+    RANK_SORT_MAX = 16
+
+cdef enum:
     # Score lists up to this long are put in order by insertion (no mispredicted
     # partitioning: a query's few relevant documents); longer ones by std::sort.
     INSERTION_MAX = 32
@@ -129,8 +133,21 @@ cdef inline void _sort_descending(const floating* scores, Py_ssize_t n, BinaryWo
 
     Longer lists go through the distribution sort of ``_sorting.pxd`` (a few ns per score, against tens for
     a std::sort of the pairs)."""
-    cdef Py_ssize_t k, t
+    cdef Py_ssize_t k, t, rank
     cdef floating x
+    if n <= RANK_SORT_MAX:
+        # Each score's place is the count of those before it in the order: comparisons without branches
+        # (a query's few relevant documents, whose insertion would mispredict about every other step).
+        for k in range(n):
+            x = scores[k]
+            rank = 0
+            for t in range(k):
+                rank += scores[t] >= x
+            for t in range(k + 1, n):
+                rank += scores[t] > x
+            desc[rank] = x
+            order[rank] = k
+        return
     if n <= INSERTION_MAX:
         # Stable by score: equal scores stay in index order.
         for k in range(n):
