@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -188,11 +190,16 @@ def test_early_stopping_on_the_eval_metric_in_both_libraries():
     X, grades, group = _ranking_data(n_queries=30)
     fit, valid = slice(0, 20 * 15), slice(20 * 15, None)
     ranker = lightgbm.LGBMRanker(objective=lightgbm_objective("ndcg_graded"), n_estimators=200, verbose=-1)
+    # LightGBM 4.7 takes the validation set as eval_X / eval_y and deprecates eval_set; older ones know only it.
+    if "eval_X" in inspect.signature(lightgbm.LGBMRanker.fit).parameters:
+        validation = {"eval_X": (X[valid],), "eval_y": (grades[valid],)}
+    else:
+        validation = {"eval_set": [(X[valid], grades[valid])]}
     ranker.fit(
         X[fit],
         grades[fit],
         group=group[:20],
-        eval_set=[(X[valid], grades[valid])],
+        **validation,
         eval_group=[group[20:]],
         eval_metric=rankopt_lightgbm.eval_metric("ndcg_graded"),
         callbacks=[lightgbm.early_stopping(10, verbose=False)],
