@@ -8,9 +8,10 @@
     ranker = LGBMRanker(objective=hinge_objective("ndcg_graded"), n_estimators=100)
     ranker.fit(X, y, group=group_sizes)
 
-With early stopping on the loss's own metric (1 − Δ per validation query)::
+With early stopping on the loss's own metric (1 − Δ per validation query; LightGBM before 4.7 takes the
+validation set as ``eval_set=[(X_valid, y_valid)]``)::
 
-    ranker.fit(X, y, group=sizes, eval_set=[(X_valid, y_valid)], eval_group=[valid_sizes],
+    ranker.fit(X, y, group=sizes, eval_X=(X_valid,), eval_y=(y_valid,), eval_group=[valid_sizes],
                eval_metric=eval_metric("ndcg_graded"), callbacks=[lightgbm.early_stopping(50)])
 
 ``hinge_objective(...)`` is a callable of LightGBM's scikit-learn form ``(y_true, y_pred, weight, group)
