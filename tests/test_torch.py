@@ -133,6 +133,8 @@ def test_a_query_with_nothing_to_order_contributes_zero():
         (lambda: (torch.tensor([0.1, 0.2]), torch.tensor([0, 1, 1]), {}), ValueError, "one label per score"),
         (lambda: (torch.tensor([0.1, 0.2]), torch.tensor([0.5, 1.0]), {}), ValueError, "integer relevance grades"),
         (lambda: (torch.tensor([0.1, 0.2]), torch.tensor([-2, 1]), {}), ValueError, "grades >= 0"),
+        (lambda: (torch.tensor([0.1, 0.2]), torch.tensor([float("inf"), 1.0]), {}), ValueError, "integer relevance"),
+        (lambda: (torch.tensor([0.1, 0.2]), torch.tensor([-2.0, 1.0]), {}), ValueError, "grades >= 0"),
         (lambda: (torch.tensor([0.1, 0.2]), torch.tensor([0, 1]), {"qid": [0]}), ValueError, "qid"),
         (
             lambda: (
@@ -221,3 +223,12 @@ def test_cuda_scores_get_a_cuda_gradient(rng):
     assert value.device.type == "cuda" and scores.grad.device.type == "cuda"
     torch.testing.assert_close(scores.grad.cpu(), cpu.grad)
     torch.testing.assert_close(value.cpu(), expected)
+
+
+@pytest.mark.parametrize("backend", ["compiled", "torch"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int8, torch.float32, torch.float64])
+def test_labels_in_minus_one_one_read_as_zero_one(backend, dtype, rng):
+    scores = torch.tensor(rng.normal(size=(3, 7)))
+    binary = torch.tensor(rng.integers(0, 2, (3, 7)))
+    layer = RankHingeLoss("ap", backend=backend)
+    torch.testing.assert_close(layer(scores, (2 * binary - 1).to(dtype)), layer(scores, binary))

@@ -376,3 +376,17 @@ def test_a_prepared_batch_never_overwrites_a_result_someone_holds(loss):
     fourth = prepared(second_scores)  # nobody held the last one: reused
     assert fourth.coef.__array_interface__["data"][0] == address
     np.testing.assert_array_equal(fourth.coef, expected.coef)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scale_into_rounds_the_float64_product_once(dtype):
+    # RankHingeLoss's backward: the product in float64, rounded to the output's type, as NumPy's multiply
+    # into that type does (in two passes).
+    from rankopt.inference import _batched
+
+    values = np.random.default_rng(3).normal(size=1001) * np.logspace(-30, 30, 1001)
+    out = np.empty(values.size, dtype=dtype)
+    _batched.scale_into(values, 1.0 / 3.0, out)
+    expected = np.empty(values.size, dtype=dtype)
+    np.multiply(values, 1.0 / 3.0, out=expected, casting="same_kind")
+    np.testing.assert_array_equal(out, expected)
