@@ -82,9 +82,10 @@ class TensorKernel(Kernel):
         #: Device copies of the small constant tables of recent calls (:func:`_device_constant`).
         self.constants = KeyedCache(max_entries=64)
 
-    @abc.abstractmethod
     def unsupported_reason(self, loss: RankLoss, structure: Any, width: int) -> str | None:
-        """Why this kernel cannot take ``loss`` on rows of ``width`` documents, or None."""
+        """Why this kernel cannot take ``loss`` on rows of ``width`` documents, or None: by default every loss
+        of its structure, at any width."""
+        return None
 
     @abc.abstractmethod
     def hinge(
@@ -187,7 +188,13 @@ class BinaryTensorKernel(TensorKernel):
         for start in range(0, scores.shape[0], rows):
             part = slice(start, start + rows)
             values[part], coef[part] = _binary_rows(
-                code, table, scores[part], positive[part], negative[part], longest_pos, longest_neg
+                code,
+                table,
+                scores[part],
+                positive[part],
+                negative[part],
+                (n_pos[part], n_neg[part]),
+                (longest_pos, longest_neg),
             )
         zero = torch.zeros_like(values)
         return TensorHinge(torch.where(usable, values, zero), coef * usable[:, None].to(coef.dtype), usable)
@@ -220,13 +227,14 @@ def _step_factor(code, table, n_pos, n_neg) -> torch.Tensor:
     return 1.0 / torch.cumsum(table.double(), 0)[(n_pos - 1).clamp(min=0, max=last)]
 
 
-def _binary_rows(code, table, scores, positive, negative, longest_pos: int, longest_neg: int):
-    """(values, coef) of rows whose largest query has ``longest_pos`` positives and ``longest_neg`` negatives."""
+def _binary_rows(code, table, scores, positive, negative, counts, longest: tuple[int, int]):
+    """(values, coef) of rows with ``counts`` (|P|, |N|) per row, the largest ``longest``."""
+    longest_pos, longest_neg = longest
     pos, pos_columns, pos_valid = _sorted_members(scores, positive, longest_pos)
     neg, neg_columns, neg_valid = _sorted_members(scores, negative, longest_neg)
     dtype, device = scores.dtype, scores.device
     # Rows with nothing to order (no positive or no negative) compute with 1 there and are zeroed by the caller.
-    n_pos_rows, n_neg_rows = positive.sum(dim=1).clamp(min=1), negative.sum(dim=1).clamp(min=1)
+    n_pos_rows, n_neg_rows = counts[0].clamp(min=1), counts[1].clamp(min=1)
     n_pos, n_neg = n_pos_rows.double()[:, None], n_neg_rows.double()[:, None]
     scale = 2.0 / (n_pos * n_neg)  # (B, 1): moving a negative above a positive costs 2 (s⁺ − s⁻) / (|P||N|)
     # The rank axis runs r = |P| … 0 (positives above the negative), so that the first maximiser torch.max
@@ -241,7 +249,7 @@ def _binary_rows(code, table, scores, positive, negative, longest_pos: int, long
     # cancel without harm, and the table is cast to the scores' dtype once.
     prefix = _step_prefix(code, table, longest_neg, longest_pos, device)
     factor = _step_factor(code, table, n_pos_rows, n_neg_rows)[:, None]
-    at_all = prefix[:, n_pos_rows.clamp(max=longest_pos)].T  # (B, |N|): G[j, |P| of the row]
+    at_all = prefix[:, n_pos_rows].T  # (B, |N|): G[j, |P| of the row]
     base = row_terms[:, None, :] - (factor * at_all)[:, :, None]
     objective = torch.addcmul(base, factor[:, :, None], prefix.flip(1)[None]).to(dtype)
     # The negative's own term: (|P| − r) · 2 s⁻ / (|P||N|).
@@ -270,15 +278,12 @@ class TopKTensorKernel(TensorKernel):
     structure = TopKCountStructure
     label = "top-k count"
 
-    def unsupported_reason(self, loss, structure, width):
-        return None
-
     def hinge(self, loss, structure, scores, relevance, mask):
         positive, negative = mask & (relevance > 0), mask & (relevance == 0)
-        counts = torch.stack((positive.sum(dim=1), negative.sum(dim=1))).cpu().numpy()
-        n_pos_host, n_neg_host = counts[0].astype(np.int64), counts[1].astype(np.int64)
+        counts = (positive.sum(dim=1), negative.sum(dim=1))
+        n_pos_host, n_neg_host = torch.stack(counts).cpu().numpy().astype(np.int64)
         usable_host = (n_pos_host > 0) & (n_neg_host > 0)
-        usable = (positive.sum(dim=1) > 0) & (negative.sum(dim=1) > 0)
+        usable = (counts[0] > 0) & (counts[1] > 0)
         values = torch.zeros(scores.shape[0], dtype=scores.dtype, device=scores.device)
         coef = torch.zeros_like(scores)
         if not usable_host.any():
@@ -292,6 +297,7 @@ class TopKTensorKernel(TensorKernel):
             negative,
             torch.as_tensor(deltas, dtype=scores.dtype, device=scores.device),
             structure.k,
+            counts,
             longest,
         )
         zero = torch.zeros_like(values)
@@ -316,12 +322,12 @@ def _count_table(structure, n_pos, n_neg, width: int) -> np.ndarray:
     return table
 
 
-def _topk_rows(scores, positive, negative, deltas, k: int, longest: tuple[int, int]):
+def _topk_rows(scores, positive, negative, deltas, k: int, counts, longest: tuple[int, int]):
     """(values, coef) of the top-k count hinge: for each count m of positives among the top k', the top
     group holds the m highest positives and the k' − m highest negatives, each group in score order.
-    ``longest``: the most positives and negatives of a row (at least 1 each)."""
+    ``counts``: each row's (|P|, |N|); ``longest``: the most of a row (at least 1 each)."""
     dtype, device = scores.dtype, scores.device
-    n_pos_i, n_neg_i = positive.sum(dim=1), negative.sum(dim=1)
+    n_pos_i, n_neg_i = counts
     longest_pos, longest_neg = longest
     n_pos, n_neg = n_pos_i.to(dtype), n_neg_i.to(dtype)
     pos, pos_columns, pos_valid = _sorted_members(scores, positive, longest_pos)
@@ -384,9 +390,6 @@ class GradedPositionTensorKernel(TensorKernel):
     graded = True
     label = "graded position"
 
-    def unsupported_reason(self, loss, structure, width):
-        return None
-
     def hinge(self, loss, structure, scores, relevance, mask):
         dtype, device = scores.dtype, scores.device
         level, level_gains, _ = _grade_table(self.constants, relevance, mask, structure.gains)
@@ -440,9 +443,6 @@ class GradedPairTensorKernel(TensorKernel):
     structure = GradedPairStructure
     graded = True
     label = "graded pairwise"
-
-    def unsupported_reason(self, loss, structure, width):
-        return None
 
     def hinge(self, loss, structure, scores, relevance, mask):
         dtype, device = scores.dtype, scores.device
