@@ -259,7 +259,8 @@ def _tensor_hinges(module: RankHingeLoss, scores: torch.Tensor, y, qid, group, m
 
 def _checked_padded(scores: torch.Tensor, y, mask):
     """(int64 grades, bool mask) on the scores' device, checked where the mask keeps a document: finite scores
-    whose sums stay finite, whole labels ≥ 0 (or {−1, 1}, read as {0, 1}).  One synchronisation."""
+    whose sums stay finite, whole labels ≥ 0 (or {−1, 1}, read as {0, 1}).  One synchronisation (two when a
+    label is negative)."""
     from rankopt._validation import not_finite_error, score_sum_bound, score_sums_error
 
     y = y if isinstance(y, torch.Tensor) else torch.as_tensor(np.asarray(y), device=scores.device)
@@ -280,8 +281,8 @@ def _checked_padded(scores: torch.Tensor, y, mask):
         mask = torch.ones(scores.shape, dtype=torch.bool, device=scores.device)
     elif not isinstance(mask, torch.Tensor) or mask.shape != scores.shape or mask.dtype != torch.bool:
         raise ValueError(f"expected a boolean mask of shape {tuple(scores.shape)}, got {_describe(mask)} instead")
-    # One synchronisation for every check.  NaN and ±inf carry through the largest |score|; integer labels
-    # need no check of being whole, and the {−1, 1} reading is looked at only when a label is negative.
+    # One synchronisation for every check, and a second only for negative labels (the {−1, 1} reading).
+    # NaN and ±inf carry through the largest |score|; integer labels need no check of being whole.
     labels = y.detach()
     integer = not (labels.is_floating_point() or labels.is_complex())
     if not integer:

@@ -232,3 +232,14 @@ def test_labels_in_minus_one_one_read_as_zero_one(backend, dtype, rng):
     binary = torch.tensor(rng.integers(0, 2, (3, 7)))
     layer = RankHingeLoss("ap", backend=backend)
     torch.testing.assert_close(layer(scores, (2 * binary - 1).to(dtype)), layer(scores, binary))
+
+
+@pytest.mark.parametrize("loss", ["ap", "pairwise"])
+def test_integer_labels_beyond_float64s_whole_numbers_are_read_alike_by_both_backends(loss, rng):
+    # An int64 grade above 2**53 is exact as an integer: both backends take it (a float label that large is
+    # refused, since it may have been rounded).
+    scores = torch.tensor(rng.normal(size=(2, 4)))
+    y = torch.tensor([[0, 2**60, 1, 0], [1, 0, 0, 2]])
+    torch.testing.assert_close(
+        RankHingeLoss(loss, backend="torch")(scores, y), RankHingeLoss(loss, backend="compiled")(scores, y)
+    )
