@@ -82,16 +82,21 @@ cdef struct BinaryWork:
     int* ranks_sorted
     int64_t* counts
     double* prefix     # prefix sums of the sorted positives and negatives (top-k method)
+    # A position discount's normalised tables T / Σ_{i≤|P|} T(i), one row of ``size`` entries per |P| once a
+    # query with that many positives has needed it (NULL: queries too long to keep them; divided every time).
+    double* tables
+    double* table_sums   # Σ_{i≤|P|} T(i) of each filled row; 0 for a row not filled yet
+    Py_ssize_t tables_width
 
 
 cdef void _binary_work_free(BinaryWork* w) noexcept nogil:
     free(w.pos); free(w.neg); free(w.pos_desc); free(w.neg_desc); free(w.neg_desc64); free(w.table)
     free(w.pos_idx); free(w.neg_idx); free(w.pos_order); free(w.items); free(w.ranks); free(w.ranks_sorted)
-    free(w.counts); free(w.prefix); free(w.sort_ids); free(w.sort_ends)
+    free(w.counts); free(w.prefix); free(w.sort_ids); free(w.sort_ends); free(w.tables); free(w.table_sums)
 
 
-cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size) noexcept nogil:
-    cdef Py_ssize_t n = size if size > 0 else 1
+cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size, bint keep_tables) noexcept nogil:
+    cdef Py_ssize_t n = size if size > 0 else 1, k
     w.pos = <double*>malloc(n * sizeof(double))
     w.neg = <double*>malloc(n * sizeof(double))
     w.pos_desc = <double*>malloc(n * sizeof(double))
@@ -108,6 +113,17 @@ cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size) noexcept nogil:
     w.ranks_sorted = <int*>malloc(n * sizeof(int))
     w.counts = <int64_t*>malloc((n + 2) * sizeof(int64_t))
     w.prefix = <double*>malloc((n + 2) * sizeof(double))
+    w.tables = NULL
+    w.table_sums = NULL
+    w.tables_width = n
+    if keep_tables and n <= TABLE_ROWS_MAX:
+        w.tables = <double*>malloc((n + 1) * n * sizeof(double))
+        w.table_sums = <double*>malloc((n + 1) * sizeof(double))
+        if w.tables == NULL or w.table_sums == NULL:
+            _binary_work_free(w)
+            return -1
+        for k in range(n + 1):
+            w.table_sums[k] = 0.0
     if (w.pos == NULL or w.neg == NULL or w.pos_desc == NULL or w.neg_desc == NULL or w.neg_desc64 == NULL
             or w.table == NULL or w.pos_idx == NULL or w.neg_idx == NULL or w.pos_order == NULL
             or w.items == NULL or w.ranks == NULL or w.ranks_sorted == NULL or w.counts == NULL
@@ -116,6 +132,11 @@ cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size) noexcept nogil:
         return -1
     return 0
 
+
+cdef enum:
+    # Queries up to this long keep a position discount's normalised table per |P| (at most 0.5 MiB a thread):
+    # dividing the whole table at every query costs about as much as the walk that reads it.
+    TABLE_ROWS_MAX = 255
 
 cdef enum:
     # Score lists up to this long are put in order by counting each one's place.
@@ -259,6 +280,27 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, 
     return count_loss[best_m - m_lo]
 
 
+cdef const double* _normalised_table(const double* discount, Py_ssize_t n_pos, Py_ssize_t n, BinaryWork* w,
+                                     double* z) noexcept nogil:
+    """The single-query table D / Σ_{i≤|P|} D(i) of a query of n documents, divided as NumPy divides it;
+    its sum in ``z``.  Kept per |P| when the work arrays keep tables (the batch's longest query as row)."""
+    cdef Py_ssize_t k, width
+    cdef double* row
+    if w.tables == NULL:
+        z[0] = numpy_sum(discount, n_pos)
+        for k in range(n):
+            w.table[k] = discount[k] / z[0]
+        return w.table
+    width = w.tables_width
+    row = w.tables + n_pos * width
+    if w.table_sums[n_pos] == 0.0:
+        w.table_sums[n_pos] = numpy_sum(discount, n_pos)
+        for k in range(width):
+            row[k] = discount[k] / w.table_sums[n_pos]
+    z[0] = w.table_sums[n_pos]
+    return row
+
+
 cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_from, Py_ssize_t n, int method,
                        int code,
                        const double* discount, const double* bends, bint unimodal, Py_ssize_t top_k,
@@ -301,11 +343,7 @@ cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_f
         truth_neg = -1.0 / (<double>n_neg)
     _sort_descending(pos, n_pos, w, pos_desc, w.pos_order)
     if code == LOSS_POSITION_DISCOUNT and method != METHOD_TOPK:
-        # The single-query table D / Σ_{i≤|P|} D(i), divided as NumPy divides it.
-        z = numpy_sum(discount, n_pos)
-        for k in range(n):
-            w.table[k] = discount[k] / z
-        table = w.table
+        table = _normalised_table(discount, n_pos, n, w, &z)
 
     if method == METHOD_QS:
         if floating is double:
@@ -453,7 +491,7 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
         raise MemoryError()
     try:
         for t in range(n_threads):
-            if _binary_work_init(&works[t], size) != 0:
+            if _binary_work_init(&works[t], size, method != METHOD_TOPK and code == LOSS_POSITION_DISCOUNT) != 0:
                 raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
             n_ready += 1
         if method == METHOD_QS and code == LOSS_POSITION_DISCOUNT:

@@ -199,6 +199,39 @@ def test_position_discount_plugins_run_compiled():
         np.testing.assert_allclose(fast.losses, slow.losses, rtol=1e-13, atol=1e-15)
 
 
+@pytest.mark.parametrize("longest", [120, 300])
+@pytest.mark.parametrize("loss", ["ndcg", _HalfDiscount()], ids=["ndcg", "half_discount"])
+def test_a_position_discounts_tables_kept_per_positive_count_equal_the_single_paths(loss, longest):
+    """Queries of one |P| and many lengths share a thread's normalised table (batches whose longest query
+    is ≤ 255 documents); a longer batch divides at every query.  Both equal the single path to the bit."""
+    rng = np.random.default_rng(longest)
+    sizes = np.concatenate([rng.integers(6, 100, 60), [longest]])
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    relevance = np.zeros(int(offsets[-1]), dtype=np.int64)
+    for q in range(sizes.size):  # three or five positives each: two rows, reused by many queries
+        relevance[offsets[q] + rng.choice(sizes[q], 3 + 2 * (q % 2), replace=False)] = 1
+    for dtype in (np.float64, np.float32):
+        scores = rng.normal(0, 1, relevance.size).astype(dtype)
+        fast = most_violated_rankings(loss, scores, relevance, offsets, "qs")
+        slow = most_violated_rankings_per_query(loss, scores, relevance, offsets, "qs")
+        np.testing.assert_array_equal(fast.coef, slow.coef)
+        np.testing.assert_allclose(fast.losses, slow.losses, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("loss", ["ap", "auc", "precision_at_k"])
+def test_every_query_length_sorts_its_negatives_like_the_single_path(loss):
+    """Queries of 1 … 90 documents, many tied: the distribution sort's running sum over its 4n + 1 bucket
+    counts takes eight at a time, then the rest one by one; every remainder is met."""
+    rng = np.random.default_rng(5)
+    sizes = np.arange(1, 91)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    n = int(offsets[-1])
+    scores = np.where(rng.random(n) < 0.5, rng.integers(-4, 4, n) / 4.0, rng.normal(0, 1, n))
+    relevance = (rng.random(n) < 0.2).astype(np.int64)
+    fast = most_violated_rankings(loss, scores, relevance, offsets)
+    assert_same(fast, most_violated_rankings_per_query(loss, scores, relevance, offsets))
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
