@@ -19,6 +19,10 @@ cdef struct PairwiseWork:
     double* level_truth    # the ground truth's coefficient of each level (the hinge's form)
     int64_t* tree          # Fenwick tree over the levels, size + 1 entries
     int64_t* kept_lower    # per document: pairs with a lower grade it stays above
+    double* low_scores     # the dense test's lowest-level documents: scores as doubles,
+    int64_t* low_kept      # higher documents that stay above each,
+    Py_ssize_t* low_index  # and their positions in the query;
+    Py_ssize_t* high_index # the positions of the others
     Py_ssize_t n_grade_values  # > 0: grades lie in 0 … n_grade_values − 1, levels found by counting
     int64_t* grade_level   # n_grade_values entries: a grade's count, then its level
 

@@ -175,12 +175,13 @@ def test_many_grades_and_large_queries_equal_the_pair_matrix(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_few_graded_documents_test_every_pair_and_equal_the_pair_matrix(dtype):
     """Up to 32 documents above a query's lowest grade the kernel tests those pairs directly (LETOR's
-    queries: most documents of grade 0); beyond, it sweeps. Both equal the definition, ties at ½ included."""
+    queries: most documents of grade 0); beyond, it sweeps. Both equal the definition, ties at ½ included,
+    with 1, 2, 5, 7 and 60 documents of the lowest grade (the dense test takes them four at a time)."""
     from rankopt.api import most_violated_rankings_per_query
 
     rng = np.random.default_rng(12)
     for n_upper in (0, 1, 5, 31, 32, 33, 40):
-        sizes = np.array([n_upper + 1, n_upper + 60, n_upper + 7])
+        sizes = np.array([n_upper + 1, n_upper + 60, n_upper + 7, n_upper + 2, n_upper + 5])
         offsets = np.concatenate(([0], np.cumsum(sizes)))
         grades = np.concatenate(
             [rng.permutation(np.r_[rng.integers(1, 5, n_upper), np.zeros(m - n_upper, int)]) for m in sizes]
