@@ -17,6 +17,7 @@ from libcpp.utility cimport pair
 from libc.stdint cimport int32_t
 
 from rankopt.inference._buckets cimport BUCKET_BLOCK, BucketMap, buckets_of_block, sampled_bucket_map
+from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
 
 cdef enum:
     # Below this many scores one std::sort of the pairs is as fast.
@@ -103,3 +104,31 @@ def descending_order_into(const floating[::1] scores, Py_ssize_t[::1] order):
     finally:
         free(items)
         free(start)
+
+
+def small_descending_order_into(const floating[::1] scores, Py_ssize_t[::1] order):
+    """:func:`descending_order_into` by the kernels' sort of a query's few scores (``_sorting.pxd``: buckets
+    four per score, then insertion, std::sort when they crowd), which the inference kernels call inline.
+    Same order, same contract; the tests hold the two against each other."""
+    cdef Py_ssize_t n = scores.shape[0], k
+    cdef Keyed* items
+    cdef int32_t* ids
+    cdef int32_t* ends
+    if order.shape[0] != n:
+        raise ValueError(f"expected order of length {n}, got {order.shape[0]} instead")
+    if n == 0:
+        return
+    items = <Keyed*>malloc(n * sizeof(Keyed))
+    ids = <int32_t*>malloc(n * sizeof(int32_t))
+    ends = <int32_t*>malloc((SORT_BUCKETS_PER_SCORE * n + 1) * sizeof(int32_t))
+    try:
+        if items == NULL or ids == NULL or ends == NULL:
+            raise MemoryError(f"cannot allocate the work arrays for {n} scores")
+        with nogil:
+            descending_keyed(&scores[0], n, items, ids, ends)
+            for k in range(n):
+                order[k] = items[k].idx
+    finally:
+        free(items)
+        free(ids)
+        free(ends)

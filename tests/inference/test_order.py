@@ -49,3 +49,32 @@ def test_equals_numpy_stable_argsort_property(scores):
 def test_bad_input_raises(bad):
     with pytest.raises(ValueError, match="expected"):
         descending_order(bad)
+
+
+def _small_order(scores: np.ndarray) -> np.ndarray:
+    from rankopt.inference._order import small_descending_order_into
+
+    order = np.empty(scores.size, dtype=np.intp)
+    small_descending_order_into(np.ascontiguousarray(scores), order)
+    return order
+
+
+@pytest.mark.parametrize("case", [c for c in _arrangements() if c[0] != "large"], ids=lambda c: c[0])
+def test_the_kernels_small_input_sort_equals_numpy_stable_argsort(case):
+    """The inline sort of ``_sorting.pxd`` (buckets, then insertion; std::sort when crowded)."""
+    _, scores = case
+    if scores.dtype not in (np.float32, np.float64):
+        scores = scores.astype(np.float64)
+    np.testing.assert_array_equal(_small_order(scores), np.argsort(-scores, kind="stable"))
+
+
+@given(
+    arrays(
+        st.sampled_from([np.float64, np.float32]),
+        st.integers(0, 300),
+        elements=st.floats(-1e3, 1e3, width=32) | st.sampled_from([0.0, 0.25, -0.25, 1.0]),
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_the_kernels_small_input_sort_property(scores):
+    np.testing.assert_array_equal(_small_order(scores), np.argsort(-scores, kind="stable"))
