@@ -33,7 +33,8 @@ outputs sized n and Q, n_threads ≥ 1.
 """
 from cython cimport floating
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int64_t, uint8_t
+from libc.math cimport isfinite
+from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport partial_sort
 from libcpp.utility cimport pair
@@ -45,6 +46,8 @@ cdef enum:
     # the k'-th, and one that enters shifts a few places, where partial_sort's heap mispredicts its
     # branches; longer cutoffs use partial_sort, O(n log k').
     INSERTION_TOP = 32
+    # Candidates for such a top up to this many are placed by counting (O(m²) comparisons without branches).
+    RANK_COUNT_MAX = 32
     # Batches with up to this many grade levels give the ground truth each document's level, so that its
     # coefficient is a lookup (a branch-free loop) instead of a search among the tie groups.
     MAX_TRUTH_LEVELS = 64
@@ -66,6 +69,12 @@ cdef struct NDCGWork:
     double* run_gain   # the ground truth's tie groups (equal gains) among the ideal top k': their gain
     double* run_mean   # and the mean position weight each of their documents gets
     double* keys       # −u_i of every document, in input order
+    # A short top's search (``_top_keys``): each document's bucket, the buckets' counts, and the candidates'
+    # keys and indices.
+    int32_t* bucket
+    int32_t* bucket_count
+    double* found_keys
+    Py_ssize_t* found_index
     # The grade levels of the query's documents and the gain of each level (set per query; n_levels 0 when
     # the batch has more than MAX_TRUTH_LEVELS): the ground truth then finds a document's group by a lookup.
     const int64_t* level
@@ -87,9 +96,14 @@ cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
     work.run_gain = <double*>malloc(size * sizeof(double))
     work.run_mean = <double*>malloc(size * sizeof(double))
     work.keys = <double*>malloc(size * sizeof(double))
+    work.bucket = <int32_t*>malloc(size * sizeof(int32_t))
+    work.bucket_count = <int32_t*>malloc(size * sizeof(int32_t))
+    work.found_keys = <double*>malloc(size * sizeof(double))
+    work.found_index = <Py_ssize_t*>malloc(size * sizeof(Py_ssize_t))
     if (work.negated == NULL or work.pairs == NULL or work.keyed == NULL or work.run_gain == NULL
             or work.run_mean == NULL or work.keys == NULL or work.level_truth == NULL
-            or work.level_counts == NULL):
+            or work.level_counts == NULL or work.bucket == NULL or work.bucket_count == NULL
+            or work.found_keys == NULL or work.found_index == NULL):
         return -1
     return 0
 
@@ -101,6 +115,10 @@ cdef void work_free(NDCGWork* work) noexcept nogil:
     free(work.run_gain)
     free(work.run_mean)
     free(work.keys)
+    free(work.bucket)
+    free(work.bucket_count)
+    free(work.found_keys)
+    free(work.found_index)
     free(work.level_truth)
     free(work.level_counts)
 
@@ -179,28 +197,77 @@ cdef void _ideal_by_levels(NDCGWork* work, Py_ssize_t n, Py_ssize_t kk) noexcept
         t -= 1
 
 
-cdef bint _top_keys(const double* keys, Py_ssize_t kk, Py_ssize_t n, KeyIndex* top) noexcept nogil:
-    """The kk smallest (key, index) pairs of ``keys`` into ``top``, in order (partial_sort's first kk), by
-    insertion; True when two documents of equal key meet among them or the kk-th ties one left out.
+cdef bint _top_keys(const double* keys, Py_ssize_t kk, Py_ssize_t n, KeyIndex* top, NDCGWork* work) noexcept nogil:
+    """The kk smallest (key, index) pairs of ``keys`` into ``top``, in order (partial_sort's first kk); True
+    when two documents of equal key meet among them or the kk-th ties one left out.
 
-    Indices come in increasing order, so a key equal to the kk-th is never smaller as a pair: one
-    comparison of doubles rejects most documents."""
-    cdef Py_ssize_t i, t, inside = 0, equal = 0
-    cdef double x, kth
-    for i in range(n):
-        x = keys[i]
-        if inside == kk:
-            if not x < top[kk - 1].first:
-                continue
-            t = kk - 1
-        else:
-            t = inside
-            inside += 1
-        while t > 0 and x < top[t - 1].first:
-            top[t] = top[t - 1]
-            t -= 1
-        top[t].first = x
-        top[t].second = i
+    The keys are counted into n buckets of an affine map (non-decreasing in the key), and the buckets up to
+    the one that completes the first kk hold every pair of the top: a later bucket's keys exceed all of
+    theirs.  Those few are gathered without a branch and placed by counting, for each, the smaller keys
+    and the equal keys before it (also without branches); insertion, whose comparisons mispredict as often
+    as a document enters the top, takes the rest (many in the last bucket, or keys that cannot be spread)."""
+    cdef Py_ssize_t i, t, m = 0, rank, equal = 0, index, last_bucket = n, below = 0
+    cdef double x, kth, low = keys[0], high = keys[0], scale = 0.0, last = <double>(n - 1)
+    cdef double* found_keys = work.found_keys
+    cdef Py_ssize_t* found_index = work.found_index
+    cdef int32_t* bucket = work.bucket
+    cdef int32_t* count = work.bucket_count
+    if kk < n:
+        for i in range(n):
+            low = keys[i] if keys[i] < low else low
+            high = keys[i] if keys[i] > high else high
+        if high > low:
+            scale = last / (high - low)
+    if scale > 0.0 and isfinite(scale):
+        for i in range(n):  # a loop the compiler vectorises
+            x = (keys[i] - low) * scale
+            bucket[i] = <int32_t>(x if x < last else last)
+        for t in range(n):
+            count[t] = 0
+        for i in range(n):
+            count[bucket[i]] += 1
+        last_bucket = 0
+        while below + count[last_bucket] < kk:
+            below += count[last_bucket]
+            last_bucket += 1
+        for i in range(n):
+            found_keys[m] = keys[i]
+            found_index[m] = i
+            m += bucket[i] <= last_bucket
+    else:
+        for i in range(n):
+            found_keys[i] = keys[i]
+            found_index[i] = i
+        m = n
+    if m <= RANK_COUNT_MAX:
+        # The found come in increasing index: a pair's place is the count of smaller keys, and of equal keys
+        # before it.
+        for i in range(m):
+            x = found_keys[i]
+            rank = 0
+            for t in range(i):
+                rank += found_keys[t] <= x
+            for t in range(i + 1, m):
+                rank += found_keys[t] < x
+            if rank < kk:
+                top[rank].first = x
+                top[rank].second = found_index[i]
+    else:
+        # Insertion: most are rejected by one comparison with the kk-th.
+        for i in range(m):
+            x = found_keys[i]
+            index = found_index[i]
+            if i >= kk:
+                if not x < top[kk - 1].first:
+                    continue
+                t = kk - 1
+            else:
+                t = i
+            while t > 0 and x < top[t - 1].first:
+                top[t] = top[t - 1]
+                t -= 1
+            top[t].first = x
+            top[t].second = index
     for t in range(1, kk):
         if top[t].first == top[t - 1].first:
             return True
@@ -307,7 +374,7 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
     for i in range(n):  # a loop the compiler vectorises, divisions included
         work.keys[i] = gains[i] / ideal - <double>scores[i] / total
     if kk <= INSERTION_TOP:
-        ties = _top_keys(work.keys, kk, n, work.pairs)
+        ties = _top_keys(work.keys, kk, n, work.pairs, work)
     else:
         for i in range(n):
             work.pairs[i].first = work.keys[i]
@@ -401,6 +468,10 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
             works[t].run_gain = NULL
             works[t].run_mean = NULL
             works[t].keys = NULL
+            works[t].bucket = NULL
+            works[t].bucket_count = NULL
+            works[t].found_keys = NULL
+            works[t].found_index = NULL
             works[t].level_truth = NULL
             works[t].level_counts = NULL
             n_ready += 1

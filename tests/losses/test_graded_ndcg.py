@@ -221,3 +221,31 @@ def test_a_fit_without_qid_trains_the_position_based_psi(rng):
     over_one_query = rankopt.RankSVM(loss="ndcg_graded", C=10.0).fit(X, y, qid=np.zeros(60))
     assert single.inference_ == over_one_query.inference_ == "sort"
     np.testing.assert_array_equal(single.coef_, over_one_query.coef_)
+
+
+@pytest.mark.parametrize("k", [1, 5, 10, 32])
+@pytest.mark.parametrize("arrangement", ["spread", "increasing u", "decreasing u", "all equal", "one outlier", "ties"])
+def test_a_short_tops_search_finds_the_definitions_top(arrangement, k):
+    """A top of ≤ 32 places is searched among the buckets up to the one completing it (counted, then
+    placed by counting), or by insertion when many candidates remain or the keys cannot be spread: every
+    path puts the definition's documents in the definition's places."""
+    rng = np.random.default_rng(k)
+    n_queries, size = 40, 90
+    grades = rng.integers(0, 5, (n_queries, size)) * (rng.random((n_queries, size)) < 0.2)
+    grades[:, 0] = 1  # two grades in every query
+    grades[:, 1] = 0
+    scores = {
+        "spread": rng.normal(size=(n_queries, size)),
+        "increasing u": np.sort(rng.normal(size=(n_queries, size)), axis=1),
+        "decreasing u": -np.sort(rng.normal(size=(n_queries, size)), axis=1),
+        "all equal": np.zeros((n_queries, size)),
+        "one outlier": np.where(np.arange(size) == 7, 1e6, rng.normal(0, 1e-9, (n_queries, size))),
+        "ties": rng.integers(-2, 3, (n_queries, size)) * 0.5,
+    }[arrangement]
+    offsets = np.arange(n_queries + 1) * size
+    loss = GradedNDCGLoss(k=k)
+    fast = most_violated_rankings(loss, scores.ravel(), grades.ravel(), offsets)
+    reference = most_violated_rankings_per_query(loss, scores.ravel(), grades.ravel(), offsets)
+    np.testing.assert_allclose(fast.coef, reference.coef, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(fast.losses, reference.losses, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(fast.values, reference.values, rtol=1e-9, atol=1e-9)
