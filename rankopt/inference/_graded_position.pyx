@@ -39,6 +39,8 @@ from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport partial_sort
 from libcpp.utility cimport pair
 
+from rankopt.inference._scan cimport ScoreScan, scan_block, scan_start
+
 cdef enum:
     # Queries a thread takes at a time (the per-query work is a few microseconds).
     QUERY_CHUNK = 16
@@ -212,10 +214,12 @@ cdef bint _top_keys(const double* keys, Py_ssize_t kk, Py_ssize_t n, KeyIndex* t
     cdef Py_ssize_t* found_index = work.found_index
     cdef int32_t* bucket = work.bucket
     cdef int32_t* count = work.bucket_count
+    cdef ScoreScan extremes
     if kk < n:
-        for i in range(n):
-            low = keys[i] if keys[i] < low else low
-            high = keys[i] if keys[i] > high else high
+        scan_start(&extremes, keys)
+        scan_block(&extremes, keys, n)  # vectorised (_scan.pxd); the keys are finite
+        low = extremes.lo
+        high = extremes.hi
         if high > low:
             scale = last / (high - low)
     if scale > 0.0 and isfinite(scale):
