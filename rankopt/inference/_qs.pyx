@@ -102,6 +102,35 @@ cdef inline double _step(const floating* pos_desc, double s_neg, Py_ssize_t j, P
     return delta_diff(code, j, i, n_pos, n_neg, table) + scale * (<double>pos_desc[i - 1] - s_neg)
 
 
+#: Relative margins of the walk's division-free test of an AP step (``_step_nonnegative``): far above the
+#: rounding of the products it compares (a few units in 2⁻⁵³), far below any gap that matters.
+cdef double AP_TEST_ABOVE = 1.0 + 2.0 ** -50
+cdef double AP_TEST_BELOW = 1.0 - 2.0 ** -50
+
+
+cdef inline bint _step_nonnegative(const floating* pos_desc, double s_neg, Py_ssize_t j, Py_ssize_t i,
+                                   int code, Py_ssize_t n_pos, Py_ssize_t n_neg, const double* table,
+                                   double scale) noexcept nogil:
+    """``_step(…) >= 0.0``, the same verdict, without AP's division where the answer is clear.
+
+    AP's step is fl(−i / D + t) with D = |P|(i + j − 1)(i + j) and t the score term: its sign is that of
+    t − fl(i / D) (a sum of two doubles rounds to 0 only when it is 0), so it is ≥ 0 when t · D exceeds i
+    by a relative margin far above the rounding of fl(t · D), and < 0 when it falls short of i by as much
+    (then i / D lies more than an ulp above t).  Only a step within the margins divides.
+    """
+    cdef double t, reach, bound
+    if code != LOSS_AP:
+        return _step(pos_desc, s_neg, j, i, code, n_pos, n_neg, table, scale) >= 0.0
+    t = scale * (<double>pos_desc[i - 1] - s_neg)
+    reach = t * (n_pos * (<double>(i + j - 1)) * (<double>(i + j)))
+    bound = <double>i
+    if reach >= bound * AP_TEST_ABOVE:
+        return True
+    if reach <= bound * AP_TEST_BELOW:
+        return False
+    return _step(pos_desc, s_neg, j, i, code, n_pos, n_neg, table, scale) >= 0.0
+
+
 cdef Py_ssize_t _best_rank_linear(const floating* pos_desc, double s_neg, Py_ssize_t j,
                                   Py_ssize_t lp, Py_ssize_t rp, int code, Py_ssize_t n_pos,
                                   Py_ssize_t n_neg, const double* table, double scale) noexcept nogil:
@@ -657,7 +686,7 @@ cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floatin
             WALK_MARGIN * (fabs(table[0]) + fabs(table[n_pos + n_neg - 1]) + scale * largest))
     for j in range(j_walk, n_neg + 1):
         s = -items[j - 1].key
-        while i < p1 and _step(pos_desc, s, j, i, code, n_pos, n_neg, table, scale) >= 0.0:
+        while i < p1 and _step_nonnegative(pos_desc, s, j, i, code, n_pos, n_neg, table, scale):
             i += 1
         ranks[items[j - 1].idx] = <int>i
     if j_walk > 1:
@@ -989,3 +1018,26 @@ def bucket_ids(const floating[::1] scores, double top, double scale, Py_ssize_t 
     for k in range(n):
         single_view[k] = bucket_of(scores[k], bm)
     return block, single
+
+
+def walk_step_verdicts(const double[::1] pos_desc, const double[::1] s_neg, const int64_t[::1] j,
+                       const int64_t[::1] i, int code, Py_ssize_t n_pos, Py_ssize_t n_neg, const double[::1] table):
+    """The walk's test of each step (j[k], i[k]) at negative score s_neg[k], for the tests.
+
+    Returns (``_step_nonnegative``'s verdicts, ``_step(…) >= 0.0``'s): the walk relies on the two agreeing
+    exactly.  The caller keeps 1 ≤ i ≤ |P|, 1 ≤ j ≤ |N| and a table of |P| + |N| entries.
+    """
+    cdef Py_ssize_t n = s_neg.shape[0], k
+    cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
+    if not (j.shape[0] == n and i.shape[0] == n and pos_desc.shape[0] == n_pos and n_pos >= 1 and n_neg >= 1
+            and table.shape[0] >= n_pos + n_neg):
+        raise ValueError("expected one (j, i) per score, |P| positives and a table of |P| + |N| entries")
+    for k in range(n):
+        if not (1 <= i[k] <= n_pos and 1 <= j[k] <= n_neg):
+            raise ValueError(f"expected 1 <= i <= {n_pos} and 1 <= j <= {n_neg}, got i={i[k]}, j={j[k]} instead")
+    fast = np.empty(n, dtype=np.bool_)
+    exact = np.empty(n, dtype=np.bool_)
+    for k in range(n):
+        fast[k] = _step_nonnegative(&pos_desc[0], s_neg[k], j[k], i[k], code, n_pos, n_neg, &table[0], scale)
+        exact[k] = _step(&pos_desc[0], s_neg[k], j[k], i[k], code, n_pos, n_neg, &table[0], scale) >= 0.0
+    return fast, exact

@@ -772,3 +772,27 @@ def test_a_ranking_problem_refuses_scores_it_cannot_infer_on(rng):
             problem.infer(broken)
     with pytest.raises(ValueError, match="sums over a query stay finite"):
         problem.infer(scores * 1e306)
+
+
+def test_the_walks_division_free_ap_test_gives_the_steps_own_verdict():
+    """AP's walk decides a step's sign by comparing products where the answer is clear, dividing only near
+    the tie.  At scores within a few ulps of each step's zero, on both sides, and far from it, the verdict
+    is that of ``_step(…) >= 0.0``, and the near ones take both verdicts."""
+    rng = np.random.default_rng(38)
+    checked = {True: 0, False: 0}
+    for _ in range(300):
+        n_pos, n_neg = int(rng.integers(1, 40)), int(rng.integers(1, 200))
+        pos_desc = np.sort(rng.normal(0, rng.choice([1e-3, 1.0, 1e3]), n_pos))[::-1].copy()
+        scale = 2.0 / (n_pos * n_neg)
+        j = rng.integers(1, n_neg + 1, 40)
+        i = rng.integers(1, n_pos + 1, 40)
+        tie = pos_desc[i - 1] - (i / (n_pos * (i + j - 1.0) * (i + j))) / scale  # step 0 in exact arithmetic
+        near = tie + rng.integers(-6, 7, 40) * np.spacing(tie)
+        s_neg = np.concatenate([near, tie + rng.normal(0, 1, 40)])
+        fast, exact = _qs.walk_step_verdicts(
+            pos_desc, s_neg, np.tile(j, 2), np.tile(i, 2), int(KernelCode.AP), n_pos, n_neg, np.zeros(n_pos + n_neg)
+        )
+        np.testing.assert_array_equal(fast, exact)
+        for verdict in (True, False):
+            checked[verdict] += int(np.count_nonzero(exact[:40] == verdict))
+    assert min(checked.values()) > 1000
