@@ -8,7 +8,7 @@
 # holding its scores in index order.  One insertion pass then orders each
 # bucket's few scores (about a comparison per score); past
 # SORT_MOVES_PER_SCORE moves per score — scores crowded into few buckets —
-# std::sort finishes.  Measured on 90 Gaussian scores: 3.8 ns per score,
+# std::sort finishes.  Measured on 90 Gaussian scores: 3.5 ns per score,
 # against 34 for std::sort of the pairs.
 
 from cython cimport floating
@@ -80,24 +80,27 @@ cdef inline bint _keyed_before(const Keyed& a, const Keyed& b) noexcept nogil:
     return a.key < b.key or (a.key == b.key and a.idx < b.idx)
 
 
-cdef inline bint _insertion_sort(Keyed* items, Py_ssize_t n, Py_ssize_t budget) noexcept nogil:
+cdef inline bint _insertion_sort(Keyed* items, Py_ssize_t n, Py_ssize_t budget, int32_t* late) noexcept nogil:
     """Stable insertion sort by key, abandoned after ``budget`` moves; True when it finished.
 
-    Stable: rankopt's order when equal keys come in index order already.  The largest key so far is kept
-    in a register: a score already in place (most of them, after the buckets) is read, compared and left,
-    not stored back and read again from memory.
+    Stable: rankopt's order when equal keys come in index order already.  A first pass lists, without a
+    branch, the places whose key is below the largest before them (``late``: n entries of work space), the
+    only ones insertion moves (8 % after the buckets); the others are read once and never stored back.
+    Those are then inserted in order, each into a prefix already sorted, as insertion sort would.
     """
-    cdef Py_ssize_t k, t
+    cdef Py_ssize_t k, t, a, n_late = 0
     cdef Keyed x
     cdef double largest
     if n < 2:
         return True
     largest = items[0].key
     for k in range(1, n):
+        late[n_late] = <int32_t>k
+        n_late += items[k].key < largest
+        largest = items[k].key if items[k].key > largest else largest
+    for a in range(n_late):
+        k = late[a]
         x = items[k]
-        if not x.key < largest:
-            largest = x.key
-            continue
         t = k - 1
         items[k] = items[t]
         while t > 0 and x.key < items[t - 1].key:
@@ -110,9 +113,10 @@ cdef inline bint _insertion_sort(Keyed* items, Py_ssize_t n, Py_ssize_t budget) 
     return True
 
 
-cdef inline void _finish_sort(Keyed* items, Py_ssize_t n) noexcept nogil:
-    """rankopt's order on ``items`` that come in index order within equal keys and are nearly sorted."""
-    if not _insertion_sort(items, n, SORT_MOVES_PER_SCORE * n):
+cdef inline void _finish_sort(Keyed* items, Py_ssize_t n, int32_t* late) noexcept nogil:
+    """rankopt's order on ``items`` that come in index order within equal keys and are nearly sorted;
+    ``late`` is work space of n entries."""
+    if not _insertion_sort(items, n, SORT_MOVES_PER_SCORE * n, late):
         sort(items, items + n, _keyed_before)
 
 
@@ -155,7 +159,7 @@ cdef inline void descending_keyed(const floating* scores, Py_ssize_t n, Keyed* i
         for k in range(n):
             items[k].key = -(<double>scores[k])
             items[k].idx = k
-        _finish_sort(items, n)
+        _finish_sort(items, n, ids)
         return
     for k in range(n):  # a loop the compiler vectorises
         x = (hi - scores[k]) * scale
@@ -172,4 +176,4 @@ cdef inline void descending_keyed(const floating* scores, Py_ssize_t n, Keyed* i
         items[t].key = -(<double>scores[k])
         items[t].idx = k
         ends[b] = t + 1
-    _finish_sort(items, n)
+    _finish_sort(items, n, ids)
