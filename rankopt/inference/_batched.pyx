@@ -378,12 +378,14 @@ cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_f
     scale = 1.0 / ((<double>n_pos) * (<double>n_neg))
     for k in range(n_pos + 2):
         w.counts[k] = 0
+        # A negative's coefficient at each rank, computed once (w.prefix is free again).
+        w.prefix[k] = ((<double>n_pos) + 2.0 - 2.0 * k) * scale - truth_neg
     # Two running sums, so that consecutive additions do not wait on each other
     # (the value is defined up to its summation order).
     for k in range(n_neg):
         r = w.ranks[k]
         w.counts[r] += 1
-        c = ((<double>n_pos) + 2.0 - 2.0 * r) * scale - truth_neg
+        c = w.prefix[r]
         coef[w.neg_idx[k]] = c
         if k & 1:
             dot_odd += c * neg[k]
