@@ -585,14 +585,22 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
 #   Observation 4 it is searched from the previous negative's rank up:
 #   O(|N| + |P|) steps in all;
 # * the negatives before (and every negative of a loss without that
-#   concavity) go through Algorithm 2 on the sorted block, whose medians are
-#   read, not selected, inside the ranks the walked negatives leave them.
+#   concavity) take, in order, the highest maximiser of f_j between the rank
+#   of the negative before and that of the first walked one, which bound it
+#   by Observation 4 (Algorithm 2's scan, ``_best_rank``, on that interval:
+#   the greedy method's search, stopped at the bound).  Algorithm 2's
+#   recursion over the block visits fewer ranks, but its stack and its
+#   mispredicted scans cost more on the ~15 negatives of a query of 100;
+#   past SCANNED_BLOCK_MAX steps the recursion takes the block.
 #
 # Same steps (``_step``), same tie rule, so the same ranks as the recursion.
 
 cdef enum:
     # Work arrays of inputs up to this many negatives live on the stack.
     SWEEP_STACK = 256
+    # Negatives × ranks up to which the block above the walk is scanned negative by negative (at most this
+    # many steps); larger blocks go through Algorithm 2's recursion, O(|block| log) instead of O(|block| |P|).
+    SCANNED_BLOCK_MAX = 4096
 
 #: How far, relative to the size of its terms, a position-discount step must fall below the one before for
 #: the walk to take f_j as concave there: far above the few ulps by which the computed steps can be off.
@@ -675,7 +683,7 @@ cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floatin
                        int* ranks, Keyed* items, int32_t* ids, int32_t* ends) noexcept nogil:
     """The small-input strategy (see above), on work arrays sized for n_neg; ``bends`` (NULL: none) as for
     :func:`_discount_walk_start`."""
-    cdef Py_ssize_t j, j_walk = _walk_start(code, unimodal, n_pos, n_neg), i = 1, p1 = n_pos + 1
+    cdef Py_ssize_t j, j_walk = _walk_start(code, unimodal, n_pos, n_neg), i = 1, p1 = n_pos + 1, rp
     cdef double s, scale = 2.0 / ((<double>n_pos) * n_neg), largest
     descending_keyed(neg, n_neg, items, ids, ends)
     if code == LOSS_POSITION_DISCOUNT and bends != NULL:
@@ -690,9 +698,15 @@ cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floatin
             i += 1
         ranks[items[j - 1].idx] = <int>i
     if j_walk > 1:
-        _sorted_block_ranks(pos_desc, items, 0.0, min(j_walk - 1, n_neg), 1,
-                            ranks[items[j_walk - 1].idx] if j_walk <= n_neg else p1,
-                            n_pos, n_neg, code, table, unimodal, ranks, NULL)
+        rp = ranks[items[j_walk - 1].idx] if j_walk <= n_neg else p1
+        if min(j_walk - 1, n_neg) * (rp - 1) > SCANNED_BLOCK_MAX:  # O(|block| log) by the recursion
+            _sorted_block_ranks(pos_desc, items, 0.0, min(j_walk - 1, n_neg), 1, rp, n_pos, n_neg, code, table,
+                                unimodal, ranks, NULL)
+            return
+        i = 1
+        for j in range(1, min(j_walk - 1, n_neg) + 1):
+            i = _best_rank(pos_desc, -items[j - 1].key, j, i, rp, code, n_pos, n_neg, table, scale, unimodal)
+            ranks[items[j - 1].idx] = <int>i
 
 
 cdef int _tied_ranks(const floating* pos_desc, Py_ssize_t n_pos, double tied_score, Py_ssize_t n_neg, int code,

@@ -290,6 +290,11 @@ def _discount_walk_instances(rng):
             yield rng.normal(1, 1, n_pos).astype(np.float32), rng.normal(0, 1, n_neg).astype(np.float32)
         else:  # small margins: the loss term decides most ranks
             yield 1e-3 * rng.normal(size=n_pos), 1e-3 * rng.normal(size=n_neg)
+    # The block above the walk start is scanned negative by negative up to 4,096 steps, beyond by the
+    # recursion: tied positives (no walk) with 400 negatives × 41 ranks take the recursion.
+    pos = rng.normal(1, 1, 40)
+    pos[1] = pos[0]
+    yield pos, rng.normal(0, 1, 400)
 
 
 @pytest.mark.parametrize(
