@@ -40,6 +40,7 @@ from libcpp.algorithm cimport partial_sort
 from libcpp.utility cimport pair
 
 from rankopt.inference._scan cimport ScoreScan, scan_block, scan_start
+from rankopt.inference._terms cimport COUNT_TABLES, count_values
 
 # Each document's key G_i / IDCG − s_i / S: two divisions a document, the kernel's costliest loop after the
 # top's search.  Compiled twice on x86-64 with glibc (GCC's target_clones, as ``_buckets.pxd``'s map), so
@@ -115,12 +116,12 @@ cdef struct NDCGWork:
     const double* level_gains
     Py_ssize_t n_levels
     double* level_truth  # the ground truth's coefficient of each level, per query
-    int64_t* level_counts  # the query's documents per level (4 interleaved histograms while counting)
+    int64_t* level_counts  # the query's documents per level (COUNT_TABLES tables while counting)
 
 
 cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
     work.level_truth = <double*>malloc(MAX_TRUTH_LEVELS * sizeof(double))
-    work.level_counts = <int64_t*>malloc(4 * MAX_TRUTH_LEVELS * sizeof(int64_t))
+    work.level_counts = <int64_t*>malloc(COUNT_TABLES * MAX_TRUTH_LEVELS * sizeof(int64_t))
     work.level = NULL
     work.level_gains = NULL
     work.n_levels = 0
@@ -211,17 +212,12 @@ cdef inline void _keep_smallest_doubles(double* a, Py_ssize_t kk, Py_ssize_t n) 
 cdef void _ideal_by_levels(NDCGWork* work, Py_ssize_t n, Py_ssize_t kk) noexcept nogil:
     """The ideal top k' (negated gains, ascending: partial_sort's first k' values) from the query's level
     counts, walking the levels from the highest gain down (gains do not decrease with the grade); the counts
-    stay in ``work.level_counts`` for the ground truth.  Four interleaved histograms, so that documents of one
-    level (most of a query's are of grade 0) do not wait on each other's increments."""
+    stay in ``work.level_counts`` for the ground truth (:func:`~rankopt.inference._terms.count_values`: tables
+    counted into in turn, since most of a query's documents are of grade 0)."""
     cdef Py_ssize_t i, t, filled = 0, take
     cdef Py_ssize_t n_levels = work.n_levels
     cdef int64_t* counts = work.level_counts
-    for t in range(4 * n_levels):
-        counts[t] = 0
-    for i in range(n):
-        counts[(i & 3) * n_levels + work.level[i]] += 1
-    for t in range(n_levels):
-        counts[t] += counts[n_levels + t] + counts[2 * n_levels + t] + counts[3 * n_levels + t]
+    count_values(work.level, n, n_levels, counts)
     t = n_levels - 1
     while filled < kk:
         take = counts[t] if counts[t] < kk - filled else kk - filled

@@ -35,6 +35,7 @@ from libcpp.algorithm cimport sort
 from libcpp.utility cimport pair
 
 from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
+from rankopt.inference._terms cimport COUNT_TABLES, count_values
 
 import numpy as np
 
@@ -102,7 +103,7 @@ cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size, Py_ssize_t n_gr
     work.n_grade_values = n_grade_values
     work.grade_level = NULL
     if n_grade_values > 0:
-        work.grade_level = <int64_t*>malloc(GRADE_TALLIES * n_grade_values * sizeof(int64_t))
+        work.grade_level = <int64_t*>malloc(COUNT_TABLES * n_grade_values * sizeof(int64_t))
         if work.grade_level == NULL:
             return -1
     work.by_score = <Keyed*>malloc(n * sizeof(Keyed))
@@ -269,30 +270,6 @@ cdef inline void _finish(const floating* scores, Py_ssize_t n, const double* coe
     value[0] = dot + loss[0]
 
 
-cdef enum:
-    # Tallies a query's grades are counted into, in turn: one tally would make each count wait for the last
-    # one stored (most documents share grade 0), a chain of store-to-load forwarding through the query.
-    GRADE_TALLIES = 4
-
-
-cdef inline void _count_grades(const int64_t* grades, Py_ssize_t n, Py_ssize_t n_values, int64_t* counts) noexcept nogil:
-    """``counts[g]`` = #{k : grades[k] = g} for g < n_values; ``counts`` has GRADE_TALLIES · n_values entries."""
-    cdef Py_ssize_t k, t
-    for t in range(GRADE_TALLIES * n_values):
-        counts[t] = 0
-    k = 0
-    while k + GRADE_TALLIES <= n:
-        counts[grades[k]] += 1
-        counts[n_values + grades[k + 1]] += 1
-        counts[2 * n_values + grades[k + 2]] += 1
-        counts[3 * n_values + grades[k + 3]] += 1
-        k += GRADE_TALLIES
-    for k in range(k, n):
-        counts[grades[k]] += 1
-    for t in range(n_values):
-        counts[t] += counts[n_values + t] + counts[2 * n_values + t] + counts[3 * n_values + t]
-
-
 cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* w,
                           double* coef, double* loss, double* value, bint relative=False) noexcept nogil:
     """One query (n ≤ w.size): fill ``coef[0:n]``, ``loss``, ``value``; False when it has one grade only.
@@ -303,7 +280,7 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
     cdef int64_t n_pairs = 0, swapped = 0, lower, higher, kept_higher, admitted
     cdef double s, scale
     if w.n_grade_values > 0:
-        _count_grades(grades, n, w.n_grade_values, w.grade_level)
+        count_values(grades, n, w.n_grade_values, w.grade_level)
         for t in range(w.n_grade_values):  # counts become levels, in increasing grade
             if w.grade_level[t] > 0:
                 w.level_size[n_levels] = w.grade_level[t]

@@ -85,6 +85,26 @@ cdef inline int count_ranks(const rank_t* ranks, Py_ssize_t n_neg, Py_ssize_t n_
     return 0
 
 
+cdef inline void count_values(const int64_t* values, Py_ssize_t n, Py_ssize_t n_values, int64_t* counts) noexcept nogil:
+    """counts[v] = #{k : values[k] = v} for v = 0 … n_values − 1; every value must lie there (the caller's
+    contract: nothing is checked).  ``counts`` has COUNT_TABLES · n_values entries: the values are counted
+    into the tables in turn, as in :func:`count_ranks` (most of a query's documents share one value), and
+    the tables summed into the first n_values."""
+    cdef Py_ssize_t k = 0, t
+    for t in range(COUNT_TABLES * n_values):
+        counts[t] = 0
+    while k + COUNT_TABLES <= n:
+        for t in range(COUNT_TABLES):
+            counts[t * n_values + values[k + t]] += 1
+        k += COUNT_TABLES
+    while k < n:
+        counts[values[k]] += 1
+        k += 1
+    for t in range(n_values):
+        for k in range(1, COUNT_TABLES):
+            counts[t] += counts[k * n_values + t]
+
+
 cdef inline Py_ssize_t positive_terms(const int64_t* counts, const floating* pos_scores, const Py_ssize_t* pos_order,
                                       Py_ssize_t n_pos, Py_ssize_t n_neg, double scale, double* pos_coef,
                                       int64_t* pos_ranks, int64_t* positions, double* dot) noexcept nogil:
