@@ -45,6 +45,7 @@ from rankopt.inference._qs cimport fill_discount_bends, qs_ranks_f32, qs_ranks_f
 from rankopt.inference._scan cimport ScoreScan, scan_block, scan_start
 from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
 from rankopt.inference._sums cimport numpy_sum
+from rankopt.inference._terms cimport negative_coefficient
 
 cdef enum:
     # Queries a thread takes at a time: one at a time, the threads would
@@ -379,7 +380,7 @@ cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_f
     for k in range(n_pos + 2):
         w.counts[k] = 0
         # A negative's coefficient at each rank, computed once (w.prefix is free again).
-        w.prefix[k] = ((<double>n_pos) + 2.0 - 2.0 * k) * scale - truth_neg
+        w.prefix[k] = negative_coefficient(n_pos, scale, k) - truth_neg
     # Two running sums, so that consecutive additions do not wait on each other
     # (the value is defined up to its summation order).
     for k in range(n_neg):

@@ -212,8 +212,8 @@ cdef void _dense_kept(const floating* scores, Py_ssize_t n, PairwiseWork* w) noe
     document is above the lowest level: the same test, ``(double)s_i − (double)s_j >= 0.5``.
 
     The lowest level's documents, below every higher one, are gathered first (their scores as doubles, with
-    their own counts) so that the test against them is a loop over two arrays without a level in it, which
-    the compiler vectorises; the few higher documents test each other with their levels.
+    their own counts) so that the test against them is a loop over two arrays without a level in it, four
+    pairs a step (``rankopt_kept_above``); the few higher documents test each other with their levels.
     """
     cdef Py_ssize_t i, j, k, n_low = 0, n_high = 0, upper, is_low
     cdef int64_t kept, stays

@@ -683,7 +683,7 @@ cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floatin
                        int* ranks, Keyed* items, int32_t* ids, int32_t* ends) noexcept nogil:
     """The small-input strategy (see above), on work arrays sized for n_neg; ``bends`` (NULL: none) as for
     :func:`_discount_walk_start`."""
-    cdef Py_ssize_t j, j_walk = _walk_start(code, unimodal, n_pos, n_neg), i = 1, p1 = n_pos + 1, rp
+    cdef Py_ssize_t j, j_walk = _walk_start(code, unimodal, n_pos, n_neg), i = 1, p1 = n_pos + 1, rp, n_block
     cdef double s, scale = 2.0 / ((<double>n_pos) * n_neg), largest
     descending_keyed(neg, n_neg, items, ids, ends)
     if code == LOSS_POSITION_DISCOUNT and bends != NULL:
@@ -698,13 +698,14 @@ cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floatin
             i += 1
         ranks[items[j - 1].idx] = <int>i
     if j_walk > 1:
+        n_block = min(j_walk - 1, n_neg)
         rp = ranks[items[j_walk - 1].idx] if j_walk <= n_neg else p1
-        if min(j_walk - 1, n_neg) * (rp - 1) > SCANNED_BLOCK_MAX:  # O(|block| log) by the recursion
-            _sorted_block_ranks(pos_desc, items, 0.0, min(j_walk - 1, n_neg), 1, rp, n_pos, n_neg, code, table,
-                                unimodal, ranks, NULL)
+        if n_block * (rp - 1) > SCANNED_BLOCK_MAX:  # O(|block| log) by the recursion
+            _sorted_block_ranks(pos_desc, items, 0.0, n_block, 1, rp, n_pos, n_neg, code, table, unimodal,
+                                ranks, NULL)
             return
         i = 1
-        for j in range(1, min(j_walk - 1, n_neg) + 1):
+        for j in range(1, n_block + 1):
             i = _best_rank(pos_desc, -items[j - 1].key, j, i, rp, code, n_pos, n_neg, table, scale, unimodal)
             ranks[items[j - 1].idx] = <int>i
 
