@@ -227,50 +227,57 @@ cdef void _ideal_by_levels(NDCGWork* work, Py_ssize_t n, Py_ssize_t kk) noexcept
         t -= 1
 
 
-cdef bint _top_keys(const double* keys, Py_ssize_t kk, Py_ssize_t n, KeyIndex* top, NDCGWork* work) noexcept nogil:
-    """The kk smallest (key, index) pairs of ``keys`` into ``top``, in order (partial_sort's first kk); True
-    when two documents of equal key meet among them or the kk-th ties one left out.
+cdef inline Py_ssize_t _top_candidates(const double* keys, Py_ssize_t kk, Py_ssize_t n, NDCGWork* work) noexcept nogil:
+    """Gather into ``work.found_keys`` / ``work.found_index``, in increasing index, documents among which the
+    kk smallest (key, index) pairs lie; return how many.
 
     The keys are counted into n buckets of an affine map (non-decreasing in the key), and the buckets up to
     the one that completes the first kk hold every pair of the top: a later bucket's keys exceed all of
-    theirs.  Those few are gathered without a branch and placed by counting, for each, the smaller keys
-    and the equal keys before it (also without branches); insertion, whose comparisons mispredict as often
-    as a document enters the top, takes the rest (many in the last bucket, or keys that cannot be spread)."""
-    cdef Py_ssize_t i, t, m = 0, rank, equal = 0, index, last_bucket = n, below = 0
-    cdef double x, kth, low = keys[0], high = keys[0], scale = 0.0, last = <double>(n - 1)
-    cdef double* found_keys = work.found_keys
-    cdef Py_ssize_t* found_index = work.found_index
+    theirs.  They are gathered without a branch.  Keys that cannot be spread (all equal, a span beyond the
+    doubles) and kk = n give every document."""
+    cdef Py_ssize_t i, t, m = 0, last_bucket = 0, below = 0
+    cdef double x, scale = 0.0, last = <double>(n - 1)
     cdef int32_t* bucket = work.bucket
     cdef int32_t* count = work.bucket_count
     cdef ScoreScan extremes
     if kk < n:
         scan_start(&extremes, keys)
         scan_block(&extremes, keys, n)  # vectorised (_scan.pxd); the keys are finite
-        low = extremes.lo
-        high = extremes.hi
-        if high > low:
-            scale = last / (high - low)
-    if scale > 0.0 and isfinite(scale):
-        for i in range(n):  # a loop the compiler vectorises
-            x = (keys[i] - low) * scale
-            bucket[i] = <int32_t>(x if x < last else last)
-        for t in range(n):
-            count[t] = 0
+        if extremes.hi > extremes.lo:
+            scale = last / (extremes.hi - extremes.lo)
+    if not (scale > 0.0 and isfinite(scale)):
         for i in range(n):
-            count[bucket[i]] += 1
-        last_bucket = 0
-        while below + count[last_bucket] < kk:
-            below += count[last_bucket]
-            last_bucket += 1
-        for i in range(n):
-            found_keys[m] = keys[i]
-            found_index[m] = i
-            m += bucket[i] <= last_bucket
-    else:
-        for i in range(n):
-            found_keys[i] = keys[i]
-            found_index[i] = i
-        m = n
+            work.found_keys[i] = keys[i]
+            work.found_index[i] = i
+        return n
+    for i in range(n):  # a loop the compiler vectorises
+        x = (keys[i] - extremes.lo) * scale
+        bucket[i] = <int32_t>(x if x < last else last)
+    for t in range(n):
+        count[t] = 0
+    for i in range(n):
+        count[bucket[i]] += 1
+    while below + count[last_bucket] < kk:
+        below += count[last_bucket]
+        last_bucket += 1
+    for i in range(n):
+        work.found_keys[m] = keys[i]
+        work.found_index[m] = i
+        m += bucket[i] <= last_bucket
+    return m
+
+
+cdef bint _top_keys(const double* keys, Py_ssize_t kk, Py_ssize_t n, KeyIndex* top, NDCGWork* work) noexcept nogil:
+    """The kk smallest (key, index) pairs of ``keys`` into ``top``, in order (partial_sort's first kk); True
+    when two documents of equal key meet among them or the kk-th ties one left out.
+
+    The few candidates of :func:`_top_candidates` are placed by counting, for each, the smaller keys and the
+    equal keys before it (without branches); insertion, whose comparisons mispredict as often as a document
+    enters the top, takes many (a crowded last bucket, or keys that cannot be spread)."""
+    cdef Py_ssize_t i, t, rank, equal = 0, index, m = _top_candidates(keys, kk, n, work)
+    cdef double x, kth
+    cdef double* found_keys = work.found_keys
+    cdef Py_ssize_t* found_index = work.found_index
     if m <= RANK_COUNT_MAX:
         # The found come in increasing index: a pair's place is the count of smaller keys, and of equal keys
         # before it.

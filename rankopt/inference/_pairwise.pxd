@@ -24,7 +24,7 @@ cdef struct PairwiseWork:
     Py_ssize_t* low_index  # and their positions in the query;
     Py_ssize_t* high_index # the positions of the others
     Py_ssize_t n_grade_values  # > 0: grades lie in 0 … n_grade_values − 1, levels found by counting
-    int64_t* grade_level   # COUNT_TABLES · n_grade_values entries: a grade's count (_terms.count_values), then its level
+    int64_t* grade_level   # COUNT_TABLES · n_grade_values entries: a grade's count (count_values), then its level
 
 
 cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size, Py_ssize_t n_grade_values) noexcept nogil
