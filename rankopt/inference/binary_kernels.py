@@ -73,8 +73,9 @@ class BinaryRankKernel(StructureKernel):
         resolved = self.resolve_method(loss, structure, method, longest, registry)
         kernel = compiled_kernel(loss, resolved, offsets)
         if kernel is None:
-            # The per-query path takes 0/1 relevance.
-            relevance = relevance if relevant_from == 1 else (relevance >= relevant_from).astype(np.int64)
+            # The per-query path takes 0/1 relevance: grades above 1 are thresholded too, since its ground
+            # truth counts the relevant documents.
+            relevance = (relevance >= relevant_from).astype(np.int64)
             return _PerQueryBinary(self, loss, relevance, offsets, method, registry)
         count_tables = (None, None)
         if kernel.top_k:  # Δ per query from the declared count structure
@@ -95,7 +96,8 @@ class BinaryRankKernel(StructureKernel):
     def ground_truth(self, loss, structure, relevance, offsets):
         sizes = np.diff(offsets)
         query_of = np.repeat(np.arange(sizes.size), sizes)
-        n_pos = np.bincount(query_of, weights=relevance, minlength=sizes.size)
+        is_pos = np.asarray(relevance) != 0
+        n_pos = np.bincount(query_of, weights=is_pos, minlength=sizes.size)
         n_neg = sizes - n_pos
         usable = (n_pos > 0) & (n_neg > 0)
         # The expressions of the single-query ranking model, 1.0 / n_pos and −1.0 / n_neg, computed once per
@@ -103,7 +105,7 @@ class BinaryRankKernel(StructureKernel):
         with np.errstate(divide="ignore"):
             positive = np.where(usable, 1.0 / n_pos, 0.0)
             negative = np.where(usable, -1.0 / n_neg, 0.0)
-        return np.where(relevance != 0, positive[query_of], negative[query_of])
+        return np.where(is_pos, positive[query_of], negative[query_of])
 
     def check(self, loss, structure, *, n_instances, random_state, registry):
         """Every registered method that declares itself exact for ``loss`` against every ordering."""
