@@ -71,59 +71,174 @@ class HingeObjective:
     def __repr__(self) -> str:
         return f"HingeObjective(loss={self.loss!r}, hessian={self.hessian!r}, scale={self.scale!r})"
 
-    def gradients(self, predictions, labels, group_sizes) -> tuple[np.ndarray, np.ndarray]:
-        """(grad, hess) at ``predictions`` for documents grouped in contiguous queries of ``group_sizes``."""
-        from rankopt.hinge import structured_hinge
+    def gradients(self, predictions, labels, group_sizes, weights=None) -> tuple[np.ndarray, np.ndarray]:
+        """(grad, hess) at ``predictions`` for documents grouped in contiguous queries of ``group_sizes``.
 
-        predictions = np.asarray(predictions, dtype=np.float64)
-        if predictions.ndim != 1:
-            raise ValueError(
-                f"expected one prediction per document (a ranking objective), got predictions of shape "
-                f"{predictions.shape} instead: a multiclass or multi-output booster cannot take a ranking loss"
-            )
-        if predictions.size and not math.isfinite(float(np.max(np.abs(predictions)))):
+        ``weights``, optional: one weight per query, or one per document equal within each query
+        (:func:`query_weights`); a query's weight scales its hinge, so its gradient and hessian.
+        """
+        from rankopt.hinge import hinge_per_query
+
+        predictions = check_predictions(predictions)
+        largest = float(np.max(np.abs(predictions))) if predictions.size else 0.0
+        if not math.isfinite(largest):
             raise ValueError(
                 "expected finite predictions, got NaN or infinity instead: the booster diverged (lower the "
                 "learning rate or raise the hessian)"
             )
+        if self.scale * largest > MAX_PREDICTION:
+            raise ValueError(
+                f"expected predictions of magnitude at most {MAX_PREDICTION / self.scale:.3g} (scale={self.scale}), "
+                f"got {largest:.3g} instead: the booster diverged (lower the learning rate or raise the hessian)"
+            )
         group_sizes = _check_groups(group_sizes)
-        _, grad = structured_hinge(
+        per_query = hinge_per_query(
             self.scale * predictions,
             labels,
             group=group_sizes,
             loss=self.loss,
             relevant_at=self.relevant_at,
-            reduction="sum",
             n_threads=self.n_threads,
         )
-        grad = self.scale * grad
+        if not per_query.usable.any():
+            raise ValueError(_nothing_to_order(self.loss, self.relevant_at, len(group_sizes)))
+        grad = self.scale * per_query.grad
         if self.hessian == "gradient":
-            return grad, np.maximum(np.abs(grad), HESSIAN_FLOOR)
-        return grad, np.full(predictions.size, self.hessian)
+            hess = np.maximum(np.abs(grad), HESSIAN_FLOOR)
+        else:
+            hess = np.full(predictions.size, self.hessian)
+        per_query_weight = query_weights(weights, group_sizes, predictions.size)
+        if per_query_weight is not None:
+            document_weight = np.repeat(per_query_weight, np.asarray(group_sizes, dtype=np.int64))
+            grad, hess = grad * document_weight, hess * document_weight
+        return grad, hess
 
 
 class LossMetric:
     """The metric ``loss`` stands for, 1 − Δ(R*, R) averaged over the queries, at a booster's predictions.
 
-    Higher is better; queries with one relevance level are left out; tied predictions are broken against
-    the ground truth (:func:`rankopt.metrics.loss_metric`).  ``name`` is the loss's name.
+    Higher is better; queries the loss cannot order (one relevance level, gains all equal) are left out;
+    tied predictions are broken against the ground truth (:func:`rankopt.metrics.loss_metric`).  ``name`` is
+    the loss's name with the parameters that differ from its defaults (``"ndcg_graded(k=3)"``), so that two
+    metrics of one loss log apart.
     """
 
     def __init__(self, loss="ndcg_graded", *, relevant_at=1, **loss_params):
         self.loss = _resolve_loss(loss, loss_params)
         self.relevant_at = relevant_at
-        self.name = self.loss.name
+        self.name = metric_name(self.loss, relevant_at)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(loss={self.loss!r})"
 
-    def value(self, predictions, labels, group_sizes) -> float:
-        """The mean metric over the queries of contiguous ``group_sizes``."""
+    def value(self, predictions, labels, group_sizes, weights=None) -> float:
+        """The mean metric over the queries of contiguous ``group_sizes``, weighted by ``weights`` (one per query,
+        or one per document equal within each query) when given."""
         from rankopt.metrics import loss_metric
 
-        return loss_metric(
-            labels, predictions, group=_check_groups(group_sizes), loss=self.loss, relevant_at=self.relevant_at
+        predictions = check_predictions(predictions)
+        group_sizes = _check_groups(group_sizes)
+        values = loss_metric(
+            labels, predictions, group=group_sizes, loss=self.loss, relevant_at=self.relevant_at, average=False
         )
+        defined = ~np.isnan(values)
+        if not defined.any():
+            raise ValueError(
+                f"expected some query to hold two documents that loss {self.loss.name!r} orders apart, got none of "
+                f"the {values.size} queries"
+            )
+        per_query_weight = query_weights(weights, group_sizes, predictions.size)
+        if per_query_weight is None:
+            return float(np.mean(values[defined]))
+        return float(np.average(values[defined], weights=per_query_weight[defined]))
+
+
+#: The largest |prediction| × scale the objective takes: the hinge's sums over a query of 10⁸ documents stay
+#: finite far beyond it, and a booster past it has diverged.
+MAX_PREDICTION = 1e200
+
+
+def check_predictions(predictions) -> np.ndarray:
+    """One float64 prediction per document, or a ValueError saying what the shape means."""
+    predictions = np.asarray(predictions, dtype=np.float64)
+    if predictions.ndim == 2 and predictions.shape[1] == 1:
+        raise ValueError(
+            f"expected one prediction per document as a 1-D array, got a column of shape {predictions.shape} "
+            "instead: pass predictions.ravel()"
+        )
+    if predictions.ndim != 1:
+        raise ValueError(
+            f"expected one prediction per document (a ranking objective), got predictions of shape "
+            f"{predictions.shape} instead: a multiclass or multi-output booster cannot take a ranking loss"
+        )
+    return predictions
+
+
+def query_weights(weights, group_sizes, n_documents: int) -> np.ndarray | None:
+    """One weight per query from ``weights``: None, one per query (XGBoost's ranking DMatrix), or one per
+    document equal within each query (LightGBM's); finite and ≥ 0, refused otherwise.
+
+    The hinge is a function of a whole query's scores, so a weight that varies within a query has no meaning
+    for it and is refused.
+    """
+    if weights is None:
+        return None
+    weights = np.asarray(weights, dtype=np.float64).ravel()
+    if weights.size == 0:
+        return None
+    sizes = np.asarray(group_sizes, dtype=np.int64)
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError("expected sample weights that are finite and >= 0, got NaN, infinity or a negative one")
+    if weights.size == sizes.size and weights.size != n_documents:
+        return weights
+    if weights.size != n_documents:
+        raise ValueError(
+            f"expected one weight per query ({sizes.size}) or per document ({n_documents}), got {weights.size} instead"
+        )
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    first = weights[starts] if sizes.size else weights[:0]
+    if not np.array_equal(np.repeat(first, sizes), weights):
+        raise ValueError(
+            "expected the sample weights of each query's documents to be equal (the hinge weighs whole queries), "
+            "got weights that differ within a query: give each query one weight"
+        )
+    return first
+
+
+def metric_name(loss, relevant_at=1) -> str:
+    """The loss's name, with the parameters that differ from its class's defaults and a relevant_at ≠ 1 of a
+    binary loss: ``"ndcg_graded(k=3)"``, ``"ap(relevant_at=2)"``."""
+    try:
+        defaults = type(loss)().get_params(deep=False)
+    except TypeError:  # a loss whose parameters have no defaults: name them all
+        defaults = {}
+    changed = [
+        f"{key}={value!r}"
+        for key, value in loss.get_params(deep=False).items()
+        if not _same(defaults.get(key, _NO_DEFAULT), value)
+    ]
+    if not loss.graded and relevant_at != 1:
+        changed.append(f"relevant_at={relevant_at!r}")
+    return f"{loss.name}({', '.join(changed)})" if changed else loss.name
+
+
+_NO_DEFAULT = object()
+
+
+def _same(default, value) -> bool:
+    try:
+        return bool(np.all(default == value)) and np.shape(default) == np.shape(value)
+    except (TypeError, ValueError):
+        return False
+
+
+def _nothing_to_order(loss, relevant_at, n_queries) -> str:
+    where = "" if loss.graded else f" at relevant_at={relevant_at!r}"
+    return (
+        f"expected some query with two documents that loss {loss.name!r} orders apart{where}, got none of the "
+        f"{n_queries} queries: every gradient would be 0 and the model constant"
+        + ("" if loss.graded else " (lower relevant_at to a grade the labels reach)")
+    )
 
 
 def _resolve_loss(loss, loss_params: dict):

@@ -194,4 +194,8 @@ def prepared_hinges(prepared: PreparedRankings, scores: np.ndarray, n_threads=No
 def _rank_loss(loss, registry) -> RankLoss:
     if not isinstance(loss, (str, RankLoss)):
         raise TypeError(f"expected loss to be a rank-loss name or a RankLoss instance, got {type(loss).__name__}")
+    if isinstance(loss, str):
+        names = sorted(info.name for info in registry.list("loss") if issubclass(info.cls, RankLoss))
+        if loss not in names:
+            raise ValueError(f"unknown rank loss {loss!r}: expected one of {names}")
     return resolve_rank_loss(loss, registry)

@@ -34,19 +34,21 @@ OLDEST_LIGHTGBM = (4, 0)
 
 
 class HingeLightGBMObjective(HingeObjective):
-    """:class:`rankopt.boosting.HingeObjective` in LightGBM's two calling forms."""
+    """:class:`rankopt.boosting.HingeObjective` in LightGBM's two calling forms.
+
+    Sample weights scale each query's hinge: LightGBM gives one weight per document, and those of a query's
+    documents must be equal (the hinge weighs whole queries).
+    """
 
     def __call__(self, y_true, y_pred, weight=None, group=None):
-        if weight is not None:
-            raise ValueError(
-                "expected no sample weights: the structured hinge weighs documents by its loss; drop sample_weight"
-            )
-        return self.gradients(y_pred, y_true, group)
+        _refuse_dataset(y_pred, "objective", "params={'objective': objective.train_objective}")
+        return self.gradients(y_pred, y_true, group, weight)
 
     def train_objective(self, preds, dataset):
         """``lightgbm.train``'s form: ``params={"objective": objective.train_objective}``."""
-        group = dataset.get_group()
-        return self.gradients(preds, np.asarray(dataset.get_label()), group)
+        _expect_dataset(dataset, "LGBMRanker(objective=hinge_objective(...))")
+        _check_whole_queries(dataset)
+        return self.gradients(preds, np.asarray(dataset.get_label()), dataset.get_group(), dataset.get_weight())
 
 
 def hinge_objective(loss="ndcg_graded", *, relevant_at=1, hessian="gradient", scale=0.3, n_threads=None, **loss_params):
@@ -59,20 +61,74 @@ def hinge_objective(loss="ndcg_graded", *, relevant_at=1, hessian="gradient", sc
 
 
 class LightGBMLossMetric(LossMetric):
-    """:class:`rankopt.boosting.LossMetric` in LightGBM's two ``feval`` forms (higher is better)."""
+    """:class:`rankopt.boosting.LossMetric` in LightGBM's two ``feval`` forms (higher is better); weighted by
+    the validation set's per-query weights when it has them."""
 
     def __call__(self, y_true, y_pred, weight=None, group=None):
-        return self.name, self.value(y_pred, y_true, group), True
+        _refuse_dataset(y_pred, "metric", "feval=metric.train_metric")
+        return self.name, self.value(y_pred, y_true, group, weight), True
 
     def train_metric(self, preds, eval_data):
         """``lightgbm.train``'s form: ``feval=metric.train_metric``."""
-        return self.name, self.value(preds, np.asarray(eval_data.get_label()), eval_data.get_group()), True
+        _expect_dataset(eval_data, "LGBMRanker.fit(eval_metric=eval_metric(...))")
+        _check_whole_queries(eval_data)
+        labels = np.asarray(eval_data.get_label())
+        return self.name, self.value(preds, labels, eval_data.get_group(), eval_data.get_weight()), True
 
 
 def eval_metric(loss="ndcg_graded", *, relevant_at=1, **loss_params):
     """The metric ``loss`` stands for (1 − Δ, averaged over queries) as a LightGBM eval metric, for early
     stopping on it: ``LGBMRanker.fit(eval_metric=…)``, or ``lightgbm.train(feval=….train_metric)``."""
     return LightGBMLossMetric(loss, relevant_at=relevant_at, **loss_params)
+
+
+def _is_dataset(value) -> bool:
+    """A LightGBM ``Dataset``, read by its methods (this module does not import LightGBM): an XGBoost DMatrix
+    has ``get_group`` too, but not ``construct``."""
+    return callable(getattr(value, "get_group", None)) and callable(getattr(value, "construct", None))
+
+
+def _refuse_dataset(y_pred, what: str, train_form: str) -> None:
+    """The scikit-learn form handed ``lightgbm.train``'s arguments (predictions, a Dataset): say which form fits."""
+    if callable(getattr(y_pred, "get_uint_info", None)):
+        raise TypeError(
+            f"expected LightGBM's call, got an xgboost.DMatrix instead: XGBoost takes rankopt.xgboost's {what}"
+        )
+    if _is_dataset(y_pred):
+        raise TypeError(
+            f"expected LGBMRanker's call (y_true, y_pred, weight, group), got (preds, Dataset) instead: "
+            f"lightgbm.train takes the {what}'s train form, {train_form}"
+        )
+
+
+def _expect_dataset(dataset, estimator_form: str) -> None:
+    if not _is_dataset(dataset):
+        raise TypeError(
+            f"expected lightgbm.train's call (preds, Dataset), got {type(dataset).__name__} instead: the "
+            f"scikit-learn estimators take the object itself, {estimator_form}"
+        )
+
+
+def _check_whole_queries(dataset) -> None:
+    """Refuse a subset of a Dataset (``lightgbm.cv``'s folds) that splits a query across folds.
+
+    LightGBM builds query-aware folds only for its named ranking objectives; with a callable one, ``cv`` splits
+    rows, and each fold's groups are the pieces of the queries it got.
+    """
+    used = getattr(dataset, "used_indices", None)
+    reference = getattr(dataset, "reference", None)
+    if used is None or reference is None or reference.get_group() is None:
+        return
+    sizes = np.asarray(reference.get_group(), dtype=np.int64)
+    kept = np.bincount(np.repeat(np.arange(sizes.size), sizes)[np.asarray(used)], minlength=sizes.size)
+    split = np.flatnonzero((kept > 0) & (kept < sizes))
+    if split.size:
+        raise ValueError(
+            f"expected folds of whole queries, got {split.size} queries split across folds (query {split[0]}: "
+            f"{kept[split[0]]} of its {sizes[split[0]]} documents): lightgbm.cv splits rows for a callable "
+            "objective; pass folds=sklearn.model_selection.GroupKFold(n_splits), which lightgbm.cv splits by the "
+            "Dataset's queries"
+        )
 
 
 def _check_lightgbm_version(installed: str | None = None) -> None:

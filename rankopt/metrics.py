@@ -320,7 +320,8 @@ def loss_metric(
     relevant_at : float, default 1
     average : bool, default True
         False returns each query's value, queries by increasing qid, NaN for a query with nothing to order
-        (one relevance level), which the mean leaves out.
+        (one relevance level, gains all equal, pairs that all weigh 0: the queries a fit leaves out), which
+        the mean leaves out.
     registry : PluginRegistry, optional
         Where a loss name is looked up; the default registry otherwise.
 
@@ -341,11 +342,25 @@ def loss_metric(
     grades = check_grades(y_true, scores.size, name="y_true")
     queries = check_qid(qid, scores.size)
     relevance = grades if rank_loss.graded else (grades >= check_relevant_at(relevant_at)).astype(np.int64)
+    orders = _queries_the_loss_orders(rank_loss, relevance[queries.order], queries.offsets, registry)
     values = np.full(queries.n_queries, np.nan)
-    for q in range(queries.n_queries):
+    for q in np.flatnonzero(orders):
         rows = queries.order[queries.offsets[q] : queries.offsets[q + 1]]
         level = relevance[rows]
-        if level.size and level.max() > level.min():
-            ordered = level[np.lexsort((level, -scores[rows]))]
-            values[q] = 1.0 - kernel.ranking_loss(rank_loss, structure, ordered)
-    return _mean_of_defined(values, average, "two relevance levels")
+        ordered = level[np.lexsort((level, -scores[rows]))]
+        values[q] = 1.0 - kernel.ranking_loss(rank_loss, structure, ordered)
+    return _mean_of_defined(values, average, "two documents that the loss orders apart")
+
+
+def _queries_the_loss_orders(rank_loss, grouped_relevance, offsets, registry) -> np.ndarray:
+    """Which queries ``rank_loss`` orders two documents of apart: its kernel's verdict at zero scores.
+
+    The rule of a fit (:func:`rankopt.inference.batched.check_queries_the_loss_orders`): a query of one
+    relevance level, of grades whose gains are all equal, or whose pairs all weigh 0 has no Δ to measure, and
+    is NaN here.  The kernel's preparation refuses, with its own message, grades whose gains its sums cannot
+    hold, at the same bound as the hinge.
+    """
+    from rankopt.inference.batched import most_violated_rankings
+
+    zeros = np.zeros(grouped_relevance.size)
+    return most_violated_rankings(rank_loss, zeros, grouped_relevance, offsets, registry=registry).usable

@@ -27,10 +27,12 @@ __all__ = ["HingeXGBoostObjective", "XGBoostLossMetric", "eval_metric", "hinge_o
 
 
 class HingeXGBoostObjective(HingeObjective):
-    """:class:`rankopt.boosting.HingeObjective` in ``xgboost.train``'s form."""
+    """:class:`rankopt.boosting.HingeObjective` in ``xgboost.train``'s form; a ranking DMatrix's weights (one
+    per query) scale each query's hinge."""
 
     def __call__(self, preds, dtrain):
-        return self.gradients(preds, np.asarray(_matrix(dtrain).get_label()), _group_sizes(dtrain))
+        matrix = _matrix(dtrain, "objective")
+        return self.gradients(preds, np.asarray(matrix.get_label()), _group_sizes(matrix), matrix.get_weight())
 
 
 def hinge_objective(loss="ndcg_graded", *, relevant_at=1, hessian="gradient", scale=0.3, n_threads=None, **loss_params):
@@ -42,10 +44,12 @@ def hinge_objective(loss="ndcg_graded", *, relevant_at=1, hessian="gradient", sc
 
 
 class XGBoostLossMetric(LossMetric):
-    """:class:`rankopt.boosting.LossMetric` in ``xgboost.train``'s ``custom_metric`` form (higher is better)."""
+    """:class:`rankopt.boosting.LossMetric` in ``xgboost.train``'s ``custom_metric`` form (higher is better),
+    weighted by the DMatrix's per-query weights when it has them."""
 
     def __call__(self, preds, dmatrix):
-        return self.name, self.value(preds, np.asarray(_matrix(dmatrix).get_label()), _group_sizes(dmatrix))
+        matrix = _matrix(dmatrix, "metric")
+        return self.name, self.value(preds, np.asarray(matrix.get_label()), _group_sizes(matrix), matrix.get_weight())
 
 
 def eval_metric(loss="ndcg_graded", *, relevant_at=1, **loss_params):
@@ -54,17 +58,30 @@ def eval_metric(loss="ndcg_graded", *, relevant_at=1, **loss_params):
     return XGBoostLossMetric(loss, relevant_at=relevant_at, **loss_params)
 
 
-def _matrix(dmatrix):
-    """``dmatrix``, refused with what to do when it is not one (an array: a scikit-learn estimator's call)."""
-    if not hasattr(dmatrix, "get_uint_info"):
+def _matrix(dmatrix, what: str):
+    """``dmatrix``, refused with what to do when it is not one (an array: a scikit-learn estimator's call; a
+    LightGBM Dataset: the other library's objective)."""
+    if callable(getattr(dmatrix, "get_uint_info", None)):
+        return dmatrix
+    if callable(getattr(dmatrix, "construct", None)):
+        raise TypeError(
+            f"expected an xgboost.DMatrix, got a LightGBM {type(dmatrix).__name__} instead: LightGBM takes "
+            f"rankopt.lightgbm's {what}"
+        )
+    if what == "metric":
         raise TypeError(
             f"expected an xgboost.DMatrix carrying the queries (group or qid), got {type(dmatrix).__name__} "
-            "instead: XGBoost's scikit-learn estimators pass a custom objective no queries (and XGBRanker takes "
-            "none); train with xgboost.train(params, xgboost.DMatrix(X, label=y, qid=qid), obj=hinge_objective(...))"
+            "instead: XGBoost's scikit-learn estimators (XGBRanker included) call a custom metric with "
+            "(y_true, y_pred) and no queries; use xgboost.train(params, dtrain, evals=[(dvalid, 'valid')], "
+            "custom_metric=eval_metric(...), maximize=True)"
         )
-    return dmatrix
+    raise TypeError(
+        f"expected an xgboost.DMatrix carrying the queries (group or qid), got {type(dmatrix).__name__} "
+        "instead: XGBoost's scikit-learn estimators pass a custom objective no queries (and XGBRanker takes "
+        "none); train with xgboost.train(params, xgboost.DMatrix(X, label=y, qid=qid), obj=hinge_objective(...))"
+    )
 
 
 def _group_sizes(dmatrix):
-    pointers = np.asarray(_matrix(dmatrix).get_uint_info("group_ptr"), dtype=np.int64)
+    pointers = np.asarray(dmatrix.get_uint_info("group_ptr"), dtype=np.int64)
     return np.diff(pointers) if pointers.size > 1 else None

@@ -88,8 +88,8 @@ def test_bad_input_is_refused_with_the_sizes():
         objective(grades, np.full(grades.size, np.nan), None, group)
     with pytest.raises(ValueError, match="multiclass"):
         objective(grades, np.zeros((grades.size, 3)), None, group)
-    with pytest.raises(ValueError, match="no sample weights"):
-        objective(grades, predictions, np.ones(grades.size), group)
+    with pytest.raises(ValueError, match="equal.*give each query one weight"):
+        objective(grades, predictions, np.arange(grades.size, dtype=float), group)
     with pytest.raises(ValueError, match="hessian"):
         lightgbm_objective("ap", hessian=0.0)
 
@@ -134,7 +134,7 @@ def test_the_eval_metric_is_one_minus_the_loss_of_the_ranking(loss):
     predictions = np.random.default_rng(4).normal(size=grades.size)
     name, value, higher_is_better = eval_metric(loss, relevant_at=2)(grades, predictions, None, group)
     rank_loss = default_registry().resolve_loss(loss)
-    assert name == rank_loss.name and higher_is_better
+    assert name == (rank_loss.name if rank_loss.graded else f"{rank_loss.name}(relevant_at=2)") and higher_is_better
     # By definition, from the loss-augmented inference: Δ of the ranking by the scores is the loss of the most
     # violated ranking at scores so spread that the scores' own ranking wins.
     per_query = []

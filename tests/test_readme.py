@@ -92,3 +92,26 @@ def test_the_structures_are_exported_where_plugin_authors_look():
         cls.__module__ == "rankopt.losses.structure"
         for cls in (GradedPairStructure, GradedPositionStructure, GradedQueryStructure, TopKCountStructure)
     )
+
+
+def test_the_lightgbm_recipe_stops_at_the_best_round_of_the_losss_metric():
+    """Issue 47, point 2: LightGBM's default ndcg@1…@5 stopped the README's recipe on whichever stalled first."""
+    pytest.importorskip("lightgbm")
+    (block,) = [b for b in python_blocks(README) if "LGBMRanker" in b]
+    probe = block + (
+        "\nrecord = ranker.evals_result_['valid_0']\n"
+        "assert list(record) == ['ndcg_graded'], list(record)\n"
+        "best = int(max(range(len(record['ndcg_graded'])), key=record['ndcg_graded'].__getitem__)) + 1\n"
+        "assert ranker.best_iteration_ == best, (ranker.best_iteration_, best)\n"
+        "assert len(record['ndcg_graded']) == best + 30 or len(record['ndcg_graded']) == 300\n"
+        "print('best', best)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tempfile.gettempdir(),
+    )
+    assert done.returncode == 0 and not done.stderr, done.stderr[-3000:]
+    assert "best" in done.stdout
