@@ -35,6 +35,7 @@ from rankopt._validation import as_float_vector, check_grades, check_positive_fl
 from rankopt.hinge import HingeQueries, hinge_per_query, prepare_hinges, prepared_hinges, reduce_hinges
 from rankopt.inference._batched import scale_into
 from rankopt.inference.kernel_base import ReusedOutput
+from rankopt.inference.tensor_kernels import TensorKernelUnsupported
 
 __all__ = ["BACKENDS", "MetricHingeLoss", "RankHingeLoss"]
 
@@ -199,10 +200,13 @@ class MetricHingeLoss(torch.nn.Module):
             ref_labels = _labels_on(ref_labels, ref_emb, "ref_labels")
         if labels.shape[0] != embeddings.shape[0] or ref_labels.shape[0] != ref_emb.shape[0]:
             raise ValueError("expected one label per embedding, in labels and in ref_labels")
+        if documents_ranked(embeddings.shape[0], ref_emb.shape[0], self_reference) == 0:
+            # A batch of one (the last of a DataLoader without drop_last) or an empty reference set: nothing to
+            # rank, a loss of 0 with a zero gradient, as pytorch-metric-learning's losses give.
+            return (embeddings * 0).sum()
         queries, documents = embeddings, ref_emb
         if self.similarity == "cosine":
-            queries = torch.nn.functional.normalize(queries, dim=1)
-            documents = torch.nn.functional.normalize(documents, dim=1)
+            queries, documents = _unit_rows(queries), _unit_rows(documents)
         scores = (queries @ documents.T) * self.scale
         relevance = (labels[:, None] == ref_labels[None, :]).long()
         mask = None
@@ -246,6 +250,8 @@ def _tensor_hinges(module: RankHingeLoss, scores: torch.Tensor, y, qid, group, m
         _fall_back(loss, reason)
         return None
     check_declared_structure(loss)
+    if scores.numel() == 0:  # refused by the compiled path's checks, with its message
+        return None
     rows = scores if scores.dim() == 2 else scores[None, :]
     grades, mask = _checked_padded(rows, y, mask)
     if not loss.graded:
@@ -254,7 +260,11 @@ def _tensor_hinges(module: RankHingeLoss, scores: torch.Tensor, y, qid, group, m
         grades = (grades >= integer_threshold(module.relevant_at)).long()
     compute = torch.float64 if rows.dtype == torch.float64 else torch.float32
     with torch.no_grad():
-        return kernel.hinge(loss, structure, rows.detach().to(compute), grades, mask)
+        try:
+            return kernel.hinge(loss, structure, rows.detach().to(compute), grades, mask)
+        except TensorKernelUnsupported as exc:
+            _fall_back(loss, str(exc))
+            return None
 
 
 def _checked_padded(scores: torch.Tensor, y, mask):
@@ -277,6 +287,8 @@ def _checked_padded(scores: torch.Tensor, y, mask):
         raise ValueError(
             f"expected y of shape {tuple(scores.shape)} (the scores' layout), got {tuple(y.shape)} instead"
         )
+    if isinstance(mask, np.ndarray):  # as the compiled path reads it
+        mask = torch.as_tensor(mask, device=scores.device)
     if mask is None:
         mask = torch.ones(scores.shape, dtype=torch.bool, device=scores.device)
     elif not isinstance(mask, torch.Tensor) or mask.shape != scores.shape or mask.dtype != torch.bool:
@@ -291,7 +303,8 @@ def _checked_padded(scores: torch.Tensor, y, mask):
     kept_scores = torch.where(mask, scores.detach(), torch.zeros((), dtype=scores.dtype, device=scores.device))
     checks = [mask.any(), kept_scores.abs().max(), kept.min()]
     if not integer:
-        checks.append((torch.isfinite(kept) & (kept == torch.round(kept)) & (kept.abs() < 2.0**53)).all())
+        # Every float from 2**53 on is whole; below 2**63 it converts to int64 exactly, as the compiled path's.
+        checks.append((torch.isfinite(kept) & (kept == torch.round(kept)) & (kept.abs() < 2.0**63)).all())
     any_kept, largest, lowest, *whole = torch.stack([c.double() for c in checks]).tolist()
     if not any_kept:
         raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
@@ -301,7 +314,10 @@ def _checked_padded(scores: torch.Tensor, y, mask):
     if largest * scores.shape[1] > score_sum_bound(score_dtype):
         raise score_sums_error(largest, scores.shape[1], score_dtype)
     if whole and not whole[0]:
-        raise ValueError("expected y to hold integer relevance grades >= 0, got NaN, infinity or fractions instead")
+        raise ValueError(
+            "expected y to hold integer relevance grades >= 0 that fit in 64-bit integers, got NaN, infinity, "
+            "fractions or grades from 2**63 on instead"
+        )
     grades = kept.long()
     if lowest < 0:
         if bool((mask & (labels != 1) & (labels != -1)).any()):
@@ -351,10 +367,30 @@ def _describe(value) -> str:
     return f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
 
 
+def documents_ranked(n_queries: int, n_references: int, self_reference: bool) -> int:
+    """How many documents each query ranks: the other embeddings of the batch, or the reference set."""
+    return max(n_queries - 1, 0) if self_reference else n_references
+
+
+def _unit_rows(x: torch.Tensor) -> torch.Tensor:
+    """The rows of ``x`` scaled to unit length, without overflow: each row is divided by its largest |entry|
+    first (the direction is the same), so a row of norm 1e20 in float32 stays itself, not a zero vector."""
+    largest = x.detach().abs().amax(dim=1, keepdim=True)
+    tiny = torch.finfo(x.dtype).tiny if x.is_floating_point() else 1.0
+    return torch.nn.functional.normalize(x / largest.clamp_min(tiny), dim=1)
+
+
 def _labels_on(labels, embeddings: torch.Tensor, name: str) -> torch.Tensor:
     """``labels`` as a 1-D tensor on the embeddings' device, or an error naming both devices."""
     if not isinstance(labels, torch.Tensor):
-        labels = torch.as_tensor(np.asarray(labels), device=embeddings.device)
+        array = None if labels is None else np.asarray(labels)
+        if array is None or array.dtype.kind not in "biuf":
+            raise TypeError(
+                f"expected {name} to be a 1-D tensor or array of numeric class labels, got "
+                f"{'None' if array is None else f'an array of dtype {array.dtype}'} instead (encode other labels "
+                "as integers, e.g. with sklearn.preprocessing.LabelEncoder)"
+            )
+        labels = torch.as_tensor(array, device=embeddings.device)
     elif labels.device != embeddings.device:
         raise ValueError(f"expected {name} on the embeddings' device {embeddings.device}, got {labels.device} instead")
     if labels.dim() != 1:
@@ -437,13 +473,11 @@ class _PreparedBatch:
         """The prepared batch for these labels, built by ``build()`` unless the last one still holds."""
         if not isinstance(y, torch.Tensor) or not (mask is None or isinstance(mask, torch.Tensor)):
             return build()
-        key = (
-            y._version,
-            tuple(y.shape),
-            None if mask is None else mask._version,
-            module.rank_loss,
-            module.relevant_at,
-        )
+        loss_key = module.rank_loss.cache_key()
+        if loss_key is None:  # a loss whose parameters cannot be snapshotted: never reuse
+            return build()
+        # The loss's parameters by value: set_params between calls must not find the old preparation.
+        key = (y._version, tuple(y.shape), None if mask is None else mask._version, loss_key, module.relevant_at)
         held = self._key
         if (
             held is not None

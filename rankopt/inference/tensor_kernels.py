@@ -73,6 +73,11 @@ class TensorHinge:
     usable: torch.Tensor
 
 
+class TensorKernelUnsupported(ValueError):
+    """A batch a tensor kernel cannot take, known only from its data (more grade levels than it holds): the
+    caller runs it on the compiled path instead, as for what :meth:`TensorKernel.unsupported_reason` refuses."""
+
+
 class TensorKernel(Kernel):
     """A structure's hinge in tensor operations over a padded batch (:mod:`rankopt.inference.tensor_kernels`)."""
 
@@ -448,7 +453,7 @@ class GradedPairTensorKernel(TensorKernel):
         dtype, device = scores.dtype, scores.device
         level, _, levels = _grade_table(self.constants, relevance, mask, lambda levels: np.arange(levels.size))
         if levels.size > MAX_PAIR_LEVELS:
-            raise ValueError(f"expected at most {MAX_PAIR_LEVELS} grade levels in a batch, got {levels.size}")
+            raise TensorKernelUnsupported(f"more than {MAX_PAIR_LEVELS} grade levels in a batch")
         weights = structure.weight_matrix(levels, scores.shape[1])
         member = [mask & (level == t) for t in range(levels.size)]
         count = torch.stack([m.sum(dim=1) for m in member], dim=1).to(dtype)  # (B, K)

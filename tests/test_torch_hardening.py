@@ -1,0 +1,116 @@
+"""Both backends of RankHingeLoss accept and refuse the same inputs; MetricHingeLoss at its edges (issue 47,
+points 6-10, 15, 16)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch extra (rankopt[torch]) is not installed")
+from rankopt.torch import MetricHingeLoss, RankHingeLoss  # noqa: E402
+
+
+def _levels_batch():
+    """30 queries of 3 grades each, 76+ grade levels in the batch: more than the tensor pair kernel holds."""
+    rng = np.random.default_rng(0)
+    return torch.randn(30, 5, generator=torch.Generator().manual_seed(0)), torch.as_tensor(
+        rng.integers(0, 3, (30, 5)) + 3 * np.arange(30)[:, None]
+    )
+
+
+def _hostile_inputs():
+    s = torch.tensor([[0.5, 2.0, -1.0, 0.0]], dtype=torch.float64)
+    y = torch.tensor([[0, 1, 0, 2]])
+    levels_scores, levels_y = _levels_batch()
+    return {
+        "empty rows": ("ap", torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.long), None),
+        "empty columns": ("ap", torch.zeros(2, 0), torch.zeros(2, 0, dtype=torch.long), None),
+        "empty flat": ("ap", torch.zeros(0), torch.zeros(0, dtype=torch.long), None),
+        "float grades of 2**53 and more": ("ap", s, torch.tensor([[0.0, 2.0**53, 0.0, 2.0**60]]), None),
+        "float grades from 2**64": ("ap", s, torch.tensor([[0.0, 2.0**64, 0.0, 1.0]]), None),
+        "fractional grades": ("ap", s, torch.tensor([[0.0, 0.5, 0.0, 1.0]]), None),
+        "negative grades": ("ap", s, torch.tensor([[0, -3, 0, 1]]), None),
+        "{-1, 1} labels": ("ap", s, torch.tensor([[-1, 1, -1, 1]]), None),
+        "NaN score": ("ap", torch.tensor([[0.0, float("nan"), 1.0, 2.0]]), y, None),
+        "NumPy boolean mask": ("ap", s, y, np.array([[True, True, True, False]])),
+        "NumPy integer mask": ("ap", s, y, np.array([[1, 1, 1, 0]])),
+        "mask keeping nothing": ("ap", s, y, torch.zeros(1, 4, dtype=torch.bool)),
+        "labels of another shape": ("ap", s, torch.tensor([[0, 1, 0]]), None),
+        "more than 64 grade levels": ("pairwise", levels_scores, levels_y, None),
+        "graded, padded with garbage": (
+            "ndcg_graded",
+            s,
+            torch.tensor([[0, 3, 1, -7]]),
+            torch.tensor([[1, 1, 1, 0]]).bool(),
+        ),
+    }
+
+
+def _outcome(backend, loss, scores, y, mask):
+    scores = scores.clone().requires_grad_()
+    try:
+        value = RankHingeLoss(loss, backend=backend)(scores, y, mask=mask)
+        value.backward()
+    except (ValueError, TypeError) as exc:
+        return type(exc).__name__, None, None
+    return "value", float(value.detach()), scores.grad.clone()
+
+
+@pytest.mark.parametrize("case", list(_hostile_inputs()))
+def test_both_backends_accept_and_refuse_the_same_inputs(case, caplog):
+    loss, scores, y, mask = _hostile_inputs()[case]
+    with caplog.at_level(logging.WARNING, logger="rankopt.torch"):
+        compiled = _outcome("compiled", loss, scores, y, mask)
+        tensor = _outcome("torch", loss, scores, y, mask)
+    assert compiled[0] == tensor[0], (compiled, tensor)
+    if compiled[0] == "value":
+        assert tensor[1] == pytest.approx(compiled[1], rel=1e-6, abs=1e-9)
+        torch.testing.assert_close(tensor[2], compiled[2], rtol=1e-6, atol=1e-9)
+
+
+def test_more_grade_levels_than_the_tensor_kernel_holds_run_on_the_host_said_once(caplog, monkeypatch):
+    import rankopt.torch as layer
+
+    monkeypatch.setattr(layer, "_LOGGED_FALLBACKS", set())
+    scores, y = _levels_batch()
+    with caplog.at_level(logging.WARNING, logger="rankopt.torch"):
+        for _ in range(3):
+            RankHingeLoss("pairwise", backend="torch")(scores, y)
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1 and "more than 64 grade levels" in messages[0]
+
+
+@pytest.mark.parametrize(
+    "name, before, after", [("precision_at_k", {"k": 2}, {"k": 1}), ("ndcg_graded", {"k": 3}, {"k": 1})]
+)
+def test_set_params_between_calls_is_seen_by_the_compiled_backend(name, before, after):
+    rng = np.random.default_rng(0)
+    S, Y = torch.as_tensor(rng.normal(size=(4, 6))), torch.as_tensor(rng.integers(0, 3, (4, 6)))
+    layer = RankHingeLoss(name, backend="compiled", **before)
+    layer(S, Y)
+    layer.rank_loss.set_params(**after)
+    assert float(layer(S, Y)) == pytest.approx(float(RankHingeLoss(name, backend="compiled", **after)(S, Y)), rel=1e-12)
+
+
+def test_a_metric_batch_of_one_is_zero_with_a_zero_gradient():
+    embeddings = torch.randn(1, 4, requires_grad=True)
+    value = MetricHingeLoss()(embeddings, torch.tensor([3]))
+    value.backward()
+    assert float(value.detach()) == 0.0 and not embeddings.grad.any()
+
+
+def test_metric_labels_of_none_or_strings_are_named():
+    embeddings = torch.randn(4, 3)
+    for labels in (None, ["a", "b", "a", "b"]):
+        with pytest.raises(TypeError, match="expected labels to be a 1-D tensor or array of numeric class labels"):
+            MetricHingeLoss()(embeddings, labels)
+
+
+def test_cosine_similarity_of_huge_embeddings_does_not_overflow():
+    rng = np.random.default_rng(0)
+    embeddings = torch.as_tensor(rng.normal(size=(6, 4)), dtype=torch.float32)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2])
+    loss = MetricHingeLoss(scale=3.0)
+    assert float(loss(embeddings * 1e20, labels)) == pytest.approx(float(loss(embeddings, labels)), rel=1e-5)
