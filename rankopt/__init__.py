@@ -33,6 +33,7 @@ _LAZY = {
     "get_plugin_manager": "rankopt.plugins",
     "list_plugins": "rankopt.plugins",
     "most_violated_ranking": "rankopt.api",
+    "read_svmlight": "rankopt.data.loaders",
     "solve_cccp": "rankopt.engine",
     "solve_cutting_plane": "rankopt.engine",
     "structured_hinge": "rankopt.hinge",

@@ -166,7 +166,9 @@ def _add_predict_and_evaluate(sub, verbose) -> None:
         parents=[verbose],
         help="print MAP, NDCG@k and P@10 (AP, NDCG, ROC AUC, P@10 for one query)",
         description="Rank a file's queries with a model and print MAP, NDCG@1/5/10 and P@10 averaged over "
-        "queries; a file without qid: is one query, scored by AP, NDCG, ROC AUC and P@10.",
+        "queries; a file without qid: is one query, scored by AP, NDCG, ROC AUC and P@10. NDCG@k takes "
+        "exponential gains 2^g - 1 by default, as LETOR, LightGBM and XGBoost do; --gains linear takes g, as "
+        "scikit-learn's ndcg_score does.",
     )
     evaluate.add_argument("model", metavar="MODEL_FILE")
     evaluate.add_argument("data", metavar="DATA.svmlight")
@@ -179,6 +181,12 @@ def _add_predict_and_evaluate(sub, verbose) -> None:
         default=None,
         metavar="GRADE",
         help="grades from this one on count as relevant for MAP and P@10 (default: the model's)",
+    )
+    evaluate.add_argument(
+        "--gains",
+        choices=("exponential", "linear"),
+        default="exponential",
+        help="the gain of a grade g in NDCG@k: 2^g - 1 (default) or g (scikit-learn's ndcg_score)",
     )
     _add_file_options(evaluate)
     evaluate.set_defaults(handler=_evaluate)
@@ -480,7 +488,7 @@ def _evaluate(args) -> None:
     grades = data.y if relevant is None else relevant.astype(np.int64)
     per_query = {
         "AP": mean_average_precision(grades, scores, qid, relevant_at, average=False),
-        **{f"NDCG@{k}": ndcg_at_k(grades, scores, qid, k=k, average=False) for k in (1, 5, 10)},
+        **{f"NDCG@{k}": ndcg_at_k(grades, scores, qid, k=k, gains=args.gains, average=False) for k in (1, 5, 10)},
         "P@10": precision_at_k(grades, scores, qid, k=10, relevant_at=relevant_at, average=False),
     }
     if relevant is not None:  # one query of binary labels
@@ -503,6 +511,7 @@ def _evaluate(args) -> None:
             f"{'queries':<9}{defined.size} ({int(defined.sum())} with a relevant document, averaged over), "
             f"{data.X.shape[0]} documents"
         )
+        print(f"{'gains':<9}{'2^g - 1' if args.gains == 'exponential' else 'g'} in NDCG@k (--gains)")
         for label, values in per_query.items():
             name = "MAP" if label == "AP" else label
             print(f"{name:<9}{np.nanmean(values[defined]):.4f}")
@@ -518,11 +527,16 @@ def _evaluate(args) -> None:
 
 
 def _plugins(args) -> None:
+    from rankopt.inference.structure_table import registered_kernels
     from rankopt.plugins import list_plugins
 
-    rows = [tuple(info) for info in list_plugins()]
-    header = ("name", "kind", "provider")
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(3)]
+    _print_table(("name", "kind", "provider"), [tuple(info) for info in list_plugins()])
+    print()
+    _print_table(("structure", "device", "kernel"), registered_kernels())
+
+
+def _print_table(header: tuple, rows: list) -> None:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True)).rstrip())
 

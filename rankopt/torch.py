@@ -103,6 +103,24 @@ class RankHingeLoss(torch.nn.Module):
         return f"loss={self.rank_loss!r}, reduction={self.reduction!r}, backend={self.backend!r}"
 
     def forward(self, scores: torch.Tensor, y, qid=None, group=None, mask=None) -> torch.Tensor:
+        """The reduced structured hinge of ``scores``; its backward is the exact subgradient.
+
+        Parameters
+        ----------
+        scores : Tensor, shape (n,) or (B, L)
+            Floating-point scores: one flat query or queries given by ``qid``/``group``; or one query per row.
+        y : Tensor or array-like, same shape as ``scores``
+            Whole relevance grades ≥ 0 ({−1, 1} reads as {0, 1}), any integer or floating dtype.
+        qid, group : array-like, optional
+            The queries of flat scores: one id per document, or LightGBM's contiguous group sizes.
+        mask : Tensor or ndarray of bool, shape (B, L), optional
+            The real documents of the padded layout; padding may hold anything.
+
+        Returns
+        -------
+        Tensor
+            A scalar ("mean", "sum"), or one value per query ("none").
+        """
         if not isinstance(scores, torch.Tensor):
             raise TypeError(f"expected scores to be a torch.Tensor, got {type(scores).__name__} instead")
         if scores.dtype not in _FLOAT_DTYPES:
@@ -181,6 +199,22 @@ class MetricHingeLoss(torch.nn.Module):
         return f"loss={self.hinge.rank_loss!r}, similarity={self.similarity!r}, scale={self.scale!r}"
 
     def forward(self, embeddings: torch.Tensor, labels, indices_tuple=None, ref_emb=None, ref_labels=None):
+        """The mean structured hinge of the queries the embeddings make, as pytorch-metric-learning calls a loss.
+
+        Parameters
+        ----------
+        embeddings : Tensor, shape (batch, dim)
+        labels : Tensor or array-like of numeric class labels, shape (batch,)
+        indices_tuple : None
+            A miner's tuples have no role: every embedding ranks all the others.
+        ref_emb, ref_labels : Tensor, shape (n, dim) and (n,), optional
+            A reference set the queries rank instead of the batch (both or neither).
+
+        Returns
+        -------
+        Tensor
+            A scalar; 0 with a zero gradient when no embedding has anything to rank (a batch of one).
+        """
         if indices_tuple is not None:
             raise ValueError(
                 "expected indices_tuple=None: every embedding ranks all the others, so a miner's pairs or "

@@ -32,13 +32,15 @@ DOCUMENTED = [
     "rankopt.xgboost",
     "rankopt.engine",
     "rankopt.inference",
+    "rankopt.inference.structure_table",
+    "rankopt.inference.kernel_base",
     "rankopt.plugins",
     "rankopt.hookspecs",
     "rankopt.testing",
     "rankopt.exceptions",
 ]
 #: Public names documented on another page (the objects are the same).
-ELSEWHERE = {"rankopt.ConvergenceWarning", "rankopt.RankingInference"}
+ELSEWHERE = {"rankopt.ConvergenceWarning", "rankopt.RankingInference", "rankopt.read_svmlight"}
 
 
 @pytest.fixture(scope="module")

@@ -178,3 +178,21 @@ def test_train_with_max_abs_scaling_saves_weights_for_raw_features(tmp_path, cap
     np.testing.assert_allclose(
         np.loadtxt(out.splitlines()), reference.decision_function(data.X.toarray() / scale), rtol=1e-6, atol=1e-9
     )
+
+
+def test_evaluate_says_which_ndcg_gains_it_prints_and_takes_linear_ones(tmp_path, letor, capsys):
+    """Issue 47, point 22: 0.762 printed where scikit-learn's ndcg_score gives 0.812, with no word of the gains."""
+    X, grades, qid, paths = letor
+    model_file = tmp_path / "m"
+    assert run(capsys, "train", paths["train", "one"], model_file)[0] == 0
+    scores = load_model(model_file).decision_function(X[120:])
+    g, q = grades[120:], qid[120:]
+    for option, gains, said in ((), "exponential", "2^g - 1"), (("--gains", "linear"), "linear", "g in"):
+        status, out, err = run(capsys, "evaluate", model_file, paths["test", "one"], *option)
+        assert status == 0, err
+        printed = {line[:9].strip(): line[9:].strip() for line in out.strip().splitlines()}
+        assert printed["gains"].startswith(said)
+        assert float(printed["NDCG@10"]) == pytest.approx(ndcg_at_k(g, scores, q, k=10, gains=gains), abs=5e-5)
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    assert "2^g - 1" in capsys.readouterr().out

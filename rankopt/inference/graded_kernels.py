@@ -8,6 +8,8 @@ definition-level one-query inference as its reference.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 import rankopt.inference._batched as _batched
@@ -488,6 +490,13 @@ _CROSS_SCORES = 12
 _CROSS_SCORES = 12
 
 
+def _probe_documents(structure) -> int:
+    largest = structure.probe_documents
+    if isinstance(largest, bool) or not isinstance(largest, numbers.Integral) or largest < 1:
+        raise ValueError(f"expected probe_documents to be an integer >= 1, got {largest!r} instead")
+    return int(largest)
+
+
 def _check_own_inference(kernel, loss: RankLoss, structure, *, n_instances: int, random_state: int, registry) -> None:
     """A loss that brings its own one-query inference (a ``GradedQueryStructure``), checked by its answers.
 
@@ -495,12 +504,13 @@ def _check_own_inference(kernel, loss: RankLoss, structure, *, n_instances: int,
     answer at scores s is the maximum over every output of Δ + c·s, so (1) it is at least the ground
     truth's value c*·s (Δ = 0 there), (2) no answer found at other scores s' beats it when evaluated at s,
     and (3) its value is Δ + c·s with Δ finite and ≥ 0.  An inexact inference shows up as an answer at
-    one score vector that another score vector's answer beats.  Queries of 1–5 documents, tied scores
-    and grades.
+    one score vector that another score vector's answer beats.  Queries of every size from the structure's
+    ``probe_documents`` (8 by default) down to 1, the largest first, with tied scores and grades.
     """
     rng = np.random.default_rng(random_state)
-    for _ in range(max(n_instances, 1)):
-        n = int(rng.integers(1, 6))
+    largest = _probe_documents(structure)
+    for instance in range(max(n_instances, largest)):
+        n = largest - instance % largest
         grades = rng.integers(0, 3, n)
         offsets = np.array([0, n])
         truth = kernel.ground_truth(loss, structure, grades, offsets)

@@ -19,6 +19,8 @@ import numpy as np
 
 from rankopt.losses.base import RankLoss
 
+__all__ = ["BatchedRankingInference", "Kernel", "PreparedKernel", "ReusedOutput", "StructureKernel", "log_fallback"]
+
 #: The batched API's log (what ``most_violated_rankings`` runs, and when it falls back to Python).
 logger = logging.getLogger("rankopt.inference.batched")
 

@@ -22,32 +22,75 @@ from rankopt.inference.graded_kernels import GradedPairKernel, GradedPositionKer
 from rankopt.inference.kernel_base import Kernel, StructureKernel
 from rankopt.losses.base import RankLoss
 
-__all__ = ["kernel_for", "kernel_for_loss", "register_kernel", "registered_structures"]
+__all__ = [
+    "kernel_for",
+    "kernel_for_loss",
+    "register_kernel",
+    "registered_kernels",
+    "registered_structures",
+    "unregister_kernel",
+]
 
-#: (structure class or None, device) → kernel.
-_KERNELS: dict[tuple[type | None, str], Kernel] = {}
+#: (structure class or None, device) → kernel.  Kept across ``importlib.reload`` of this module: the table
+#: holds plugins' and devices' registrations, which a reload of the module would not make again.
+_KERNELS: dict[tuple[type | None, str], Kernel] = globals().get("_KERNELS", {})
 #: The modules that register a device's kernels, imported on the first lookup for that device (the
 #: tensor kernels import torch, which ``import rankopt`` never does).
 _DEVICE_MODULES = {"torch": "rankopt.inference.tensor_kernels"}
 
 
 def register_kernel(kernel: Kernel) -> None:
-    """Register ``kernel`` for its structure and device; a second kernel for the same pair is refused."""
+    """Register ``kernel`` for its structure and device; a second kernel for the same pair is refused.
+
+    The same kernel class registered again — its module imported a second time, or reloaded — replaces the
+    first: the class is the same code, and a notebook re-running its cell must not fail.
+    """
     if not isinstance(kernel, Kernel):
         raise TypeError(f"expected a Kernel instance, got {type(kernel).__name__} instead")
-    key = (kernel.structure, kernel.device)
+    key = (_structure_key(kernel.structure), kernel.device)
     held = _KERNELS.get(key)
-    if held is not None and held is not kernel:
+    if held is not None and held is not kernel and _class_name(held) != _class_name(kernel):
         raise ValueError(
             f"expected one kernel per structure and device, got a second for {_name(kernel.structure)} on "
-            f"{kernel.device!r}: {type(kernel).__qualname__} beside {type(held).__qualname__}"
+            f"{kernel.device!r}: {type(kernel).__qualname__} beside {type(held).__qualname__}; "
+            f"unregister_kernel({_name(kernel.structure)}, device={kernel.device!r}) first to replace it"
         )
     _KERNELS[key] = kernel
 
 
-def registered_structures() -> list[str]:
-    """The names of the structures with a kernel on the CPU, for messages."""
-    return sorted(_name(structure) for structure, device in _KERNELS if device == "cpu")
+def unregister_kernel(structure: type | None, device: str = "cpu") -> Kernel:
+    """Remove and return the kernel of the structure class ``structure`` (None: the binary rank losses that
+    declare none) on ``device``; a KeyError naming the registered ones when there is none."""
+    key = (_structure_key(structure), device)
+    if key not in _KERNELS:
+        raise KeyError(
+            f"expected a structure class with a kernel on {device!r} ({', '.join(registered_structures(device))}), "
+            f"got {_name(structure)} instead"
+        )
+    return _KERNELS.pop(key)
+
+
+def registered_kernels() -> list[tuple[str, str, str]]:
+    """(structure, device, kernel class) of every registered kernel, for ``rankopt plugins``; a device whose
+    kernels' module is not imported yet (it imports torch) is one row naming that module."""
+    rows = [(_name(structure), device, _class_name(kernel)) for (structure, device), kernel in _KERNELS.items()]
+    held = {device for _, device in _KERNELS}
+    rows += [
+        ("(each its module registers)", device, f"{module}, on first use")
+        for device, module in _DEVICE_MODULES.items()
+        if device not in held
+    ]
+    return sorted(rows)
+
+
+def registered_structures(device: str = "cpu") -> list[str]:
+    """The names of the structures with a kernel on ``device``, for messages."""
+    return sorted(_name(structure) for structure, held_device in _KERNELS if held_device == device)
+
+
+def registered_devices() -> list[str]:
+    """Every device a kernel is registered on, or whose kernels' module is known."""
+    return sorted({device for _, device in _KERNELS} | set(_DEVICE_MODULES))
 
 
 @overload
@@ -67,12 +110,16 @@ def kernel_for(structure, device: str = "cpu") -> Kernel:
     """
     if device in _DEVICE_MODULES:
         importlib.import_module(_DEVICE_MODULES[device])  # registers its kernels on first import
+    if device not in registered_devices():
+        raise ValueError(
+            f"expected a device with registered kernels ({', '.join(registered_devices())}), got {device!r}"
+        )
     key = (None if structure is None else type(structure), device)
     kernel = _KERNELS.get(key)
     if kernel is None:
         raise ValueError(
-            f"expected a loss structure with a registered kernel on {device!r} ({', '.join(registered_structures())}), "
-            f"got {type(structure).__qualname__} instead"
+            f"expected a loss structure with a registered kernel on {device!r} "
+            f"({', '.join(registered_structures(device))}), got {type(structure).__qualname__} instead"
         )
     return kernel
 
@@ -97,6 +144,17 @@ def kernel_for_loss(loss: RankLoss, device: str = "cpu"):
 
 def _name(structure: type | None) -> str:
     return "binary rank loss (no structure)" if structure is None else structure.__name__
+
+
+def _class_name(kernel: Kernel) -> str:
+    return f"{type(kernel).__module__}.{type(kernel).__qualname__}"
+
+
+def _structure_key(structure):
+    """A structure class; an instance given by mistake is refused with what to pass."""
+    if structure is not None and not isinstance(structure, type):
+        raise TypeError(f"expected a structure class (or None), got an instance of {type(structure).__name__} instead")
+    return structure
 
 
 for _kernel in (BinaryRankKernel(), TopKCountKernel(), GradedPositionKernel(), GradedPairKernel(), GradedQueryKernel()):

@@ -297,10 +297,15 @@ class GradedQueryStructure:
         coefficients of Ψ per document and its Δ.
     ground_truth : callable
         ``ground_truth(grades) -> coef``: Ψ(X, Y*)'s coefficients for one query.
+    probe_documents : int, default 8
+        The largest query :func:`rankopt.testing.check_loss` (and registration) probes the inference on: queries
+        of every size from 1 to this one, the largest first.  An inference that enumerates the rankings may
+        declare fewer (its cost grows as n!); one whose cases change past 8 documents should declare more.
     """
 
     inference: Callable[[np.ndarray, np.ndarray], tuple]
     ground_truth: Callable[[np.ndarray], np.ndarray]
+    probe_documents: int = 8
 
     methods: ClassVar[tuple[str, ...]] = ("reference",)
 

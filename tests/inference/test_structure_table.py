@@ -45,8 +45,61 @@ def test_every_registered_loss_finds_its_kernel(loss, kernel):
 
 
 def test_a_second_kernel_for_the_same_structure_and_device_is_refused(table):
-    with pytest.raises(ValueError, match="one kernel per structure and device.*GradedPairStructure on 'cpu'"):
-        table.register_kernel(GradedPairKernel())
+    class Another(GradedPairKernel):
+        pass
+
+    with pytest.raises(ValueError, match="one kernel per structure and device.*GradedPairStructure on 'cpu'.*unreg"):
+        table.register_kernel(Another())
+
+
+def test_the_same_kernel_class_registered_again_replaces_itself(table):
+    """Issue 47, point 18: re-importing a plugin module raised "expected one kernel per structure and device"."""
+    again = GradedPairKernel()
+    table.register_kernel(again)
+    assert table.kernel_for(GradedPairStructure()) is again
+
+
+def test_a_kernel_can_be_unregistered_and_replaced(table):
+    class Another(GradedPairKernel):
+        pass
+
+    removed = table.unregister_kernel(GradedPairStructure)
+    assert isinstance(removed, GradedPairKernel)
+    with pytest.raises(ValueError, match="registered kernel on 'cpu'"):
+        table.kernel_for(GradedPairStructure())
+    table.register_kernel(Another())
+    assert type(table.kernel_for(GradedPairStructure())) is Another
+    with pytest.raises(KeyError, match="GradedPairStructure"):
+        table.unregister_kernel(GradedPairStructure, device="cuda")
+    with pytest.raises(TypeError, match="structure class"):
+        table.unregister_kernel(GradedPairStructure())
+
+
+def test_reloading_the_table_keeps_every_registration(table):
+    import importlib
+
+    table.register_kernel(UnitPairKernel())
+    before = dict(table._KERNELS)
+    reloaded = importlib.reload(table)
+    assert set(reloaded._KERNELS) == set(before)
+    assert isinstance(reloaded.kernel_for(UnitPairStructure()), UnitPairKernel)
+
+
+def test_an_unknown_device_is_named_as_such():
+    with pytest.raises(ValueError, match=r"expected a device with registered kernels \(cpu, torch\), got 'cuda'"):
+        structure_table.kernel_for(GradedPairStructure(), "cuda")
+
+
+def test_rankopt_plugins_lists_the_structures_and_their_kernels(capsys):
+    from rankopt.cli import main
+
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "structure" in out
+        and "GradedPairStructure" in out
+        and "rankopt.inference.graded_kernels.GradedPairKernel" in out
+    )
 
 
 def test_a_structure_without_a_kernel_is_refused_at_registration_naming_the_registered_ones():

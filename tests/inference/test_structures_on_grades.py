@@ -77,7 +77,7 @@ class EnumeratedDCG(PrecisionAtKLoss):
         pass
 
     def structure(self):
-        return GradedQueryStructure(inference=self._inference, ground_truth=self._truth)
+        return GradedQueryStructure(inference=self._inference, ground_truth=self._truth, probe_documents=6)
 
     @staticmethod
     def _loss(grades_in_order):

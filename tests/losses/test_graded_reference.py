@@ -29,7 +29,8 @@ class ERRLoss(AUCLoss):
     graded = True
 
     def structure(self):
-        return GradedQueryStructure(inference=self._inference, ground_truth=self._ground_truth)
+        # Enumeration costs n!: probed up to 6 documents, as the structure lets it declare.
+        return GradedQueryStructure(inference=self._inference, ground_truth=self._ground_truth, probe_documents=6)
 
     @staticmethod
     def _weights(n):
@@ -130,3 +131,33 @@ def test_check_loss_catches_an_inexact_own_inference_on_tiny_queries():
 
     with pytest.raises(AssertionError, match="'err_score_order' \\(its own inference\\) is not exact"):
         check_loss(_ScoreOrderERR())
+
+
+class LateWrongERR(ERRLoss):
+    """Exact up to 5 documents; from 6 on it returns the ground truth's ranking, not the most violated one."""
+
+    name = "late_wrong_err_test"
+
+    def structure(self):
+        return GradedQueryStructure(inference=self._late_inference, ground_truth=self._ground_truth)
+
+    def _late_inference(self, scores, grades):
+        if scores.size <= 5:
+            return self._inference(scores, grades)
+        order = np.argsort(-grades, kind="stable")
+        coef = np.empty(scores.size)
+        coef[order] = self._weights(scores.size)
+        return coef, 0.0
+
+
+def test_an_own_inference_wrong_from_six_documents_on_fails_the_check():
+    """Issue 47, point 19: the probe stopped at 5 documents, so this passed check_plugin."""
+    from rankopt.testing import check_plugin
+
+    class Plugin:
+        @rankopt.hookimpl
+        def rankopt_losses(self):
+            return [LateWrongERR]
+
+    with pytest.raises(AssertionError, match="not exact|below the ground truth"):
+        check_plugin(Plugin())
