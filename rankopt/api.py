@@ -14,6 +14,7 @@ import numpy as np
 from rankopt.inference import base, batched, qs_check
 from rankopt.inference.base import PluginLookup, RankingInference
 from rankopt.inference.batched import BatchedRankingInference
+from rankopt.inference.structure_table import kernel_for_loss
 from rankopt.losses.base import RankLoss
 from rankopt.plugins import default_registry
 
@@ -52,7 +53,16 @@ def most_violated_ranking(
     -------
     RankingInference
     """
-    return base.most_violated_ranking(loss, pos_scores, neg_scores, method, registry=_lookup(registry))
+    registry = _lookup(registry)
+
+    def resolve(method, rank_loss, n_pos, n_neg):
+        """The method of the loss's structure kernel: a new binary structure's kernel serves this call too."""
+        if rank_loss.graded:  # a graded loss's one-query view is binary: the registry's methods
+            return registry.resolve_method(method, rank_loss, n_pos, n_neg)
+        kernel, structure = kernel_for_loss(rank_loss)
+        return kernel.single_query_method(rank_loss, structure, method, n_pos, n_neg, registry)
+
+    return base.most_violated_ranking(loss, pos_scores, neg_scores, method, registry=registry, resolve=resolve)
 
 
 def most_violated_rankings(

@@ -253,13 +253,16 @@ def ranking_from_ranks(
 
 
 def most_violated_ranking(
-    loss, pos_scores, neg_scores, method: str = "auto", *, registry: PluginLookup
+    loss, pos_scores, neg_scores, method: str = "auto", *, registry: PluginLookup, resolve=None
 ) -> RankingInference:
     """Solve loss-augmented inference: argmax_R w·Ψ(X, R) + Δ(R*, R).
 
     :func:`rankopt.most_violated_ranking` (which documents the parameters) in
     the layer below the plugin registry: ``registry`` (a
     :class:`PluginLookup`) is required, and names are looked up in it.
+    ``resolve(loss, method, n_pos, n_neg)``, optional, gives the method to run (an object with ``name`` and
+    ``solve``); by default the registry's (:meth:`PluginLookup.resolve_method`).  The public call passes the
+    one of the loss's structure kernel (:meth:`StructureKernel.single_query_method`).
     """
     loss = registry.resolve_loss(loss)
     if not isinstance(loss, RankLoss):
@@ -271,7 +274,8 @@ def most_violated_ranking(
     # positions this call uses, whichever method runs, and before any method judges the loss: a
     # discount that breaks its contract beyond the sizes the C1–C4 check tried is refused here.
     loss.compiled_form(pos.size, neg.size)
-    return solve_ranking(loss, pos, neg, registry.resolve_method(method, loss, pos.size, neg.size))
+    resolve = registry.resolve_method if resolve is None else resolve
+    return solve_ranking(loss, pos, neg, resolve(method, loss, pos.size, neg.size))
 
 
 def solve_ranking(loss: RankLoss, pos: np.ndarray, neg: np.ndarray, method: InferenceMethod) -> RankingInference:

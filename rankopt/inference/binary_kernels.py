@@ -10,12 +10,14 @@ logged once per loss type and method.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 import rankopt.inference._batched as _batched
 from rankopt._validation import check_relevant_at
+from rankopt.exceptions import SlowInferenceWarning
 from rankopt.inference.ap_methods import SearchMethod, SelectMethod
 from rankopt.inference.base import kernel_arguments, most_violated_ranking
 from rankopt.inference.brute_force import brute_force_most_violated
@@ -60,17 +62,35 @@ class BinaryRankKernel(StructureKernel):
     label = "binary rank loss"
 
     def resolve_method(self, loss, structure, method, longest, registry):
-        """The method for every query of the batch, exact up to the longest query.
+        """The name of the method every query of the batch runs, exact up to the longest query.
 
         A discount's convexity (C3) is a property of its positions 1…n, so a method exact for the
         longest query's n positions is exact for every query: asked as |P| = 1, |N| = n − 1, as
         :func:`compiled_kernel` builds the table.
         """
+        return self.registered_method(loss, method, longest, registry).name
+
+    @staticmethod
+    def registered_method(loss, method, longest, registry):
+        """The registry's inference method :meth:`resolve_method` names."""
         return registry.resolve_method(method, loss, 1, max(longest - 1, 1))
+
+    def single_query_method(self, loss, structure, method, n_pos, n_neg, registry):
+        """The registry's single-query method, exact at this size (qs, select, greedy, dp, a plugin's)."""
+        return registry.resolve_method(method, loss, n_pos, n_neg)
+
+    def describe_method(self, loss, structure, method, resolved, n_pos, n_neg, registry, size=None):
+        """Why the method runs and its estimated cost (:func:`report_inference`); ``size`` the (|P|, |N|) it
+        was resolved for, by default that of the batch's longest query."""
+        if size is None:
+            size = (1, max(int(np.max(n_pos + n_neg, initial=1)) - 1, 1))
+        return report_inference(
+            registry, method, registry.resolve_method(resolved, loss, *size), loss, n_pos, n_neg, size
+        )
 
     def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
         longest = int(np.max(np.diff(offsets), initial=0))
-        resolved = self.resolve_method(loss, structure, method, longest, registry)
+        resolved = self.registered_method(loss, method, longest, registry)
         kernel = compiled_kernel(loss, resolved, offsets)
         if kernel is None:
             # The per-query path takes 0/1 relevance: grades above 1 are thresholded too, since its ground
@@ -273,3 +293,32 @@ def _count_loss_tables(structure: TopKCountStructure, relevance: np.ndarray, off
         values = count_losses(structure, counts, int(n_pos[leader]), int(n_neg[leader]))
         table[starts[members][:, None] + np.arange(counts.size)] = values
     return table, starts[:-1].astype(np.int64)
+
+
+#: A fit warns when its inference method is estimated at this many times the compiled sorting path's cost.
+SLOW_INFERENCE_RATIO = 100.0
+
+
+def report_inference(registry, method: str, resolved, loss, n_pos: np.ndarray, n_neg: np.ndarray, size) -> str:
+    """The method a fit's inference runs, why, and its estimated cost; warn once when that is ≥ 100× the compiled path.
+
+    ``resolved`` is the inference method ``method`` resolved to for problems of ``size`` (|P|, |N|); ``n_pos`` and
+    ``n_neg`` hold each query's class sizes.
+    """
+    explanation = registry.explain_method(method, loss, *size)
+    cost = float(
+        sum(BinaryRankKernel().estimated_cost(resolved, int(p), int(n)) for p, n in zip(n_pos, n_neg, strict=True))
+    )
+    total = n_pos + n_neg
+    compiled = float(np.sum(total * np.log2(total + 1.0)))
+    ratio = cost / max(compiled, 1.0)
+    if ratio >= SLOW_INFERENCE_RATIO:
+        warnings.warn(
+            f"inference for loss {loss.name!r} runs method {explanation}: estimated at {ratio:.0f} times the cost "
+            f"of the compiled O(n log n) path on this data, at every iteration. A loss that satisfies C3 or "
+            f"declares a structure (a top-k count, a graded position structure) runs compiled; see "
+            f"docs/plugins.md, or subsample the documents",
+            SlowInferenceWarning,
+            stacklevel=4,
+        )
+    return f"{explanation}; estimated at {ratio:.3g} times the compiled path"

@@ -145,6 +145,75 @@ class StructureKernel(Kernel):
         n = n_pos + n_neg
         return float(n) * float(np.log2(n + 1.0))
 
+    def single_query_method(self, loss: RankLoss, structure: Any, method: str, n_pos: int, n_neg: int, registry):
+        """The inference a one-query problem of 0/1 relevance runs (:func:`rankopt.most_violated_ranking`, a fit
+        without ``qid``): an object with a ``name`` and ``solve(loss, pos, neg) -> RankingInference``.
+
+        For a binary structure, by default this kernel on a batch of that one query (:class:`KernelOnOneQuery`),
+        so that a new structure's kernel serves every entry point; the built-in binary kernels answer with the
+        registry's single-query methods (qs, greedy, dp, …) instead.  A graded loss's one-query API is its
+        binary view (the pairwise Ψ of its ``value``), run by the registry's methods.
+        """
+        if self.graded:
+            return registry.resolve_method(method, loss, n_pos, n_neg)
+        resolved = self.resolve_method(loss, structure, method, n_pos + n_neg, registry)
+        return KernelOnOneQuery(self, structure, resolved, registry)
+
+    def describe_method(
+        self, loss: RankLoss, structure: Any, method: str, resolved: str, n_pos, n_neg, registry, size=None
+    ) -> str:
+        """What a fit's log says of the method ``method`` resolved to (the name ``resolved``), for queries of
+        ``n_pos`` and ``n_neg`` documents (arrays, one entry per query; ``size`` the (|P|, |N|) it was
+        resolved for, when not the longest query's)."""
+        return f"{_method_name(resolved)!r}, the kernel of its declared {type(structure).__name__}"
+
+
+def _method_name(resolved) -> str:
+    """The name of a resolved method: the method itself (a name) or its ``name``."""
+    return getattr(resolved, "name", resolved)
+
+
+class KernelOnOneQuery:
+    """A structure kernel run on one query of 0/1 relevance, in the single-query methods' form.
+
+    The binary rank losses' Ψ is pairwise, Ψ = Σ_{i∈P, j∈N} y_ij (ψ_i − ψ_j) / (|P||N|), so the kernel's
+    coefficients give each document's interleaving rank: c_j = −(2a − |P|) / (|P||N|) for a negative with a
+    positives above it, c_i = (|N| − 2b) / (|P||N|) for a positive with b negatives above it.
+    """
+
+    def __init__(self, kernel: StructureKernel, structure: Any, method: str, registry):
+        self.kernel, self.structure, self.name, self.registry = kernel, structure, _method_name(method), registry
+
+    def __repr__(self) -> str:
+        return f"{type(self.kernel).__name__}({self.name!r})"
+
+    def estimated_cost(self, n_pos: int, n_neg: int) -> float:
+        return self.kernel.estimated_cost(self.name, n_pos, n_neg)
+
+    def solve(self, loss: RankLoss, pos: np.ndarray, neg: np.ndarray):
+        from rankopt.inference.base import RankingInference
+
+        n_pos, n_neg = pos.size, neg.size
+        scores = np.concatenate((np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)))
+        relevance = np.r_[np.ones(n_pos, dtype=np.int64), np.zeros(n_neg, dtype=np.int64)]
+        offsets = np.array([0, n_pos + n_neg], dtype=np.int64)
+        prepared = self.kernel.prepare(
+            loss, self.structure, relevance, offsets, self.name, relevant_from=1, registry=self.registry
+        )
+        result = prepared(scores, 1, False)
+        coef = result.coef
+        scale = float(n_pos * n_neg)
+        neg_above = np.rint((n_pos - coef[n_pos:] * scale) / 2.0).astype(np.int64)
+        pos_above = np.rint((n_neg - coef[:n_pos] * scale) / 2.0).astype(np.int64)
+        return RankingInference(
+            float(result.losses[0]),
+            coef[:n_pos].copy(),
+            coef[n_pos:].copy(),
+            neg_above + 1,
+            pos_above + 1,
+            float(result.values[0]),
+        )
+
 
 #: (loss type, method name) pairs already logged as running per query in Python.
 _LOGGED_FALLBACKS: set = set()

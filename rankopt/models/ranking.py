@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
 
 from rankopt._validation import QueryIndex, check_query_scores
 from rankopt.engine.problem import BlockPlanes, BlockProblem, RowInference
-from rankopt.exceptions import SlowInferenceWarning
 from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import solve_ranking
 from rankopt.inference.batched import (
@@ -45,10 +43,18 @@ class RankingProblem(FeatureMapProblem):
         # Checked and resolved for this problem's size, once (as most_violated_ranking does per call):
         # the compiled form first, then the method, since a loss's conditions may hold on some sizes only.
         loss.compiled_form(n_pos, n_neg)
-        self._method = registry.resolve_method(inference, loss, n_pos, n_neg)
+        kernel, structure = kernel_for_loss(loss)
+        self._method = kernel.single_query_method(loss, structure, inference, n_pos, n_neg, registry)
         self.inference = self._method.name
-        self.inference_note = report_inference(
-            registry, inference, self._method, loss, np.array([n_pos]), np.array([n_neg]), (n_pos, n_neg)
+        self.inference_note = kernel.describe_method(
+            loss,
+            structure,
+            inference,
+            self.inference,
+            np.array([n_pos]),
+            np.array([n_neg]),
+            registry,
+            size=(n_pos, n_neg),
         )
         self._pos_rows, self._neg_rows = np.flatnonzero(y), np.flatnonzero(~y)
         self.n_features = feature_map.n_features(X)
@@ -62,34 +68,6 @@ class RankingProblem(FeatureMapProblem):
         coef[self._neg_rows] = result.neg_coef
         # The maximum as every linear problem sums it (one query over qid gives the same bits).
         return RowInference(coef, result.loss, float(coef @ scores) + result.loss)
-
-
-#: A fit warns when its inference method is estimated at this many times the compiled sorting path's cost.
-SLOW_INFERENCE_RATIO = 100.0
-
-
-def report_inference(registry, method: str, resolved, loss, n_pos: np.ndarray, n_neg: np.ndarray, size) -> str:
-    """The method a fit's inference runs, why, and its estimated cost; warn once when that is ≥ 100× the compiled path.
-
-    ``resolved`` is the inference method ``method`` resolved to for problems of ``size`` (|P|, |N|); ``n_pos`` and
-    ``n_neg`` hold each query's class sizes.
-    """
-    explanation = registry.explain_method(method, loss, *size)
-    kernel, _ = kernel_for_loss(loss)
-    cost = float(sum(kernel.estimated_cost(resolved, int(p), int(n)) for p, n in zip(n_pos, n_neg, strict=True)))
-    total = n_pos + n_neg
-    compiled = float(np.sum(total * np.log2(total + 1.0)))
-    ratio = cost / max(compiled, 1.0)
-    if ratio >= SLOW_INFERENCE_RATIO:
-        warnings.warn(
-            f"inference for loss {loss.name!r} runs method {explanation}: estimated at {ratio:.0f} times the cost "
-            f"of the compiled O(n log n) path on this data, at every iteration. A loss that satisfies C3 or "
-            f"declares a structure (a top-k count, a graded position structure) runs compiled; see "
-            f"docs/plugins.md, or subsample the documents",
-            SlowInferenceWarning,
-            stacklevel=4,
-        )
-    return f"{explanation}; estimated at {ratio:.3g} times the compiled path"
 
 
 class QueryRankingProblem(FeatureMapProblem, BlockProblem):
@@ -118,16 +96,11 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
         # The method of the loss's structure kernel: exact up to the longest query is exact for all.
         kernel, structure = kernel_for_loss(loss)
         longest = int(queries.sizes.max(initial=0))
-        resolved = kernel.resolve_method(loss, structure, inference, longest, registry)
-        if loss.graded:
-            self.inference = resolved
-            self.inference_note = f"{resolved!r}, the kernel of its declared {type(structure).__name__}"
-        else:
-            self.inference = resolved.name
-            n_pos = np.add.reduceat(relevance[queries.order] != 0, queries.offsets[:-1])[usable]
-            self.inference_note = report_inference(
-                registry, inference, resolved, loss, n_pos, queries.sizes[usable] - n_pos, (1, max(longest - 1, 1))
-            )
+        self.inference = kernel.resolve_method(loss, structure, inference, longest, registry)
+        n_pos = np.add.reduceat(relevance[queries.order] != 0, queries.offsets[:-1])[usable]
+        self.inference_note = kernel.describe_method(
+            loss, structure, inference, self.inference, n_pos, queries.sizes[usable] - n_pos, registry
+        )
         self.n_features = feature_map.n_features(X)
         self.n_queries = queries.n_queries
         self.n_queries_used = int(np.count_nonzero(usable))
