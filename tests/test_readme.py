@@ -115,3 +115,20 @@ def test_the_lightgbm_recipe_stops_at_the_best_round_of_the_losss_metric():
     )
     assert done.returncode == 0 and not done.stderr, done.stderr[-3000:]
     assert "best" in done.stdout
+
+
+def test_the_readme_says_how_to_get_xgboosts_cpu_build_and_how_long_the_tests_take():
+    """Issue 47, points 23 and 25: the xgboost extra pulls 700 MB of CUDA libraries; the test time was unsaid."""
+    text = README.read_text(encoding="utf-8")
+    assert "pip install xgboost-cpu" in text and "CUDA" in text
+    after_command = text.split("<!-- ci:test-command:end -->")[1][:400]
+    assert re.search(r"about [\d,]+ tests: \d+ minutes on 2 idle cores, up to \d+ on 2 busy ones", after_command)
+
+
+def test_read_svmlight_is_one_obvious_import():
+    """Issue 47, point 24: the README's own words, ``rankopt.read_svmlight(path)``."""
+    import rankopt
+    import rankopt.data
+
+    assert "rankopt.read_svmlight(path)" in README.read_text(encoding="utf-8")
+    assert rankopt.read_svmlight is rankopt.data.read_svmlight

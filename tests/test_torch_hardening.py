@@ -114,3 +114,10 @@ def test_cosine_similarity_of_huge_embeddings_does_not_overflow():
     labels = torch.tensor([0, 0, 1, 1, 2, 2])
     loss = MetricHingeLoss(scale=3.0)
     assert float(loss(embeddings * 1e20, labels)) == pytest.approx(float(loss(embeddings, labels)), rel=1e-5)
+
+
+def test_both_forwards_document_themselves():
+    """Issue 47, point 20: the API reference showed torch's inherited "Define the computation performed"."""
+    for layer in (RankHingeLoss, MetricHingeLoss):
+        assert "Define the computation" not in layer.forward.__doc__
+        assert "Returns" in layer.forward.__doc__
