@@ -61,14 +61,20 @@ def test_the_torch_block_runs_without_a_warning():
     """Issue 38, point 18: it ended with ``print(float(loss))``, which warns about requires_grad."""
     pytest.importorskip("torch")
     (block,) = [b for b in python_blocks(README) if "RankHingeLoss" in b]
+    _run_without_a_warning(block)
+
+
+def _run_without_a_warning(code: str) -> str:
+    """Run ``code`` in a fresh interpreter with warnings as errors; its standard output."""
     done = subprocess.run(
-        [sys.executable, "-W", "error", "-c", block],
+        [sys.executable, "-W", "error", "-c", code],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=tempfile.gettempdir(),
     )
     assert done.returncode == 0 and not done.stderr, done.stderr[-3000:]
+    return done.stdout
 
 
 def test_the_readme_tells_a_newcomer_what_the_install_does():
@@ -106,15 +112,7 @@ def test_the_lightgbm_recipe_stops_at_the_best_round_of_the_losss_metric():
         "assert len(record['ndcg_graded']) == best + 30 or len(record['ndcg_graded']) == 300\n"
         "print('best', best)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-W", "error", "-c", probe],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tempfile.gettempdir(),
-    )
-    assert done.returncode == 0 and not done.stderr, done.stderr[-3000:]
-    assert "best" in done.stdout
+    assert "best" in _run_without_a_warning(probe)
 
 
 def test_the_readme_says_how_to_get_xgboosts_cpu_build_and_how_long_the_tests_take():

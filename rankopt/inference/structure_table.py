@@ -157,5 +157,6 @@ def _structure_key(structure):
     return structure
 
 
+# The built-in kernels, where nothing holds their place: a reload keeps a kernel that replaced one.
 for _kernel in (BinaryRankKernel(), TopKCountKernel(), GradedPositionKernel(), GradedPairKernel(), GradedQueryKernel()):
-    register_kernel(_kernel)
+    _KERNELS.setdefault((_kernel.structure, _kernel.device), _kernel)

@@ -1,24 +1,22 @@
 """The structure table (issue 39): one kernel per declared structure and device, looked up by the structure's
-class; a new structure is its class, its kernel and one registration, all in this file."""
+class.  A new structure, its kernel and its registration, following CONTRIBUTING line by line, are in
+``test_new_structure_recipe.py``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 import pytest
 
 import rankopt
-from rankopt.api import most_violated_rankings
 from rankopt.exceptions import PluginContractError
 from rankopt.inference import structure_table
-from rankopt.inference.binary_kernels import BinaryRankKernel, TopKCountKernel, per_query
-from rankopt.inference.graded_kernels import GradedKernel, GradedPairKernel, GradedPositionKernel
-from rankopt.inference.kernel_base import PreparedKernel
+from rankopt.inference.binary_kernels import BinaryRankKernel, TopKCountKernel
+from rankopt.inference.graded_kernels import GradedPairKernel, GradedPositionKernel
 from rankopt.losses import PairwiseLoss
 from rankopt.losses.structure import GradedPairStructure
-from rankopt.testing import brute_force_pairs, check_plugin
+from rankopt.testing import check_plugin
 
 
 @pytest.fixture
@@ -78,11 +76,15 @@ def test_a_kernel_can_be_unregistered_and_replaced(table):
 def test_reloading_the_table_keeps_every_registration(table):
     import importlib
 
-    table.register_kernel(UnitPairKernel())
+    class Another(GradedPairKernel):
+        pass
+
+    table.unregister_kernel(GradedPairStructure)
+    table.register_kernel(Another())
     before = dict(table._KERNELS)
     reloaded = importlib.reload(table)
     assert set(reloaded._KERNELS) == set(before)
-    assert isinstance(reloaded.kernel_for(UnitPairStructure()), UnitPairKernel)
+    assert type(reloaded.kernel_for(GradedPairStructure())) is Another
 
 
 def test_an_unknown_device_is_named_as_such():
@@ -125,79 +127,3 @@ def test_a_structure_without_a_kernel_is_refused_at_registration_naming_the_regi
         PluginContractError, match="'orphan'.*returns a .*Unknown, which no kernel serves.*GradedPairStructure"
     ):
         check_plugin(Plugin())
-
-
-# ------------------------------------------------------------------ a new structure, in one file
-
-
-@dataclass(frozen=True)
-class UnitPairStructure:
-    """SVM^rank's unweighted pairs, as a structure of its own: the test's new structure."""
-
-    methods: ClassVar[tuple[str, ...]] = ("unit-pairs",)
-
-    def contract_problem(self, loss=None):
-        return None
-
-
-class UnitPairKernel(GradedKernel):
-    """Its kernel: every query by the pairs' definition, in NumPy."""
-
-    structure = UnitPairStructure
-    label = "unit pairs"
-    _pairs = GradedPairStructure()
-
-    def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
-        method = self.resolve_method(loss, structure, method, 0, registry)
-        kernel = self
-
-        class Prepared(PreparedKernel):
-            def __init__(self):
-                self.relevance = relevance
-
-            def __call__(self, scores, n_threads, relative_to_truth):
-                return per_query(kernel, loss, structure, scores, relevance, offsets, method, registry)
-
-        return Prepared()
-
-    def query(self, loss, structure, scores, relevance, method, registry):
-        return GradedPairKernel().query(loss, self._pairs, scores, relevance, method, registry)
-
-    def ground_truth(self, loss, structure, relevance, offsets):
-        return GradedPairKernel().ground_truth(loss, self._pairs, relevance, offsets)
-
-    def ranking_loss(self, loss, structure, ordered_relevance):
-        return GradedPairKernel().ranking_loss(loss, self._pairs, ordered_relevance)
-
-    def check(self, loss, structure, *, n_instances, random_state, registry):
-        rng = np.random.default_rng(random_state)
-        for _ in range(n_instances // 10):
-            grades, scores = rng.integers(0, 3, 4), rng.integers(-2, 3, 4) / 2.0
-            result = most_violated_rankings(loss, scores, grades, [0, 4], registry=registry)
-            if result.usable[0] and not np.isclose(result.values[0], brute_force_pairs(self._pairs, scores, grades)):
-                raise AssertionError(f"unit pairs on {loss.name!r}: not the brute-force maximum")
-
-
-class UnitPairLoss(PairwiseLoss):
-    name = "unit_pairs"
-
-    def structure(self):
-        return UnitPairStructure()
-
-
-def test_a_new_structure_is_its_class_its_kernel_and_one_registration(table):
-    table.register_kernel(UnitPairKernel())
-
-    class Plugin:
-        @rankopt.hookimpl
-        def rankopt_losses(self):
-            return [UnitPairLoss]
-
-    check_plugin(Plugin())
-    rng = np.random.default_rng(0)
-    qid = np.repeat(np.arange(8), 6)
-    X, grades = rng.normal(size=(48, 3)), rng.integers(0, 3, 48)
-    new = rankopt.RankSVM(loss=UnitPairLoss(), C=1.0).fit(X, grades, qid=qid)
-    built_in = rankopt.RankSVM(loss="pairwise", C=1.0).fit(X, grades, qid=qid)
-    assert new.converged_ and new.inference_ == "unit-pairs"
-    np.testing.assert_allclose(new.coef_, built_in.coef_, atol=1e-6)
