@@ -7,6 +7,7 @@ Each is one command from the repository root, with the options it always had::
     python -m experiments.letor [--quick] ...                  # every loss against LGBMRanker on MSLR
     python -m experiments.deep mslr|digits [--quick] ...       # neural rankers and digit embeddings
     python -m experiments.learners trees|hessian [--quick] ... # boosted trees on the hinges (docs/learners.md)
+    python -m experiments.metric_learning [--quick] ...        # PML's loop on unseen classes (docs/metric-learning.md)
 
 They need the ``experiments`` extra (``pip install ".[experiments]"``) and import the installed rankopt;
 their results are in ``docs/``.  ``rankopt demo`` stays in the package as its main job.

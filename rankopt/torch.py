@@ -145,7 +145,8 @@ class MetricHingeLoss(torch.nn.Module):
     """The structured hinge of a rank loss for metric learning: every embedding ranks the others.
 
     Called as pytorch-metric-learning's losses are, ``loss_fn(embeddings, labels, indices_tuple=None,
-    ref_emb=None, ref_labels=None)``, so it drops into a PML training loop in place of ``FastAPLoss``.
+    ref_emb=None, ref_labels=None)``, without needing PML.  With PML installed, :class:`rankopt.pml.MetricHingeLoss`
+    is the same loss as a ``BaseMetricLossFunction``, with PML's distances, reducers, miners and wrappers.
     Each embedding is a query; the documents it ranks are the other embeddings of the batch (itself
     excluded), or the reference set when ``ref_emb``/``ref_labels`` are given. A document is relevant
     when it shares the query's label. The loss is the mean structured hinge over the queries that have

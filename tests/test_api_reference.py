@@ -27,6 +27,7 @@ DOCUMENTED = [
     "rankopt.data",
     "rankopt.hinge",
     "rankopt.torch",
+    "rankopt.pml",
     "rankopt.boosting",
     "rankopt.lightgbm",
     "rankopt.xgboost",

@@ -185,3 +185,16 @@ def test_cli_refuses_no_seeds(capsys):
 
     with pytest.raises(SystemExit, match="expected --seeds >= 1"):
         experiment_main(["deep", "digits", "--seeds", "0"])
+
+
+def test_quick_metric_learning_run_scores_every_loss_on_unseen_classes():
+    """Issue 49: rankopt.pml.MetricHingeLoss in PML's loop against FastAP, Smooth-AP and a mined triplet loss."""
+    pytest.importorskip("pytorch_metric_learning")
+    from experiments import metric_learning
+
+    result = metric_learning.run_metric_learning_experiment(quick=True)
+    assert list(result["losses"]) == list(metric_learning.LOSSES)
+    for runs in result["losses"].values():
+        assert 0 < runs["MAP@R"][0] <= 1 and 0 < runs["P@1"][0] <= 1
+    table = metric_learning.format_table(result)
+    assert table.count("\n| ") == len(metric_learning.LOSSES)
