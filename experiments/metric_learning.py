@@ -74,7 +74,7 @@ def _accuracy(embeddings, labels) -> dict:
     return {"MAP@R": float(found["mean_average_precision_at_r"]), "P@1": float(found["precision_at_1"])}
 
 
-def _train(name, scale, seed, epochs, splits, torch) -> list[tuple[dict, dict]]:
+def _train(name, scale, seed, epochs, splits, torch) -> list[tuple[dict, ...]]:
     """Train one network; (validation, test) accuracy every SCORED_EVERY epochs."""
     from pytorch_metric_learning import samplers
 
@@ -141,7 +141,7 @@ def run_metric_learning_experiment(*, seeds=(0, 1, 2), epochs: int = 40, quick=F
         }
         (scale, point), best = max(choices.items(), key=lambda item: item[1])
         epoch = min((point + 1) * SCORED_EVERY, epochs)
-        chosen = {metric: [runs[scale, seed][point][1][metric] for seed in seeds] for metric in ("MAP@R", "P@1")}
+        chosen: dict = {metric: [runs[scale, seed][point][1][metric] for seed in seeds] for metric in ("MAP@R", "P@1")}
         chosen["setting"] = f"epochs={epoch}" + (f", scale={scale:g}" if name.startswith("hinge") else "")
         chosen["validation MAP@R"] = float(best)
         chosen["seconds"] = [time.process_time() - start]

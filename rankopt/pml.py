@@ -38,6 +38,8 @@ from pytorch_metric_learning.distances import CosineSimilarity
 from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
 from rankopt._validation import check_positive_float
+from rankopt.inference.batched import resolve_rank_loss
+from rankopt.plugins import default_registry
 from rankopt.torch import RankHingeLoss
 
 __all__ = ["CrossBatchMemory", "MetricHingeLoss"]
@@ -68,12 +70,13 @@ class MetricHingeLoss(pml_losses.BaseMetricLossFunction):
     def __init__(self, loss="ap", *, scale=1.0, n_threads=None, backend="auto", **kwargs):
         super().__init__(**kwargs)
         self.scale = check_positive_float(scale, "scale")
-        self.hinge = RankHingeLoss(loss, reduction="none", n_threads=n_threads, backend=backend)
-        if self.hinge.rank_loss.graded:
+        rank_loss = resolve_rank_loss(loss, default_registry())
+        if rank_loss.graded:
             raise ValueError(
                 f"expected a binary rank loss (a document shares the anchor's label or not), got the graded loss "
-                f"{self.hinge.rank_loss.name!r} instead"
+                f"{rank_loss.name!r} instead"
             )
+        self.hinge = RankHingeLoss(rank_loss, reduction="none", n_threads=n_threads, backend=backend)
         self.add_to_recordable_attributes(list_of_names=["scale"], is_stat=False)
 
     def get_default_distance(self):
