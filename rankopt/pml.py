@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import torch
 from pytorch_metric_learning import losses as pml_losses
-from pytorch_metric_learning.distances import CosineSimilarity
+from pytorch_metric_learning.distances import CosineSimilarity, DotProductSimilarity
 from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
 from rankopt._validation import check_positive_float
@@ -61,13 +61,24 @@ class MetricHingeLoss(pml_losses.BaseMetricLossFunction):
     backend : {"auto", "compiled", "torch"}, default "auto"
         Where the inference runs (:class:`rankopt.torch.RankHingeLoss`).
     **kwargs
-        PML's: ``distance``, ``reducer``, ``embedding_regularizer``, ``embedding_reg_weight``,
-        ``collect_stats``.
+        PML's: ``distance`` (a PML distance object, or the shorthand ``"cosine"`` or ``"dot"``: the unnormalised
+        dot product), ``reducer``, ``embedding_regularizer``, ``embedding_reg_weight``, ``collect_stats``.
 
     The module docstring says what each PML feature does with the loss.
     """
 
+    #: The shorthands ``distance=`` takes for PML's distance objects.
+    DISTANCES = {"cosine": lambda: CosineSimilarity(), "dot": lambda: DotProductSimilarity(normalize_embeddings=False)}
+
     def __init__(self, loss="ap", *, scale=1.0, n_threads=None, backend="auto", **kwargs):
+        distance = kwargs.get("distance")
+        if isinstance(distance, str):
+            if distance not in self.DISTANCES:
+                raise ValueError(
+                    f"expected distance to be a PML distance object or one of {sorted(self.DISTANCES)}, got "
+                    f"{distance!r} instead"
+                )
+            kwargs["distance"] = self.DISTANCES[distance]()
         super().__init__(**kwargs)
         self.scale = check_positive_float(scale, "scale")
         rank_loss = resolve_rank_loss(loss, default_registry())

@@ -43,11 +43,19 @@ def test_it_is_a_pml_loss_and_rankopt_torch_needs_no_pml():
     assert done.returncode == 0 and done.stdout.strip() == "RankHingeLoss", done.stderr[-2000:]
 
 
-@pytest.mark.parametrize("name, distance, similarity", [("cosine", None, "cosine"), ("dot", "dot", "dot")])
-def test_without_a_miner_it_is_the_torch_layers_mean_hinge(name, distance, similarity):
+@pytest.mark.parametrize(
+    "distance, similarity",
+    [
+        (None, "cosine"),
+        ("cosine", "cosine"),
+        (distances.DotProductSimilarity(normalize_embeddings=False), "dot"),
+        ("dot", "dot"),
+    ],
+    ids=["default", "cosine shorthand", "DotProductSimilarity", "dot shorthand"],
+)
+def test_without_a_miner_it_is_the_torch_layers_mean_hinge(distance, similarity):
     embeddings, labels = _batch()
-    pml_distance = None if distance is None else distances.DotProductSimilarity(normalize_embeddings=False)
-    kwargs = {} if pml_distance is None else {"distance": pml_distance}
+    kwargs = {} if distance is None else {"distance": distance}
     ours = _value_and_grad(MetricHingeLoss("ap", scale=3.0, **kwargs), embeddings, labels)
     plain = _value_and_grad(TorchMetricHingeLoss("ap", similarity=similarity, scale=3.0), embeddings, labels)
     assert ours[0] == pytest.approx(plain[0], rel=1e-9)
@@ -219,4 +227,6 @@ def test_edges_a_batch_of_one_and_a_graded_loss():
     assert float(value.detach()) == 0.0 and not embeddings.grad.any()
     with pytest.raises(ValueError, match="binary rank loss"):
         MetricHingeLoss("ndcg_graded")
+    with pytest.raises(ValueError, match="PML distance object or one of \\['cosine', 'dot'\\]"):
+        MetricHingeLoss(distance="euclid")
     assert MetricHingeLoss(rankopt.get_loss("precision_at_k", k=3)).hinge.rank_loss.k == 3
