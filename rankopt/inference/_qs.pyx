@@ -785,6 +785,12 @@ cdef int _checked_or_tied(const floating* pos_desc, Py_ssize_t n_pos, const floa
     return 0
 
 
+cdef inline bint _sweeps(Py_ssize_t n_neg, bint exact_median, Py_ssize_t n_buckets) noexcept nogil:
+    """Whether :func:`_qs_into` sorts and sweeps the negatives (the automatic strategy below DISTRIBUTE_MIN
+    negatives), the one strategy that reads a discount's bends."""
+    return n_buckets == -1 and not exact_median and n_neg < DISTRIBUTE_MIN
+
+
 cdef int _qs_into(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg_scores, Py_ssize_t n_neg,
                   int code, const double* table, bint unimodal, const double* bends, double bend_z, int* ranks,
                   bint exact_median, Py_ssize_t n_buckets, ScoreScan* scan, int64_t* counts) except -1 nogil:
@@ -798,7 +804,7 @@ cdef int _qs_into(const floating* pos_desc, Py_ssize_t n_pos, const floating* ne
     zeros) how many negatives sit at each rank is added to it.
     """
     cdef bint automatic = n_buckets == -1 and not exact_median
-    if automatic and n_neg < DISTRIBUTE_MIN:
+    if _sweeps(n_neg, exact_median, n_buckets):
         if scan != NULL and _checked_or_tied(pos_desc, n_pos, neg_scores, n_neg, code, table, unimodal, ranks,
                                              scan, counts):
             return 0
@@ -874,9 +880,13 @@ cdef int qs_ranks_f32(const float* pos_desc, Py_ssize_t n_pos, const float* neg_
                     NULL, NULL)
 
 
-cdef double[::1] _bends_of(int code, const double[::1] table, Py_ssize_t n):
-    """The bends of a position-discount table's first n entries (:func:`fill_discount_bends`), else None."""
-    if code != LOSS_POSITION_DISCOUNT or table.shape[0] < n:
+cdef double[::1] _bends_of(int code, const double[::1] table, Py_ssize_t n_pos, Py_ssize_t n_neg,
+                           bint exact_median, Py_ssize_t n_buckets):
+    """The bends of a position-discount table's first |P| + |N| entries (:func:`fill_discount_bends`) when the
+    call sweeps (:func:`_sweeps`), else None: the distribution level never reads them, and on a long query
+    they would cost a pass over |P| + |N| entries and their allocation at every call."""
+    cdef Py_ssize_t n = n_pos + n_neg
+    if code != LOSS_POSITION_DISCOUNT or table.shape[0] < n or not _sweeps(n_neg, exact_median, n_buckets):
         return None
     cdef double[::1] bends = np.empty(n + 1, dtype=np.float64)
     fill_discount_bends(&table[0], n, &bends[0])
@@ -909,7 +919,8 @@ def qs_ranks(const floating[::1] pos_desc, const floating[::1] neg_scores, int c
     """
     if n_buckets != -1 and n_buckets != 0 and not 3 <= n_buckets <= INT32_MAX:
         raise ValueError(f"expected n_buckets -1, 0 or in 3…{INT32_MAX}, got {n_buckets} instead")
-    cdef double[::1] bends = _bends_of(code, table, pos_desc.shape[0] + neg_scores.shape[0])
+    cdef double[::1] bends = _bends_of(code, table, pos_desc.shape[0], neg_scores.shape[0], exact_median,
+                                       n_buckets)
     with nogil:
         _qs_into(&pos_desc[0], pos_desc.shape[0], &neg_scores[0], neg_scores.shape[0], code, &table[0],
                  unimodal, &bends[0] if bends is not None else NULL, 1.0, &ranks[0], exact_median, n_buckets,
@@ -960,7 +971,7 @@ def qs_inference(const floating[::1] pos_scores, const Py_ssize_t[::1] pos_order
     scan.sum_bound = sum_bound
     scan.status = SCAN_OK
     cdef int64_t[::1] counts = np.zeros(n_pos + 2, dtype=np.int64)
-    cdef double[::1] bends = _bends_of(code, table, n_pos + n_neg)
+    cdef double[::1] bends = _bends_of(code, table, n_pos, n_neg, exact_median, n_buckets)
     with nogil:
         _qs_into(&pos_desc[0], n_pos, &neg_scores[0], n_neg, code, &table[0], unimodal,
                  &bends[0] if bends is not None else NULL, 1.0, <int*>&neg_ranks[0], exact_median, n_buckets,
