@@ -3,7 +3,15 @@
 10⁴ queries × 100 documents (``--bench-scale full``; ``small``: 50 × 20), 10 % relevant, grades 0–4,
 scores "mid-training".  Each case times ``RankHingeLoss(loss)(scores, y)`` in the padded (B, L) layout
 and its ``backward()``, against ``binary_cross_entropy_with_logits`` forward plus backward on the same
-scores, both sides alternated, one thread (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``) or two
+scores, both sides alternated, in two protocols:
+
+* ``cached`` (``test_hinge_against_bce``): the same label tensor at every call and no mask, so the layer's
+  prepared-batch cache skips the labels' preparation after the first call;
+* ``loop`` (``test_training_loop_against_bce``): new label and mask tensors at every call, as a
+  ``DataLoader`` yields them (queries of 60–100 documents padded to 100), against BCE weighted by the same
+  mask — what a training loop pays;
+
+ one thread (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``) or two
 (``n_threads=2``; CPU time adds the threads up, so time those rows with ``--benchmark-timer
 time.perf_counter``).  Target: every hinge ≤ 4× BCE (aim ≤ 2×).  The hinge against LambdaLoss is in
 ``bench_lambdaloss.py``.  Medians in ``extra_info``.
@@ -43,6 +51,28 @@ def _bce_step(scores, y):
     torch.nn.functional.binary_cross_entropy_with_logits(s, (y > 0).to(s.dtype)).backward()
 
 
+def _padded_batch(scale: str):
+    """The batch with each query's documents kept by a mask: 60–100 of every row's (all of them at small
+    scale's 20)."""
+    scores, y = _batch(scale)
+    n_queries, n_docs = scores.shape
+    lengths = np.random.default_rng(1).integers(min(60, n_docs), n_docs + 1, n_queries)
+    mask = torch.from_numpy(np.arange(n_docs)[None, :] < lengths[:, None])
+    return scores, y, mask
+
+
+def _loop_hinge_step(layer, scores, y, mask):
+    s = scores.detach().requires_grad_(True)
+    layer(s, y.clone(), mask=mask.clone()).backward()  # a DataLoader's new tensors at every step
+
+
+def _loop_bce_step(scores, y, mask):
+    s = scores.detach().requires_grad_(True)
+    mask = mask.clone()
+    target = (y.clone() > 0).to(s.dtype)
+    torch.nn.functional.binary_cross_entropy_with_logits(s, target, weight=mask.to(s.dtype)).backward()
+
+
 #: Every built-in hinge and a graded plugin's (the example package's dcg_zipf); precision_at_k and
 #: ndcg_graded at their default cutoff, k = 10.
 HINGES = ["ap", "ndcg", "auc", "precision_at_k", "ndcg_graded", "pairwise", "dcg_zipf"]
@@ -67,4 +97,26 @@ def test_hinge_against_bce(benchmark, request, loss, n_threads):
     num, den = float(np.median(times_hinge)), float(np.median(times_bce))
     benchmark.extra_info.update(
         bench="hinge", loss=loss, n_threads=n_threads, numerator_median=num, denominator_median=den, ratio=num / den
+    )
+
+
+@pytest.mark.parametrize("loss", HINGES)
+def test_training_loop_against_bce(benchmark, request, loss):
+    """New labels and a mask at every call, one thread (the ``loop`` protocol of the module docstring)."""
+    scale = request.config.rankopt_bench_scale
+    scores, y, mask = _padded_batch(scale)
+    rounds, seconds = ROUNDS[scale]
+    timer = load_timer(request.config.getoption("benchmark_timer")).target
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        hinge = functools.partial(_loop_hinge_step, RankHingeLoss(loss, n_threads=1), scores, y, mask)
+        bce = functools.partial(_loop_bce_step, scores, y, mask)
+        benchmark.group = "hinge-training-loop"
+        times_hinge, times_bce = benchmark.pedantic(_alternate, args=(hinge, bce, timer, rounds, seconds), rounds=1)
+    finally:
+        torch.set_num_threads(previous)
+    num, den = float(np.median(times_hinge)), float(np.median(times_bce))
+    benchmark.extra_info.update(
+        bench="hinge-loop", loss=loss, numerator_median=num, denominator_median=den, ratio=num / den
     )

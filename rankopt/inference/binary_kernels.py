@@ -31,7 +31,7 @@ from rankopt.inference.kernel_base import (
 )
 from rankopt.inference.qs import QSMethod
 from rankopt.inference.topk import TopKMethod, count_losses
-from rankopt.losses.base import KernelCode, RankLoss
+from rankopt.losses.base import KernelCode, KeyedCache, RankLoss
 from rankopt.losses.structure import TopKCountStructure
 
 #: The single-query methods with a compiled per-query form in ``_batched.pyx``,
@@ -60,6 +60,11 @@ class BinaryRankKernel(StructureKernel):
 
     structure: ClassVar[type | None] = None
     label = "binary rank loss"
+
+    def __init__(self):
+        #: Δ of every count m of one (loss, |P|, |N|) of a top-k count loss: a training loop meets the same
+        #: class sizes at every step, and the loss's own function is a Python call per pair.
+        self.count_loss_cache = KeyedCache(max_entries=1 << 16)
 
     def resolve_method(self, loss, structure, method, longest, registry):
         """The name of the method every query of the batch runs, exact up to the longest query.
@@ -100,7 +105,9 @@ class BinaryRankKernel(StructureKernel):
         count_tables = (None, None)
         if kernel.top_k:  # Δ per query from the declared count structure
             relevant = (relevance >= relevant_from).astype(np.int64)
-            count_tables = _count_loss_tables(loss.structure(), relevant, offsets)
+            count_tables = _count_loss_tables(
+                loss.structure(), relevant, offsets, self.count_loss_cache, loss.cache_key()
+            )
         return _CompiledBinary(loss, kernel, relevance, offsets, relevant_from, count_tables)
 
     def query(self, loss, structure, scores, relevance, method, registry):
@@ -265,11 +272,14 @@ def integer_threshold(relevant_at) -> int:
     return int(min(math.ceil(check_relevant_at(relevant_at)), np.iinfo(np.int64).max))
 
 
-def _count_loss_tables(structure: TopKCountStructure, relevance: np.ndarray, offsets: np.ndarray):
+def _count_loss_tables(
+    structure: TopKCountStructure, relevance: np.ndarray, offsets: np.ndarray, cache: KeyedCache, loss_key
+):
     """Δ(m) for every query and every feasible count m of positives in its top k', concatenated, and offsets.
 
     Query q's entries are m = max(0, k' − |N_q|) … min(k', |P_q|); the loss is asked once per distinct
-    (|P_q|, |N_q|), vectorised over m.
+    (|P_q|, |N_q|), vectorised over m, and its answer kept in ``cache`` under (``loss_key``, |P|, |N|) (a
+    ``loss_key`` of None: asked at every call).  The queries then gather their pair's answer in one pass.
     """
     sizes = np.diff(offsets)
     n_pos = np.zeros(sizes.size, dtype=np.int64)
@@ -282,17 +292,29 @@ def _count_loss_tables(structure: TopKCountStructure, relevance: np.ndarray, off
     starts = np.concatenate(([0], np.cumsum(lengths)))
     table = np.zeros(int(starts[-1]))
     where = np.flatnonzero((n_pos > 0) & (n_neg > 0))
-    # The distinct (|P|, |N|), as one integer key each: a 1-D unique, and its queries grouped by one sort.
+    if where.size == 0:
+        return table, starts[:-1].astype(np.int64)
+    # The distinct (|P|, |N|), as one integer key each; a pair's m range is the same for all its queries.
     keys = n_pos[where] * (int(sizes.max(initial=0)) + 1) + n_neg[where]
     _, first, group = np.unique(keys, return_index=True, return_inverse=True)
-    by_pair = np.argsort(group, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(group, minlength=first.size))))
-    for index, leader in enumerate(where[first]):
-        members = where[by_pair[bounds[index] : bounds[index + 1]]]
-        counts = np.arange(low[leader], high[leader] + 1)
-        values = count_losses(structure, counts, int(n_pos[leader]), int(n_neg[leader]))
-        table[starts[members][:, None] + np.arange(counts.size)] = values
+    answers = [
+        _pair_losses(structure, cache, loss_key, int(low[q]), int(high[q]), int(n_pos[q]), int(n_neg[q]))
+        for q in where[first].tolist()
+    ]
+    pair_starts = np.concatenate(([0], np.cumsum([a.size for a in answers])))
+    # Each usable query's entries are its pair's answer: a segment gather.
+    counts = lengths[where]
+    inside = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    table[np.repeat(starts[where], counts) + inside] = np.concatenate(answers)[
+        np.repeat(pair_starts[group.ravel()], counts) + inside
+    ]
     return table, starts[:-1].astype(np.int64)
+
+
+def _pair_losses(structure, cache: KeyedCache, loss_key, low: int, high: int, n_pos: int, n_neg: int) -> np.ndarray:
+    """Δ(m) for m = low … high at one (|P|, |N|), from ``cache`` or the structure (checked there)."""
+    key = None if loss_key is None else (loss_key, n_pos, n_neg)
+    return cache.get_or_build(key, lambda: count_losses(structure, np.arange(low, high + 1), n_pos, n_neg))
 
 
 #: A fit warns when its inference method is estimated at this many times the compiled sorting path's cost.

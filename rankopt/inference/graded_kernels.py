@@ -105,7 +105,7 @@ class GradedPositionKernel(GradedKernel):
         # levels', each document's gain a lookup (the kernel's ground truth looks tie groups up by level too).
         levels, level_of = grade_levels(relevance)
         level_gains, discount = structure.tables(levels, longest)
-        level_of = level_of.astype(np.int64)
+        level_of = level_of.astype(np.int64, copy=False)
         gains = level_gains[level_of]
 
         def position_batch(scores, coef, losses, values, usable, n_threads, relative_to_truth):
