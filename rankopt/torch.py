@@ -33,7 +33,7 @@ import torch
 
 from rankopt._validation import as_float_vector, check_grades, check_positive_float, check_reduction
 from rankopt.hinge import HingeQueries, hinge_per_query, prepare_hinges, prepared_hinges, reduce_hinges
-from rankopt.inference._batched import scale_into
+from rankopt.inference._batched import gather_kept, kept_offsets, scale_into, scatter_kept
 from rankopt.inference.kernel_base import ReusedOutput
 from rankopt.inference.tensor_kernels import TensorKernelUnsupported
 
@@ -442,8 +442,8 @@ class _Call:
     def hinges(self, scores: torch.Tensor) -> tuple[HingeQueries, np.ndarray | slice | None]:
         """The per-query hinges of the call, and where its flat documents sit in the padded input.
 
-        The second is an index array (masked padded layout), a slice (unmasked: every document, no
-        gather) or None (the flat layout).  The scores are copied to the host once; float16 and bfloat16
+        The second is the padded layout's kept documents (``_Kept`` with a mask, ``_AllKept`` without: every
+        document, no gather) or None (the flat layout).  The scores are copied to the host once; float16 and bfloat16
         become float32 there.
         """
         module = self.module
@@ -461,9 +461,7 @@ class _Call:
         prepared, where = module._prepared_batch.get(self.y, self.mask, module, lambda: self._prepare(scores, s.shape))
         # Only the kept documents are read and checked: padding may hold anything (-inf scores, -1 labels).
         # Read once, by the prepared batch's own check (finite, sums that cannot overflow).
-        flat = as_float_vector(
-            s.reshape(-1) if isinstance(where, slice) else s.reshape(-1)[where], "scores", scan=False
-        )
+        flat = as_float_vector(where.gather(s), "scores", scan=False)
         return prepared_hinges(prepared, flat, module.n_threads), where
 
     def _prepare(self, scores: torch.Tensor, shape) -> tuple:
@@ -477,17 +475,56 @@ class _Call:
         n_rows, width = shape
         if self.mask is None:  # every document of every row: no gather
             offsets = np.arange(n_rows + 1, dtype=np.int64) * width
-            return prepare_hinges(check_grades(y.reshape(-1), n_rows * width), offsets, **options), slice(None)
+            return prepare_hinges(check_grades(y.reshape(-1), n_rows * width), offsets, **options), _AllKept()
         mask = _host_array(self.mask, scores, "mask")
         if mask.shape != shape or mask.dtype != np.bool_:
             raise ValueError(
                 f"expected a boolean mask of shape {shape}, got {mask.dtype} of shape {mask.shape} instead"
             )
-        if not mask.any():
+        kept = _Kept(mask)
+        if kept.n_kept == 0:
             raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
-        where = np.flatnonzero(mask.reshape(-1))
-        offsets = np.concatenate(([0], np.cumsum(np.count_nonzero(mask, axis=1)))).astype(np.int64)
-        return prepare_hinges(check_grades(y.reshape(-1)[where], where.size), offsets, **options), where
+        return prepare_hinges(check_grades(kept.gather(y), kept.n_kept), kept.offsets, **options), kept
+
+
+class _AllKept:
+    """The padded layout without a mask: every document of every row, the flat layout a reshape."""
+
+    def gather(self, values: np.ndarray) -> np.ndarray:
+        return values.reshape(-1)
+
+    def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput | None = None) -> np.ndarray:
+        """``flat · factor`` in ``dtype``, rounded once (the padded gradient, as a flat array)."""
+        out = np.empty(flat.size, dtype=dtype) if buffer is None else buffer.empty(flat.size, dtype)
+        scale_into(np.ascontiguousarray(flat, dtype=np.float64), factor, out)
+        return out
+
+
+class _Kept:
+    """The documents a padded batch's mask keeps: the flat layout's offsets, and its gather and scatter, each
+    one compiled pass over the mask (``_batched.kept_offsets``, ``gather_kept``, ``scatter_kept``); values of
+    other dtypes than the compiled ones take NumPy's boolean indexing."""
+
+    def __init__(self, mask: np.ndarray):
+        self.mask = np.ascontiguousarray(mask)
+        self.bytes = self.mask.view(np.uint8)
+        self.offsets = np.empty(mask.shape[0] + 1, dtype=np.int64)
+        self.n_kept = int(kept_offsets(self.bytes, self.offsets))
+
+    def gather(self, values: np.ndarray) -> np.ndarray:
+        if values.dtype in _GATHERED and values.flags.c_contiguous:
+            return gather_kept(values, self.bytes, self.n_kept)
+        return values[self.mask]
+
+    def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput | None = None) -> np.ndarray:
+        """``flat · factor`` at the kept places and 0 elsewhere, in ``dtype`` (the padded gradient, flat)."""
+        out = np.empty(self.mask.shape, dtype=dtype)
+        scatter_kept(np.ascontiguousarray(flat, dtype=np.float64), factor, self.bytes, out)
+        return out.reshape(-1)
+
+
+#: The dtypes ``_batched.gather_kept`` takes.
+_GATHERED = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))
 
 
 class _PreparedBatch:
@@ -574,15 +611,17 @@ class _StructuredHinge(torch.autograd.Function):
         upstream = grad_output.detach().double().cpu().numpy()
         # Scaled and cast to the scores' dtype in one pass (float32 for float16 / bfloat16, cast by torch).
         host_dtype = torch.float64 if ctx.saved_tensors[0].dtype == torch.float64 else torch.float32
-        per_doc = ctx.gradient_buffer.empty(ctx.grad.size, np.float64 if host_dtype == torch.float64 else np.float32)
+        host = np.float64 if host_dtype == torch.float64 else np.float32
         if ctx.reduction == "none":
+            per_doc = ctx.gradient_buffer.empty(ctx.grad.size, host)
             np.multiply(ctx.grad, upstream[ctx.query_of], out=per_doc, casting="same_kind")
-        else:
+            if ctx.where is not None:
+                per_doc = ctx.where.scatter(per_doc, 1.0, host)
+        elif ctx.where is None:
+            per_doc = ctx.gradient_buffer.empty(ctx.grad.size, host)
             scale_into(np.ascontiguousarray(ctx.grad, dtype=np.float64), ctx.grad_scale * float(upstream), per_doc)
-        if isinstance(ctx.where, np.ndarray):
-            full = np.zeros(int(np.prod(ctx.shape)), dtype=per_doc.dtype)
-            full[ctx.where] = per_doc
-            per_doc = full
+        else:
+            per_doc = ctx.where.scatter(ctx.grad, ctx.grad_scale * float(upstream), host, ctx.gradient_buffer)
         (scores,) = ctx.saved_tensors
         grad = torch.from_numpy(per_doc.reshape(ctx.shape)).to(device=scores.device, dtype=scores.dtype)
         if torch.is_grad_enabled():  # create_graph=True: a second derivative may be asked for

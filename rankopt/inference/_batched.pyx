@@ -446,6 +446,70 @@ def scale_into(const double[::1] values, double factor, floating[::1] out):
             out[k] = <floating>(values[k] * factor)
 
 
+ctypedef fused kept_value:
+    float
+    double
+    int64_t
+
+
+def kept_offsets(const uint8_t[:, ::1] mask, int64_t[::1] offsets):
+    """``offsets[q + 1] − offsets[q]`` = the documents row q of a padded batch's ``mask`` keeps (0/1 bytes),
+    ``offsets[0]`` = 0 (B + 1 entries): the flat layout's queries, in one pass.  Returns the total."""
+    cdef Py_ssize_t q, k, kept = 0
+    with nogil:
+        offsets[0] = 0
+        for q in range(mask.shape[0]):
+            for k in range(mask.shape[1]):
+                kept += mask[q, k]
+            offsets[q + 1] = kept
+    return kept
+
+
+def flags_per_query(const uint8_t[::1] flags, const int64_t[::1] offsets, int64_t[::1] counts):
+    """``counts[q]`` = the set ``flags`` (0/1 bytes: a bool array's view) of query q's documents
+    ``offsets[q]`` … ``offsets[q + 1]`` − 1, in one pass (NumPy's ``reduceat`` casts every byte to int64)."""
+    cdef Py_ssize_t q, k
+    cdef int64_t total
+    with nogil:
+        for q in range(offsets.shape[0] - 1):
+            total = 0
+            for k in range(offsets[q], offsets[q + 1]):
+                total += flags[k]
+            counts[q] = total
+
+
+def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept):
+    """The ``n_kept`` entries of ``values`` that ``mask`` keeps (:func:`kept_offsets`' total), row by row: the
+    flat layout of a padded batch in one pass, without NumPy's index array.  Every entry is written and the
+    position advances by the mask's byte (no branch), so the work array holds one entry more than is kept."""
+    cdef Py_ssize_t q, k, at = 0
+    if values.shape[0] != mask.shape[0] or values.shape[1] != mask.shape[1]:
+        raise ValueError(f"expected values of the mask's shape {tuple(mask.shape)[:2]}, got {tuple(values.shape)[:2]}")
+    work = np.empty(n_kept + 1, dtype=np.asarray(values).dtype)
+    cdef kept_value[::1] out = work
+    with nogil:
+        for q in range(values.shape[0]):
+            for k in range(values.shape[1]):
+                if at <= n_kept:
+                    out[at] = values[q, k]
+                    at += mask[q, k]
+    return work[:n_kept]
+
+
+def scatter_kept(const double[::1] values, double factor, const uint8_t[:, ::1] mask, floating[:, ::1] out):
+    """``out[q, k]`` = ``values`` (the flat layout's entries, in order) times ``factor`` where ``mask`` keeps a
+    document, 0 elsewhere, rounded to ``out``'s type once: the padded gradient in one pass."""
+    cdef Py_ssize_t q, k, at = 0
+    with nogil:
+        for q in range(mask.shape[0]):
+            for k in range(mask.shape[1]):
+                if mask[q, k]:
+                    out[q, k] = <floating>(values[at] * factor)
+                    at += 1
+                else:
+                    out[q, k] = 0
+
+
 def largest_magnitude(const floating[::1] scores):
     """max |score| of a non-empty batch in one vectorised pass (``_scan.pxd``), NaN when a score is NaN or
     infinite: the check of :func:`rankopt._validation.largest_magnitude`, whose NumPy form takes two."""

@@ -31,6 +31,8 @@ The caller validates: offsets from 0 to n non-decreasing, gains finite and
 holding min(k, longest query) positive non-increasing values, scores finite,
 outputs sized n and Q, n_threads ≥ 1.
 """
+import numpy as np
+
 from cython cimport floating
 from cython.parallel cimport prange, threadid
 from libc.math cimport isfinite
@@ -533,3 +535,39 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
         for t in range(n_ready):
             work_free(&works[t])
         free(works)
+
+
+#: Grades below this are levelled through a table indexed by the grade (:func:`level_indices`).
+LEVEL_TABLE_GRADES = 1 << 16
+
+
+def level_indices(const int64_t[::1] grades):
+    """(levels, level_of) of grades ≥ 0 below LEVEL_TABLE_GRADES: the distinct grades, increasing (int64), and
+    each document's index among them (int64), in three compiled passes (the largest grade, which grades are
+    present, each document's index); None for grades from LEVEL_TABLE_GRADES on, which the caller sorts.
+    :func:`rankopt.losses.structure.grade_levels` is the same map in NumPy."""
+    cdef Py_ssize_t k, n = grades.shape[0]
+    cdef int64_t top = 0, g, count = 0
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    with nogil:
+        for k in range(n):
+            top = max(top, grades[k])
+    if top >= LEVEL_TABLE_GRADES:
+        return None
+    index_table = np.zeros(top + 1, dtype=np.int64)
+    level_of = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] index = index_table
+    cdef int64_t[::1] out = level_of
+    with nogil:
+        for k in range(n):
+            index[grades[k]] = 1
+        for g in range(top + 1):
+            if index[g]:
+                index[g] = count
+                count += 1
+            else:
+                index[g] = -1
+        for k in range(n):
+            out[k] = index[grades[k]]
+    return np.flatnonzero(index_table >= 0).astype(np.int64), level_of

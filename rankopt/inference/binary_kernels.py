@@ -10,6 +10,7 @@ logged once per loss type and method.
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 from typing import ClassVar, NamedTuple
 
@@ -104,7 +105,7 @@ class BinaryRankKernel(StructureKernel):
             return _PerQueryBinary(self, loss, relevance, offsets, method, registry)
         count_tables = (None, None)
         if kernel.top_k:  # Δ per query from the declared count structure
-            relevant = (relevance >= relevant_from).astype(np.int64)
+            relevant = relevance >= relevant_from
             count_tables = _count_loss_tables(
                 loss.structure(), relevant, offsets, self.count_loss_cache, loss.cache_key()
             )
@@ -273,48 +274,92 @@ def integer_threshold(relevant_at) -> int:
 
 
 def _count_loss_tables(
-    structure: TopKCountStructure, relevance: np.ndarray, offsets: np.ndarray, cache: KeyedCache, loss_key
+    structure: TopKCountStructure, relevant: np.ndarray, offsets: np.ndarray, cache: KeyedCache, loss_key
 ):
-    """Δ(m) for every query and every feasible count m of positives in its top k', concatenated, and offsets.
+    """Δ(m) of the batch's (|P|, |N|) pairs for every feasible count m of positives in the top k', in one array,
+    and where each query's entries start in it (queries of one pair share them; 0 for a query with nothing to
+    order, which the kernel never reads).
 
-    Query q's entries are m = max(0, k' − |N_q|) … min(k', |P_q|); the loss is asked once per distinct
-    (|P_q|, |N_q|), vectorised over m, and its answer kept in ``cache`` under (``loss_key``, |P|, |N|) (a
-    ``loss_key`` of None: asked at every call).  The queries then gather their pair's answer in one pass.
+    A pair's entries are m = max(0, k' − |N|) … min(k', |P|); the loss is asked once per distinct pair,
+    vectorised over m.  The answers are kept per loss parameters (``cache`` under ``loss_key``; None: asked at
+    every call) in a :class:`CountLossPool`, so a training loop's step looks its pairs up in one gather.
     """
     sizes = np.diff(offsets)
-    n_pos = np.zeros(sizes.size, dtype=np.int64)
-    nonempty = sizes > 0
-    n_pos[nonempty] = np.add.reduceat(relevance, offsets[:-1][nonempty])
+    n_pos = np.empty(sizes.size, dtype=np.int64)
+    _batched.flags_per_query(relevant.view(np.uint8), offsets, n_pos)
     n_neg = sizes - n_pos
-    kept = np.minimum(structure.k, sizes)
-    low, high = np.maximum(0, kept - n_neg), np.minimum(kept, n_pos)
-    lengths = np.maximum(high - low + 1, 1)
-    starts = np.concatenate(([0], np.cumsum(lengths)))
-    table = np.zeros(int(starts[-1]))
+    starts = np.zeros(sizes.size, dtype=np.int64)
     where = np.flatnonzero((n_pos > 0) & (n_neg > 0))
     if where.size == 0:
-        return table, starts[:-1].astype(np.int64)
-    # The distinct (|P|, |N|), as one integer key each; a pair's m range is the same for all its queries.
-    keys = n_pos[where] * (int(sizes.max(initial=0)) + 1) + n_neg[where]
-    _, first, group = np.unique(keys, return_index=True, return_inverse=True)
-    answers = [
-        _pair_losses(structure, cache, loss_key, int(low[q]), int(high[q]), int(n_pos[q]), int(n_neg[q]))
-        for q in where[first].tolist()
-    ]
-    pair_starts = np.concatenate(([0], np.cumsum([a.size for a in answers])))
-    # Each usable query's entries are its pair's answer: a segment gather.
-    counts = lengths[where]
-    inside = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    table[np.repeat(starts[where], counts) + inside] = np.concatenate(answers)[
-        np.repeat(pair_starts[group.ravel()], counts) + inside
-    ]
-    return table, starts[:-1].astype(np.int64)
+        return np.zeros(1), starts
+    pool = cache.get_or_build(loss_key, lambda: CountLossPool(structure))
+    values, starts[where] = pool.entries(n_pos[where], n_neg[where])
+    return values, starts
 
 
-def _pair_losses(structure, cache: KeyedCache, loss_key, low: int, high: int, n_pos: int, n_neg: int) -> np.ndarray:
-    """Δ(m) for m = low … high at one (|P|, |N|), from ``cache`` or the structure (checked there)."""
-    key = None if loss_key is None else (loss_key, n_pos, n_neg)
-    return cache.get_or_build(key, lambda: count_losses(structure, np.arange(low, high + 1), n_pos, n_neg))
+class CountLossPool:
+    """Δ(m) of one top-k count loss (one set of parameters) for every (|P|, |N|) asked so far, appended to one
+    array, and where each pair's entries start: a grid over |P| and |N| up to :data:`POOL_GRID_MAX` cells, a
+    dictionary past it.  Arrays are replaced, never resized in place, so a caller's array stays valid."""
+
+    def __init__(self, structure: TopKCountStructure):
+        self.structure = structure
+        self.values = np.zeros(0)
+        self.grid = np.full((0, 0), -1, dtype=np.int64)
+        self.far: dict[tuple[int, int], int] = {}
+        self._lock = threading.Lock()
+
+    def entries(self, n_pos: np.ndarray, n_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, where each (n_pos[q], n_neg[q])'s entries start in values), asking the loss for new pairs."""
+        with self._lock:
+            shape = (int(n_pos.max()) + 1, int(n_neg.max()) + 1)
+            if shape[0] * shape[1] > POOL_GRID_MAX:
+                return self._far_entries(n_pos, n_neg)
+            if shape[0] > self.grid.shape[0] or shape[1] > self.grid.shape[1]:
+                grown = np.full(np.maximum(shape, self.grid.shape), -1, dtype=np.int64)
+                grown[: self.grid.shape[0], : self.grid.shape[1]] = self.grid
+                self.grid = grown
+            found = self.grid[n_pos, n_neg]
+            missing = found < 0
+            if missing.any():
+                base = shape[1]
+                keys = np.unique(n_pos[missing] * base + n_neg[missing])
+                for p, n in zip((keys // base).tolist(), (keys % base).tolist(), strict=True):
+                    self.grid[p, n] = self._append(p, n)
+                found = self.grid[n_pos, n_neg]
+            return self.values, found
+
+    def _far_entries(self, n_pos: np.ndarray, n_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        base = int(n_neg.max()) + 1
+        keys, group = _distinct_keys(n_pos * base + n_neg, -1)
+        found = np.empty(keys.size, dtype=np.int64)
+        for index, (p, n) in enumerate(zip((keys // base).tolist(), (keys % base).tolist(), strict=True)):
+            if (p, n) not in self.far:
+                self.far[p, n] = self._append(p, n)
+            found[index] = self.far[p, n]
+        return self.values, found[group]
+
+    def _append(self, n_pos: int, n_neg: int) -> int:
+        """Ask the loss for Δ(m) at one pair, append it, and return where it starts."""
+        kept = min(self.structure.k, n_pos + n_neg)
+        answer = count_losses(self.structure, np.arange(max(0, kept - n_neg), min(kept, n_pos) + 1), n_pos, n_neg)
+        start = self.values.size
+        self.values = np.concatenate((self.values, answer))
+        return start
+
+
+#: The most (|P| + 1) × (|N| + 1) cells a :class:`CountLossPool` keeps as a grid (32 MiB of int64).
+POOL_GRID_MAX = 1 << 22
+
+
+def _distinct_keys(keys: np.ndarray, key_range: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct integer ``keys`` (0 ≤ key < ``key_range``; −1: unknown), increasing, and each key's index
+    among them: counted in a table when the range is small against the keys (one pass each), sorted otherwise."""
+    if 0 <= key_range <= 16 * keys.size + 4096:
+        present = np.bincount(keys, minlength=key_range) > 0
+        return np.flatnonzero(present), (np.cumsum(present) - 1)[keys]
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    return distinct, inverse.ravel()
 
 
 #: A fit warns when its inference method is estimated at this many times the compiled sorting path's cost.

@@ -58,6 +58,16 @@ class GradedKernel(StructureKernel):
         return methods[0] if method == "auto" else method
 
 
+def _level_indices(relevance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`grade_levels` with int64 indices, compiled for the grades below 2¹⁶ of a training loop's hot path
+    (``_graded_position.level_indices``)."""
+    compiled = _graded_position.level_indices(np.ascontiguousarray(relevance, dtype=np.int64))
+    if compiled is not None:
+        return compiled
+    levels, level_of = grade_levels(relevance)
+    return levels, level_of.astype(np.int64, copy=False)
+
+
 class _Batch(PreparedKernel):
     """A graded batch: ``run(scores, n_threads, relative_to_truth)`` gives its inference; with
     ``relative_inside`` False the caller subtracts the ground truth when asked, and the run ignores the flag."""
@@ -103,9 +113,8 @@ class GradedPositionKernel(GradedKernel):
         longest = int(np.max(np.diff(offsets), initial=0))
         # One pass over the documents for their grade levels: the gains and the discount's checks are the
         # levels', each document's gain a lookup (the kernel's ground truth looks tie groups up by level too).
-        levels, level_of = grade_levels(relevance)
+        levels, level_of = _level_indices(relevance)
         level_gains, discount = structure.tables(levels, longest)
-        level_of = level_of.astype(np.int64, copy=False)
         gains = level_gains[level_of]
 
         def position_batch(scores, coef, losses, values, usable, n_threads, relative_to_truth):

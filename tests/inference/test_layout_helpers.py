@@ -1,0 +1,92 @@
+"""The compiled helpers of a training loop's step (issue 50): the padded batch's kept documents, the counts of
+flagged documents per query, the grade levels, and the pool of a top-k loss's Δ(m); each equal to its NumPy
+definition, on random inputs and at the edges (empty rows, nothing kept, one row)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rankopt.inference import _batched, _graded_position
+from rankopt.inference.binary_kernels import POOL_GRID_MAX, CountLossPool
+from rankopt.inference.topk import count_losses
+from rankopt.losses import PrecisionAtKLoss
+from rankopt.losses.base import KeyedCache
+from rankopt.losses.structure import grade_levels
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (50, 33), (4, 0), (0, 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_gather_and_scatter_of_the_kept_documents(rng, shape, dtype):
+    mask = rng.random(shape) < 0.6
+    if mask.size:
+        mask[0, :] = False  # an empty row
+    values = (rng.normal(size=shape) * 10).astype(dtype)
+    offsets = np.empty(shape[0] + 1, dtype=np.int64)
+    total = _batched.kept_offsets(mask.view(np.uint8), offsets)
+    np.testing.assert_array_equal(offsets, np.concatenate(([0], np.cumsum(mask.sum(axis=1)))))
+    assert total == mask.sum()
+    np.testing.assert_array_equal(_batched.gather_kept(values, mask.view(np.uint8), total), values[mask])
+    flat = rng.normal(size=total)
+    for out_dtype in (np.float32, np.float64):
+        out = np.full(shape, np.nan, dtype=out_dtype)
+        _batched.scatter_kept(flat, 0.5, mask.view(np.uint8), out)
+        expected = np.zeros(shape, dtype=out_dtype)
+        expected[mask] = (flat * 0.5).astype(out_dtype)
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_gather_refuses_another_shape():
+    with pytest.raises(ValueError, match="mask's shape"):
+        _batched.gather_kept(np.zeros((2, 3)), np.ones((3, 2), dtype=np.uint8), 6)
+
+
+def test_flags_per_query(rng):
+    flags = rng.random(500) < 0.3
+    offsets = np.concatenate(([0], np.sort(rng.integers(0, 501, 40)), [500])).astype(np.int64)
+    counts = np.empty(offsets.size - 1, dtype=np.int64)
+    _batched.flags_per_query(flags.view(np.uint8), offsets, counts)
+    np.testing.assert_array_equal(
+        counts, [flags[lo:hi].sum() for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)]
+    )
+
+
+@pytest.mark.parametrize("top", [0, 4, 1000, (1 << 16) - 1])
+def test_level_indices_are_grade_levels(rng, top):
+    grades = rng.integers(0, top + 1, 300).astype(np.int64)
+    levels, level_of = _graded_position.level_indices(grades)
+    expected_levels, expected_of = grade_levels(grades)
+    np.testing.assert_array_equal(levels, expected_levels)
+    np.testing.assert_array_equal(level_of, expected_of)
+    assert level_of.dtype == np.int64
+    assert _graded_position.level_indices(np.array([0, 1 << 16], dtype=np.int64)) is None
+    empty_levels, empty_of = _graded_position.level_indices(np.zeros(0, dtype=np.int64))
+    assert empty_levels.size == 0 and empty_of.size == 0
+
+
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_the_count_loss_pool_answers_as_the_loss_on_both_paths(rng, k, monkeypatch):
+    structure = PrecisionAtKLoss(k).structure()
+    pool = CountLossPool(structure)
+    for call in range(4):
+        n_pos, n_neg = rng.integers(1, 30, 60), rng.integers(1, 30, 60)
+        if call == 3:  # past the grid: the dictionary path
+            monkeypatch.setattr("rankopt.inference.binary_kernels.POOL_GRID_MAX", 4)
+        values, starts = pool.entries(n_pos, n_neg)
+        for p, n, start in zip(n_pos.tolist(), n_neg.tolist(), starts.tolist(), strict=True):
+            kept = min(k, p + n)
+            counts = np.arange(max(0, kept - n), min(kept, p) + 1)
+            np.testing.assert_array_equal(values[start : start + counts.size], count_losses(structure, counts, p, n))
+    assert POOL_GRID_MAX >= 1 << 20
+
+
+def test_get_or_build_many_builds_each_missing_key_once():
+    cache, built = KeyedCache(max_entries=8), []
+
+    def build(key):
+        built.append(key)
+        return key * 2
+
+    assert cache.get_or_build_many([1, 2, 1], build) == [2, 4, 2]
+    assert cache.get_or_build_many([2, 3], build) == [4, 6]
+    assert built == [1, 2, 3]
