@@ -265,7 +265,10 @@ def _fall_back(loss, reason: str) -> None:
 
 
 def _tensor_hinges(module: RankHingeLoss, scores: torch.Tensor, y, qid, group, mask):
-    """The call's hinges from the tensor kernel of the loss's structure, or None (logged) to run on the host."""
+    """The call's hinges from the tensor kernel of the loss's structure, or None (logged) to run on the host.
+
+    The device is read once: the input checks and every size the kernel needs from the data
+    (:meth:`~rankopt.inference.tensor_kernels.TensorKernel.facts`) travel in one transfer."""
     from rankopt.inference.batched import resolve_rank_loss
     from rankopt.inference.structure_table import kernel_for_loss
     from rankopt.losses.structure import check_declared_structure
@@ -288,80 +291,91 @@ def _tensor_hinges(module: RankHingeLoss, scores: torch.Tensor, y, qid, group, m
     if scores.numel() == 0:  # refused by the compiled path's checks, with its message
         return None
     rows = scores if scores.dim() == 2 else scores[None, :]
-    grades, mask = _checked_padded(rows, y, mask)
+    batch = _DeviceBatch(rows, y, mask)
+    grades = batch.grades
     if not loss.graded:
         from rankopt.inference.binary_kernels import integer_threshold
 
         grades = (grades >= integer_threshold(module.relevant_at)).long()
-    compute = torch.float64 if rows.dtype == torch.float64 else torch.float32
     with torch.no_grad():
+        facts = batch.read(kernel.facts(loss, structure, grades, batch.mask))
+        compute = torch.float64 if rows.dtype == torch.float64 else torch.float32
         try:
-            return kernel.hinge(loss, structure, rows.detach().to(compute), grades, mask)
+            return kernel.hinge(loss, structure, rows.detach().to(compute), grades, batch.mask, facts)
         except TensorKernelUnsupported as exc:
             _fall_back(loss, str(exc))
             return None
 
 
-def _checked_padded(scores: torch.Tensor, y, mask):
-    """(int64 grades, bool mask) on the scores' device, checked where the mask keeps a document: finite scores
-    whose sums stay finite, whole labels ≥ 0 (or {−1, 1}, read as {0, 1}).  One synchronisation (two when a
-    label is negative)."""
-    from rankopt._validation import not_finite_error, score_sum_bound, score_sums_error
+class _DeviceBatch:
+    """A padded batch's labels and mask on the scores' device, checked where the mask keeps a document (finite
+    scores whose sums stay finite, whole labels ≥ 0, or {−1, 1} read as {0, 1}) without reading the device:
+    :meth:`read` brings the checks' verdicts home with whatever else the kernel needs, in one transfer."""
 
-    y = y if isinstance(y, torch.Tensor) else torch.as_tensor(np.asarray(y), device=scores.device)
-    for name, value in (("y", y), ("mask", mask)):
-        if isinstance(value, torch.Tensor) and value.device != scores.device:
-            raise ValueError(f"expected {name} on the scores' device {scores.device}, got it on {value.device} instead")
-    if y.dim() == 1 and scores.shape[0] == 1:  # one flat query
-        if y.shape[0] != scores.shape[1]:
+    def __init__(self, scores: torch.Tensor, y, mask):
+        device = scores.device
+        y = y if isinstance(y, torch.Tensor) else torch.as_tensor(np.asarray(y), device=device)
+        if isinstance(mask, np.ndarray):  # as the compiled path reads it
+            mask = torch.as_tensor(mask, device=device)
+        for name, value in (("y", y), ("mask", mask)):
+            if isinstance(value, torch.Tensor) and value.device != device:
+                raise ValueError(f"expected {name} on the scores' device {device}, got it on {value.device} instead")
+        if y.dim() == 1 and scores.shape[0] == 1:  # one flat query
+            if y.shape[0] != scores.shape[1]:
+                raise ValueError(
+                    f"expected y of shape ({scores.shape[1]},) (one label per score), got {tuple(y.shape)} instead"
+                )
+            y = y.reshape(scores.shape)
+        if y.shape != scores.shape:
             raise ValueError(
-                f"expected y of shape ({scores.shape[1]},) (one label per score), got {tuple(y.shape)} instead"
+                f"expected y of shape {tuple(scores.shape)} (the scores' layout), got {tuple(y.shape)} instead"
             )
-        y = y.reshape(scores.shape)
-    if y.shape != scores.shape:
-        raise ValueError(
-            f"expected y of shape {tuple(scores.shape)} (the scores' layout), got {tuple(y.shape)} instead"
-        )
-    if isinstance(mask, np.ndarray):  # as the compiled path reads it
-        mask = torch.as_tensor(mask, device=scores.device)
-    if mask is None:
-        mask = torch.ones(scores.shape, dtype=torch.bool, device=scores.device)
-    elif not isinstance(mask, torch.Tensor) or mask.shape != scores.shape or mask.dtype != torch.bool:
-        raise ValueError(f"expected a boolean mask of shape {tuple(scores.shape)}, got {_describe(mask)} instead")
-    # One synchronisation for every check, and a second only for negative labels (the {−1, 1} reading).
-    # NaN and ±inf carry through the largest |score|; integer labels need no check of being whole.
-    labels = y.detach()
-    integer = not (labels.is_floating_point() or labels.is_complex())
-    if not integer:
-        labels = labels.double()  # exact for every label below 2**53; larger ones are refused
-    kept = torch.where(mask, labels, torch.zeros((), dtype=labels.dtype, device=scores.device))
-    kept_scores = torch.where(mask, scores.detach(), torch.zeros((), dtype=scores.dtype, device=scores.device))
-    checks = [mask.any(), kept_scores.abs().max(), kept.min()]
-    if not integer:
-        # Every float from 2**53 on is whole; below 2**63 it converts to int64 exactly, as the compiled path's.
-        checks.append((torch.isfinite(kept) & (kept == torch.round(kept)) & (kept.abs() < 2.0**63)).all())
-    any_kept, largest, lowest, *whole = torch.stack([c.double() for c in checks]).tolist()
-    if not any_kept:
-        raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
-    if not np.isfinite(largest):
-        raise not_finite_error("scores")
-    score_dtype = np.float64 if scores.dtype == torch.float64 else np.float32
-    if largest * scores.shape[1] > score_sum_bound(score_dtype):
-        raise score_sums_error(largest, scores.shape[1], score_dtype)
-    if whole and not whole[0]:
-        raise ValueError(
-            "expected y to hold integer relevance grades >= 0 that fit in 64-bit integers, got NaN, infinity, "
-            "fractions or grades from 2**63 on instead"
-        )
-    grades = kept.long()
-    if lowest < 0:
-        if bool((mask & (labels != 1) & (labels != -1)).any()):
+        if mask is None:
+            mask = torch.ones(scores.shape, dtype=torch.bool, device=device)
+        elif not isinstance(mask, torch.Tensor) or mask.shape != scores.shape or mask.dtype != torch.bool:
+            raise ValueError(f"expected a boolean mask of shape {tuple(scores.shape)}, got {_describe(mask)} instead")
+        labels = y.detach()
+        self.integer = not (labels.is_floating_point() or labels.is_complex())
+        if not self.integer:
+            labels = labels.double()  # exact for every whole label below 2**53, and ordered beyond
+        zero_label = torch.zeros((), dtype=labels.dtype, device=device)
+        kept = torch.where(mask, labels, zero_label)
+        kept_scores = torch.where(mask, scores.detach(), torch.zeros((), dtype=scores.dtype, device=device))
+        lowest = kept.min()
+        checks = [mask.any(), kept_scores.abs().max(), lowest, (mask & (labels != 1) & (labels != -1)).any()]
+        if not self.integer:
+            # Every float from 2**53 on is whole; below 2**63 it converts to int64 exactly, as on the host.
+            checks.append((torch.isfinite(kept) & (kept == torch.round(kept)) & (kept.abs() < 2.0**63)).all())
+        self.checks = torch.stack([c.double() for c in checks])
+        # {−1, 1} labels read as {0, 1}; an invalid label gives garbage here, refused by read() before use.
+        self.grades = torch.where(lowest < 0, (kept > 0).long(), kept.long())
+        self.mask, self.width = mask, scores.shape[1]
+        self.score_dtype = np.float64 if scores.dtype == torch.float64 else np.float32
+
+    def read(self, facts: torch.Tensor | None) -> np.ndarray | None:
+        """The one transfer from the device: the checks (a ValueError for a refused batch) and ``facts``."""
+        from rankopt._validation import not_finite_error, score_sum_bound, score_sums_error
+
+        values = self.checks if facts is None else torch.cat((self.checks, facts.double().reshape(-1)))
+        host = np.asarray(values.tolist())  # the read
+        any_kept, largest, lowest, not_binary, *whole = host[: self.checks.shape[0]].tolist()
+        if not any_kept:
+            raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
+        if not np.isfinite(largest):
+            raise not_finite_error("scores")
+        if largest * self.width > score_sum_bound(self.score_dtype):
+            raise score_sums_error(largest, self.width, self.score_dtype)
+        if whole and not whole[0]:
+            raise ValueError(
+                "expected y to hold integer relevance grades >= 0 that fit in 64-bit integers, got NaN, infinity, "
+                "fractions or grades from 2**63 on instead"
+            )
+        if lowest < 0 and not_binary:
             raise ValueError(
                 "expected y to hold integer relevance grades >= 0 (or binary labels in {-1, 1}), "
                 f"got {lowest:g} instead"
             )
-        grades = (grades > 0).long()
-    return grades, mask
+        return None if facts is None else host[self.checks.shape[0] :]
 
 
 class _TensorStructuredHinge(torch.autograd.Function):

@@ -305,7 +305,7 @@ class CountLossPool:
     def __init__(self, structure: TopKCountStructure):
         self.structure = structure
         self.values = np.zeros(0)
-        self.grid = np.full((0, 0), -1, dtype=np.int64)
+        self.grid: np.ndarray = np.full((0, 0), -1, dtype=np.int64)
         self.far: dict[tuple[int, int], int] = {}
         self._lock = threading.Lock()
 
@@ -316,7 +316,9 @@ class CountLossPool:
             if shape[0] * shape[1] > POOL_GRID_MAX:
                 return self._far_entries(n_pos, n_neg)
             if shape[0] > self.grid.shape[0] or shape[1] > self.grid.shape[1]:
-                grown = np.full(np.maximum(shape, self.grid.shape), -1, dtype=np.int64)
+                grown = np.full(
+                    (max(shape[0], self.grid.shape[0]), max(shape[1], self.grid.shape[1])), -1, dtype=np.int64
+                )
                 grown[: self.grid.shape[0], : self.grid.shape[1]] = self.grid
                 self.grid = grown
             found = self.grid[n_pos, n_neg]

@@ -42,7 +42,7 @@ from rankopt.inference.base import kernel_arguments
 from rankopt.inference.kernel_base import Kernel
 from rankopt.inference.topk import count_losses
 from rankopt.losses.base import KernelCode, KeyedCache, RankLoss
-from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure, TopKCountStructure, grade_levels
+from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure, TopKCountStructure
 
 __all__ = ["BINARY_LONGEST", "MAX_PAIR_LEVELS", "TensorHinge", "TensorKernel"]
 
@@ -92,13 +92,26 @@ class TensorKernel(Kernel):
         of its structure, at any width."""
         return None
 
+    def facts(self, loss: RankLoss, structure: Any, relevance: torch.Tensor, mask: torch.Tensor):
+        """What :meth:`hinge` needs to know on the host from the data (sizes, the grades present), as a 1-D
+        tensor on the device, or None: the caller reads it in the same transfer as the input checks, the one
+        time a call waits for the device.  ``relevance`` and ``mask`` are :meth:`hinge`'s, unchecked yet."""
+        return None
+
     @abc.abstractmethod
     def hinge(
-        self, loss: RankLoss, structure: Any, scores: torch.Tensor, relevance: torch.Tensor, mask: torch.Tensor
+        self,
+        loss: RankLoss,
+        structure: Any,
+        scores: torch.Tensor,
+        relevance: torch.Tensor,
+        mask: torch.Tensor,
+        facts: np.ndarray | None,
     ) -> TensorHinge:
         """The batch's hinges.  ``scores`` (B, L) finite where ``mask``, in the dtype to compute in;
         ``relevance`` (B, L) int64: 0/1 for a binary kernel (already thresholded), grades ≥ 0 for a graded
-        one; ``mask`` (B, L) bool.  Padding may hold anything: it is never read into a result."""
+        one; ``mask`` (B, L) bool; ``facts`` :meth:`facts` read on the host (float64).  Padding may hold
+        anything: it is never read into a result.  Nothing here reads the device."""
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -140,10 +153,30 @@ def _device_constant(constants: KeyedCache, values, dtype, device) -> torch.Tens
     return constants.get_or_build(key, lambda: torch.as_tensor(values, device=device).to(dtype))
 
 
-def _grade_table(constants, grades, mask, table_of_levels):
-    """Per document, ``table_of_levels(levels)`` at its grade (0 on padding), and the levels present (host)."""
-    present = torch.unique(grades[mask]).cpu().numpy().astype(np.int64)
-    levels, _ = grade_levels(present)
+#: Grades whose presence a graded kernel's facts record (those from it on are one more flag).
+PRESENCE_GRADES = MAX_PAIR_LEVELS
+
+
+def _grade_presence(relevance, mask):
+    """Which grades 0 … PRESENCE_GRADES − 1 the kept documents hold, and whether any holds a larger one: a
+    tensor of PRESENCE_GRADES + 1 flags on the device (fixed size: no read of the data to shape it)."""
+    slot = torch.where(mask, relevance.clamp(max=PRESENCE_GRADES), PRESENCE_GRADES + 1)
+    flags = torch.zeros(PRESENCE_GRADES + 2, dtype=torch.int64, device=relevance.device)
+    flags.scatter_(0, slot.reshape(-1), 1)
+    return flags[: PRESENCE_GRADES + 1]
+
+
+def _present_levels(relevance, mask, facts) -> np.ndarray | None:
+    """The grades present (host, increasing) from :func:`_grade_presence`'s flags; None when some grade is
+    PRESENCE_GRADES or more."""
+    flags = np.asarray(facts, dtype=np.float64)
+    if flags[PRESENCE_GRADES]:
+        return None
+    return np.flatnonzero(flags[:PRESENCE_GRADES]).astype(np.int64)
+
+
+def _grade_table(constants, grades, mask, table_of_levels, levels):
+    """Per document, ``table_of_levels(levels)`` at its grade (0 on padding), for the host's ``levels``."""
     values = np.asarray(table_of_levels(levels))
     table = _device_constant(constants, values, torch.from_numpy(values[:0]).dtype, grades.device)
     index = torch.bucketize(
@@ -172,11 +205,15 @@ class BinaryTensorKernel(TensorKernel):
             return f"its discount is concave at position {form.first_concave_position} (C3 fails)"
         return None
 
-    def hinge(self, loss, structure, scores, relevance, mask):
+    def facts(self, loss, structure, relevance, mask):
+        """The most positives and negatives of a row: the work tensors' shape."""
+        return torch.stack(((mask & (relevance > 0)).sum(dim=1).max(), (mask & (relevance == 0)).sum(dim=1).max()))
+
+    def hinge(self, loss, structure, scores, relevance, mask, facts):
         positive, negative = mask & (relevance > 0), mask & (relevance == 0)
         n_pos, n_neg = positive.sum(dim=1), negative.sum(dim=1)
         usable = (n_pos > 0) & (n_neg > 0)
-        longest_pos, longest_neg = (int(v) for v in torch.stack((n_pos.max(), n_neg.max())).tolist())
+        longest_pos, longest_neg = (int(v) for v in facts)
         values = torch.zeros(scores.shape[0], dtype=scores.dtype, device=scores.device)
         coef = torch.zeros_like(scores)
         if longest_pos == 0 or longest_neg == 0:
@@ -283,10 +320,14 @@ class TopKTensorKernel(TensorKernel):
     structure = TopKCountStructure
     label = "top-k count"
 
-    def hinge(self, loss, structure, scores, relevance, mask):
+    def facts(self, loss, structure, relevance, mask):
+        """Every row's positives and negatives: Δ(m) is the loss's own function of them, asked on the host."""
+        return torch.cat(((mask & (relevance > 0)).sum(dim=1), (mask & (relevance == 0)).sum(dim=1)))
+
+    def hinge(self, loss, structure, scores, relevance, mask, facts):
         positive, negative = mask & (relevance > 0), mask & (relevance == 0)
         counts = (positive.sum(dim=1), negative.sum(dim=1))
-        n_pos_host, n_neg_host = torch.stack(counts).cpu().numpy().astype(np.int64)
+        n_pos_host, n_neg_host = np.asarray(facts, dtype=np.int64).reshape(2, -1)
         usable_host = (n_pos_host > 0) & (n_neg_host > 0)
         usable = (counts[0] > 0) & (counts[1] > 0)
         values = torch.zeros(scores.shape[0], dtype=scores.dtype, device=scores.device)
@@ -395,9 +436,15 @@ class GradedPositionTensorKernel(TensorKernel):
     graded = True
     label = "graded position"
 
-    def hinge(self, loss, structure, scores, relevance, mask):
+    def facts(self, loss, structure, relevance, mask):
+        return _grade_presence(relevance, mask)
+
+    def hinge(self, loss, structure, scores, relevance, mask, facts):
         dtype, device = scores.dtype, scores.device
-        level, level_gains, _ = _grade_table(self.constants, relevance, mask, structure.gains)
+        levels = _present_levels(relevance, mask, facts)
+        if levels is None:  # grades from PRESENCE_GRADES on: the levels read from the data, a second read
+            levels = np.unique(relevance[mask].cpu().numpy()).astype(np.int64)
+        level, level_gains, _ = _grade_table(self.constants, relevance, mask, structure.gains, levels)
         gains = torch.where(mask, level_gains.to(dtype)[level], torch.zeros((), dtype=dtype, device=device))
         discount = _device_constant(self.constants, structure.position_weights(scores.shape[1]), dtype, device)
         width = discount.shape[0]
@@ -449,11 +496,15 @@ class GradedPairTensorKernel(TensorKernel):
     graded = True
     label = "graded pairwise"
 
-    def hinge(self, loss, structure, scores, relevance, mask):
+    def facts(self, loss, structure, relevance, mask):
+        return _grade_presence(relevance, mask)
+
+    def hinge(self, loss, structure, scores, relevance, mask, facts):
         dtype, device = scores.dtype, scores.device
-        level, _, levels = _grade_table(self.constants, relevance, mask, lambda levels: np.arange(levels.size))
-        if levels.size > MAX_PAIR_LEVELS:
-            raise TensorKernelUnsupported(f"more than {MAX_PAIR_LEVELS} grade levels in a batch")
+        levels = _present_levels(relevance, mask, facts)
+        if levels is None:
+            raise TensorKernelUnsupported(f"grades of {PRESENCE_GRADES} or more in a batch")
+        level, _, levels = _grade_table(self.constants, relevance, mask, lambda levels: np.arange(levels.size), levels)
         weights = structure.weight_matrix(levels, scores.shape[1])
         member = [mask & (level == t) for t in range(levels.size)]
         count = torch.stack([m.sum(dim=1) for m in member], dim=1).to(dtype)  # (B, K)
