@@ -34,12 +34,16 @@ def test_it_is_a_pml_loss_and_rankopt_torch_needs_no_pml():
     assert isinstance(MetricHingeLoss(), losses.BaseMetricLossFunction)
     import subprocess
     import sys
+    import tempfile
 
     probe = (
         "import sys; sys.modules['pytorch_metric_learning'] = None\n"
         "import rankopt.torch\nprint(rankopt.torch.RankHingeLoss.__name__)"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    # From a neutral directory: the checkout's sources (without compiled kernels) must not shadow the install.
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir()
+    )
     assert done.returncode == 0 and done.stdout.strip() == "RankHingeLoss", done.stderr[-2000:]
 
 
