@@ -83,6 +83,9 @@ def _run(rank: int, mode: str, out: str) -> None:
     )
     try:
         {"pml": _pml, "ddp": _ddp}[mode](rank, out)
+        # Both processes done before either tears its connections down: gloo aborts a peer whose partner
+        # closes first ("terminate called without an active exception").
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
