@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING
 
 import pluggy
 
+__all__ = ["rankopt_feature_maps", "rankopt_inference_methods", "rankopt_losses", "rankopt_models"]
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from rankopt.features.base import FeatureMap
     from rankopt.inference.base import InferenceMethod

@@ -33,6 +33,20 @@ from rankopt.inference.base import InferenceMethod
 from rankopt.losses.base import LabelingLoss, Loss, RankLoss
 from rankopt.models.base import Model
 
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "DuplicatePluginError",
+    "PluginInfo",
+    "PluginKind",
+    "PluginRegistry",
+    "RankoptPluginManager",
+    "create_plugin_manager",
+    "default_registry",
+    "get_loss",
+    "get_plugin_manager",
+    "list_plugins",
+]
+
 ENTRY_POINT_GROUP = "rankopt"
 AUTOLOAD_ENV = "RANKOPT_DISABLE_PLUGIN_AUTOLOAD"
 

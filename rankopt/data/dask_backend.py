@@ -30,6 +30,8 @@ import numpy as np
 from rankopt._validation import check_non_empty_shape
 from rankopt.data.backends import DataBackend, backend_for, register_backend
 
+__all__ = ["DaskBackend", "check_dask_matrix", "dask_client", "import_dask", "open_npy"]
+
 logger = logging.getLogger(__name__)
 
 

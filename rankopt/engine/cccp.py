@@ -24,6 +24,8 @@ from rankopt.engine.problem import StructuredProblem
 from rankopt.engine.solvers import DEFAULT_SOLVER, SolverSpec, get_solver
 from rankopt.exceptions import ConvergenceWarning
 
+__all__ = ["CCCPProblem", "CCCPResult", "CCCPStep", "best_on_ray", "solve_cccp"]
+
 logger = logging.getLogger(__name__)
 
 

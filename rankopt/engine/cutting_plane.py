@@ -38,6 +38,8 @@ from rankopt.engine.certificate import Certificate, IterationRecord, SolveResult
 from rankopt.engine.problem import LinearConstraints, Segment, StructuredProblem
 from rankopt.engine.qp import InfeasibleConstraintsError, QPSolution, QPSolveError, WorkingSetQP
 
+__all__ = ["solve_cutting_plane"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -20,6 +20,19 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+__all__ = [
+    "BlockPlanes",
+    "BlockProblem",
+    "Constraint",
+    "LinearConstraints",
+    "LinearProblem",
+    "OracleSegment",
+    "RowInference",
+    "ScoreSegment",
+    "Segment",
+    "StructuredProblem",
+]
+
 
 class BlockPlanes:
     """A cutting plane split by independent blocks (queries): row b of :meth:`planes` is block b's part

@@ -49,6 +49,8 @@ import scipy.sparse as sp
 
 from rankopt.engine.problem import LinearConstraints
 
+__all__ = ["InfeasibleConstraintsError", "QPSolution", "QPSolveError", "WorkingSetQP", "box_bounds"]
+
 logger = logging.getLogger(__name__)
 
 #: Tolerances of the first attempt.  Clarabel's 1e-8 defaults leave w

@@ -30,6 +30,14 @@ import numpy as np
 
 from rankopt.engine.certificate import IterationRecord
 
+__all__ = [
+    "IterationProgress",
+    "MonitoredIterationRecord",
+    "ValidationMonitor",
+    "iteration_callback",
+    "verbose_logging",
+]
+
 logger = logging.getLogger(__name__)
 
 #: The package logger whose records ``verbose`` shows.

@@ -56,6 +56,8 @@ from rankopt.losses.base import Loss, OutputKind, RankLoss
 from rankopt.metrics import average_precision, mean_average_precision
 from rankopt.models.approx import ApproxProblem, check_approx
 
+__all__ = ["RankSVM", "is_graded"]
+
 logger = logging.getLogger(__name__)
 
 #: The plain model for each kind of loss.

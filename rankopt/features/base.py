@@ -13,6 +13,8 @@ from typing import ClassVar
 
 import numpy as np
 
+__all__ = ["FeatureMap"]
+
 
 class FeatureMap(abc.ABC):
     """Maps samples to ψ(x) through the two products the engine needs."""

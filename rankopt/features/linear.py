@@ -8,6 +8,8 @@ from rankopt.data.backends import backend_for
 from rankopt.features.base import FeatureMap
 from rankopt.hookspecs import hookimpl
 
+__all__ = ["LinearFeatureMap"]
+
 
 class LinearFeatureMap(FeatureMap):
     """ψ(x) = x over NumPy, CSR or Dask data (:mod:`rankopt.data.backends`).

@@ -28,6 +28,8 @@ from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import InferenceMethod, descending_order
 from rankopt.losses.base import KernelCode, RankLoss
 
+__all__ = ["SearchMethod", "SelectMethod"]
+
 
 def _has_ap_form(loss: RankLoss, n_pos: int, n_neg: int) -> bool:
     form = loss.compiled_form(n_pos, n_neg)

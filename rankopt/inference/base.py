@@ -21,6 +21,19 @@ from rankopt._validation import check_negative_scores, check_scores
 from rankopt.inference.qs_check import size_unsupported_reason, unsupported_reason
 from rankopt.losses.base import CompiledForm, KernelCode, RankLoss
 
+__all__ = [
+    "InferenceMethod",
+    "PluginLookup",
+    "RankingInference",
+    "RanksOutOfRangeError",
+    "descending_order",
+    "kernel_arguments",
+    "most_violated_ranking",
+    "ranking_from_ranks",
+    "solve_ranking",
+    "steps_to_highest_maximiser",
+]
+
 if TYPE_CHECKING:  # pragma: no cover
     from rankopt.losses.base import Loss
 

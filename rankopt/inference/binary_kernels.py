@@ -35,6 +35,17 @@ from rankopt.inference.topk import TopKMethod, count_losses
 from rankopt.losses.base import KernelCode, KeyedCache, RankLoss
 from rankopt.losses.structure import TopKCountStructure
 
+__all__ = [
+    "BinaryRankKernel",
+    "CompiledBinaryKernel",
+    "CountLossPool",
+    "TopKCountKernel",
+    "compiled_kernel",
+    "integer_threshold",
+    "per_query",
+    "report_inference",
+]
+
 #: The single-query methods with a compiled per-query form in ``_batched.pyx``,
 #: by class: a subclass may change what the method computes.
 _COMPILED_METHODS = {

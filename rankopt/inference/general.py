@@ -31,6 +31,8 @@ from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import InferenceMethod, descending_order
 from rankopt.losses.base import RankLoss, checked_delta_diff
 
+__all__ = ["DPMethod"]
+
 #: Largest dynamic-programming table (in float64 entries) held at once.
 DEFAULT_MEMORY_BUDGET = 1 << 20
 

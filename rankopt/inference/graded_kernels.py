@@ -32,6 +32,8 @@ from rankopt.losses.structure import (
     grade_levels,
 )
 
+__all__ = ["GradedKernel", "GradedPairKernel", "GradedPositionKernel", "GradedQueryKernel"]
+
 #: Grades below this are mapped to levels by counting in the pairwise kernel.
 MAX_COUNTED_GRADE = 64
 

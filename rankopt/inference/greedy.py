@@ -9,6 +9,8 @@ from rankopt.hookspecs import hookimpl
 from rankopt.inference.base import InferenceMethod, descending_order, kernel_arguments, steps_to_highest_maximiser
 from rankopt.losses.base import RankLoss, checked_delta_diff
 
+__all__ = ["GreedyMethod"]
+
 
 class GreedyMethod(InferenceMethod):
     """Sort both sides, then give each negative its best rank (Yue et al. 2007).

@@ -34,6 +34,8 @@ from rankopt.inference.base import (
 )
 from rankopt.losses.base import KernelCode, RankLoss, checked_delta_diff
 
+__all__ = ["QSMethod"]
+
 
 class QSMethod(InferenceMethod):
     """Quicksort-flavoured loss-augmented inference (Mohapatra et al., Algorithms 1–3).

@@ -18,6 +18,8 @@ import numpy as np
 from rankopt.hookspecs import hookimpl
 from rankopt.losses.base import CompiledForm, KernelCode, RankLoss, pattern_counts
 
+__all__ = ["APLoss"]
+
 
 class APLoss(RankLoss):
     """Average-precision loss, 1 − AP."""

@@ -14,6 +14,8 @@ import numpy as np
 from rankopt.hookspecs import hookimpl
 from rankopt.losses.base import CompiledForm, KernelCode, RankLoss, pattern_counts
 
+__all__ = ["AUCLoss"]
+
 
 class AUCLoss(RankLoss):
     """1 − ROC area (Joachims 2005's ROC-area loss, normalised to [0, 1])."""

@@ -40,6 +40,19 @@ import numpy as np
 
 from rankopt.exceptions import brief
 
+__all__ = [
+    "CompiledForm",
+    "KernelCode",
+    "KeyedCache",
+    "LabelingLoss",
+    "Loss",
+    "OutputKind",
+    "RankLoss",
+    "checked_delta_diff",
+    "first_concave_position",
+    "pattern_counts",
+]
+
 
 class OutputKind(str, enum.Enum):
     """The structured output a loss is defined on; it selects the model."""

@@ -20,6 +20,8 @@ import numpy as np
 from rankopt.hookspecs import hookimpl
 from rankopt.losses.base import _TABLE_RTOL, CompiledForm, KernelCode, KeyedCache, RankLoss, pattern_counts
 
+__all__ = ["NDCGLoss", "PositionDiscountLoss"]
+
 #: Compiled forms of position-discount losses, keyed by (loss parameters, |P|, |N|) and shared by
 #: equal losses: a training run — or a caller passing the loss by name, which builds a new
 #: instance each call — asks for the same sizes at every iteration, and the table of |P| + |N|

@@ -34,6 +34,8 @@ from rankopt.hookspecs import hookimpl
 from rankopt.losses.auc import AUCLoss
 from rankopt.losses.structure import GradedPairStructure
 
+__all__ = ["GradedPairwiseLoss", "PairwiseLoss"]
+
 
 class PairwiseLoss(AUCLoss):
     """Fraction of the pairs with different grades that the output swaps (SVM^rank's loss)."""

@@ -15,6 +15,8 @@ import numpy as np
 from rankopt.hookspecs import hookimpl
 from rankopt.losses.base import LabelingLoss
 
+__all__ = ["ZeroOneLoss"]
+
 
 class ZeroOneLoss(LabelingLoss):
     """Class-weighted 0-1 loss; ``J=None`` means J = |N|/|P|."""

@@ -41,6 +41,8 @@ from rankopt.engine.problem import LinearConstraints, StructuredProblem
 from rankopt.inference.base import descending_order
 from rankopt.losses.base import KernelCode, RankLoss
 
+__all__ = ["ApproxProblem", "ApproxSplit", "check_approx", "hard_margin_constraints", "select_hard"]
+
 logger = logging.getLogger(__name__)
 
 #: On sparse X the hard-constraint rows are densified (the QP needs a dense A)

@@ -10,6 +10,8 @@ import numpy as np
 from rankopt.engine.problem import LinearProblem
 from rankopt.losses.base import OutputKind
 
+__all__ = ["FeatureMapProblem", "Model"]
+
 if TYPE_CHECKING:  # pragma: no cover
     from rankopt.engine.cccp import CCCPProblem
     from rankopt.engine.problem import StructuredProblem

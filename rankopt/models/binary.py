@@ -17,6 +17,8 @@ from rankopt.hookspecs import hookimpl
 from rankopt.losses.base import OutputKind
 from rankopt.models.base import FeatureMapProblem, Model
 
+__all__ = ["BinaryModel", "BinaryProblem"]
+
 
 class BinaryProblem(FeatureMapProblem):
     """Loss-augmented inference decomposes: each sample flips when that gains."""

@@ -21,6 +21,8 @@ from rankopt.inference.structure_table import kernel_for_loss
 from rankopt.losses.base import OutputKind
 from rankopt.models.base import FeatureMapProblem, Model
 
+__all__ = ["QueryRankingProblem", "RankingModel", "RankingProblem"]
+
 logger = logging.getLogger(__name__)
 
 
