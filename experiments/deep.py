@@ -25,16 +25,15 @@ training rows.  Needs the ``torch`` extra (and pytorch-metric-learning for digit
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from rankopt.experiments.report import QUICK_WARNING, timed_reporter
+from experiments.results import DeepResult, Row, format_table, write_result
+from rankopt.experiments.report import timed_reporter
 
 __all__ = ["DeepResult", "run_digits_experiment", "run_mslr_experiment"]
 
@@ -58,33 +57,6 @@ PATIENCE = 10
 C_GRID = (0.1, 1.0, 10.0, 100.0)
 #: Score scales of the AP hinge on cosine similarities, chosen on validation.
 HINGE_SCALES = (1.0, 4.0, 16.0)
-
-
-@dataclass
-class Row:
-    """One method's chosen setting and its test metrics, per seed and per test query."""
-
-    method: str
-    setting: str
-    validation: float
-    test: dict = field(default_factory=dict)  # metric → list over seeds
-    per_query: dict = field(default_factory=dict)  # metric → list over test queries (mean over seeds)
-    seconds: float = 0.0
-    note: str = ""
-
-
-@dataclass
-class DeepResult:
-    task: str
-    seeds: list
-    description: str
-    reference: str
-    metrics: tuple
-    rows: list = field(default_factory=list)
-    quick: bool = False
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -111,37 +83,6 @@ def _padded(X, y, qid, torch):
         grades[q, : rows.size] = y[rows]
         mask[q, : rows.size] = True
     return torch.from_numpy(feats), torch.from_numpy(grades), torch.from_numpy(mask)
-
-
-def _mean_se(values) -> tuple[float, float]:
-    values = np.asarray(values, dtype=float)
-    se = float(np.std(values, ddof=1) / np.sqrt(values.size)) if values.size > 1 else float("nan")
-    return float(np.mean(values)), se
-
-
-def _paired(values, reference) -> str:
-    diff = np.asarray(values, dtype=float) - np.asarray(reference, dtype=float)
-    diff = diff[np.isfinite(diff)]
-    mean, se = _mean_se(diff)
-    return f"{mean:+.4f} ± {se:.4f}"
-
-
-def format_table(result: DeepResult) -> str:
-    """A markdown table: each metric's mean ± SE over seeds, and paired differences against the reference."""
-    reference = next(row for row in result.rows if row.method == result.reference)
-    head = ["method", "chosen on validation", "validation"]
-    for metric in result.metrics:
-        head += [f"test {metric} (mean ± SE over seeds)", f"{metric} − {result.reference} (paired over queries)"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in result.rows:
-        cells = [row.method + (f" ({row.note})" if row.note else ""), row.setting, f"{row.validation:.4f}"]
-        for metric in result.metrics:
-            mean, se = _mean_se(row.test[metric])
-            cells.append(f"{mean:.4f} ± {se:.4f}")
-            cells.append("—" if row is reference else _paired(row.per_query[metric], reference.per_query[metric]))
-        lines.append("| " + " | ".join(cells) + " |")
-    table = "\n".join(lines)
-    return f"{QUICK_WARNING}\n\n{table}" if result.quick else table
 
 
 # ---------------------------------------------------------------- MSLR
@@ -360,17 +301,6 @@ def _mslr_baseline(name, seeds, fit, valid, test, metrics, quick=False) -> Row:
         row.per_query[metric] = np.nanmean(per_seed, axis=0).tolist()
     row.seconds = time.process_time() - start
     return row
-
-
-def write_result(result: DeepResult, output, json_output) -> None:
-    """The description and markdown table to ``output`` (once the reference row is in: the table's paired
-    differences need it), the raw results to ``json_output``; either may be None."""
-    if output is not None and any(row.method == result.reference for row in result.rows):
-        with open(output, "w", encoding="utf-8") as handle:
-            handle.write(result.description + "\n\n" + format_table(result) + "\n")
-    if json_output is not None:
-        with open(json_output, "w", encoding="utf-8") as handle:
-            handle.write(result.to_json() + "\n")
 
 
 # ---------------------------------------------------------------- digits

@@ -35,7 +35,7 @@ from itertools import product
 
 import numpy as np
 
-from experiments.deep import DeepResult, Row, format_table, write_result
+from experiments.results import DeepResult, Row, format_table, write_result
 from rankopt.experiments.report import timed_reporter
 
 __all__ = ["TreeObjective", "run_hessian_study", "run_learners_experiment", "tune_trees"]

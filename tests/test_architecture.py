@@ -351,3 +351,32 @@ def test_every_public_module_says_what_it_exports():
         ]
     assert missing == [], missing
     assert unknown == [], unknown
+
+
+def test_the_experiments_import_no_circle():
+    """Issue 48: experiments/deep.py and experiments/learners.py imported each other (the shared result types
+    now live in experiments/results.py).  Every import counts, inside functions too."""
+    root = PACKAGE.parent / "experiments"
+    graph: dict[str, set[str]] = {}
+    for path in sorted(root.glob("*.py")):
+        name = path.stem
+        graph[name] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("experiments"):
+                target = node.module.split(".")[1] if "." in node.module else None
+                targets = [target] if target else [alias.name for alias in node.names]
+                graph[name].update(t for t in targets if (root / f"{t}.py").exists() and t != name)
+            elif isinstance(node, ast.Import):
+                graph[name].update(
+                    a.name.split(".")[1]
+                    for a in node.names
+                    if a.name.startswith("experiments.") and a.name.count(".") == 1
+                )
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(
+            nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})) for nxt in graph.get(start, ())
+        )
+
+    circles = sorted(name for name in graph if reaches(name, name, {name}))
+    assert circles == [], circles
