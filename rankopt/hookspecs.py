@@ -27,18 +27,13 @@ second provider of the same name is rejected with an error naming both.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pluggy
 
 __all__ = ["rankopt_feature_maps", "rankopt_inference_methods", "rankopt_losses", "rankopt_models"]
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from rankopt.features.base import FeatureMap
-    from rankopt.inference.base import InferenceMethod
-    from rankopt.losses.base import Loss
-    from rankopt.models.base import Model
-
+# The hooks return classes of the layers that import this module (their plugins mark hook implementations with
+# ``hookimpl``), so the return types are written as ``list[type]`` and named in the docstrings: importing those
+# layers here, even for type checking only, would point an import upward.
 PROJECT_NAME = "rankopt"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
@@ -46,7 +41,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 @hookspec
-def rankopt_losses() -> list[type[Loss]]:
+def rankopt_losses() -> list[type]:
     """Return the loss classes this plugin provides.
 
     Each class subclasses :class:`rankopt.losses.RankLoss` (a loss over
@@ -58,7 +53,7 @@ def rankopt_losses() -> list[type[Loss]]:
 
 
 @hookspec
-def rankopt_feature_maps() -> list[type[FeatureMap]]:
+def rankopt_feature_maps() -> list[type]:
     """Return the joint-feature-map classes this plugin provides.
 
     A feature map turns the input samples and a structured output into the
@@ -68,7 +63,7 @@ def rankopt_feature_maps() -> list[type[FeatureMap]]:
 
 
 @hookspec
-def rankopt_models() -> list[type[Model]]:
+def rankopt_models() -> list[type]:
     """Return the model classes this plugin provides.
 
     A model turns training data, a loss and a feature map into a
@@ -78,7 +73,7 @@ def rankopt_models() -> list[type[Model]]:
 
 
 @hookspec
-def rankopt_inference_methods() -> list[type[InferenceMethod]]:
+def rankopt_inference_methods() -> list[type]:
     """Return the loss-augmented inference method classes this plugin provides.
 
     A method computes, for given positive and negative scores, the optimal

@@ -162,6 +162,9 @@ def test_no_import_circles():
 LOWER_LAYERS = {
     "rankopt._validation": ("rankopt",),
     "rankopt.exceptions": ("rankopt",),
+    # Every plugin layer imports the hook markers from here (issue 48: under TYPE_CHECKING, this module
+    # imported losses, features, models and inference back).
+    "rankopt.hookspecs": ("rankopt",),
     # Losses sit strictly below inference: they declare what they are, inference runs it.
     "rankopt.losses": (
         "rankopt.inference",
