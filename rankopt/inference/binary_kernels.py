@@ -10,7 +10,6 @@ logged once per loss type and method.
 from __future__ import annotations
 
 import math
-import threading
 import warnings
 from typing import ClassVar, NamedTuple
 
@@ -31,14 +30,13 @@ from rankopt.inference.kernel_base import (
     log_fallback,
 )
 from rankopt.inference.qs import QSMethod
-from rankopt.inference.topk import TopKMethod, count_losses
+from rankopt.inference.topk import CountLossPool, TopKMethod
 from rankopt.losses.base import KernelCode, KeyedCache, RankLoss
 from rankopt.losses.structure import TopKCountStructure
 
 __all__ = [
     "BinaryRankKernel",
     "CompiledBinaryKernel",
-    "CountLossPool",
     "TopKCountKernel",
     "compiled_kernel",
     "integer_threshold",
@@ -74,9 +72,9 @@ class BinaryRankKernel(StructureKernel):
     label = "binary rank loss"
 
     def __init__(self):
-        #: Δ of every count m of one (loss, |P|, |N|) of a top-k count loss: a training loop meets the same
-        #: class sizes at every step, and the loss's own function is a Python call per pair.
-        self.count_loss_cache = KeyedCache(max_entries=1 << 16)
+        #: A top-k count loss's :class:`CountLossPool` per loss parameters: a training loop meets the same class
+        #: sizes at every step, and the loss's own function is a Python call per pair.
+        self.count_loss_pools = KeyedCache(max_entries=64)
 
     def resolve_method(self, loss, structure, method, longest, registry):
         """The name of the method every query of the batch runs, exact up to the longest query.
@@ -118,7 +116,7 @@ class BinaryRankKernel(StructureKernel):
         if kernel.top_k:  # Δ per query from the declared count structure
             relevant = relevance >= relevant_from
             count_tables = _count_loss_tables(
-                loss.structure(), relevant, offsets, self.count_loss_cache, loss.cache_key()
+                loss.structure(), relevant, offsets, self.count_loss_pools, loss.cache_key()
             )
         return _CompiledBinary(loss, kernel, relevance, offsets, relevant_from, count_tables)
 
@@ -308,73 +306,6 @@ def _count_loss_tables(
     return values, starts
 
 
-class CountLossPool:
-    """Δ(m) of one top-k count loss (one set of parameters) for every (|P|, |N|) asked so far, appended to one
-    array, and where each pair's entries start: a grid over |P| and |N| up to :data:`POOL_GRID_MAX` cells, a
-    dictionary past it.  Arrays are replaced, never resized in place, so a caller's array stays valid."""
-
-    def __init__(self, structure: TopKCountStructure):
-        self.structure = structure
-        self.values = np.zeros(0)
-        self.grid: np.ndarray = np.full((0, 0), -1, dtype=np.int64)
-        self.far: dict[tuple[int, int], int] = {}
-        self._lock = threading.Lock()
-
-    def entries(self, n_pos: np.ndarray, n_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(values, where each (n_pos[q], n_neg[q])'s entries start in values), asking the loss for new pairs."""
-        with self._lock:
-            shape = (int(n_pos.max()) + 1, int(n_neg.max()) + 1)
-            if shape[0] * shape[1] > POOL_GRID_MAX:
-                return self._far_entries(n_pos, n_neg)
-            if shape[0] > self.grid.shape[0] or shape[1] > self.grid.shape[1]:
-                grown = np.full(
-                    (max(shape[0], self.grid.shape[0]), max(shape[1], self.grid.shape[1])), -1, dtype=np.int64
-                )
-                grown[: self.grid.shape[0], : self.grid.shape[1]] = self.grid
-                self.grid = grown
-            found = self.grid[n_pos, n_neg]
-            missing = found < 0
-            if missing.any():
-                base = shape[1]
-                keys = np.unique(n_pos[missing] * base + n_neg[missing])
-                for p, n in zip((keys // base).tolist(), (keys % base).tolist(), strict=True):
-                    self.grid[p, n] = self._append(p, n)
-                found = self.grid[n_pos, n_neg]
-            return self.values, found
-
-    def _far_entries(self, n_pos: np.ndarray, n_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        base = int(n_neg.max()) + 1
-        keys, group = _distinct_keys(n_pos * base + n_neg, -1)
-        found = np.empty(keys.size, dtype=np.int64)
-        for index, (p, n) in enumerate(zip((keys // base).tolist(), (keys % base).tolist(), strict=True)):
-            if (p, n) not in self.far:
-                self.far[p, n] = self._append(p, n)
-            found[index] = self.far[p, n]
-        return self.values, found[group]
-
-    def _append(self, n_pos: int, n_neg: int) -> int:
-        """Ask the loss for Δ(m) at one pair, append it, and return where it starts."""
-        kept = min(self.structure.k, n_pos + n_neg)
-        answer = count_losses(self.structure, np.arange(max(0, kept - n_neg), min(kept, n_pos) + 1), n_pos, n_neg)
-        start = self.values.size
-        self.values = np.concatenate((self.values, answer))
-        return start
-
-
-#: The most (|P| + 1) × (|N| + 1) cells a :class:`CountLossPool` keeps as a grid (32 MiB of int64).
-POOL_GRID_MAX = 1 << 22
-
-
-def _distinct_keys(keys: np.ndarray, key_range: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct integer ``keys`` (0 ≤ key < ``key_range``; −1: unknown), increasing, and each key's index
-    among them: counted in a table when the range is small against the keys (one pass each), sorted otherwise."""
-    if 0 <= key_range <= 16 * keys.size + 4096:
-        present = np.bincount(keys, minlength=key_range) > 0
-        return np.flatnonzero(present), (np.cumsum(present) - 1)[keys]
-    distinct, inverse = np.unique(keys, return_inverse=True)
-    return distinct, inverse.ravel()
-
-
 #: A fit warns when its inference method is estimated at this many times the compiled sorting path's cost.
 SLOW_INFERENCE_RATIO = 100.0
 
@@ -386,9 +317,7 @@ def report_inference(registry, method: str, resolved, loss, n_pos: np.ndarray, n
     ``n_neg`` hold each query's class sizes.
     """
     explanation = registry.explain_method(method, loss, *size)
-    cost = float(
-        sum(BinaryRankKernel().estimated_cost(resolved, int(p), int(n)) for p, n in zip(n_pos, n_neg, strict=True))
-    )
+    cost = float(sum(resolved.estimated_cost(int(p), int(n)) for p, n in zip(n_pos, n_neg, strict=True)))
     total = n_pos + n_neg
     compiled = float(np.sum(total * np.log2(total + 1.0)))
     ratio = cost / max(compiled, 1.0)

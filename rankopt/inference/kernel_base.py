@@ -165,12 +165,7 @@ class StructureKernel(Kernel):
         """What a fit's log says of the method ``method`` resolved to (the name ``resolved``), for queries of
         ``n_pos`` and ``n_neg`` documents (arrays, one entry per query; ``size`` the (|P|, |N|) it was
         resolved for, when not the longest query's)."""
-        return f"{_method_name(resolved)!r}, the kernel of its declared {type(structure).__name__}"
-
-
-def _method_name(resolved) -> str:
-    """The name of a resolved method: the method itself (a name) or its ``name``."""
-    return getattr(resolved, "name", resolved)
+        return f"{resolved!r}, the kernel of its declared {type(structure).__name__}"
 
 
 class KernelOnOneQuery:
@@ -182,7 +177,7 @@ class KernelOnOneQuery:
     """
 
     def __init__(self, kernel: StructureKernel, structure: Any, method: str, registry):
-        self.kernel, self.structure, self.name, self.registry = kernel, structure, _method_name(method), registry
+        self.kernel, self.structure, self.name, self.registry = kernel, structure, method, registry
 
     def __repr__(self) -> str:
         return f"{type(self.kernel).__name__}({self.name!r})"

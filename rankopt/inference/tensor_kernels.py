@@ -40,7 +40,7 @@ import torch
 
 from rankopt.inference.base import kernel_arguments
 from rankopt.inference.kernel_base import Kernel
-from rankopt.inference.topk import count_losses
+from rankopt.inference.topk import CountLossPool
 from rankopt.losses.base import KernelCode, KeyedCache, RankLoss
 from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure, TopKCountStructure
 
@@ -166,7 +166,7 @@ def _grade_presence(relevance, mask):
     return flags[: PRESENCE_GRADES + 1]
 
 
-def _present_levels(relevance, mask, facts) -> np.ndarray | None:
+def _present_levels(facts) -> np.ndarray | None:
     """The grades present (host, increasing) from :func:`_grade_presence`'s flags; None when some grade is
     PRESENCE_GRADES or more."""
     flags = np.asarray(facts, dtype=np.float64)
@@ -182,7 +182,7 @@ def _grade_table(constants, grades, mask, table_of_levels, levels):
     index = torch.bucketize(
         torch.where(mask, grades, 0), _device_constant(constants, levels, torch.int64, grades.device)
     )
-    return index.clamp(max=max(levels.size - 1, 0)), table, levels
+    return index.clamp(max=max(levels.size - 1, 0)), table
 
 
 # ---------------------------------------------------------------- binary rank losses
@@ -335,7 +335,11 @@ class TopKTensorKernel(TensorKernel):
         if not usable_host.any():
             return TensorHinge(values, coef, usable)
         width = min(structure.k, scores.shape[1])
-        deltas = _count_table(structure, n_pos_host, n_neg_host, width)
+        loss_key = loss.cache_key()
+        pool = self.constants.get_or_build(
+            None if loss_key is None else ("count losses", loss_key), lambda: CountLossPool(structure)
+        )
+        deltas = _count_table(pool, n_pos_host, n_neg_host, width)
         longest = (max(int(n_pos_host.max()), 1), max(int(n_neg_host.max()), 1))
         values, coef = _topk_rows(
             scores,
@@ -350,21 +354,22 @@ class TopKTensorKernel(TensorKernel):
         return TensorHinge(torch.where(usable, values, zero), coef * usable[:, None].to(coef.dtype), usable)
 
 
-def _count_table(structure, n_pos, n_neg, width: int) -> np.ndarray:
-    """Δ(m) for m = 0 … width per row, the loss asked once per distinct (|P|, |N|); −inf where m is infeasible."""
+def _count_table(pool: CountLossPool, n_pos, n_neg, width: int) -> np.ndarray:
+    """Δ(m) for m = 0 … width per row, from the loss's :class:`CountLossPool` (asked once per (|P|, |N|));
+    −inf where m is infeasible."""
     table = np.full((n_pos.size, width + 1), -np.inf)
     usable = (n_pos > 0) & (n_neg > 0)
     if not usable.any():
         return table
-    stride = int(n_neg.max()) + 1  # (|P|, |N|) as one key: both are at most the row width
-    pairs, inverse = np.unique(n_pos[usable] * stride + n_neg[usable], return_inverse=True)
-    rows = np.full((pairs.size, width + 1), -np.inf)
-    for index, key in enumerate(pairs.tolist()):
-        p, n = divmod(key, stride)
-        kept = min(structure.k, p + n)
-        low, high = max(0, kept - n), min(kept, p)
-        rows[index, low : high + 1] = count_losses(structure, np.arange(low, high + 1), p, n)
-    table[usable] = rows[inverse.ravel()]
+    p, n = n_pos[usable], n_neg[usable]
+    values, starts = pool.entries(p, n)
+    kept = np.minimum(pool.structure.k, p + n)
+    low, high = np.maximum(0, kept - n)[:, None], np.minimum(kept, p)[:, None]
+    m = np.arange(width + 1)[None, :]
+    feasible = (m >= low) & (m <= high)
+    rows = np.full((p.size, width + 1), -np.inf)
+    rows[feasible] = values[(starts[:, None] + m - low)[feasible]]
+    table[usable] = rows
     return table
 
 
@@ -441,10 +446,10 @@ class GradedPositionTensorKernel(TensorKernel):
 
     def hinge(self, loss, structure, scores, relevance, mask, facts):
         dtype, device = scores.dtype, scores.device
-        levels = _present_levels(relevance, mask, facts)
+        levels = _present_levels(facts)
         if levels is None:  # grades from PRESENCE_GRADES on: the levels read from the data, a second read
             levels = np.unique(relevance[mask].cpu().numpy()).astype(np.int64)
-        level, level_gains, _ = _grade_table(self.constants, relevance, mask, structure.gains, levels)
+        level, level_gains = _grade_table(self.constants, relevance, mask, structure.gains, levels)
         gains = torch.where(mask, level_gains.to(dtype)[level], torch.zeros((), dtype=dtype, device=device))
         discount = _device_constant(self.constants, structure.position_weights(scores.shape[1]), dtype, device)
         width = discount.shape[0]
@@ -501,10 +506,10 @@ class GradedPairTensorKernel(TensorKernel):
 
     def hinge(self, loss, structure, scores, relevance, mask, facts):
         dtype, device = scores.dtype, scores.device
-        levels = _present_levels(relevance, mask, facts)
+        levels = _present_levels(facts)
         if levels is None:
             raise TensorKernelUnsupported(f"grades of {PRESENCE_GRADES} or more in a batch")
-        level, _, levels = _grade_table(self.constants, relevance, mask, lambda levels: np.arange(levels.size), levels)
+        level, _ = _grade_table(self.constants, relevance, mask, lambda levels: np.arange(levels.size), levels)
         weights = structure.weight_matrix(levels, scores.shape[1])
         member = [mask & (level == t) for t in range(levels.size)]
         count = torch.stack([m.sum(dim=1) for m in member], dim=1).to(dtype)  # (B, K)

@@ -25,6 +25,7 @@ the tie rule of every method (``docs/maths.md``).
 
 from __future__ import annotations
 
+import threading
 from typing import cast
 
 import numpy as np
@@ -35,7 +36,7 @@ from rankopt.inference.base import InferenceMethod, descending_order
 from rankopt.losses.base import RankLoss
 from rankopt.losses.structure import TopKCountStructure, check_declared_structure
 
-__all__ = ["TopKMethod", "count_losses"]
+__all__ = ["POOL_GRID_MAX", "CountLossPool", "TopKMethod", "count_losses"]
 
 
 class TopKMethod(InferenceMethod):
@@ -80,6 +81,63 @@ def count_losses(structure: TopKCountStructure, counts: np.ndarray, n_pos: int, 
             f"expected loss_of_count to give a finite Δ >= 0 for each of {counts.size} counts, got {values!r}"
         )
     return values
+
+
+class CountLossPool:
+    """Δ(m) of one top-k count loss (one set of parameters) for every (|P|, |N|) asked so far, appended to one
+    array, and where each pair's entries start: a grid over |P| and |N| up to :data:`POOL_GRID_MAX` cells, a
+    dictionary past it.  Arrays are replaced, never resized in place, so a caller's array stays valid."""
+
+    def __init__(self, structure: TopKCountStructure):
+        self.structure = structure
+        self.values = np.zeros(0)
+        self.grid: np.ndarray = np.full((0, 0), -1, dtype=np.int64)
+        self.far: dict[tuple[int, int], int] = {}
+        self._lock = threading.Lock()
+
+    def entries(self, n_pos: np.ndarray, n_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, where each (n_pos[q], n_neg[q])'s entries start in values), asking the loss for new pairs."""
+        with self._lock:
+            shape = (int(n_pos.max()) + 1, int(n_neg.max()) + 1)
+            if shape[0] * shape[1] > POOL_GRID_MAX:
+                return self._far_entries(n_pos, n_neg)
+            if shape[0] > self.grid.shape[0] or shape[1] > self.grid.shape[1]:
+                grown = np.full(
+                    (max(shape[0], self.grid.shape[0]), max(shape[1], self.grid.shape[1])), -1, dtype=np.int64
+                )
+                grown[: self.grid.shape[0], : self.grid.shape[1]] = self.grid
+                self.grid = grown
+            found = self.grid[n_pos, n_neg]
+            missing = found < 0
+            if missing.any():
+                base = shape[1]
+                keys = np.unique(n_pos[missing] * base + n_neg[missing])
+                for p, n in zip((keys // base).tolist(), (keys % base).tolist(), strict=True):
+                    self.grid[p, n] = self._append(p, n)
+                found = self.grid[n_pos, n_neg]
+            return self.values, found
+
+    def _far_entries(self, n_pos: np.ndarray, n_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        base = int(n_neg.max()) + 1
+        keys, group = np.unique(n_pos * base + n_neg, return_inverse=True)
+        found = np.empty(keys.size, dtype=np.int64)
+        for index, (p, n) in enumerate(zip((keys // base).tolist(), (keys % base).tolist(), strict=True)):
+            if (p, n) not in self.far:
+                self.far[p, n] = self._append(p, n)
+            found[index] = self.far[p, n]
+        return self.values, found[group.ravel()]
+
+    def _append(self, n_pos: int, n_neg: int) -> int:
+        """Ask the loss for Δ(m) at one pair, append it, and return where it starts."""
+        kept = min(self.structure.k, n_pos + n_neg)
+        answer = count_losses(self.structure, np.arange(max(0, kept - n_neg), min(kept, n_pos) + 1), n_pos, n_neg)
+        start = self.values.size
+        self.values = np.concatenate((self.values, answer))
+        return start
+
+
+#: The most (|P| + 1) × (|N| + 1) cells a :class:`CountLossPool` keeps as a grid (32 MiB of int64).
+POOL_GRID_MAX = 1 << 22
 
 
 @hookimpl

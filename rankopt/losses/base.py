@@ -133,10 +133,6 @@ def first_concave_position(table: np.ndarray) -> int | None:
     return int(np.argmax(bad)) + 2
 
 
-#: A cache miss, told apart from a cached None.
-_MISSING = object()
-
-
 class KeyedCache:
     """A small thread-safe LRU map for values derived from a loss's parameters.
 
@@ -174,18 +170,6 @@ class KeyedCache:
                     _, evicted = self._entries.popitem(last=False)
                     self._total -= self._weight(evicted)
             return self._entries[key]
-
-    def get_or_build_many(self, keys: list, build: Callable[[Hashable], Any]) -> list:
-        """:meth:`get_or_build` of every key (``build(key)`` on a miss), under one lock for the lookups."""
-        with self._lock:
-            found = [self._entries.get(key, _MISSING) for key in keys]
-            for key, value in zip(keys, found, strict=True):
-                if value is not _MISSING:
-                    self._entries.move_to_end(key)
-        return [
-            self.get_or_build(key, functools.partial(build, key)) if value is _MISSING else value
-            for key, value in zip(keys, found, strict=True)
-        ]
 
     def clear(self) -> None:
         with self._lock:

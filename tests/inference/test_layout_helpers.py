@@ -8,10 +8,8 @@ import numpy as np
 import pytest
 
 from rankopt.inference import _batched, _graded_position
-from rankopt.inference.binary_kernels import POOL_GRID_MAX, CountLossPool
-from rankopt.inference.topk import count_losses
+from rankopt.inference.topk import POOL_GRID_MAX, CountLossPool, count_losses
 from rankopt.losses import PrecisionAtKLoss
-from rankopt.losses.base import KeyedCache
 from rankopt.losses.structure import grade_levels
 
 
@@ -71,22 +69,10 @@ def test_the_count_loss_pool_answers_as_the_loss_on_both_paths(rng, k, monkeypat
     for call in range(4):
         n_pos, n_neg = rng.integers(1, 30, 60), rng.integers(1, 30, 60)
         if call == 3:  # past the grid: the dictionary path
-            monkeypatch.setattr("rankopt.inference.binary_kernels.POOL_GRID_MAX", 4)
+            monkeypatch.setattr("rankopt.inference.topk.POOL_GRID_MAX", 4)
         values, starts = pool.entries(n_pos, n_neg)
         for p, n, start in zip(n_pos.tolist(), n_neg.tolist(), starts.tolist(), strict=True):
             kept = min(k, p + n)
             counts = np.arange(max(0, kept - n), min(kept, p) + 1)
             np.testing.assert_array_equal(values[start : start + counts.size], count_losses(structure, counts, p, n))
     assert POOL_GRID_MAX >= 1 << 20
-
-
-def test_get_or_build_many_builds_each_missing_key_once():
-    cache, built = KeyedCache(max_entries=8), []
-
-    def build(key):
-        built.append(key)
-        return key * 2
-
-    assert cache.get_or_build_many([1, 2, 1], build) == [2, 4, 2]
-    assert cache.get_or_build_many([2, 3], build) == [4, 6]
-    assert built == [1, 2, 3]
