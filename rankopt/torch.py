@@ -335,15 +335,15 @@ class _DeviceBatch:
         elif not isinstance(mask, torch.Tensor) or mask.shape != scores.shape or mask.dtype != torch.bool:
             raise ValueError(f"expected a boolean mask of shape {tuple(scores.shape)}, got {_describe(mask)} instead")
         labels = y.detach()
-        self.integer = not (labels.is_floating_point() or labels.is_complex())
-        if not self.integer:
+        integer = not (labels.is_floating_point() or labels.is_complex())
+        if not integer:
             labels = labels.double()  # exact for every whole label below 2**53, and ordered beyond
         zero_label = torch.zeros((), dtype=labels.dtype, device=device)
         kept = torch.where(mask, labels, zero_label)
         kept_scores = torch.where(mask, scores.detach(), torch.zeros((), dtype=scores.dtype, device=device))
         lowest = kept.min()
         checks = [mask.any(), kept_scores.abs().max(), lowest, (mask & (labels != 1) & (labels != -1)).any()]
-        if not self.integer:
+        if not integer:
             # Every float from 2**53 on is whole; below 2**63 it converts to int64 exactly, as on the host.
             checks.append((torch.isfinite(kept) & (kept == torch.round(kept)) & (kept.abs() < 2.0**63)).all())
         self.checks = torch.stack([c.double() for c in checks])
@@ -453,12 +453,12 @@ class _Call:
     def __init__(self, module: RankHingeLoss, y, qid, group, mask):
         self.module, self.y, self.qid, self.group, self.mask = module, y, qid, group, mask
 
-    def hinges(self, scores: torch.Tensor) -> tuple[HingeQueries, np.ndarray | slice | None]:
+    def hinges(self, scores: torch.Tensor) -> tuple[HingeQueries, _AllKept | _Kept]:
         """The per-query hinges of the call, and where its flat documents sit in the padded input.
 
-        The second is the padded layout's kept documents (``_Kept`` with a mask, ``_AllKept`` without: every
-        document, no gather) or None (the flat layout).  The scores are copied to the host once; float16 and bfloat16
-        become float32 there.
+        The second is where the scores' documents are kept: ``_Kept`` for a padded layout with a mask,
+        ``_AllKept`` otherwise (every document, in input order: no gather).  The scores are copied to the host
+        once; float16 and bfloat16 become float32 there.
         """
         module = self.module
         detached = scores.detach()
@@ -471,7 +471,7 @@ class _Call:
                 raise ValueError(f"expected y of shape {s.shape} (one label per score), got {_shape(y)} instead")
             qid, group = _host_array(self.qid, scores, "qid"), _host_array(self.group, scores, "group")
             options = dict(loss=module.rank_loss, relevant_at=module.relevant_at, n_threads=module.n_threads)
-            return hinge_per_query(s, y, qid=qid, group=group, **options), None
+            return hinge_per_query(s, y, qid=qid, group=group, **options), _AllKept()
         prepared, where = module._prepared_batch.get(self.y, self.mask, module, lambda: self._prepare(scores, s.shape))
         # Only the kept documents are read and checked: padding may hold anything (-inf scores, -1 labels).
         # Read once, by the prepared batch's own check (finite, sums that cannot overflow).
@@ -507,9 +507,9 @@ class _AllKept:
     def gather(self, values: np.ndarray) -> np.ndarray:
         return values.reshape(-1)
 
-    def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput | None = None) -> np.ndarray:
-        """``flat · factor`` in ``dtype``, rounded once (the padded gradient, as a flat array)."""
-        out = np.empty(flat.size, dtype=dtype) if buffer is None else buffer.empty(flat.size, dtype)
+    def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput) -> np.ndarray:
+        """``flat · factor`` in ``dtype``, rounded once (the gradient, as a flat array)."""
+        out = buffer.empty(flat.size, dtype)
         scale_into(np.ascontiguousarray(flat, dtype=np.float64), factor, out)
         return out
 
@@ -530,11 +530,11 @@ class _Kept:
             return gather_kept(values, self.bytes, self.n_kept)
         return values[self.mask]
 
-    def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput | None = None) -> np.ndarray:
+    def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput) -> np.ndarray:
         """``flat · factor`` at the kept places and 0 elsewhere, in ``dtype`` (the padded gradient, flat)."""
-        out = np.empty(self.mask.shape, dtype=dtype)
-        scatter_kept(np.ascontiguousarray(flat, dtype=np.float64), factor, self.bytes, out)
-        return out.reshape(-1)
+        out = buffer.empty(self.mask.size, dtype)
+        scatter_kept(np.ascontiguousarray(flat, dtype=np.float64), factor, self.bytes, out.reshape(self.mask.shape))
+        return out
 
 
 #: The dtypes ``_batched.gather_kept`` takes.
@@ -626,16 +626,11 @@ class _StructuredHinge(torch.autograd.Function):
         # Scaled and cast to the scores' dtype in one pass (float32 for float16 / bfloat16, cast by torch).
         host_dtype = torch.float64 if ctx.saved_tensors[0].dtype == torch.float64 else torch.float32
         host = np.float64 if host_dtype == torch.float64 else np.float32
-        if ctx.reduction == "none":
-            per_doc = ctx.gradient_buffer.empty(ctx.grad.size, host)
-            np.multiply(ctx.grad, upstream[ctx.query_of], out=per_doc, casting="same_kind")
-            if ctx.where is not None:
-                per_doc = ctx.where.scatter(per_doc, 1.0, host)
-        elif ctx.where is None:
-            per_doc = ctx.gradient_buffer.empty(ctx.grad.size, host)
-            scale_into(np.ascontiguousarray(ctx.grad, dtype=np.float64), ctx.grad_scale * float(upstream), per_doc)
+        if ctx.reduction == "none":  # each document's derivative times its own query's upstream gradient
+            flat, factor = ctx.grad * upstream[ctx.query_of], 1.0
         else:
-            per_doc = ctx.where.scatter(ctx.grad, ctx.grad_scale * float(upstream), host, ctx.gradient_buffer)
+            flat, factor = ctx.grad, ctx.grad_scale * float(upstream)
+        per_doc = ctx.where.scatter(flat, factor, host, ctx.gradient_buffer)
         (scores,) = ctx.saved_tensors
         grad = torch.from_numpy(per_doc.reshape(ctx.shape)).to(device=scores.device, dtype=scores.dtype)
         if torch.is_grad_enabled():  # create_graph=True: a second derivative may be asked for
