@@ -138,19 +138,14 @@ class LossMetric:
 
         predictions = check_predictions(predictions)
         group_sizes = _check_groups(group_sizes)
-        values = loss_metric(
-            labels, predictions, group=group_sizes, loss=self.loss, relevant_at=self.relevant_at, average=False
+        return loss_metric(
+            labels,
+            predictions,
+            group=group_sizes,
+            loss=self.loss,
+            relevant_at=self.relevant_at,
+            query_weights=query_weights(weights, group_sizes, predictions.size),
         )
-        defined = ~np.isnan(values)
-        if not defined.any():
-            raise ValueError(
-                f"expected some query to hold two documents that loss {self.loss.name!r} orders apart, got none of "
-                f"the {values.size} queries"
-            )
-        per_query_weight = query_weights(weights, group_sizes, predictions.size)
-        if per_query_weight is None:
-            return float(np.mean(values[defined]))
-        return float(np.average(values[defined], weights=per_query_weight[defined]))
 
 
 #: The largest |prediction| × scale the objective takes: the hinge's sums over a query of 10⁸ documents stay

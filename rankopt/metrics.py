@@ -157,15 +157,18 @@ def _qid_or_one_query(qid, group, scores):
     return qid
 
 
-def _mean_of_defined(values: np.ndarray, average: bool, what: str):
-    """The mean of the queries' values that are not NaN (or, without ``average``, the values themselves);
-    a ValueError naming ``what`` a query needs when no query has a value."""
+def _mean_of_defined(values: np.ndarray, average: bool, what: str, weights=None):
+    """The mean of the queries' values that are not NaN, weighted by ``weights`` (one per query) when given
+    (or, without ``average``, the values themselves); a ValueError naming ``what`` a query needs when no
+    query has a value."""
     if not average:
         return values
     defined = ~np.isnan(values)
     if not defined.any():
         raise ValueError(f"expected some query (qid) to hold {what}, got none of the {values.size} queries")
-    return float(np.mean(values[defined]))
+    if weights is None:
+        return float(np.mean(values[defined]))
+    return float(np.average(values[defined], weights=np.asarray(weights, dtype=np.float64)[defined]))
 
 
 def _grouped(y_true, scores, qid):
@@ -298,7 +301,16 @@ def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential",
 
 
 def loss_metric(
-    y_true, scores, qid=None, *, loss="ndcg_graded", relevant_at=1, average: bool = True, group=None, registry=None
+    y_true,
+    scores,
+    qid=None,
+    *,
+    loss="ndcg_graded",
+    relevant_at=1,
+    average: bool = True,
+    group=None,
+    registry=None,
+    query_weights=None,
 ):
     """Mean over queries of 1 − Δ(R*, R): the metric a registered rank loss stands for, exactly as it defines it.
 
@@ -324,6 +336,8 @@ def loss_metric(
         the mean leaves out.
     registry : PluginRegistry, optional
         Where a loss name is looked up; the default registry otherwise.
+    query_weights : array-like of float, shape (n_queries,), optional
+        Each query's weight in the mean, queries by increasing qid (the boosting metrics' sample weights).
 
     Tied scores are broken against the ground truth (the lower grade first), so a constant scorer scores
     its worst ranking: early stopping never rewards a model for ties.
@@ -342,6 +356,13 @@ def loss_metric(
     grades = check_grades(y_true, scores.size, name="y_true")
     queries = check_qid(qid, scores.size)
     relevance = grades if rank_loss.graded else (grades >= check_relevant_at(relevant_at)).astype(np.int64)
+    if query_weights is not None:
+        query_weights = np.asarray(query_weights, dtype=np.float64)
+        if query_weights.shape != (queries.n_queries,):
+            raise ValueError(
+                f"expected query_weights of shape ({queries.n_queries},) (one per query), got shape "
+                f"{query_weights.shape} instead"
+            )
     orders = _queries_the_loss_orders(rank_loss, relevance[queries.order], queries.offsets, registry)
     values = np.full(queries.n_queries, np.nan)
     for q in np.flatnonzero(orders):
@@ -349,7 +370,7 @@ def loss_metric(
         level = relevance[rows]
         ordered = level[np.lexsort((level, -scores[rows]))]
         values[q] = 1.0 - kernel.ranking_loss(rank_loss, structure, ordered)
-    return _mean_of_defined(values, average, "two documents that the loss orders apart")
+    return _mean_of_defined(values, average, "two documents that the loss orders apart", query_weights)
 
 
 def _queries_the_loss_orders(rank_loss, grouped_relevance, offsets, registry) -> np.ndarray:

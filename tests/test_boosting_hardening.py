@@ -176,3 +176,12 @@ def test_the_metric_refuses_gains_the_hinge_refuses():
         with pytest.raises(ValueError, match="2\\*\\*1000") as hinge:
             rankopt.structured_hinge(np.arange(5.0), np.array(grades), loss="ndcg_graded")
         assert str(caught.value) == str(hinge.value)
+
+
+def test_loss_metric_weighs_queries_and_checks_the_weights():
+    grades, scores, qid = np.array([0, 1, 2, 0, 1, 1, 0]), np.arange(7.0), [0, 0, 0, 1, 1, 2, 2]
+    values = rankopt.metrics.loss_metric(grades, scores, qid, loss="pairwise", average=False)
+    weighted = rankopt.metrics.loss_metric(grades, scores, qid, loss="pairwise", query_weights=[1.0, 3.0, 2.0])
+    assert weighted == pytest.approx(np.average(values, weights=[1.0, 3.0, 2.0]), rel=1e-12)
+    with pytest.raises(ValueError, match="query_weights of shape \\(3,\\)"):
+        rankopt.metrics.loss_metric(grades, scores, qid, loss="pairwise", query_weights=[1.0, 2.0])
