@@ -31,6 +31,7 @@ import time
 
 import numpy as np
 
+from experiments.results import mean_se
 from rankopt.experiments.report import QUICK_WARNING, timed_reporter
 
 __all__ = ["LOSSES", "format_table", "run_metric_learning_experiment"]
@@ -157,11 +158,7 @@ def format_table(result: dict) -> str:
         "|---|---|---:|---:|---:|---:|",
     ]
     for name, runs in result["losses"].items():
-        cells = []
-        for metric in ("MAP@R", "P@1"):
-            values = np.asarray(runs[metric])
-            spread = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else 0.0
-            cells.append(f"{values.mean():.4f} ± {spread:.4f}")
+        cells = ["{:.4f} ± {:.4f}".format(*mean_se(runs[metric])) for metric in ("MAP@R", "P@1")]
         lines.append(
             f"| {name} | {runs['setting']} | {runs['validation MAP@R']:.4f} | {cells[0]} | {cells[1]} | "
             f"{runs['seconds'][0]:.0f} |"
