@@ -540,6 +540,34 @@ def check_grades(y, n_samples: int | None = None, name: str = "y") -> np.ndarray
     Binary labels in {−1, 1} are read as grades {0, 1}; any other negative
     label, a fraction, NaN or infinity is refused.
     """
+    grades, signs = check_grade_block(y, n_samples, name)
+    signs.check(name)
+    return grades
+
+
+@dataclass(frozen=True)
+class GradeSigns:
+    """What :func:`check_grades` decides {−1, 1} labels by, for labels checked a block at a time."""
+
+    minus_one: bool  # some label is −1
+    plus_one: bool  # some label is 1
+    other: bool  # some label is neither −1 nor 1
+
+    def __or__(self, other: GradeSigns) -> GradeSigns:
+        return GradeSigns(self.minus_one or other.minus_one, self.plus_one or other.plus_one, self.other or other.other)
+
+    def check(self, name: str = "y") -> None:
+        """Refuse −1 unless every label is −1 or 1, both present (then −1 reads as grade 0)."""
+        if self.minus_one and (self.other or not self.plus_one):
+            _refuse_negative(name, -1)
+
+
+def check_grade_block(y, n_samples: int | None = None, name: str = "y") -> tuple[np.ndarray, GradeSigns]:
+    """One block of graded labels, checked as :func:`check_grades` checks them, −1 read as grade 0.
+
+    Whether −1 may be read so depends on every block (labels in {−1, 1} only): the caller combines the
+    blocks' :class:`GradeSigns` with ``|`` and calls :meth:`GradeSigns.check` on the union.
+    """
     if y is None:
         raise ValueError(f"expected {name} to hold integer relevance grades >= 0, got None instead")
     y = _label_vector(y, n_samples, name, "integer relevance grades >= 0")
@@ -551,14 +579,20 @@ def check_grades(y, n_samples: int | None = None, name: str = "y") -> np.ndarray
     check_whole_numbers(y, name, "integer relevance grades >= 0")
     _check_fits_int64(y, name, "integer relevance grades >= 0")
     grades = y.astype(np.int64, copy=False)  # read only: an int64 y is not copied
-    if grades.min() < 0:
-        if set(np.unique(grades).tolist()) == {-1, 1}:
-            return (grades > 0).astype(np.int64)
-        raise ValueError(
-            f"expected {name} to hold integer relevance grades >= 0 (or binary labels in {{-1, 1}}), "
-            f"got {grades.min()} instead"
-        )
-    return grades
+    plus_one = bool(np.any(grades == 1))
+    if grades.size == 0 or grades.min() >= 0:
+        return grades, GradeSigns(False, plus_one, bool(np.any(grades != 1)))
+    if grades.min() < -1:
+        _refuse_negative(name, grades.min())
+    minus_one = grades == -1
+    other = bool(np.any(~minus_one & (grades != 1)))
+    return np.where(minus_one, 0, grades), GradeSigns(True, plus_one, other)
+
+
+def _refuse_negative(name: str, lowest) -> None:
+    raise ValueError(
+        f"expected {name} to hold integer relevance grades >= 0 (or binary labels in {{-1, 1}}), got {lowest} instead"
+    )
 
 
 def check_relevant_at(value, name: str = "relevant_at") -> float:
@@ -618,10 +652,16 @@ def check_queries_to_order(relevance: np.ndarray, queries: QueryIndex, *, graded
     usable = queries_to_order(relevance, queries)
     if usable.any():
         return usable
+    refuse_queries_without_levels(queries.n_queries, graded=graded, relevant_at=relevant_at)
+    return usable  # not reached
+
+
+def refuse_queries_without_levels(n_queries: int, *, graded: bool, relevant_at=None) -> None:
+    """The refusal of :func:`check_queries_to_order`, for callers that count the queries a block at a time."""
     if graded:
         need = "documents of two different grades in y"
     elif relevant_at is None:
         need = "both a relevant and a non-relevant document"
     else:
         need = f"both a relevant document (y >= relevant_at={relevant_at:g}) and a non-relevant one"
-    raise ValueError(f"expected some query (qid) to hold {need}, got none of the {queries.n_queries} queries instead")
+    raise ValueError(f"expected some query (qid) to hold {need}, got none of the {n_queries} queries instead")

@@ -79,6 +79,16 @@ class DataBackend(abc.ABC):
     def all_finite(self, X) -> bool:
         """Whether every stored entry of X is finite (without an n × d temporary)."""
 
+    def score_spread(self, X, w) -> tuple[float, float]:
+        """(max − min, max |·|) of the scores X·w, without gathering them where X is elsewhere."""
+        scores = np.asarray(self.scores(X, w), dtype=np.float64)
+        return float(np.ptp(scores)), float(np.max(np.abs(scores), initial=0.0))
+
+    def row_chunks(self, X, columns: dict):
+        """X's row chunks with per-row ``columns`` (name → values) for an inference where the chunks are
+        (:class:`~rankopt.data.dask_backend.RowChunks`); None for data in this process (the default)."""
+        return None
+
     def validate(self, X, name: str = "X"):
         """X checked (2-D, non-empty, real, finite) and converted to a type this backend computes on.
 
@@ -86,6 +96,26 @@ class DataBackend(abc.ABC):
         a backend for arrays that live elsewhere overrides it to check them where they are.
         """
         return check_in_memory_matrix(X, name)
+
+
+#: The alignment of the arrays NumPy allocates for data (its sums and BLAS round by alignment).
+_ALIGNMENT = 64
+
+
+def aligned(values: np.ndarray) -> np.ndarray:
+    """``values``, copied to a 64-byte-aligned C-contiguous buffer unless it is one already.
+
+    An array unpickled in another process (a Dask block, a worker's state) may start at any address; NumPy's
+    and BLAS's vectorised sums peel elements until an aligned address, so the same numbers summed there
+    round otherwise than in memory.  Realigned, a computation on the rows gives the in-memory bits.
+    """
+    if values.flags.c_contiguous and values.ctypes.data % _ALIGNMENT == 0:
+        return values
+    buffer = np.empty(values.nbytes + _ALIGNMENT, dtype=np.uint8)
+    start = -buffer.ctypes.data % _ALIGNMENT
+    copy = buffer[start : start + values.nbytes].view(values.dtype).reshape(values.shape)
+    copy[...] = values
+    return copy
 
 
 def _rows_per_block(n_features: int) -> int:

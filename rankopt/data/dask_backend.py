@@ -25,12 +25,13 @@ import logging
 import os
 import sys
 
+import cloudpickle
 import numpy as np
 
 from rankopt._validation import check_non_empty_shape
-from rankopt.data.backends import DataBackend, backend_for, register_backend
+from rankopt.data.backends import DataBackend, aligned, backend_for, register_backend
 
-__all__ = ["DaskBackend", "check_dask_matrix", "dask_client", "import_dask", "open_npy"]
+__all__ = ["DaskBackend", "RowChunks", "check_dask_matrix", "dask_client", "import_dask", "open_npy"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +110,10 @@ class DaskBackend(DataBackend):
     name = "dask"
 
     def scores(self, X, w):
+        return np.asarray(self._lazy_scores(X, w).compute()).ravel()
+
+    def _lazy_scores(self, X, w):
+        """X w as a lazy (N, 1) Dask array in X's float type."""
         w = np.asarray(w, dtype=np.float64).astype(X.dtype, copy=False)
         w_chunks = da.from_array(w, chunks=(X.chunks[1],))
         parts = da.blockwise(
@@ -123,8 +128,7 @@ class DaskBackend(DataBackend):
             meta=np.empty((0, 0), dtype=X.dtype),
         )
         # With column chunks, the partial scores are summed in X's float type, like one product.
-        column = parts if parts.numblocks[1] == 1 else parts.sum(axis=1, keepdims=True, dtype=X.dtype)
-        return np.asarray(column.compute()).ravel()
+        return parts if parts.numblocks[1] == 1 else parts.sum(axis=1, keepdims=True, dtype=X.dtype)
 
     def combine(self, X, coef):
         coef = np.asarray(coef, dtype=np.float64)
@@ -149,11 +153,113 @@ class DaskBackend(DataBackend):
     def all_finite(self, X):
         return bool(da.isfinite(X).all().compute())
 
+    def score_spread(self, X, w):
+        scores = self._lazy_scores(X, w).astype(np.float64)
+        low, high, largest = dask.compute(scores.min(), scores.max(), abs(scores).max())
+        return float(high - low), float(largest)
+
+    def row_chunks(self, X, columns):
+        return RowChunks(X, columns)
+
     def validate(self, X, name: str = "X"):
         return check_dask_matrix(X, name)
 
 
 register_backend(da.Array, DaskBackend())
+
+
+class RowChunks:
+    """The row chunks of a Dask X, each with a state kept where it was computed: a map-reduce per step.
+
+    A multi-query fit's oracle needs, per chunk, only that chunk's rows, labels and query ids (every query
+    whole within a chunk), and sends back a d-vector and a few numbers.  ``open`` starts one state per
+    chunk from the chunk's blocks of ``columns`` (labels, query ids); each :meth:`map` runs
+    ``fn(state, X_block or None, *args) -> (state, result)`` on every chunk, keeps the new states where
+    they are (worker memory on a ``dask.distributed`` cluster; this process on Dask's local schedulers)
+    and returns the results, one per chunk.  X's blocks are read from their source at each step that asks
+    for them, so X need not fit in the cluster's memory; the states (O(rows) each) must.
+
+    ``sent_bytes`` and ``received_bytes`` count the driver's side of every step (the pickled size of the
+    arguments sent with each chunk's task and of the results that come back), for the traffic table of
+    docs/scale.md.
+    """
+
+    def __init__(self, X, columns: dict):
+        if X.numblocks[1] > 1:  # one block per row chunk: a chunk's task sees all of its rows' features
+            X = X.rechunk({1: X.shape[1]})
+        self.X = X
+        self.row_chunks = X.chunks[0]
+        self.n_chunks = len(self.row_chunks)
+        self._blocks = list(X.to_delayed().ravel())
+        # The arrays are kept: a NumPy column is scattered, and its futures must outlive the delayed blocks.
+        self._column_arrays = [_rows_like(column, name, self.row_chunks) for name, column in columns.items()]
+        self._columns = [list(column.to_delayed()) for column in self._column_arrays]
+        self._states: list | None = None
+        self.sent_bytes = self.received_bytes = 0
+        self.steps = 0
+
+    def open(self, fn, *args) -> list:
+        """Each chunk's first state, ``fn(*column_blocks, chunk_index, *args) -> (state, result)``; the results."""
+        tasks = [
+            dask.delayed(fn, nout=2, pure=False)(*(column[i] for column in self._columns), i, *args)
+            for i in range(self.n_chunks)
+        ]
+        return self._settle(tasks, args)
+
+    def map(self, fn, *args, rows: bool = False) -> list:
+        """``fn(state, X_block if rows else None, *args) -> (state, result)`` on every chunk; the results."""
+        if self._states is None:
+            raise RuntimeError("RowChunks.map before RowChunks.open")
+        tasks = [
+            dask.delayed(_on_aligned_rows, nout=2, pure=False)(fn, state, block if rows else None, *args)
+            for state, block in zip(self._states, self._blocks, strict=True)
+        ]
+        return self._settle(tasks, args)
+
+    def reduce(self, leaf, combine, finish):
+        """``finish`` of the pairwise tree of ``combine`` over ``leaf(state)`` of every chunk, computed where
+        the states are: only ``finish``'s answer comes back."""
+        if self._states is None:
+            raise RuntimeError("RowChunks.reduce before RowChunks.open")
+        values = [dask.delayed(leaf)(state) for state in self._states]
+        while len(values) > 1:
+            pairs = zip(values[0::2], values[1::2], strict=False)
+            values = [dask.delayed(combine)(a, b) for a, b in pairs] + values[len(values) // 2 * 2 :]
+        result = dask.delayed(finish)(values[0]).compute()
+        self.steps += 1
+        self.received_bytes += len(cloudpickle.dumps(result))
+        return result
+
+    def _settle(self, tasks, args) -> list:
+        pairs = dask.persist(*tasks)
+        self._states = [pair[0] for pair in pairs]
+        results = list(dask.compute(*(pair[1] for pair in pairs)))
+        self.steps += 1
+        self.sent_bytes += self.n_chunks * len(cloudpickle.dumps(args))
+        self.received_bytes += len(cloudpickle.dumps(results))
+        return results
+
+    def close(self) -> None:
+        """Let the states go (the cluster frees their memory)."""
+        self._states = None
+
+
+def _on_aligned_rows(fn, state, block, *args):
+    """``fn(state, block, *args)`` with a NumPy block realigned: a block that crossed processes arrives at any
+    address, and BLAS and NumPy's sums round by alignment, so the same rows would give other last bits."""
+    return fn(state, aligned(block) if isinstance(block, np.ndarray) else block, *args)
+
+
+def _rows_like(column, name: str, row_chunks):
+    """A label or query-id column as a Dask array chunked like X's rows (a NumPy one is scattered)."""
+    if not isinstance(column, da.Array):
+        column = np.asarray(column)
+    n_rows = int(sum(row_chunks))
+    if column.ndim != 1 or column.shape[0] != n_rows:
+        raise ValueError(f"expected {name} to hold one value per row of X ({n_rows}), got shape {column.shape} instead")
+    if not isinstance(column, da.Array):
+        return _rows_to_workers(column, row_chunks)
+    return column if column.chunks[0] == tuple(row_chunks) else column.rechunk((tuple(row_chunks),))
 
 
 def check_dask_matrix(X, name: str = "X"):

@@ -35,7 +35,7 @@ import time
 import numpy as np
 
 from rankopt.engine.certificate import Certificate, IterationRecord, SolveResult, StopReason, WorkingSet, check_finite
-from rankopt.engine.problem import LinearConstraints, Segment, StructuredProblem
+from rankopt.engine.problem import LinearConstraints, PlaneCache, Segment, StructuredProblem
 from rankopt.engine.qp import InfeasibleConstraintsError, QPSolution, QPSolveError, WorkingSetQP
 
 __all__ = ["solve_cutting_plane"]
@@ -59,10 +59,6 @@ LINE_SEARCH_EVALUATIONS = 6
 #: summation order) gives scores that differ in their last bits, and a step computed from them
 #: would too, leading two such fits apart; rounded to this grid they take the same steps.
 LINE_SEARCH_GRID = 2.0**-20
-#: Parts kept per block (query) by the plane cache, and the cache's memory at most (it shrinks the
-#: parts per block to stay below; under 2 parts a block it is not kept).
-CACHE_PARTS = 8
-CACHE_BYTES = 2**28
 #: Cuts assembled from cached parts after each working-set solve, at most, and the violation
 #: (in units of tol, beyond the working set's slack) a cut must reach to be added.
 CACHE_ROUNDS = 3
@@ -161,7 +157,7 @@ class _CuttingPlane:
         #: The last working-set optimum the line search priced, and its primal (exact: its scores are X·w).
         self.optimum_w, self.optimum_primal = self.w, np.inf
         #: Each query's parts of the cuts seen so far (problems that split their cuts by block only).
-        self.cache: _PlaneCache | None = None
+        self.cache: PlaneCache | None = None
         self.cache_usable = True
         self.last_plane, self.last_loss = np.zeros(0), 0.0
 
@@ -232,13 +228,12 @@ class _CuttingPlane:
         """Keep each query's part of the cut, where the problem splits its cuts by block."""
         if constraint.blocks is None or not self.cache_usable:
             return
-        parts = constraint.blocks.planes()
-        if self.cache is None and parts is not None:
-            self.cache = _PlaneCache.for_blocks(constraint.blocks.losses.size, self.problem.n_features)
-        if self.cache is None or parts is None:  # the data cannot be split by query, or the cache would not fit
+        if self.cache is None:
+            self.cache = constraint.blocks.open_cache(self.problem.n_features)
+        if self.cache is None:  # the data cannot be split by query, or the cache would not fit
             self.cache_usable = False
         else:
-            self.cache.add(parts, constraint.blocks.losses)
+            self.cache.add(constraint.blocks)
 
     def _price(self, constraint, iteration: int) -> tuple[float, float]:
         """The primal objective at the cut point and its violation beyond the working set's slack."""
@@ -389,53 +384,6 @@ def _check_working_set(planes: WorkingSet, n_features: int) -> None:
         raise ValueError("expected a working set of finite planes and losses, got NaN or infinity instead")
 
 
-class _PlaneCache:
-    """The last parts of the cuts, per block: (n_blocks, parts, n_features) planes and their losses.
-
-    Any choice of one part per block is a valid cut (:class:`~rankopt.engine.problem.BlockPlanes`);
-    the most violated choice at a w costs one product with the cache and no pass over the data.
-    A new part takes the slot of the part least recently chosen or added.
-    """
-
-    def __init__(self, n_blocks: int, n_features: int, parts: int):
-        self.planes = np.zeros((n_blocks, parts, n_features))
-        self.losses = np.full((n_blocks, parts), -np.inf)  # an empty slot is never chosen
-        self.last_used = np.zeros((n_blocks, parts), dtype=np.int64)
-        self.clock = 0
-        self._blocks = np.arange(n_blocks)
-
-    @classmethod
-    def for_blocks(cls, n_blocks: int, n_features: int) -> _PlaneCache | None:
-        parts = min(CACHE_PARTS, CACHE_BYTES // max(1, 8 * n_blocks * n_features))
-        return cls(n_blocks, n_features, parts) if parts >= 2 else None
-
-    def add(self, planes: np.ndarray, losses: np.ndarray) -> None:
-        """Store one cut's parts (a :class:`~rankopt.engine.problem.BlockPlanes`' planes and losses)."""
-        planes = np.asarray(planes, dtype=np.float64)
-        losses = np.asarray(losses, dtype=np.float64)
-        if planes.shape != self.planes[:, 0].shape or losses.shape != self.losses[:, 0].shape:
-            raise RuntimeError(
-                f"a problem broke its contract: its cuts came split into {self.losses.shape[0]} blocks, then into "
-                f"planes of shape {planes.shape} and losses of shape {losses.shape}"
-            )
-        check_finite(planes, "a cut's parts by block", 0)
-        self.clock += 1
-        held = np.all(self.planes == planes[:, None, :], axis=2) & (self.losses == losses[:, None])
-        new = np.flatnonzero(~held.any(axis=1))
-        self.last_used[held] = self.clock
-        slot = np.argmin(self.last_used[new], axis=1)
-        self.planes[new, slot] = planes[new]
-        self.losses[new, slot] = losses[new]
-        self.last_used[new, slot] = self.clock
-
-    def most_violated(self, w: np.ndarray) -> tuple[np.ndarray, float]:
-        """The cut assembled from the part of each block most violated at w: (plane, loss)."""
-        chosen = np.argmax(self.losses - self.planes @ w, axis=1)
-        self.clock += 1
-        self.last_used[self._blocks, chosen] = self.clock
-        return self.planes[self._blocks, chosen].sum(axis=0), float(self.losses[self._blocks, chosen].sum())
-
-
 def _solve_cheaper_than_oracle(qp: _ScaledQP, problem: StructuredProblem) -> bool:
     """Whether a working-set solve (~K³ for K planes) costs less than an oracle call: only then is an
     assembled cut, which saves oracle calls at the price of a solve, worth adding (docs/engine-notes.md)."""
@@ -444,7 +392,7 @@ def _solve_cheaper_than_oracle(qp: _ScaledQP, problem: StructuredProblem) -> boo
 
 
 def _assemble_cuts(
-    cache: _PlaneCache, qp: _ScaledQP, solution: QPSolution, gap_tol: float, min_violation: float
+    cache: PlaneCache, qp: _ScaledQP, solution: QPSolution, gap_tol: float, min_violation: float
 ) -> QPSolution:
     """Add cuts assembled from cached parts while they cut off the working-set optimum by more than
     ``min_violation`` (at most CACHE_ROUNDS), re-solving after each: the working set then models every

@@ -20,30 +20,78 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from rankopt.engine.certificate import check_finite
+
 __all__ = [
+    "CACHE_BYTES",
+    "CACHE_PARTS",
+    "BlockCuts",
+    "BlockPlaneCache",
     "BlockPlanes",
     "BlockProblem",
     "Constraint",
     "LinearConstraints",
     "LinearProblem",
     "OracleSegment",
+    "PlaneCache",
     "RowInference",
     "ScoreSegment",
     "Segment",
     "StructuredProblem",
+    "cache_parts",
 ]
 
 
-class BlockPlanes:
-    """A cutting plane split by independent blocks (queries): row b of :meth:`planes` is block b's part
-    of the plane Ψ(X, Y*) − Ψ(X, Ŷ), ``losses[b]`` its part of Δ.
+#: Parts kept per block (query) by the plane cache, and the cache's memory at most (it shrinks the
+#: parts per block to stay below; under 2 parts a block it is not kept).
+CACHE_PARTS = 8
+CACHE_BYTES = 2**28
 
-    A problem gives them only when its slack is a sum over blocks of per-block maxima
+
+def cache_parts(n_blocks: int, n_features: int) -> int:
+    """How many parts per block the plane cache keeps for ``n_blocks`` blocks (under 2: no cache)."""
+    return min(CACHE_PARTS, CACHE_BYTES // max(1, 8 * n_blocks * n_features))
+
+
+class PlaneCache(abc.ABC):
+    """The parts of past cuts by block, from which the engine assembles cuts without a pass over the data.
+
+    Any choice of one stored part per block is a valid cut (:class:`BlockCuts`); :meth:`most_violated`
+    makes the most violated choice at a w.  The engine opens one per solve with
+    :meth:`BlockCuts.open_cache` and feeds it every cut the oracle returns.
+    """
+
+    @abc.abstractmethod
+    def add(self, cut: BlockCuts) -> None:
+        """Store the parts of one cut (the blocks of the :class:`BlockCuts` that opened this cache)."""
+
+    @abc.abstractmethod
+    def most_violated(self, w: np.ndarray) -> tuple[np.ndarray, float]:
+        """The cut assembled from the part of each block most violated at w: (plane, loss)."""
+
+
+class BlockCuts(abc.ABC):
+    """A cut split by independent blocks (queries), for the engine's plane cache.
+
+    A problem gives one only when its slack is a sum over blocks of per-block maxima
     (ξ(w) = Σ_b max_{Ŷ_b} Δ_b − w·g_b(Ŷ_b)): then any choice of one stored part per block is the plane
-    of an output, a valid cut, and the engine assembles cuts from parts it has seen without a pass
-    over the data (:func:`rankopt.engine.solve_cutting_plane`).  The planes cost a product with the
-    data, so they are computed by ``compute`` when the engine first asks, and not when it keeps no
-    cache; ``compute`` returns None when the data cannot be split so (the engine then keeps none).
+    of an output, a valid cut, and the engine assembles cuts from parts it has seen without a pass over
+    the data (:func:`rankopt.engine.solve_cutting_plane`).  Where the parts are kept is the problem's
+    choice: in memory (:class:`BlockPlanes`) or where its data lives.
+    """
+
+    @abc.abstractmethod
+    def open_cache(self, n_features: int) -> PlaneCache | None:
+        """A cache for this problem's cuts, empty; None when the cuts cannot be split or it would not fit."""
+
+
+class BlockPlanes(BlockCuts):
+    """A cut split by block in memory: row b of :meth:`planes` is block b's part of the plane
+    Ψ(X, Y*) − Ψ(X, Ŷ), ``losses[b]`` its part of Δ.
+
+    The planes cost a product with the data, so they are computed by ``compute`` when the engine first
+    asks, and not when it keeps no cache; ``compute`` returns None when the data cannot be split so (the
+    engine then keeps none).
     """
 
     def __init__(self, losses: np.ndarray, compute: Callable[[], np.ndarray | None]):
@@ -58,6 +106,60 @@ class BlockPlanes:
             self._planes, self._computed = self._compute(), True
         return self._planes
 
+    def open_cache(self, n_features):
+        if self.planes() is None:
+            return None
+        return BlockPlaneCache.for_blocks(self.losses.size, n_features)
+
+
+class BlockPlaneCache(PlaneCache):
+    """The last parts of the cuts, per block: (n_blocks, parts, n_features) planes and their losses.
+
+    The most violated choice at a w costs one product with the cache.  A new part takes the slot of the
+    part least recently chosen or added.  A problem that keeps its parts where its data lives keeps one of
+    these per piece of its data (its blocks there), so the choices are the same.
+    """
+
+    def __init__(self, n_blocks: int, n_features: int, parts: int):
+        self.planes = np.zeros((n_blocks, parts, n_features))
+        self.losses = np.full((n_blocks, parts), -np.inf)  # an empty slot is never chosen
+        self.last_used = np.zeros((n_blocks, parts), dtype=np.int64)
+        self.clock = 0
+        self._blocks = np.arange(n_blocks)
+
+    @classmethod
+    def for_blocks(cls, n_blocks: int, n_features: int) -> BlockPlaneCache | None:
+        parts = cache_parts(n_blocks, n_features)
+        return cls(n_blocks, n_features, parts) if parts >= 2 else None
+
+    def add(self, cut):
+        self.add_parts(cut.planes(), cut.losses)
+
+    def add_parts(self, planes: np.ndarray, losses: np.ndarray) -> None:
+        """Store one cut's parts: its planes (n_blocks, n_features) and losses (n_blocks,)."""
+        planes = np.asarray(planes, dtype=np.float64)
+        losses = np.asarray(losses, dtype=np.float64)
+        if planes.shape != self.planes[:, 0].shape or losses.shape != self.losses[:, 0].shape:
+            raise RuntimeError(
+                f"a problem broke its contract: its cuts came split into {self.losses.shape[0]} blocks, then into "
+                f"planes of shape {planes.shape} and losses of shape {losses.shape}"
+            )
+        check_finite(planes, "a cut's parts by block", 0)
+        self.clock += 1
+        held = np.all(self.planes == planes[:, None, :], axis=2) & (self.losses == losses[:, None])
+        new = np.flatnonzero(~held.any(axis=1))
+        self.last_used[held] = self.clock
+        slot = np.argmin(self.last_used[new], axis=1)
+        self.planes[new, slot] = planes[new]
+        self.losses[new, slot] = losses[new]
+        self.last_used[new, slot] = self.clock
+
+    def most_violated(self, w):
+        chosen = np.argmax(self.losses - self.planes @ w, axis=1)
+        self.clock += 1
+        self.last_used[self._blocks, chosen] = self.clock
+        return self.planes[self._blocks, chosen].sum(axis=0), float(self.losses[self._blocks, chosen].sum())
+
 
 @dataclass(frozen=True)
 class Constraint:
@@ -65,7 +167,7 @@ class Constraint:
 
     feature: np.ndarray
     loss: float
-    blocks: BlockPlanes | None = None
+    blocks: BlockCuts | None = None
 
 
 @dataclass(frozen=True)
@@ -246,7 +348,7 @@ class LinearProblem(StructuredProblem):
     def combine(self, coef: np.ndarray) -> np.ndarray:
         """Xᵀ coef, float64, shape (n_features,)."""
 
-    def block_planes(self, inference: RowInference) -> BlockPlanes | None:
+    def block_planes(self, inference: RowInference) -> BlockCuts | None:
         """The cut of ``inference`` split by block (see :class:`BlockPlanes`), or None (the default):
         a problem over many independent queries gives them to let the engine reuse each query's parts."""
         return None

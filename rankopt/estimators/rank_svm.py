@@ -344,10 +344,14 @@ class RankSVM(BaseEstimator):
         loss = registry.resolve_loss(params["loss"])
         approx = check_approx(self.approx, loss)
         model = _resolve_model(registry, params["model"], loss, approx)
-        relevance, queries, n_queries, n_queries_used = self._relevance(
-            labels, qid, X.shape[0], loss, model, approx, registry
-        )
-        solver = self._check_solver(X, qid, approx, queries)
+        row_chunks = self._row_chunks(X, labels, qid, loss, model, approx)
+        if row_chunks is None:
+            relevance, queries, n_queries, n_queries_used = self._relevance(
+                labels, qid, X.shape[0], loss, model, approx, registry
+            )
+        else:  # the labels and query ids are checked where their chunks are, as the problem is built
+            relevance, queries, n_queries, n_queries_used = None, None, 0, 0
+        solver = self._check_solver(X, qid, approx, queries if row_chunks is None else row_chunks)
         w0 = self._warm_start_point(X.shape[1], loss, approx)
         fingerprint = _fit_fingerprint(X, labels, qid, self.relevant_at, loss) if self.warm_start else None
         self.n_features_in_ = X.shape[1]
@@ -371,6 +375,7 @@ class RankSVM(BaseEstimator):
             w0,
             self._warm_start_planes(w0, fingerprint),
             fingerprint,
+            row_chunks,
         )
 
     def _solve(self, fit: _Fit, callback):
@@ -386,6 +391,8 @@ class RankSVM(BaseEstimator):
             _log_inference(type(self).__name__, problem, fit.loss)  # APPX's stage 2 is built in the solve
             return problem, result, split
         by_query = {} if fit.queries is None else {"queries": fit.queries}
+        if fit.row_chunks is not None:
+            by_query = {"row_chunks": fit.row_chunks, "relevant_at": check_relevant_at(self.relevant_at)}
         problem = fit.model.build_problem(
             fit.X, fit.relevance, fit.loss, feature_map, inference=self.inference, registry=fit.registry, **by_query
         )
@@ -414,8 +421,9 @@ class RankSVM(BaseEstimator):
         self.inference_ = problem.inference if fit.loss.output_kind is OutputKind.RANKING else None
         self.n_easy_ = None if split is None else split.n_easy
         self.n_hard_constraints_ = None if split is None else split.n_hard_constraints
-        self.n_queries_ = fit.n_queries
-        self.n_queries_used_ = fit.n_queries_used
+        chunked = fit.row_chunks is not None  # the problem counted the queries on the chunks
+        self.n_queries_ = problem.n_queries if chunked else fit.n_queries
+        self.n_queries_used_ = problem.n_queries_used if chunked else fit.n_queries_used
         self.fitted_with_qid_ = fit.qid is not None
 
     def _store_monitor(self, monitor, result, patience) -> None:
@@ -537,6 +545,17 @@ class RankSVM(BaseEstimator):
             for metric_name, metric in metrics:
                 evaluators.append((name, metric_name, _scorer(metric, X_val, y_val, qid_val, backend)))
         return ValidationMonitor(evaluators, patience)
+
+    def _row_chunks(self, X, labels, qid, loss, model, approx):
+        """X's row chunks with the labels and query ids, where the fit's inference can run on them: many
+        queries on a backend that keeps X elsewhere (Dask), a rank loss, a model that takes them; else None.
+        """
+        if qid is None or approx is not None or not model.supports_row_chunks or not isinstance(loss, RankLoss):
+            return None
+        if labels is None:
+            raise ValueError("expected y to hold integer relevance grades >= 0, got None instead")
+        check_relevant_at(self.relevant_at)
+        return backend_for(X).row_chunks(X, {"y": labels, "qid": qid})
 
     def _relevance(self, y, qid, n_samples, loss, model, approx, registry):
         """The relevance the model trains on, the queries it is given (None for one
@@ -727,8 +746,8 @@ def _warn_if_constant_ranker(estimator: str, X, w: np.ndarray, loss: Loss, C: fl
     rounding (relative to the problem's scale: C and the cutting planes' entries)."""
     zero = float(np.max(np.abs(w), initial=0.0)) <= _ZERO_W_FRACTION * C * plane_scale
     if not zero:
-        scores = np.asarray(backend_for(X).scores(X, w), dtype=np.float64)
-        if np.ptp(scores) > _TIED_SCORES_FRACTION * float(np.max(np.abs(scores), initial=0.0)):
+        spread, largest = backend_for(X).score_spread(X, w)
+        if spread > _TIED_SCORES_FRACTION * largest:
             return
     what = "w = 0 (to rounding)" if zero else "a w that gives every training document the same score"
     warnings.warn(
@@ -796,6 +815,9 @@ class _Fit:
     w0: np.ndarray | None
     planes: WorkingSet | None
     fingerprint: object
+    #: A Dask X's row chunks with the labels and query ids, for a multi-query fit whose inference runs
+    #: where the chunks are (None: the labels are in this process).
+    row_chunks: Any = None
 
 
 def _log_early_stop(estimator: str, result, monitor, patience) -> None:

@@ -50,10 +50,11 @@ import rankopt.inference._batched as _batched
 from rankopt._validation import (
     QueryIndex,
     as_float_vector,
-    check_queries_to_order,
     check_score_sums,
     check_whole_numbers,
     not_finite_error,
+    queries_to_order,
+    refuse_queries_without_levels,
 )
 from rankopt.inference.base import PluginLookup
 from rankopt.inference.binary_kernels import integer_threshold, per_query
@@ -70,6 +71,8 @@ __all__ = [
     "ground_truth_coefficients",
     "most_violated_rankings",
     "most_violated_rankings_per_query",
+    "queries_the_loss_orders",
+    "refuse_nothing_to_order",
     "resolve_graded_method",
 ]
 
@@ -235,21 +238,39 @@ def check_queries_the_loss_orders(
     on the grades alone, so the kernel's own verdict on zero scores is the one used: a fit leaves out
     (and counts) exactly the queries its inference would.
     """
-    usable = check_queries_to_order(relevance, queries, graded=loss.graded, relevant_at=relevant_at)
-    if not loss.graded:
-        return usable
+    usable, two_levels = queries_the_loss_orders(loss, relevance, queries, method, registry=registry)
+    if not usable.any():
+        refuse_nothing_to_order(loss, queries.n_queries, two_levels, relevant_at=relevant_at)
+    return usable
+
+
+def queries_the_loss_orders(
+    loss: RankLoss, relevance: np.ndarray, queries: QueryIndex, method, *, registry: PluginLookup
+) -> tuple[np.ndarray, int]:
+    """:func:`check_queries_the_loss_orders` without the refusal: which queries the loss orders, and how
+    many hold two relevance levels (for callers that see the queries a block at a time)."""
+    usable = queries_to_order(relevance, queries)
+    two_levels = int(np.count_nonzero(usable))
+    if not loss.graded or two_levels == 0:
+        return usable, two_levels
     candidates = np.flatnonzero(usable)
     rows = queries.order[np.repeat(usable, queries.sizes)]
     offsets = np.concatenate(([0], np.cumsum(queries.sizes[usable]))).astype(np.intp)
     grades = np.asarray(relevance)[rows]
     verdict = most_violated_rankings(loss, np.zeros(rows.size), grades, offsets, method, registry=registry).usable
     usable[candidates[~verdict]] = False
-    if not usable.any():
-        raise ValueError(
-            f"expected some query (qid) to hold two documents that loss {loss.name!r} orders apart (grades whose "
-            f"gains differ, or a pair of positive weight), got none of the {queries.n_queries} queries instead"
-        )
-    return usable
+    return usable, two_levels
+
+
+def refuse_nothing_to_order(loss: RankLoss, n_queries: int, two_levels: int, *, relevant_at=None) -> None:
+    """The refusal of :func:`check_queries_the_loss_orders` when none of ``n_queries`` queries is usable
+    (``two_levels`` of them hold two relevance levels)."""
+    if two_levels == 0:
+        refuse_queries_without_levels(n_queries, graded=loss.graded, relevant_at=relevant_at)
+    raise ValueError(
+        f"expected some query (qid) to hold two documents that loss {loss.name!r} orders apart (grades whose "
+        f"gains differ, or a pair of positive weight), got none of the {n_queries} queries instead"
+    )
 
 
 def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLookup) -> np.ndarray:

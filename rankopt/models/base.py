@@ -35,6 +35,10 @@ class Model(abc.ABC):
     #: Whether :meth:`build_problem` takes ``queries=`` (a :class:`rankopt._validation.QueryIndex`):
     #: one problem over many queries, ``y`` then per-row relevance (grades for a graded loss).
     supports_queries: ClassVar[bool] = False
+    #: Whether :meth:`build_problem` takes ``row_chunks=`` (a :class:`rankopt.data.dask_backend.RowChunks` over
+    #: X with the raw labels and query ids, and ``relevant_at=``): many queries, each whole within a row chunk,
+    #: the inference run where the chunks are.
+    supports_row_chunks: ClassVar[bool] = False
     #: What :meth:`build_problem` returns: "structured" (a StructuredProblem) or "cccp" (a CCCPProblem, for a
     #: non-convex model).  A name, not the class: registering the built-in models imports no solver.
     problem_kind: ClassVar[str] = "structured"

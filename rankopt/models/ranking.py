@@ -20,6 +20,7 @@ from rankopt.inference.batched import (
 from rankopt.inference.structure_table import kernel_for_loss
 from rankopt.losses.base import OutputKind
 from rankopt.models.base import FeatureMapProblem, Model
+from rankopt.models.chunked_ranking import ChunkedQueryRankingProblem
 
 __all__ = ["QueryRankingProblem", "RankingModel", "RankingProblem"]
 
@@ -192,14 +193,21 @@ class RankingModel(Model):
     Without ``queries`` the rows of X are one query and ``y`` is bool
     relevance (:class:`RankingProblem`).  With a :class:`QueryIndex`, ``y``
     is per-row relevance — bool for a binary loss, integer grades for a
-    graded one — and the problem is :class:`QueryRankingProblem`.
+    graded one — and the problem is :class:`QueryRankingProblem`.  With
+    ``row_chunks`` (a Dask X, its labels and query ids chunked alike) the
+    inference runs on the chunks (:class:`ChunkedQueryRankingProblem`).
     """
 
     name = "ranking"
     output_kind = OutputKind.RANKING
     supports_queries = True
+    supports_row_chunks = True
 
-    def build_problem(self, X, y, loss, feature_map, *, inference="auto", registry, queries=None):
+    def build_problem(
+        self, X, y, loss, feature_map, *, inference="auto", registry, queries=None, row_chunks=None, relevant_at=1
+    ):
+        if row_chunks is not None:
+            return ChunkedQueryRankingProblem(row_chunks, loss, feature_map, inference, registry, relevant_at)
         if queries is None:
             return RankingProblem(X, y, loss, feature_map, inference, registry)
         return QueryRankingProblem(X, y, queries, loss, feature_map, inference, registry)

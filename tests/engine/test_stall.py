@@ -18,6 +18,7 @@ from stall_corpus import exact_primal, reference_optimum, run_fit
 import rankopt
 from rankopt.engine import cutting_plane
 from rankopt.engine.certificate import STALL_ITERATIONS, Certificate
+from rankopt.engine.problem import BlockPlaneCache
 from rankopt.engine.qp import QPSolution, WorkingSetQP
 from rankopt.losses import GradedNDCGLoss
 
@@ -66,8 +67,8 @@ def test_a_rejected_assembled_cut_leaves_the_working_set(monkeypatch):
     qp = cutting_plane._ScaledQP(10.0, 2, None, np.array([1.0, 1.0]), 1e-6)
     qp.add(np.array([1.0, 0.0]), 1.0)
     solution = qp.solve(1e-6)
-    cache = cutting_plane._PlaneCache(n_blocks=1, n_features=2, parts=2)
-    cache.add(np.array([[0.0, 1.0]]), np.array([1.0]))
+    cache = BlockPlaneCache(n_blocks=1, n_features=2, parts=2)
+    cache.add_parts(np.array([[0.0, 1.0]]), np.array([1.0]))
     revision = qp.revision
 
     def rejected(gap_tol):

@@ -1,0 +1,182 @@
+"""Issue 51: a multi-query fit on a Dask X runs its inference on the row chunks, where the data is.
+
+The driver holds O(d) per chunk and never an N-vector; the fit equals the in-memory fit (same iterations,
+w to 1e-10 relative) for ap, ndcg_graded, pairwise and a plugin loss; a query split across chunks and bad
+labels are refused with the in-memory messages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+
+from rankopt import RankSVM  # noqa: E402
+from rankopt.data import dask_client  # noqa: E402
+from rankopt.data.dask_backend import DaskBackend, RowChunks  # noqa: E402
+
+#: The losses of the issue: two binary (thresholded grades), a graded one, a pairwise one and a plugin's.
+LOSSES = ["ap", "ndcg_graded", "pairwise", "rbp_graded"]
+
+
+def click_like(rng, n_queries=90, d=6, longest=40, dtype=np.float64):
+    """Queries of Zipf-like lengths, rows sorted by qid, grades 0–4 from a hidden linear model plus noise."""
+    sizes = np.minimum(rng.zipf(1.6, n_queries) + 1, longest)
+    qid = np.repeat(rng.permutation(10 * n_queries)[:n_queries].cumsum(), sizes)  # increasing, with gaps
+    X = rng.normal(size=(qid.size, d)).astype(dtype)
+    latent = X @ rng.normal(size=d) + rng.normal(size=qid.size)
+    y = np.digitize(latent, np.quantile(latent, [0.4, 0.7, 0.85, 0.95]))
+    return X, y, qid
+
+
+def query_chunks(qid, n_chunks):
+    """Row chunks that end where queries do, about equal."""
+    starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
+    cuts = starts[np.searchsorted(starts, np.linspace(0, qid.size, n_chunks + 1)[1:-1])]
+    return tuple(int(c) for c in np.diff(np.r_[0, np.unique(cuts), qid.size]))
+
+
+def on_dask(X, y, qid, n_chunks=4):
+    chunks = query_chunks(qid, n_chunks)
+    return (
+        da.from_array(X, chunks=(chunks, X.shape[1])),
+        da.from_array(y, chunks=(chunks,)),
+        da.from_array(qid, chunks=(chunks,)),
+    )
+
+
+def assert_same_fit(in_memory, chunked, rtol=1e-10):
+    assert chunked.n_iter_ == in_memory.n_iter_
+    assert chunked.converged_ and in_memory.converged_
+    scale = np.max(np.abs(in_memory.coef_))
+    np.testing.assert_allclose(chunked.coef_, in_memory.coef_, rtol=0, atol=rtol * scale)
+    assert (chunked.n_queries_, chunked.n_queries_used_) == (in_memory.n_queries_, in_memory.n_queries_used_)
+
+
+@pytest.fixture
+def no_gather(monkeypatch):
+    """Fail on any product that brings an N-vector to the driver (scores) or sends one (coefficients)."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("an N-vector crossed to or from the driver")
+
+    monkeypatch.setattr(DaskBackend, "scores", refuse)
+    monkeypatch.setattr(DaskBackend, "combine", refuse)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_the_chunked_fit_is_the_in_memory_fit(rng, loss, no_gather):
+    X, y, qid = click_like(rng)
+    params = {"loss": loss, "C": 10.0, "tol": 1e-4, "relevant_at": 2}
+    in_memory = RankSVM(**params).fit(X, y, qid=qid)
+    chunked = RankSVM(**params).fit(*on_dask(X, y, qid)[:2], qid=on_dask(X, y, qid)[2])
+    assert_same_fit(in_memory, chunked)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_unsorted_queries_within_chunks_and_float32(rng, no_gather, dtype):
+    """Rows of a query need not be contiguous within a chunk.  Float32 chunks compute their products in
+    float32 per chunk, where the in-memory backend blocks its rows otherwise: the same iterations, and w
+    equal to float32's rounding of the planes."""
+    X, y, qid = click_like(rng, dtype=dtype)
+    chunks = query_chunks(qid, 3)
+    # Shuffle the rows within each chunk: queries stay whole within chunks, but not contiguous.
+    order = np.concatenate(
+        [start + rng.permutation(size) for start, size in zip(np.r_[0, np.cumsum(chunks)[:-1]], chunks, strict=True)]
+    )
+    X, y, qid = X[order], y[order], qid[order]
+    in_memory = RankSVM(loss="ndcg_graded", C=10.0, tol=1e-4).fit(X, y, qid=qid)
+    Xd = da.from_array(X, chunks=(chunks, X.shape[1]))
+    chunked = RankSVM(loss="ndcg_graded", C=10.0, tol=1e-4).fit(Xd, y, qid=qid)  # NumPy labels are chunked like X
+    assert_same_fit(in_memory, chunked, rtol=1e-10 if dtype == np.float64 else 1e-4)
+
+
+def test_the_driver_receives_a_d_vector_per_chunk_whatever_the_rows(rng, monkeypatch):
+    """The traffic per step is O(d × chunks): four times the rows, the same bytes to the driver."""
+    received = {}
+    original = RowChunks._settle
+
+    def counting(self, tasks, args):
+        results = original(self, tasks, args)
+        received.setdefault(self.X.shape[0], []).append(self.received_bytes)
+        return results
+
+    monkeypatch.setattr(RowChunks, "_settle", counting)
+    per_step = {}
+    for n_queries in (60, 240):
+        X, y, qid = click_like(np.random.default_rng(3), n_queries=n_queries)
+        RankSVM(loss="pairwise", C=1.0, max_iter=3).fit(
+            *on_dask(X, y, qid, n_chunks=4)[:2], qid=on_dask(X, y, qid, 4)[2]
+        )
+        counts = np.diff(received[X.shape[0]])
+        per_step[X.shape[0]] = counts.max()
+    small, large = sorted(per_step)
+    assert large >= 3 * small
+    assert per_step[large] <= per_step[small] + 256  # a few bytes of pickled integers may differ
+    assert per_step[large] < 4 * 1024  # four chunks, six features: well under a kilobyte each
+
+
+def test_a_query_split_across_chunks_is_refused(rng):
+    X, y, qid = click_like(rng)
+    split = (X.shape[0] // 2 + 1, X.shape[0] - X.shape[0] // 2 - 1)
+    while qid[split[0] - 1] != qid[split[0]]:  # the cut must fall inside a query
+        split = (split[0] + 1, split[1] - 1)
+    with pytest.raises(
+        ValueError, match=r"expected every query whole within one row chunk .* got query id \d+ in chunks 0 and 1"
+    ):
+        RankSVM(loss="ap").fit(da.from_array(X, chunks=(split, X.shape[1])), y, qid=qid)
+
+
+def test_a_query_in_two_distant_chunks_is_refused(rng):
+    """Ids not sorted: the chunks' id ranges overlap, and the ids themselves are compared on the chunks."""
+    X, y, qid = click_like(rng)
+    order = rng.permutation(qid.size)
+    X, y, qid = X[order], y[order], qid[order]
+    with pytest.raises(ValueError, match=r"got query id \d+ in chunks \d+ and \d+ instead: sort the rows by qid"):
+        RankSVM(loss="pairwise").fit(da.from_array(X, chunks=(60, X.shape[1])), y, qid=qid)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda y, qid: (y - 3, qid), "expected y to hold integer relevance grades >= 0"),
+        (lambda y, qid: (y + 0.5, qid), "whole numbers|integer relevance grades"),
+        (lambda y, qid: (y, qid + 0.5), "qid"),
+        (lambda y, qid: (y[:-1], qid), r"expected y to hold one value per row of X"),
+        (lambda y, qid: (np.zeros_like(y), qid), "expected some query"),
+    ],
+)
+def test_bad_labels_and_query_ids_get_the_in_memory_messages(rng, change, message):
+    X, y, qid = click_like(rng)
+    y, qid = change(y, qid)
+    chunks = query_chunks(np.asarray(qid if qid.size == X.shape[0] else qid), 3)
+    with pytest.raises(ValueError, match=message):
+        RankSVM(loss="ndcg_graded").fit(da.from_array(X, chunks=(chunks, X.shape[1])), y, qid=qid)
+
+
+def test_binary_labels_in_minus_one_and_one_read_across_chunks(rng, no_gather):
+    """{−1, 1} labels are read as grades {0, 1} as in memory, even where a chunk holds only −1."""
+    X, y, qid = click_like(rng)
+    labels = np.where(y >= 2, 1, -1)
+    chunks = query_chunks(qid, 3)
+    labels[: chunks[0]] = -1
+    labels[chunks[0]] = 1  # the first query of chunk 1 keeps its relevant document
+    in_memory = RankSVM(loss="ap", C=1.0).fit(X, labels, qid=qid)
+    chunked = RankSVM(loss="ap", C=1.0).fit(da.from_array(X, chunks=(chunks, X.shape[1])), labels, qid=qid)
+    assert_same_fit(in_memory, chunked)
+    mixed = labels.copy()
+    mixed[-1] = 2  # −1 beside a grade other than 1, in another chunk
+    with pytest.raises(ValueError, match=r"\(or binary labels in \{-1, 1\}\), got -1 instead"):
+        RankSVM(loss="ap").fit(da.from_array(X, chunks=(chunks, X.shape[1])), mixed, qid=qid)
+
+
+@pytest.mark.distributed
+def test_two_worker_processes_give_the_in_memory_fit(rng):
+    """The CI-sized check of the issue: a LocalCluster of 2 process workers, the four losses."""
+    X, y, qid = click_like(rng, n_queries=120)
+    Xd, yd, qd = on_dask(X, y, qid, n_chunks=4)
+    with dask_client(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"):
+        for loss in LOSSES:
+            params = {"loss": loss, "C": 10.0, "tol": 1e-4, "relevant_at": 2}
+            assert_same_fit(RankSVM(**params).fit(X, y, qid=qid), RankSVM(**params).fit(Xd, yd, qid=qd))
