@@ -143,8 +143,41 @@ def _add_train(sub, verbose) -> None:
         "(sparsity kept), then fold the scales into the saved weights, which score raw "
         "features; much faster on raw features of very different ranges (default: none)",
     )
+    train.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="for a query store (DATA a directory written by `rankopt store`): fit on a local Dask cluster of N "
+        "worker processes (default: 0, Dask's threads in this process)",
+    )
     _add_file_options(train)
     train.set_defaults(handler=_train)
+
+    store = sub.add_parser(
+        "store",
+        parents=[verbose],
+        help="write an SVM-light/LETOR file with qid: into a query store for out-of-core training",
+        description="Write an SVM-light/LETOR file with qid: into a zarr query store, every query whole in one "
+        "partition, in bounded memory; `rankopt train STORE MODEL` then fits on it with Dask.",
+    )
+    store.add_argument("data", metavar="DATA.svmlight", help="the file to read (qid: on every line)")
+    store.add_argument("store", metavar="STORE", help="the directory to write (refused if it exists)")
+    store.add_argument(
+        "--partition-rows",
+        type=int,
+        default=1 << 20,
+        metavar="N",
+        help="rows a partition holds at least before it closes at the next query (default: 1048576)",
+    )
+    store.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="features' type")
+    store.add_argument(
+        "--zero-based",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="whether feature indices start at 0; auto: when index 0 occurs in the file (default: auto)",
+    )
+    store.set_defaults(handler=_store)
 
 
 def _add_predict_and_evaluate(sub, verbose) -> None:
@@ -403,6 +436,13 @@ def _train(args) -> None:
             "otherwise (docs/maths.md), so retune it, e.g. rankopt train --C 10 ..."
         )
     _refuse_overwrite(args.model, args.data)
+    if args.workers < 0:
+        raise CommandError(f"expected --workers >= 0, got {args.workers} instead")
+    from rankopt.data.query_store import is_query_store
+
+    if is_query_store(args.data):
+        _train_on_store(args)
+        return
     data, relevant = _read_data(args.data, args)
     model = RankSVM(
         loss=args.loss,
@@ -438,6 +478,68 @@ def _train(args) -> None:
     print(
         f"trained RankSVM(loss={model.loss_.name!r}, C={model.C:g}) on {samples} x {data.X.shape[1]} features: "
         f"{model.n_iter_} iterations, {status}; wrote {args.model}"
+    )
+
+
+def _train_on_store(args) -> None:
+    """``rankopt train STORE MODEL``: the fit on a query store's Dask arrays, its inference on the chunks."""
+    import contextlib
+
+    from rankopt.data.dask_backend import dask_client
+    from rankopt.data.model_file import save_model
+    from rankopt.data.query_store import open_query_store
+    from rankopt.estimators.rank_svm import RankSVM
+    from rankopt.exceptions import ConvergenceWarning
+
+    if args.scale != "none":
+        raise CommandError("expected --scale none with a query store (it would take a pass over the store)")
+    X, y, qid = open_query_store(args.data)
+    model = RankSVM(
+        loss=args.loss,
+        C=args.C,
+        tol=args.tol,
+        max_iter=args.max_iter,
+        inference=args.inference,
+        verbose=args.verbose,
+        relevant_at=args.relevant_at,
+    )
+    cluster = (
+        dask_client(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0")
+        if args.workers
+        else contextlib.nullcontext()
+    )
+    with cluster, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        model.fit(X, y, qid=qid)
+    for warning in caught:
+        if issubclass(warning.category, ConvergenceWarning):
+            print(f"rankopt: warning: {warning.message}", file=sys.stderr)
+    save_model(model, args.model)
+    status = "converged" if model.converged_ else "NOT converged"
+    print(
+        f"trained RankSVM(loss={model.loss_.name!r}, C={model.C:g}) on the query store {args.data} "
+        f"({X.shape[0]} rows in {model.n_queries_} queries, {model.n_queries_used_} with documents to order, "
+        f"{X.numblocks[0]} partitions) x {X.shape[1]} features: {model.n_iter_} iterations, {status}; wrote "
+        f"{args.model}"
+    )
+
+
+def _store(args) -> None:
+    from rankopt.data.query_store import write_query_store
+
+    if os.path.exists(args.store):
+        raise CommandError(f"expected a new directory for the store, got {args.store!r}, which exists")
+    info = write_query_store(
+        args.data,
+        args.store,
+        zero_based=_ZERO_BASED[args.zero_based],
+        dtype=args.dtype,
+        partition_rows=args.partition_rows,
+        progress=sys.stderr.isatty(),
+    )
+    print(
+        f"wrote {info.n_rows} rows in {info.n_queries} queries x {info.n_features} features to {info.path} "
+        f"({len(info.partitions) - 1} partitions)"
     )
 
 

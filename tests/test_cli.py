@@ -454,7 +454,7 @@ def test_every_subcommand_has_a_description_and_every_option_a_help_text():
 
     parser = build_parser()
     (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    assert set(subparsers.choices) == {"train", "predict", "evaluate", "plugins", "demo"}
+    assert set(subparsers.choices) == {"train", "store", "predict", "evaluate", "plugins", "demo"}
     for name, sub in subparsers.choices.items():
         assert sub.description, name
         for action in sub._actions:

@@ -9,14 +9,18 @@ from rankopt._lazy import lazy_attributes
 
 _LAZY = {
     "ModelFileError": "rankopt.data.model_file",
+    "QueryStoreWriter": "rankopt.data.query_store",
     "SvmLightData": "rankopt.data.loaders",
     "dask_client": "rankopt.data.dask_backend",
     "fetch_mslr_sample": "rankopt.data.mslr",
+    "is_query_store": "rankopt.data.query_store",
     "load_digits": "rankopt.data.loaders",
     "load_model": "rankopt.data.model_file",
     "open_npy": "rankopt.data.dask_backend",
+    "open_query_store": "rankopt.data.query_store",
     "read_svmlight": "rankopt.data.loaders",
     "save_model": "rankopt.data.model_file",
+    "write_query_store": "rankopt.data.query_store",
     "write_svmlight": "rankopt.data.loaders",
 }
 

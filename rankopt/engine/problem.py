@@ -20,8 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt.engine.certificate import check_finite
-
 __all__ = [
     "CACHE_BYTES",
     "CACHE_PARTS",
@@ -144,6 +142,8 @@ class BlockPlaneCache(PlaneCache):
                 f"a problem broke its contract: its cuts came split into {self.losses.shape[0]} blocks, then into "
                 f"planes of shape {planes.shape} and losses of shape {losses.shape}"
             )
+        from rankopt.engine.certificate import check_finite  # its warnings import scikit-learn: not at plugin listing
+
         check_finite(planes, "a cut's parts by block", 0)
         self.clock += 1
         held = np.all(self.planes == planes[:, None, :], axis=2) & (self.losses == losses[:, None])

@@ -19,11 +19,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-import cloudpickle
 import numpy as np
 
 from rankopt._validation import GradeSigns, check_grade_block, group_queries, query_ids
-from rankopt.data.backends import aligned
 from rankopt.engine.problem import (
     BlockCuts,
     BlockPlaneCache,
@@ -99,6 +97,8 @@ class _QueryChunk:
     def __getstate__(self):
         # A chunk moves or spills to disk pickled: the prepared inference (locks, tables) is rebuilt from its
         # inputs where it lands, the registry (plugin modules) pickled by reference.
+        import cloudpickle  # a dependency of Dask, which alone moves chunks
+
         state = dict(self.__dict__, rankings=None)
         if self.inputs is not None:
             state["inputs"] = cloudpickle.dumps(self.inputs)
@@ -108,6 +108,8 @@ class _QueryChunk:
         # Arrays unpickled here may sit at any address: realigned, their sums round as they did before the move.
         self.__dict__.update({key: _realigned(value) for key, value in state.items()})
         if isinstance(self.inputs, bytes):
+            import cloudpickle
+
             self.prepare(*cloudpickle.loads(self.inputs))
 
     def infer(self, scores: np.ndarray) -> _Inference:
@@ -146,6 +148,8 @@ class _QueryChunk:
 def _realigned(value):
     """``value`` with every NumPy array in it (in dicts, tuples and the state's own objects) realigned."""
     if isinstance(value, np.ndarray):
+        from rankopt.data.backends import aligned  # only states that crossed processes get here
+
         return aligned(value)
     if isinstance(value, dict):
         return {key: _realigned(item) for key, item in value.items()}
