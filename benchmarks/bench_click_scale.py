@@ -31,6 +31,7 @@ process, on Dask's threads (CI).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -146,7 +147,7 @@ def _worker_peak_mb(client) -> float:
     return max(peaks.values()) / 1024  # KiB on Linux
 
 
-def fit_chunked(store: str, loss: str) -> dict:
+def fit_chunked(store: str, loss: str, C: float = C) -> dict:
     from rankopt import RankSVM
     from rankopt.data.dask_backend import RowChunks
     from rankopt.data.query_store import open_query_store
@@ -179,7 +180,7 @@ def fit_chunked(store: str, loss: str) -> dict:
     }
 
 
-def fit_gather(store: str, loss: str) -> dict:
+def fit_gather(store: str, loss: str, C: float = C) -> dict:
     """The earlier path: QueryRankingProblem on a Dask X, the scores gathered to the driver."""
     from rankopt._validation import check_grades, check_qid
     from rankopt.data.dask_backend import DaskBackend
@@ -227,7 +228,7 @@ def fit_gather(store: str, loss: str) -> dict:
     }
 
 
-def fit_lightgbm(store: str, loss: str) -> dict:
+def fit_lightgbm(store: str, loss: str, C: float = C) -> dict:
     import dask.array as da
     import lightgbm
 
@@ -252,7 +253,7 @@ def fit_lightgbm(store: str, loss: str) -> dict:
 FITS = {"chunked": fit_chunked, "gather": fit_gather, "lightgbm": fit_lightgbm}
 
 
-def run_case(store: str, loss: str, method: str, memory_limit) -> dict:
+def run_case(store: str, loss: str, method: str, memory_limit, C: float = C) -> dict:
     """One fit on a fresh 2-worker LocalCluster (this process is the driver)."""
     import dask
 
@@ -265,8 +266,9 @@ def run_case(store: str, loss: str, method: str, memory_limit) -> dict:
             n_workers=2, threads_per_worker=1, processes=True, memory_limit=memory_limit, dashboard_address=":0"
         ) as client,
     ):
-        record = FITS[method](store, loss)
+        record = FITS[method](store, loss, C)
         record["worker_peak_mb"] = _worker_peak_mb(client)
+    record["C"] = C
     record["seconds_per_iteration"] = record["fit_seconds"] / record["iterations"]
     return record
 
@@ -278,12 +280,19 @@ def main(argv=None) -> None:
     parser.add_argument("--methods", nargs="+", default=["chunked", "gather", "lightgbm"])
     parser.add_argument("--gather-up-to", type=float, default=1e7, help="largest size for gather and lightgbm")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "rankopt-click-scale"))
-    parser.add_argument("--out", required=True, help="JSON lines, one per case, appended as each finishes")
+    parser.add_argument("--out", help="JSON lines, one per case, appended as each finishes")
+    parser.add_argument("--table", metavar="JSONL", help="print the markdown table of these results and stop")
+    parser.add_argument("--C", nargs="+", type=float, default=[C], help="slack weights to fit (default: 1)")
     parser.add_argument("--case", nargs=4, metavar=("STORE", "LOSS", "METHOD", "MEMORY_LIMIT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return
+    if not args.out:
+        parser.error("--out is required to run cases")
     if args.case:  # in a subprocess of its own: peaks are per process
         store, loss, method, limit = args.case
-        print("RESULT=" + json.dumps(run_case(store, loss, method, limit)), flush=True)
+        print("RESULT=" + json.dumps(run_case(store, loss, method, limit, args.C[0])), flush=True)
         return
     os.makedirs(args.workdir, exist_ok=True)
     for size in args.sizes:
@@ -300,37 +309,87 @@ def main(argv=None) -> None:
                 json.dump(description, file)
         with open(store + ".json") as file:
             description = json.load(file)
-        # Below the data's size at 10⁸ rows (12.2 GiB): the cluster cannot hold the data.
-        limit = f"{min(6.0, max(1.0, description['data_mb'] / 1024 * 0.9)):.1f}GiB"
-        for loss in args.losses:
-            for method in args.methods:
-                if method != "chunked" and n_rows > args.gather_up_to:
-                    continue
-                if method == "lightgbm" and loss != args.losses[0]:
-                    continue  # one lambdarank fit per size
-                started = time.perf_counter()
-                done = subprocess.run(
-                    [sys.executable, __file__, "--out", args.out, "--case", store, loss, method, limit],
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-                lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT=")]
-                record = {"rows": n_rows, "loss": loss, "method": method, "memory_limit": limit, **description}
-                if lines:
-                    record.update(json.loads(lines[-1][len("RESULT=") :]))
-                else:
-                    record["error"] = done.stderr[-3000:]
-                record["case_seconds"] = time.perf_counter() - started
-                with open(args.out, "a") as file:
-                    file.write(json.dumps(record) + "\n")
-                print(
-                    n_rows,
+        # Each worker's limit below the data's size (12.2 GiB at 10⁸ rows): no worker can hold X.  The workers
+        # hold their chunks' states (about 90 bytes a row, docs/scale.md), not X.
+        limit = "8GiB"
+        for loss, method, c_value in itertools.product(args.losses, args.methods, args.C):
+            if method != "chunked" and n_rows > args.gather_up_to:
+                continue
+            if method == "lightgbm" and (loss != args.losses[0] or c_value != args.C[0]):
+                continue  # one lambdarank fit per size
+            started = time.perf_counter()
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--out",
+                    args.out,
+                    "--C",
+                    str(c_value),
+                    "--case",
+                    store,
                     loss,
                     method,
-                    {k: record.get(k) for k in ("iterations", "fit_seconds", "driver_peak_mb")},
-                    flush=True,
-                )
+                    limit,
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT=")]
+            record = {"rows": n_rows, "loss": loss, "method": method, "memory_limit": limit, "C": c_value}
+            record.update(description)
+            if lines:
+                record.update(json.loads(lines[-1][len("RESULT=") :]))
+            else:
+                record["error"] = done.stderr[-3000:]
+            record["case_seconds"] = time.perf_counter() - started
+            with open(args.out, "a") as file:
+                file.write(json.dumps(record) + "\n")
+            print(
+                n_rows,
+                loss,
+                method,
+                {k: record.get(k) for k in ("iterations", "fit_seconds", "driver_peak_mb")},
+                flush=True,
+            )
+
+
+def table(path: str) -> str:
+    """The markdown table of docs/scale.md from the JSON lines at ``path`` (the last record of each case)."""
+    records = {}
+    with open(path) as file:
+        for line in file:
+            record = json.loads(line)
+            if record.get("C", C) == C:
+                records[(record["rows"], record["loss"], record["method"])] = record
+    lines = [
+        "| rows | data | queries (longest) | loss | method | iterations | s / iteration | driver peak "
+        "| driver peak / data | bytes to and from the driver per iteration | larger worker's peak |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (rows, loss, method), r in sorted(records.items()):
+        data = f"{r['data_mb']:.0f} MB"
+        if "error" in r:
+            lines.append(f"| {rows:.0e} | {data} | | {loss} | {method} | failed: {r['error'][-120:]!r} | | | | | |")
+            continue
+        traffic = r.get("driver_bytes_per_iteration")
+        lines.append(
+            f"| {rows:.0e} | {data} | {r['queries']:,} ({r['longest_query']:,}) | "
+            f"{loss if method != 'lightgbm' else 'lambdarank, 100 trees'} | {method} | {r['iterations']}"
+            f"{'' if r['converged'] in (True, None) else ' (not certified)'} | {r['seconds_per_iteration']:.2f} | "
+            f"{r['driver_peak_mb']:.1f} MB | {r['driver_peak_mb'] / r['data_mb']:.2%} | "
+            f"{'' if traffic is None else _bytes(traffic)} | {r['worker_peak_mb']:.0f} MB |"
+        )
+    return "\n".join(lines)
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}"
+        n /= 1000
+    return f"{n:.0f} TB"
 
 
 def _complete(store: str) -> bool:

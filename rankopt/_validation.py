@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -259,6 +260,9 @@ def check_feature_names(estimator, X, *, reset: bool) -> None:
     # must not pay a second for scikit-learn.
     from sklearn.utils.validation import _check_feature_names
 
+    frames = sys.modules.get("dask.dataframe")
+    if frames is not None and isinstance(X, frames.DataFrame):
+        X = X._meta  # the frame's empty pandas twin: its column names, without computing a partition
     _check_feature_names(estimator, X, reset=reset)
 
 

@@ -180,3 +180,19 @@ def test_two_worker_processes_give_the_in_memory_fit(rng):
         for loss in LOSSES:
             params = {"loss": loss, "C": 10.0, "tol": 1e-4, "relevant_at": 2}
             assert_same_fit(RankSVM(**params).fit(X, y, qid=qid), RankSVM(**params).fit(Xd, yd, qid=qd))
+
+
+def test_a_dask_dataframe_and_its_columns(rng, no_gather):
+    """X a Dask DataFrame, y and qid its Series: the partitions are the chunks."""
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    X, y, qid = click_like(rng)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])]).assign(label=y, qid=qid)
+    chunks = query_chunks(qid, 3)
+    divisions = tuple(int(i) for i in np.r_[0, np.cumsum(chunks)[:-1]]) + (len(frame) - 1,)
+    ddf = dd.from_pandas(frame, npartitions=1).repartition(divisions=divisions)
+    features = [f"f{i}" for i in range(X.shape[1])]
+    chunked = RankSVM(loss="ndcg_graded", C=10.0, tol=1e-4).fit(ddf[features], ddf["label"], qid=ddf["qid"])
+    in_memory = RankSVM(loss="ndcg_graded", C=10.0, tol=1e-4).fit(X, y, qid=qid)
+    assert_same_fit(in_memory, chunked)
+    assert list(chunked.feature_names_in_) == features

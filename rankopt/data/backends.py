@@ -181,7 +181,7 @@ def _dispatch(X) -> DataBackend | None:
 
 
 #: Backends imported on first need: module that must be loaded → module that registers the backend.
-_LAZY_BACKENDS = {"dask.array": "rankopt.data.dask_backend"}
+_LAZY_BACKENDS = {"dask.array": "rankopt.data.dask_backend", "dask.dataframe": "rankopt.data.dask_frame"}
 
 
 def register_backend(array_type: type, backend: DataBackend) -> None:

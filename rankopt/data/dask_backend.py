@@ -252,6 +252,9 @@ def _on_aligned_rows(fn, state, block, *args):
 
 def _rows_like(column, name: str, row_chunks):
     """A label or query-id column as a Dask array chunked like X's rows (a NumPy one is scattered)."""
+    frames = sys.modules.get("dask.dataframe")
+    if frames is not None and isinstance(column, (frames.Series, frames.DataFrame)):  # a column of X's frame
+        column = column.to_dask_array(lengths=True)
     if not isinstance(column, da.Array):
         column = np.asarray(column)
     n_rows = int(sum(row_chunks))

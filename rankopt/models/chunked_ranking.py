@@ -196,7 +196,7 @@ class _ChunkSummary:
     ids: tuple[int, int] | None  # smallest and largest query id
 
 
-def _ready_chunk(chunk: _QueryChunk, X, loss, method, registry, n_queries_used, feature_map):
+def _ready_chunk(chunk: _QueryChunk, X, loss, method, registry, n_queries_used, feature_map, by_query):
     """Prepare the chunk's inference for the solve: its part of Ψ(X, Y*), and whether the feature map splits
     its combinations by query (the plane cache's parts)."""
     queries, usable = chunk.queries, chunk.usable
@@ -209,16 +209,21 @@ def _ready_chunk(chunk: _QueryChunk, X, loss, method, registry, n_queries_used, 
     chunk.n_queries_used, chunk.feature_map = n_queries_used, feature_map
     chunk.prepare(loss, relevance, method, registry)
     chunk.ground_truth = chunk.scatter(ground_truth_coefficients(loss, relevance, chunk.offsets, registry=registry))
-    grouped_query = np.repeat(np.arange(chunk.n_used), sizes)
-    chunk.row_query = grouped_query if chunk.rows is None else np.full(chunk.n_rows, -1, dtype=np.intp)
-    if chunk.rows is not None:
-        chunk.row_query[chunk.rows] = grouped_query
+    if by_query:  # each row's query, for the plane cache's parts (8 bytes a row: only where a cache is kept)
+        grouped_query = np.repeat(np.arange(chunk.n_used), sizes)
+        chunk.row_query = grouped_query if chunk.rows is None else np.full(chunk.n_rows, -1, dtype=np.intp)
+        if chunk.rows is not None:
+            chunk.row_query[chunk.rows] = grouped_query
     chunk.grades = chunk.usable = chunk.queries = None  # the prepared inference holds what the solve needs
     feature = np.asarray(feature_map.combine(X, chunk.ground_truth), dtype=np.float64)
-    splits = feature_map.combine_groups(
-        X[:1], np.zeros(min(1, chunk.n_rows)), np.zeros(min(1, chunk.n_rows), np.intp), 1
+    splits = (
+        by_query
+        and feature_map.combine_groups(
+            X[:1], np.zeros(min(1, chunk.n_rows)), np.zeros(min(1, chunk.n_rows), np.intp), 1
+        )
+        is not None
     )
-    return chunk, (feature, splits is not None)
+    return chunk, (feature, splits)
 
 
 def _has_query(chunk: _QueryChunk, X, query_id):
@@ -353,10 +358,12 @@ class ChunkedQueryRankingProblem(StructuredProblem):
         longest = max(s.longest for s in summaries)
         self.inference = kernel.resolve_method(loss, structure, inference, longest, registry)
         self.inference_note = f"{self.inference!r} on each of {chunks.n_chunks} row chunks, where the chunk is"
-        readies = chunks.map(_ready_chunk, loss, self.inference, registry, self.n_queries_used, feature_map, rows=True)
-        self._psi_star = np.sum([feature for feature, _ in readies], axis=0)
         # The engine's plane cache, by query on the chunks, where it would keep one in memory.
         self._parts = cache_parts(self.n_queries_used, self.n_features)
+        readies = chunks.map(
+            _ready_chunk, loss, self.inference, registry, self.n_queries_used, feature_map, self._parts >= 2, rows=True
+        )
+        self._psi_star = np.sum([feature for feature, _ in readies], axis=0)
         self._cache_parts = self._parts >= 2 and all(splits for _, splits in readies)
         # Two products with X per oracle call (scores and combination); the parts by query are a third.
         self.oracle_cost = 3.0 * float(np.prod(X.shape))
