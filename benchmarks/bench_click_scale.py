@@ -31,6 +31,7 @@ process, on Dask's threads (CI).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -59,6 +60,8 @@ GRADE_EDGES = (0.0, 0.67, 1.13, 1.55)
 #: Rows generated and written at a time (whole queries).
 WRITE_ROWS = 1 << 21
 LOSSES = ("pairwise", "ndcg_graded")
+#: Partitions (row chunks) of every store: the same at every size, so that what scales with N shows.
+PARTITIONS = 64
 
 
 def query_lengths(rng, n_rows: int) -> np.ndarray:
@@ -141,10 +144,7 @@ class _PeakRSS:
 
 
 def _worker_peak_mb(client) -> float:
-    import resource
-
-    peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    return max(peaks.values()) / 1024  # KiB on Linux
+    return max(client.run(_own_peak_mb).values())
 
 
 def fit_chunked(store: str, loss: str, C: float = C) -> dict:
@@ -253,24 +253,91 @@ def fit_lightgbm(store: str, loss: str, C: float = C) -> dict:
 FITS = {"chunked": fit_chunked, "gather": fit_gather, "lightgbm": fit_lightgbm}
 
 
-def run_case(store: str, loss: str, method: str, memory_limit, C: float = C) -> dict:
-    """One fit on a fresh 2-worker LocalCluster (this process is the driver)."""
-    import dask
-
+@contextlib.contextmanager
+def cluster(memory_limit, workers: int = 2):
+    """A scheduler and ``workers`` one-thread worker processes, each a process apart from this driver (as on
+    a real cluster: a LocalCluster would run its scheduler in the driver, whose bookkeeping per task would
+    count as the driver's memory); a client to them."""
     from rankopt.data.dask_backend import dask_client
 
-    # The states are the fit's working memory: no spilling them to disk mid-solve.
-    with (
-        dask.config.set({"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False}),
-        dask_client(
-            n_workers=2, threads_per_worker=1, processes=True, memory_limit=memory_limit, dashboard_address=":0"
-        ) as client,
-    ):
+    # The states are the fit's working memory: no spilling them to disk mid-solve, and no pausing a worker
+    # that holds them (it would wait for memory nothing frees); a worker beyond 95 % of its limit is
+    # restarted and the case fails, with why.
+    env = dict(
+        os.environ,
+        DASK_DISTRIBUTED__WORKER__MEMORY__TARGET="False",
+        DASK_DISTRIBUTED__WORKER__MEMORY__SPILL="False",
+        DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE="False",
+    )
+    bin_dir = os.path.dirname(sys.executable)
+    with tempfile.TemporaryDirectory() as scratch:
+        address_file = os.path.join(scratch, "scheduler.json")
+        common = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        processes = [
+            subprocess.Popen(
+                [
+                    os.path.join(bin_dir, "dask"),
+                    "scheduler",
+                    "--scheduler-file",
+                    address_file,
+                    "--port",
+                    "0",
+                    "--dashboard-address",
+                    ":0",
+                ],
+                **common,
+            )
+        ]
+        try:
+            for _ in range(600):
+                if os.path.exists(address_file):
+                    break
+                time.sleep(0.1)
+            processes.append(
+                subprocess.Popen(
+                    [
+                        os.path.join(bin_dir, "dask"),
+                        "worker",
+                        "--scheduler-file",
+                        address_file,
+                        "--nworkers",
+                        str(workers),
+                        "--nthreads",
+                        "1",
+                        "--memory-limit",
+                        str(memory_limit),
+                        "--local-directory",
+                        scratch,
+                    ],
+                    **common,
+                )
+            )
+            with open(address_file) as file:
+                address = json.load(file)["address"]
+            with dask_client(address, timeout=60) as client:
+                client.wait_for_workers(workers, timeout=120)
+                yield client
+        finally:
+            for process in reversed(processes):
+                process.terminate()
+                process.wait(timeout=60)
+
+
+def run_case(store: str, loss: str, method: str, memory_limit, C: float = C) -> dict:
+    """One fit on a fresh cluster of 2 worker processes (this process is the driver)."""
+    with cluster(memory_limit) as client:
         record = FITS[method](store, loss, C)
         record["worker_peak_mb"] = _worker_peak_mb(client)
+        record["scheduler_peak_mb"] = client.run_on_scheduler(_own_peak_mb)
     record["C"] = C
     record["seconds_per_iteration"] = record["fit_seconds"] / record["iterations"]
     return record
+
+
+def _own_peak_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def main(argv=None) -> None:
@@ -303,7 +370,7 @@ def main(argv=None) -> None:
 
             shutil.rmtree(store, ignore_errors=True)
             start = time.perf_counter()
-            description = make_click_store(store, n_rows, partition_rows=max(1 << 16, n_rows // 64))
+            description = make_click_store(store, n_rows, partition_rows=n_rows // PARTITIONS)
             description["write_seconds"] = time.perf_counter() - start
             with open(store + ".json", "w") as file:
                 json.dump(description, file)
