@@ -2,15 +2,17 @@
 
 A synthetic click-log-like set is written to a query store (:mod:`rankopt.data.query_store`), in bounded
 memory: query lengths Zipf-distributed (many short queries, a tail to 10⁴ documents), d = 32 float32
-features, grades 0–4 from an unobserved linear model plus noise.  Each case fits one loss with one method on
-a ``LocalCluster`` of 2 worker processes (one thread each, a memory limit per worker below the data's size at
-10⁸ rows), in a subprocess of its own, and records:
+features, grades 0–4 from an unobserved linear model plus noise, 64 partitions at every size.  Each case
+fits one loss with one method on a Dask scheduler and 2 worker processes (one thread and 8 GiB each, below
+the data's 12.2 GiB at 10⁸ rows), each a process apart from the driver as on a real cluster, from a driver
+in a subprocess of its own, and records:
 
 * ``iterations``, ``fit_seconds``, ``seconds_per_iteration`` (wall);
 * ``driver_peak_mb`` — the driver's peak resident memory during the fit minus its resident memory before it
   (sampled every 20 ms; the client, the imports and the open store are in the baseline; the gather path's
   labels and query ids, which it must hold, are not);
-* ``worker_peak_mb`` — the larger worker's peak resident memory (``ru_maxrss``);
+* ``worker_peak_mb`` and ``scheduler_peak_mb`` — the larger worker's and the scheduler's peak resident
+  memory (``ru_maxrss``);
 * ``driver_bytes_per_iteration`` — what the driver sends and receives per iteration: for the chunked
   inference the pickled arguments and results of every map-reduce (``RowChunks``' counters); for the gather
   path the score vectors it gathers and the coefficient vectors it sends (their ``nbytes``) plus the
@@ -437,12 +439,14 @@ def table(path: str) -> str:
     ]
     for (rows, loss, method), r in sorted(records.items()):
         data = f"{r['data_mb']:.0f} MB"
+        power = int(round(np.log10(rows)))
+        rows = f"10{str(power).translate(str.maketrans('0123456789', '⁰¹²³⁴⁵⁶⁷⁸⁹'))}" if 10**power == rows else f"{rows:,}"
         if "error" in r:
-            lines.append(f"| {rows:.0e} | {data} | | {loss} | {method} | failed: {r['error'][-120:]!r} | | | | | |")
+            lines.append(f"| {rows} | {data} | | {loss} | {method} | failed: {r['error'][-120:]!r} | | | | | |")
             continue
         traffic = r.get("driver_bytes_per_iteration")
         lines.append(
-            f"| {rows:.0e} | {data} | {r['queries']:,} ({r['longest_query']:,}) | "
+            f"| {rows} | {data} | {r['queries']:,} ({r['longest_query']:,}) | "
             f"{loss if method != 'lightgbm' else 'lambdarank, 100 trees'} | {method} | {r['iterations']}"
             f"{'' if r['converged'] in (True, None) else ' (not certified)'} | {r['seconds_per_iteration']:.2f} | "
             f"{r['driver_peak_mb']:.1f} MB | {r['driver_peak_mb'] / r['data_mb']:.2%} | "

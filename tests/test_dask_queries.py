@@ -196,3 +196,16 @@ def test_a_dask_dataframe_and_its_columns(rng, no_gather):
     in_memory = RankSVM(loss="ndcg_graded", C=10.0, tol=1e-4).fit(X, y, qid=qid)
     assert_same_fit(in_memory, chunked)
     assert list(chunked.feature_names_in_) == features
+
+
+def test_warm_starts_and_the_solver_table_work_unchanged(rng, no_gather):
+    X, y, qid = click_like(rng)
+    Xd, yd, qd = on_dask(X, y, qid)
+    model = RankSVM(loss="pairwise", C=1.0, tol=1e-4, warm_start=True).fit(Xd, yd, qid=qd)
+    model.set_params(C=10.0).fit(Xd, yd, qid=qd)
+    cold = RankSVM(loss="pairwise", C=10.0, tol=1e-4).fit(X, y, qid=qid)
+    assert model.converged_
+    # Both certified to C·tol: ½‖w − w*‖² ≤ C·tol each.
+    assert np.linalg.norm(model.coef_ - cold.coef_) <= 2 * np.sqrt(2 * 10.0 * 1e-4)
+    with pytest.raises(ValueError, match="expected NumPy or CSR data with solver='bcfw'"):
+        RankSVM(loss="pairwise", solver="bcfw").fit(Xd, yd, qid=qd)
