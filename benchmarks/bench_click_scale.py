@@ -439,8 +439,7 @@ def table(path: str) -> str:
     ]
     for (rows, loss, method), r in sorted(records.items()):
         data = f"{r['data_mb']:.0f} MB"
-        power = int(round(np.log10(rows)))
-        rows = f"10{str(power).translate(str.maketrans('0123456789', '⁰¹²³⁴⁵⁶⁷⁸⁹'))}" if 10**power == rows else f"{rows:,}"
+        rows = _rows(rows)
         if "error" in r:
             lines.append(f"| {rows} | {data} | | {loss} | {method} | failed: {r['error'][-120:]!r} | | | | | |")
             continue
@@ -453,6 +452,15 @@ def table(path: str) -> str:
             f"{'' if traffic is None else _bytes(traffic)} | {r['worker_peak_mb']:.0f} MB |"
         )
     return "\n".join(lines)
+
+
+def _rows(n: int) -> str:
+    """10⁸ for a power of ten, else 12,345."""
+    power = round(np.log10(n))
+    return f"10{str(power).translate(SUPERSCRIPTS)}" if 10**power == n else f"{n:,}"
+
+
+SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 def _bytes(n: float) -> str:
