@@ -209,3 +209,17 @@ def test_warm_starts_and_the_solver_table_work_unchanged(rng, no_gather):
     assert np.linalg.norm(model.coef_ - cold.coef_) <= 2 * np.sqrt(2 * 10.0 * 1e-4)
     with pytest.raises(ValueError, match="expected NumPy or CSR data with solver='bcfw'"):
         RankSVM(loss="pairwise", solver="bcfw").fit(Xd, yd, qid=qd)
+
+
+def test_an_empty_chunk_and_a_chunk_with_nothing_to_order(rng, no_gather):
+    """Dask allows empty chunks; a chunk whose queries all hold one grade contributes nothing."""
+    X, y, qid = click_like(rng)
+    chunks = query_chunks(qid, 3)
+    y[: chunks[0]] = 0  # every query of the first chunk: one grade
+    with_empty = (chunks[0], 0, chunks[1], chunks[2])
+    in_memory = RankSVM(loss="pairwise", C=10.0, tol=1e-4).fit(X, y, qid=qid)
+    chunked = RankSVM(loss="pairwise", C=10.0, tol=1e-4).fit(
+        da.from_array(X, chunks=(with_empty, X.shape[1])), y, qid=qid
+    )
+    assert_same_fit(in_memory, chunked)
+    assert chunked.n_queries_used_ < chunked.n_queries_

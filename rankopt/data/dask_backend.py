@@ -59,6 +59,14 @@ def _chunk_combine(block, coef):
     return backend_for(block).combine(block, coef)[None, :]
 
 
+def _spread(scores):
+    """(min, max, max |·|) of one chunk's scores as a (1, 3) row, float64."""
+    if scores.size == 0:
+        return np.array([[np.inf, -np.inf, 0.0]])
+    values = scores.astype(np.float64, copy=False)
+    return np.array([[values.min(), values.max(), np.abs(values).max()]])
+
+
 def _chunk_report(block, declared_dtype):
     """[chunk type supported, dtype is the array's, all entries finite] for one chunk."""
     try:
@@ -154,9 +162,11 @@ class DaskBackend(DataBackend):
         return bool(da.isfinite(X).all().compute())
 
     def score_spread(self, X, w):
-        scores = self._lazy_scores(X, w).astype(np.float64)
-        low, high, largest = dask.compute(scores.min(), scores.max(), abs(scores).max())
-        return float(high - low), float(largest)
+        # Per row chunk (min, max, max |·|) of its scores, three numbers a chunk to the driver; an empty chunk
+        # gives (inf, −inf, 0), which Dask's own min and max over chunks would not take.
+        ends = self._lazy_scores(X, w).map_blocks(_spread, dtype=np.float64, chunks=((1,) * X.numblocks[0], (3,)))
+        ends = np.asarray(ends.compute())
+        return float(ends[:, 1].max() - ends[:, 0].min()), float(ends[:, 2].max())
 
     def row_chunks(self, X, columns):
         return RowChunks(X, columns)

@@ -163,8 +163,13 @@ def _realigned(value):
 def _open_chunk(grades, qid, index, loss, relevant_at, method, registry):
     """Check one chunk's labels and query ids and find its usable queries (run where the chunk is)."""
     n_rows = int(np.asarray(grades).shape[0]) if np.ndim(grades) else 0
-    grades, signs = check_grade_block(grades, None, "y")
-    queries = group_queries(query_ids(qid, n_rows, "qid"))
+    if n_rows == 0 and np.ndim(grades) == 1 and np.ndim(qid) == 1 and np.size(qid) == 0:
+        # An empty chunk (Dask allows them): nothing to check, no query.
+        grades, signs = np.zeros(0, dtype=np.int64), GradeSigns(False, False, False)
+        queries = group_queries(np.zeros(0, dtype=np.int64))
+    else:
+        grades, signs = check_grade_block(grades, None, "y")
+        queries = group_queries(query_ids(qid, n_rows, "qid"))
     relevance = grades if loss.graded else grades >= relevant_at
     chunk = _QueryChunk(index, n_rows, relevance, queries)
     usable, two_levels = queries_the_loss_orders(loss, relevance, queries, method, registry=registry)
