@@ -427,7 +427,6 @@ def _max_abs_scaled(X):
 
 def _train(args) -> None:
     from rankopt.data.model_file import save_model
-    from rankopt.estimators.rank_svm import RankSVM
     from rankopt.exceptions import ConvergenceWarning
 
     if args.svm_rank_c is not None:
@@ -444,15 +443,7 @@ def _train(args) -> None:
         _train_on_store(args)
         return
     data, relevant = _read_data(args.data, args)
-    model = RankSVM(
-        loss=args.loss,
-        C=args.C,
-        tol=args.tol,
-        max_iter=args.max_iter,
-        inference=args.inference,
-        verbose=args.verbose,
-        relevant_at=args.relevant_at,
-    )
+    model = _ranker(args)
     X, scale = data.X, None
     if args.scale == "max-abs":
         X, scale = _max_abs_scaled(X)
@@ -481,20 +472,11 @@ def _train(args) -> None:
     )
 
 
-def _train_on_store(args) -> None:
-    """``rankopt train STORE MODEL``: the fit on a query store's Dask arrays, its inference on the chunks."""
-    import contextlib
-
-    from rankopt.data.dask_backend import dask_client
-    from rankopt.data.model_file import save_model
-    from rankopt.data.query_store import open_query_store
+def _ranker(args):
+    """The RankSVM ``rankopt train``'s options describe."""
     from rankopt.estimators.rank_svm import RankSVM
-    from rankopt.exceptions import ConvergenceWarning
 
-    if args.scale != "none":
-        raise CommandError("expected --scale none with a query store (it would take a pass over the store)")
-    X, y, qid = open_query_store(args.data)
-    model = RankSVM(
+    return RankSVM(
         loss=args.loss,
         C=args.C,
         tol=args.tol,
@@ -503,6 +485,21 @@ def _train_on_store(args) -> None:
         verbose=args.verbose,
         relevant_at=args.relevant_at,
     )
+
+
+def _train_on_store(args) -> None:
+    """``rankopt train STORE MODEL``: the fit on a query store's Dask arrays, its inference on the chunks."""
+    import contextlib
+
+    from rankopt.data.dask_backend import dask_client
+    from rankopt.data.model_file import save_model
+    from rankopt.data.query_store import open_query_store
+    from rankopt.exceptions import ConvergenceWarning
+
+    if args.scale != "none":
+        raise CommandError("expected --scale none with a query store (it would take a pass over the store)")
+    X, y, qid = open_query_store(args.data)
+    model = _ranker(args)
     cluster = (
         dask_client(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0")
         if args.workers

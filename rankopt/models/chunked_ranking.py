@@ -15,7 +15,6 @@ same kernels, so the fits agree to rounding (sums over chunks are added in anoth
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,10 +37,10 @@ from rankopt.inference.batched import (
     refuse_nothing_to_order,
 )
 from rankopt.inference.structure_table import kernel_for_loss
+from rankopt.models.query_layout import UsedQueries, log_left_out
 
 __all__ = ["ChunkedQueryRankingProblem"]
 
-logger = logging.getLogger(__name__)
 
 #: Inference results a chunk keeps per segment besides its start's (a line search prices a few points
 #: and cuts at one of them; a result not kept is computed again, to the same bits).
@@ -78,12 +77,10 @@ class _QueryChunk:
     grades: Any  # relevance per row (grades, or 0/1 for a binary loss), until the solve is prepared
     queries: Any  # the chunk's QueryIndex, until the solve is prepared
     usable: Any = None
-    rows: Any = None  # the used queries' rows, grouped (None: the chunk's rows in order)
-    offsets: Any = None
+    layout: Any = None  # the used queries (UsedQueries), once the solve is prepared
     rankings: Any = None
     inputs: Any = None  # what ``rankings`` is prepared from
     ground_truth: Any = None  # c*/Q per row
-    row_query: Any = None  # each row's used query in the chunk (−1: left out)
     feature_map: Any = None
     n_queries_used: int = 1  # Q over all chunks
     segment: Any = None
@@ -92,7 +89,7 @@ class _QueryChunk:
 
     def prepare(self, loss, relevance, method, registry) -> None:
         self.inputs = (loss, relevance, method, registry)
-        self.rankings = PreparedRankings(loss, relevance, self.offsets, method, registry=registry)
+        self.rankings = PreparedRankings(loss, relevance, self.layout.offsets, method, registry=registry)
 
     def __getstate__(self):
         # A chunk moves or spills to disk pickled: the prepared inference (locks, tables) is rebuilt from its
@@ -113,36 +110,22 @@ class _QueryChunk:
             self.prepare(*cloudpickle.loads(self.inputs))
 
     def infer(self, scores: np.ndarray) -> _Inference:
-        grouped = scores if self.rows is None else scores[self.rows]
-        result = self.rankings(grouped)
-        if not result.usable.all():
-            raise RuntimeError(
-                f"batched inference found nothing to order in {int(np.count_nonzero(~result.usable))} queries of "
-                f"row chunk {self.index} that have two relevance levels"
-            )
-        coef = self.scatter(result.coef)
-        losses = np.asarray(result.losses, dtype=np.float64)
+        coef, losses = self.layout.infer(self.rankings, scores, self.n_queries_used, f"of row chunk {self.index}")
         return _Inference(coef, float(losses.sum()), losses / self.n_queries_used)
-
-    def scatter(self, grouped_coef) -> np.ndarray:
-        scaled = np.asarray(grouped_coef, dtype=np.float64) / self.n_queries_used
-        if self.rows is None:
-            return scaled
-        coef = np.zeros(self.n_rows)
-        coef[self.rows] = scaled
-        return coef
 
     def cut(self, X, inference: _Inference, token: int, parts: bool):
         """This chunk's part of the cut: Xᵀc and Σ Δ; the parts by query kept for the plane cache."""
         feature = np.asarray(self.feature_map.combine(X, inference.coef), dtype=np.float64)
         if parts:
-            planes = self.feature_map.combine_groups(X, self.ground_truth - inference.coef, self.row_query, self.n_used)
+            planes = self.feature_map.combine_groups(
+                X, self.ground_truth - inference.coef, self.layout.row_query, self.layout.n_used
+            )
             self.pending = (token, planes, inference.losses)
         return feature, inference.loss_sum
 
     @property
     def n_used(self) -> int:
-        return 0 if self.offsets is None else self.offsets.size - 1
+        return 0 if self.layout is None else self.layout.n_used
 
 
 def _realigned(value):
@@ -155,7 +138,7 @@ def _realigned(value):
         return {key: _realigned(item) for key, item in value.items()}
     if isinstance(value, tuple):
         return tuple(_realigned(item) for item in value)
-    if isinstance(value, (_ChunkSegment, _Inference, BlockPlaneCache)):
+    if isinstance(value, (_ChunkSegment, _Inference, BlockPlaneCache, UsedQueries)):
         value.__dict__.update(_realigned(value.__dict__))
     return value
 
@@ -204,21 +187,13 @@ class _ChunkSummary:
 def _ready_chunk(chunk: _QueryChunk, X, loss, method, registry, n_queries_used, feature_map, by_query):
     """Prepare the chunk's inference for the solve: its part of Ψ(X, Y*), and whether the feature map splits
     its combinations by query (the plane cache's parts)."""
-    queries, usable = chunk.queries, chunk.usable
-    sizes = queries.sizes[usable]
-    chunk.offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.intp)
-    rows = queries.order[np.repeat(usable, queries.sizes)]
-    in_order = rows.size == chunk.n_rows and np.array_equal(rows, np.arange(chunk.n_rows))
-    chunk.rows = None if in_order else rows
-    relevance = np.ascontiguousarray(chunk.grades if chunk.rows is None else chunk.grades[chunk.rows])
+    chunk.layout = UsedQueries(chunk.queries, chunk.usable, chunk.n_rows, by_query=by_query)
+    relevance = np.ascontiguousarray(chunk.layout.grouped(chunk.grades))
     chunk.n_queries_used, chunk.feature_map = n_queries_used, feature_map
     chunk.prepare(loss, relevance, method, registry)
-    chunk.ground_truth = chunk.scatter(ground_truth_coefficients(loss, relevance, chunk.offsets, registry=registry))
-    if by_query:  # each row's query, for the plane cache's parts (8 bytes a row: only where a cache is kept)
-        grouped_query = np.repeat(np.arange(chunk.n_used), sizes)
-        chunk.row_query = grouped_query if chunk.rows is None else np.full(chunk.n_rows, -1, dtype=np.intp)
-        if chunk.rows is not None:
-            chunk.row_query[chunk.rows] = grouped_query
+    chunk.ground_truth = chunk.layout.scatter(
+        ground_truth_coefficients(loss, relevance, chunk.layout.offsets, registry=registry), n_queries_used
+    )
     chunk.grades = chunk.usable = chunk.queries = None  # the prepared inference holds what the solve needs
     feature = np.asarray(feature_map.combine(X, chunk.ground_truth), dtype=np.float64)
     splits = (
@@ -352,13 +327,7 @@ class ChunkedQueryRankingProblem(StructuredProblem):
                 sum(s.two_levels for s in summaries),
                 relevant_at=None if loss.graded else relevant_at,
             )
-        if self.n_queries_used < self.n_queries:
-            logger.info(
-                "%d of %d queries have nothing to order (documents of one relevance level, or that the loss "
-                "does not tell apart) and are left out",
-                self.n_queries - self.n_queries_used,
-                self.n_queries,
-            )
+        log_left_out(self.n_queries, self.n_queries_used)
         kernel, structure = kernel_for_loss(loss)
         longest = max(s.longest for s in summaries)
         self.inference = kernel.resolve_method(loss, structure, inference, longest, registry)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -21,10 +19,9 @@ from rankopt.inference.structure_table import kernel_for_loss
 from rankopt.losses.base import OutputKind
 from rankopt.models.base import FeatureMapProblem, Model
 from rankopt.models.chunked_ranking import ChunkedQueryRankingProblem
+from rankopt.models.query_layout import UsedQueries, log_left_out
 
 __all__ = ["QueryRankingProblem", "RankingModel", "RankingProblem"]
-
-logger = logging.getLogger(__name__)
 
 
 class RankingProblem(FeatureMapProblem):
@@ -107,20 +104,9 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
         self.n_features = feature_map.n_features(X)
         self.n_queries = queries.n_queries
         self.n_queries_used = int(np.count_nonzero(usable))
-        if self.n_queries_used < self.n_queries:
-            logger.info(
-                "%d of %d queries have nothing to order (documents of one relevance level, or that the loss "
-                "does not tell apart) and are left out",
-                self.n_queries - self.n_queries_used,
-                self.n_queries,
-            )
-        sizes = queries.sizes[usable]
-        self.offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.intp)
-        rows = queries.order[np.repeat(usable, queries.sizes)]
-        n_rows = relevance.size
-        # The gather and scatter are skipped when the queries are the rows in order.
-        self.rows = None if rows.size == n_rows and np.array_equal(rows, np.arange(n_rows)) else rows
-        self._n_rows = n_rows
+        log_left_out(self.n_queries, self.n_queries_used)
+        self._layout = UsedQueries(queries, usable, relevance.size)
+        self.offsets, self.rows, self._n_rows = self._layout.offsets, self._layout.rows, relevance.size
         self.relevance = np.ascontiguousarray(relevance if self.rows is None else relevance[self.rows])
         self._set_ground_truth(
             self._scatter(ground_truth_coefficients(loss, self.relevance, self.offsets, registry=registry))
@@ -130,34 +116,19 @@ class QueryRankingProblem(FeatureMapProblem, BlockProblem):
         # Two products with X (scores and combination; the parts by query are a third).
         self.oracle_cost = 3.0 * float(X.nnz if sp.issparse(X) else np.prod(X.shape))
         self.n_blocks = self.n_queries_used
-        order = np.arange(n_rows) if self.rows is None else self.rows
+        order = np.arange(self._n_rows) if self.rows is None else self.rows
         self._block_rows = [order[a:b] for a, b in zip(self.offsets[:-1], self.offsets[1:], strict=True)]
         # Each row's query among the used ones (−1: left out), for the planes split by query.
-        grouped_query = np.repeat(np.arange(self.n_queries_used), sizes)
-        self._row_query = grouped_query if self.rows is None else np.full(n_rows, -1, dtype=np.intp)
-        if self.rows is not None:
-            self._row_query[self.rows] = grouped_query
+        self._row_query = self._layout.row_query
 
     def _scatter(self, grouped_coef: np.ndarray) -> np.ndarray:
         """Per-row coefficients in X's row order, divided by Q."""
-        scaled = np.asarray(grouped_coef, dtype=np.float64) / self.n_queries_used
-        if self.rows is None:
-            return scaled
-        coef = np.zeros(self._n_rows)
-        coef[self.rows] = scaled
-        return coef
+        return self._layout.scatter(grouped_coef, self.n_queries_used)
 
     def infer(self, scores):
-        grouped = scores if self.rows is None else scores[self.rows]
-        result = self._rankings(grouped)
-        if not result.usable.all():
-            raise RuntimeError(
-                f"batched inference for loss {self.loss.name!r} found nothing to order in "
-                f"{int(np.count_nonzero(~result.usable))} queries that have two relevance levels"
-            )
-        coef, loss = self._scatter(result.coef), float(np.mean(result.losses))
-        block_losses = np.asarray(result.losses, dtype=np.float64) / self.n_queries_used
-        return RowInference(coef, loss, float(coef @ scores) + loss, block_losses)
+        coef, losses = self._layout.infer(self._rankings, scores, self.n_queries_used, f"for loss {self.loss.name!r}")
+        loss = float(np.mean(losses))
+        return RowInference(coef, loss, float(coef @ scores) + loss, losses / self.n_queries_used)
 
     def block_most_violated(self, block, w):
         """Query ``block``'s part of the cut at w, from its own rows: one small product each way."""
