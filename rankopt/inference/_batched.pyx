@@ -302,6 +302,62 @@ cdef const double* _normalised_table(const double* discount, Py_ssize_t n_pos, P
     return row
 
 
+cdef inline Py_ssize_t _split_by_relevance(const floating* s, const int64_t* rel, int64_t relevant_from, Py_ssize_t n,
+                                           BinaryWork* w, floating* pos, floating* neg) noexcept nogil:
+    """The scores of the relevant documents to ``pos``, the others' to ``neg`` (input order, their indices in
+    ``w.pos_idx`` and ``w.neg_idx``); the number of relevant ones.  Branch-free: each document is written to
+    both lists, and only one of them advances."""
+    cdef Py_ssize_t k, n_pos = 0, n_neg = 0, is_pos
+    for k in range(n):
+        is_pos = rel[k] >= relevant_from
+        pos[n_pos] = s[k]
+        w.pos_idx[n_pos] = k
+        neg[n_neg] = s[k]
+        w.neg_idx[n_neg] = k
+        n_pos += is_pos
+        n_neg += 1 - is_pos
+    return n_pos
+
+
+cdef inline int _negative_ranks(const floating* pos_desc, Py_ssize_t n_pos, floating* neg, floating* neg_desc,
+                                Py_ssize_t n_neg, int method, int code, const double* table, bint unimodal,
+                                const double* bends, double z, Py_ssize_t top_k, const double* count_loss,
+                                BinaryWork* w, double* count_delta) except -1 nogil:
+    """Each negative's interleaving rank in ``w.ranks`` (input order), by ``method``; a top-k method's Δ in
+    ``count_delta``."""
+    cdef Py_ssize_t k
+    if method == METHOD_QS:
+        if floating is double:
+            qs_ranks_f64(pos_desc, n_pos, neg, n_neg, code, table, unimodal, bends, z, w.ranks)
+        else:
+            qs_ranks_f32(pos_desc, n_pos, neg, n_neg, code, table, unimodal, bends, z, w.ranks)
+    elif method == METHOD_SELECT:
+        if floating is double:
+            select_ranks_f64(pos_desc, n_pos, neg, n_neg, w.ranks)
+        else:
+            select_ranks_f32(pos_desc, n_pos, neg, n_neg, w.ranks)
+    else:  # search, greedy and topk take the negatives sorted
+        _sort_descending(neg, n_neg, w, neg_desc, w.pos_order + n_pos)
+        if method == METHOD_TOPK:
+            count_delta[0] = _topk_ranks(pos_desc, n_pos, neg_desc, n_neg, top_k, count_loss, w.prefix,
+                                         w.ranks_sorted)
+        elif method == METHOD_SEARCH:
+            for k in range(n_neg):
+                w.neg_desc64[k] = <double>neg_desc[k]
+            if floating is double:
+                search_sorted_f64(pos_desc, n_pos, w.neg_desc64, n_neg, w.ranks_sorted)
+            else:
+                search_sorted_f32(pos_desc, n_pos, w.neg_desc64, n_neg, w.ranks_sorted)
+        else:
+            if floating is double:
+                greedy_ranks_f64(pos_desc, n_pos, neg_desc, n_neg, code, table, w.ranks_sorted)
+            else:
+                greedy_ranks_f32(pos_desc, n_pos, neg_desc, n_neg, code, table, w.ranks_sorted)
+        for k in range(n_neg):
+            w.ranks[w.pos_order[n_pos + k]] = w.ranks_sorted[k]
+    return 0
+
+
 cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_from, Py_ssize_t n, int method,
                        int code,
                        const double* discount, const double* bends, bint unimodal, Py_ssize_t top_k,
@@ -320,19 +376,12 @@ cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_f
     cdef floating* pos_desc = <floating*>w.pos_desc
     cdef floating* neg_desc = <floating*>w.neg_desc
     cdef const double* table = discount
-    cdef Py_ssize_t k, n_pos = 0, n_neg = 0, r, is_pos
+    cdef Py_ssize_t k, n_pos, n_neg, r
     cdef int64_t above = 0, above_sum = 0
     cdef double scale, c, dot = 0.0, dot_odd = 0.0, z = 1.0, count_delta = 0.0
     cdef double truth_pos = 0.0, truth_neg = 0.0
-    # Branch-free: each document is written to both lists, and only one of them advances.
-    for k in range(n):
-        is_pos = rel[k] >= relevant_from
-        pos[n_pos] = s[k]
-        w.pos_idx[n_pos] = k
-        neg[n_neg] = s[k]
-        w.neg_idx[n_neg] = k
-        n_pos += is_pos
-        n_neg += 1 - is_pos
+    n_pos = _split_by_relevance(s, rel, relevant_from, n, w, pos, neg)
+    n_neg = n - n_pos
     if n_pos == 0 or n_neg == 0:
         for k in range(n):
             coef[k] = 0.0
@@ -346,34 +395,8 @@ cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_f
     if code == LOSS_POSITION_DISCOUNT and method != METHOD_TOPK:
         table = _normalised_table(discount, n_pos, n, w, &z)
 
-    if method == METHOD_QS:
-        if floating is double:
-            qs_ranks_f64(pos_desc, n_pos, neg, n_neg, code, table, unimodal, bends, z, w.ranks)
-        else:
-            qs_ranks_f32(pos_desc, n_pos, neg, n_neg, code, table, unimodal, bends, z, w.ranks)
-    elif method == METHOD_SELECT:
-        if floating is double:
-            select_ranks_f64(pos_desc, n_pos, neg, n_neg, w.ranks)
-        else:
-            select_ranks_f32(pos_desc, n_pos, neg, n_neg, w.ranks)
-    else:  # search, greedy and topk take the negatives sorted
-        _sort_descending(neg, n_neg, w, neg_desc, w.pos_order + n_pos)
-        if method == METHOD_TOPK:
-            count_delta = _topk_ranks(pos_desc, n_pos, neg_desc, n_neg, top_k, count_loss, w.prefix, w.ranks_sorted)
-        elif method == METHOD_SEARCH:
-            for k in range(n_neg):
-                w.neg_desc64[k] = <double>neg_desc[k]
-            if floating is double:
-                search_sorted_f64(pos_desc, n_pos, w.neg_desc64, n_neg, w.ranks_sorted)
-            else:
-                search_sorted_f32(pos_desc, n_pos, w.neg_desc64, n_neg, w.ranks_sorted)
-        else:
-            if floating is double:
-                greedy_ranks_f64(pos_desc, n_pos, neg_desc, n_neg, code, table, w.ranks_sorted)
-            else:
-                greedy_ranks_f32(pos_desc, n_pos, neg_desc, n_neg, code, table, w.ranks_sorted)
-        for k in range(n_neg):
-            w.ranks[w.pos_order[n_pos + k]] = w.ranks_sorted[k]
+    _negative_ranks(pos_desc, n_pos, neg, neg_desc, n_neg, method, code, table, unimodal, bends, z, top_k,
+                    count_loss, w, &count_delta)
 
     # Observation 2, with base.ranking_from_ranks's expressions.
     scale = 1.0 / ((<double>n_pos) * (<double>n_neg))
@@ -408,16 +431,22 @@ cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_f
             above_sum += above
         else:
             w.neg_desc64[k] = discount[k + above]  # D at the positive's position k + 1 + above
-    if method == METHOD_TOPK:
-        loss[0] = count_delta
-    elif code == LOSS_AP:
-        loss[0] = 1.0 - numpy_sum(w.neg_desc64, n_pos) / (<double>n_pos)
-    elif code == LOSS_AUC:
-        loss[0] = (<double>above_sum) / ((<double>n_pos) * (<double>n_neg))
-    else:
-        loss[0] = 1.0 - numpy_sum(w.neg_desc64, n_pos) / z
+    loss[0] = _query_loss(method, code, count_delta, w.neg_desc64, n_pos, n_neg, above_sum, z)
     value[0] = dot + loss[0]
     return 1
+
+
+cdef inline double _query_loss(int method, int code, double count_delta, const double* terms, Py_ssize_t n_pos,
+                               Py_ssize_t n_neg, int64_t above_sum, double z) noexcept nogil:
+    """Δ of the ranking from the positives' ``terms`` (their AP precisions or discounts, in order), the pairs
+    swapped (AUC) or the count's Δ (top k)."""
+    if method == METHOD_TOPK:
+        return count_delta
+    if code == LOSS_AP:
+        return 1.0 - numpy_sum(terms, n_pos) / (<double>n_pos)
+    if code == LOSS_AUC:
+        return (<double>above_sum) / ((<double>n_pos) * (<double>n_neg))
+    return 1.0 - numpy_sum(terms, n_pos) / z
 
 
 def topk_ranks(const floating[::1] pos_desc, const floating[::1] neg_desc, Py_ssize_t k,

@@ -382,12 +382,57 @@ cdef double _subtract_truth(const floating* scores, const double* gains, Py_ssiz
     return dot + dot_odd
 
 
+cdef inline void _tied_top(const floating* scores, const double* gains, Py_ssize_t n, const double* discount,
+                           Py_ssize_t kk, double total, NDCGWork* work, double* coef, double* sums) noexcept nogil:
+    """The top k' with ties among the keys: each tie group's position weights shared by its members (those
+    beyond k' too); ``sums`` gets (w·s, DCG) of the ranking."""
+    cdef Py_ssize_t i, j, start, end, outside
+    cdef double weight, position_weights, psi = 0.0, dcg = 0.0
+    if kk <= INSERTION_TOP:  # the rare ties: every pair, as partial_sort leaves them
+        for i in range(n):
+            work.pairs[i].first = work.keys[i]
+            work.pairs[i].second = i
+        partial_sort(work.pairs, work.pairs + kk, work.pairs + n)
+    for i in range(n):
+        work.keyed[i].key = work.pairs[i].first
+        work.keyed[i].gain = gains[work.pairs[i].second]
+        work.keyed[i].score = <double>scores[work.pairs[i].second]
+        work.keyed[i].index = work.pairs[i].second
+    partial_sort(work.keyed, work.keyed + kk, work.keyed + n, _before)
+    start = 0
+    while start < kk:
+        # The tie group at positions start…end − 1, and how many of its members lie beyond k'.
+        end = start + 1
+        position_weights = discount[start]
+        while end < kk and _tied(work.keyed[end], work.keyed[start]):
+            position_weights += discount[end]
+            end += 1
+        outside = 0
+        if end == kk:
+            for j in range(kk, n):
+                if _tied(work.keyed[j], work.keyed[start]):
+                    outside += 1
+        weight = position_weights / total / <double>(end - start + outside)
+        for j in range(start, end):
+            coef[work.keyed[j].index] = weight
+            psi += weight * work.keyed[j].score
+            dcg += discount[j] * work.keyed[j].gain
+        if outside:
+            for j in range(kk, n):
+                if _tied(work.keyed[j], work.keyed[start]):
+                    coef[work.keyed[j].index] = weight
+                    psi += weight * work.keyed[j].score
+        start = end
+    sums[0] = psi
+    sums[1] = dcg
+
+
 cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssize_t n,
                             const double* discount, Py_ssize_t k, NDCGWork* work, double* coef, double* loss,
                             double* value, bint relative) noexcept nogil:
-    cdef Py_ssize_t i, j, start, end, outside, kk = k if k < n else n
-    cdef double lowest, highest, ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0
-    cdef double weight, position_weights
+    cdef Py_ssize_t i, j, kk = k if k < n else n
+    cdef double lowest, highest, ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0, weight
+    cdef double sums[2]
     cdef bint ties
     lowest = gains[0]
     highest = gains[0]
@@ -436,41 +481,8 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
         if relative:
             value[0] -= _subtract_truth(scores, gains, n, discount, kk, total, work, coef)
         return 1
-    if kk <= INSERTION_TOP:  # the rare ties: every pair, as partial_sort leaves them
-        for i in range(n):
-            work.pairs[i].first = work.keys[i]
-            work.pairs[i].second = i
-        partial_sort(work.pairs, work.pairs + kk, work.pairs + n)
-    for i in range(n):
-        work.keyed[i].key = work.pairs[i].first
-        work.keyed[i].gain = gains[work.pairs[i].second]
-        work.keyed[i].score = <double>scores[work.pairs[i].second]
-        work.keyed[i].index = work.pairs[i].second
-    partial_sort(work.keyed, work.keyed + kk, work.keyed + n, _before)
-    start = 0
-    while start < kk:
-        # The tie group at positions start…end − 1, and how many of its members lie beyond k'.
-        end = start + 1
-        position_weights = discount[start]
-        while end < kk and _tied(work.keyed[end], work.keyed[start]):
-            position_weights += discount[end]
-            end += 1
-        outside = 0
-        if end == kk:
-            for j in range(kk, n):
-                if _tied(work.keyed[j], work.keyed[start]):
-                    outside += 1
-        weight = position_weights / total / <double>(end - start + outside)
-        for j in range(start, end):
-            coef[work.keyed[j].index] = weight
-            psi += weight * work.keyed[j].score
-            dcg += discount[j] * work.keyed[j].gain
-        if outside:
-            for j in range(kk, n):
-                if _tied(work.keyed[j], work.keyed[start]):
-                    coef[work.keyed[j].index] = weight
-                    psi += weight * work.keyed[j].score
-        start = end
+    _tied_top(scores, gains, n, discount, kk, total, work, coef, sums)
+    psi, dcg = sums[0], sums[1]
     loss[0] = 1.0 - dcg / ideal
     value[0] = psi + loss[0]
     if relative:

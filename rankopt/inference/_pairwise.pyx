@@ -270,15 +270,10 @@ cdef inline void _finish(const floating* scores, Py_ssize_t n, const double* coe
     value[0] = dot + loss[0]
 
 
-cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* w,
-                          double* coef, double* loss, double* value, bint relative=False) noexcept nogil:
-    """One query (n ≤ w.size): fill ``coef[0:n]``, ``loss``, ``value``; False when it has one grade only.
-
-    With ``relative`` the ground truth's coefficients, (L_i − H_i) / #pairs, are subtracted inside: the
-    structured hinge's subgradient and value."""
-    cdef Py_ssize_t k, t, p, i, n_levels = 0
-    cdef int64_t n_pairs = 0, swapped = 0, lower, higher, kept_higher, admitted
-    cdef double s, scale
+cdef inline Py_ssize_t _grade_levels(const int64_t* grades, Py_ssize_t n, PairwiseWork* w) noexcept nogil:
+    """Each document's level (its grade's rank among the query's distinct grades) in ``w.level``, the levels'
+    sizes in ``w.level_size``; the number of levels."""
+    cdef Py_ssize_t k, t, n_levels = 0
     if w.n_grade_values > 0:
         count_values(grades, n, w.n_grade_values, w.grade_level)
         for t in range(w.n_grade_values):  # counts become levels, in increasing grade
@@ -299,31 +294,16 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
                 n_levels += 1
             w.level[w.by_grade[k].second] = n_levels - 1
             w.level_size[n_levels - 1] += 1
-    if n_levels < 2:
-        for k in range(n):
-            coef[k] = 0.0
-        loss[0] = 0.0
-        value[0] = 0.0
-        return False
-    lower = 0
-    for t in range(n_levels):
-        w.level_below[t] = lower
-        n_pairs += lower * w.level_size[t]
-        lower += w.level_size[t]
-    if relative:  # the ground truth's (L − H) / #pairs, ground_truth_coefficients's expression, once per level
-        for t in range(n_levels):
-            higher = n - w.level_below[t] - w.level_size[t]
-            w.level_truth[t] = (<double>(w.level_below[t] - higher)) / (<double>n_pairs)
+    return n_levels
 
-    scale = 1.0 / (<double>n_pairs)
-    if n - w.level_size[0] <= DENSE_UPPER:
-        _dense_kept(scores, n, w)
-        for i in range(n):
-            coef[i] = _coefficient(w, n, i, w.tree[i], scale, relative)
-            swapped += w.level_below[w.level[i]] - w.kept_lower[i]
-        _finish(scores, n, coef, swapped, n_pairs, loss, value)
-        return True
 
+cdef inline int64_t _sorted_sweeps(const floating* scores, Py_ssize_t n, Py_ssize_t n_levels, PairwiseWork* w,
+                                   double* coef, double scale, bint relative) noexcept nogil:
+    """The coefficients of a query with many documents above its lowest level: two sweeps over the documents
+    sorted by score, counting the kept pairs of each level in a Fenwick tree; the swapped pairs' count."""
+    cdef Py_ssize_t k, t, p, i
+    cdef int64_t swapped = 0, kept_higher, admitted
+    cdef double s
     # Descending; ascending position k is descending position n − 1 − k, and −key is the score.
     descending_keyed(scores, n, w.by_score, w.sort_ids, w.sort_ends)
     cdef const Keyed* desc = w.by_score
@@ -355,6 +335,43 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
         kept_higher = admitted - _admitted_below(w.tree, n_levels, w.level[i] + 1)
         coef[i] = _coefficient(w, n, i, kept_higher, scale, relative)
         swapped += w.level_below[w.level[i]] - w.kept_lower[i]
+    return swapped
+
+
+cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* w,
+                          double* coef, double* loss, double* value, bint relative=False) noexcept nogil:
+    """One query (n ≤ w.size): fill ``coef[0:n]``, ``loss``, ``value``; False when it has one grade only.
+
+    With ``relative`` the ground truth's coefficients, (L_i − H_i) / #pairs, are subtracted inside: the
+    structured hinge's subgradient and value."""
+    cdef Py_ssize_t k, t, i, n_levels = _grade_levels(grades, n, w)
+    cdef int64_t n_pairs = 0, swapped = 0, lower, higher
+    cdef double scale
+    if n_levels < 2:
+        for k in range(n):
+            coef[k] = 0.0
+        loss[0] = 0.0
+        value[0] = 0.0
+        return False
+    lower = 0
+    for t in range(n_levels):
+        w.level_below[t] = lower
+        n_pairs += lower * w.level_size[t]
+        lower += w.level_size[t]
+    if relative:  # the ground truth's (L − H) / #pairs, ground_truth_coefficients's expression, once per level
+        for t in range(n_levels):
+            higher = n - w.level_below[t] - w.level_size[t]
+            w.level_truth[t] = (<double>(w.level_below[t] - higher)) / (<double>n_pairs)
+
+    scale = 1.0 / (<double>n_pairs)
+    if n - w.level_size[0] <= DENSE_UPPER:
+        _dense_kept(scores, n, w)
+        for i in range(n):
+            coef[i] = _coefficient(w, n, i, w.tree[i], scale, relative)
+            swapped += w.level_below[w.level[i]] - w.kept_lower[i]
+        _finish(scores, n, coef, swapped, n_pairs, loss, value)
+        return True
+    swapped = _sorted_sweeps(scores, n, n_levels, w, coef, scale, relative)
     _finish(scores, n, coef, swapped, n_pairs, loss, value)
     return True
 

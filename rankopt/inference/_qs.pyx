@@ -430,6 +430,99 @@ cdef int _chain_ranks(const floating* pos_desc, const int32_t* chain_j, const in
     return 0
 
 
+cdef inline void _count_buckets(const floating* neg, Py_ssize_t n_neg, BucketMap bm, ScoreScan* scan,
+                                int32_t* count, double* s_max, double* s_min) noexcept nogil:
+    """Level 0's first pass: each bucket's count, and the extreme scores of the two end buckets (which have no
+    edge on their open side); with ``scan``, the scores checked on the way."""
+    cdef Py_ssize_t nb = bm.size, k, k0 = 0, n_block, b
+    cdef int32_t ids[BUCKET_BLOCK]
+    cdef double s
+    if scan != NULL:
+        scan_start(scan, neg)
+    while k0 < n_neg:
+        n_block = buckets_of_block(neg + k0, n_neg - k0, bm, ids)
+        if scan != NULL:  # the block was just read: checking it costs no pass of its own
+            scan_block(scan, neg + k0, n_block)
+        for k in range(n_block):
+            b = ids[k]
+            count[b] += 1
+            if <size_t>(b - 1) >= <size_t>(nb - 2):  # an end bucket: rare, and predicted so
+                s = neg[k0 + k]
+                if b == 0:
+                    s_max[0] = s if s > s_max[0] else s_max[0]
+                else:
+                    s_min[0] = s if s < s_min[0] else s_min[0]
+        k0 += n_block
+
+
+cdef inline Py_ssize_t _settle_or_open(const int32_t* chain_j, const int32_t* chain_rank, const int32_t* nonempty,
+                                       Py_ssize_t n_nonempty, int32_t* dest, Frame* open_blocks,
+                                       Py_ssize_t* open_shift, Py_ssize_t* n_open, int64_t* counts) noexcept nogil:
+    """Each non-empty bucket settled (its ranks collapsed: ``dest`` = −rank) or opened (a block of the work
+    array for Algorithm 2); the slots of the work array handed out."""
+    cdef Py_ssize_t t, b, first, k, d = 0
+    for t in range(n_nonempty):
+        b = nonempty[t]
+        if chain_rank[2 * t] == chain_rank[2 * t + 1]:
+            dest[b] = -chain_rank[2 * t]
+            if counts != NULL:
+                counts[chain_rank[2 * t]] += chain_j[2 * t + 1] - chain_j[2 * t] + 1
+        else:
+            first = chain_j[2 * t] - 1
+            k = chain_j[2 * t + 1] - first  # the bucket's count
+            dest[b] = <int32_t>d
+            open_blocks[n_open[0]] = Frame(d, d + k, chain_rank[2 * t], chain_rank[2 * t + 1])
+            open_shift[n_open[0]] = first - d
+            n_open[0] += 1
+            d += k
+    return d
+
+
+cdef inline void _place_negatives(const floating* neg, Py_ssize_t n_neg, BucketMap bm, int32_t* dest,
+                                  pair[floating, Py_ssize_t]* items, int* ranks) noexcept nogil:
+    """The second pass: a settled bucket's negatives get its rank, an open one's go to its block of ``items``."""
+    cdef Py_ssize_t k, k0 = 0, n_block, b, t
+    cdef int32_t ids[BUCKET_BLOCK]
+    cdef pair[floating, Py_ssize_t] item
+    while k0 < n_neg:
+        n_block = buckets_of_block(neg + k0, n_neg - k0, bm, ids)
+        for k in range(n_block):
+            b = ids[k]
+            t = dest[b]
+            if t < 0:
+                ranks[k0 + k] = -t
+            else:
+                item.first = -neg[k0 + k]
+                item.second = k0 + k
+                items[t] = item
+                dest[b] = t + 1
+        k0 += n_block
+
+
+cdef inline int _solve_open_buckets(const floating* pos_desc, pair[floating, Py_ssize_t]* items,
+                                    const Frame* open_blocks, const Py_ssize_t* open_shift, Py_ssize_t n_open,
+                                    Py_ssize_t n_pos, Py_ssize_t n_neg, int code, const double* table,
+                                    bint unimodal, int* ranks, pair[floating, Py_ssize_t]* sample,
+                                    int64_t* counts) except -1 nogil:
+    """Algorithm 2 inside each open bucket.  Each open negative's rank lands at a random place of ranks, long
+    evicted from the cache: the lines of the next block are fetched while this one is solved (a few per cent
+    of the call at 10⁶)."""
+    cdef Py_ssize_t t, k
+    if n_open > 0:
+        for k in range(open_blocks[0].lo, open_blocks[0].hi):
+            RANKOPT_PREFETCH_WRITE(&ranks[items[k].second])
+    for t in range(n_open):
+        if t + 1 < n_open:
+            for k in range(open_blocks[t + 1].lo, open_blocks[t + 1].hi):
+                RANKOPT_PREFETCH_WRITE(&ranks[items[k].second])
+        _opt_ranks(pos_desc, items, open_blocks[t], open_shift[t], n_pos, n_neg, code, table,
+                   unimodal, ranks, sample, False)
+        if counts != NULL:
+            for k in range(open_blocks[t].lo, open_blocks[t].hi):
+                counts[ranks[items[k].second]] += 1
+    return 0
+
+
 cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ssize_t n_pos,
                             Py_ssize_t n_neg, int code, const double* table, bint unimodal,
                             BucketMap bm, int* ranks,
@@ -443,10 +536,9 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
     With ``counts`` the ranks' counts are added to it: a settled bucket's at
     once, from its size.
     """
-    cdef Py_ssize_t nb = bm.size, k, k0, n_block, b, t, n_points, n_nonempty = 0, n_open = 0, d, first
+    cdef Py_ssize_t nb = bm.size, b, t, n_points, n_nonempty = 0, n_open = 0, d, first
     # The extreme scores of the two end buckets, which have no edge on their open side.
-    cdef double s, s_max = -INFINITY, s_min = INFINITY
-    cdef int32_t ids[BUCKET_BLOCK]
+    cdef double s_max = -INFINITY, s_min = INFINITY
     # count[b] during the first pass; then dest[b]: −(rank) for a bucket whose
     # ranks collapsed, else its next slot in items.  32-bit (the caller
     # ensures |N|, |P| < 2³¹ − 1): half the cache footprint of the table.
@@ -460,28 +552,11 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
     cdef Frame* open_blocks = NULL
     cdef Py_ssize_t* open_shift = NULL
     cdef pair[floating, Py_ssize_t]* items = NULL
-    cdef pair[floating, Py_ssize_t] item
     try:
         if count == NULL:
             with gil:
                 raise MemoryError(f"cannot allocate the bucket table for {nb} buckets")
-        if scan != NULL:
-            scan_start(scan, neg)
-        k0 = 0
-        while k0 < n_neg:
-            n_block = buckets_of_block(neg + k0, n_neg - k0, bm, ids)
-            if scan != NULL:  # the block was just read: checking it costs no pass of its own
-                scan_block(scan, neg + k0, n_block)
-            for k in range(n_block):
-                b = ids[k]
-                count[b] += 1
-                if <size_t>(b - 1) >= <size_t>(nb - 2):  # an end bucket: rare, and predicted so
-                    s = neg[k0 + k]
-                    if b == 0:
-                        s_max = s if s > s_max else s_max
-                    else:
-                        s_min = s if s < s_min else s_min
-            k0 += n_block
+        _count_buckets(neg, n_neg, bm, scan, count, &s_max, &s_min)
         if scan != NULL and scan_verdict(scan) != SCAN_OK:
             return 0
         for b in range(nb):
@@ -508,55 +583,15 @@ cdef int _distributed_ranks(const floating* pos_desc, const floating* neg, Py_ss
                 t += 1
         _chain_ranks(pos_desc, chain_j, nonempty, bm, s_max, s_min, n_points, n_pos, n_neg, code, table,
                      unimodal, chain_rank)
-        d = 0  # slots of items handed out
-        for t in range(n_nonempty):
-            b = nonempty[t]
-            if chain_rank[2 * t] == chain_rank[2 * t + 1]:
-                dest[b] = -chain_rank[2 * t]
-                if counts != NULL:
-                    counts[chain_rank[2 * t]] += chain_j[2 * t + 1] - chain_j[2 * t] + 1
-            else:
-                first = chain_j[2 * t] - 1
-                k = chain_j[2 * t + 1] - first  # the bucket's count
-                dest[b] = <int32_t>d
-                open_blocks[n_open] = Frame(d, d + k, chain_rank[2 * t], chain_rank[2 * t + 1])
-                open_shift[n_open] = first - d
-                n_open += 1
-                d += k
+        d = _settle_or_open(chain_j, chain_rank, nonempty, n_nonempty, dest, open_blocks, open_shift, &n_open, counts)
         if d > 0:
             items = <pair[floating, Py_ssize_t]*>malloc(d * sizeof(pair[floating, Py_ssize_t]))
             if items == NULL:
                 with gil:
                     raise MemoryError(f"cannot allocate the work array for {d} negatives")
-        k0 = 0
-        while k0 < n_neg:
-            n_block = buckets_of_block(neg + k0, n_neg - k0, bm, ids)
-            for k in range(n_block):
-                b = ids[k]
-                t = dest[b]
-                if t < 0:
-                    ranks[k0 + k] = -t
-                else:
-                    item.first = -neg[k0 + k]
-                    item.second = k0 + k
-                    items[t] = item
-                    dest[b] = t + 1
-            k0 += n_block
-        # Each open negative's rank lands at a random place of ranks, long
-        # evicted from the cache: the lines of the next block are fetched
-        # while this one is solved (a few per cent of the call at 10⁶).
-        if n_open > 0:
-            for k in range(open_blocks[0].lo, open_blocks[0].hi):
-                RANKOPT_PREFETCH_WRITE(&ranks[items[k].second])
-        for t in range(n_open):
-            if t + 1 < n_open:
-                for k in range(open_blocks[t + 1].lo, open_blocks[t + 1].hi):
-                    RANKOPT_PREFETCH_WRITE(&ranks[items[k].second])
-            _opt_ranks(pos_desc, items, open_blocks[t], open_shift[t], n_pos, n_neg, code, table,
-                       unimodal, ranks, sample, False)
-            if counts != NULL:
-                for k in range(open_blocks[t].lo, open_blocks[t].hi):
-                    counts[ranks[items[k].second]] += 1
+        _place_negatives(neg, n_neg, bm, dest, items, ranks)
+        _solve_open_buckets(pos_desc, items, open_blocks, open_shift, n_open, n_pos, n_neg, code, table, unimodal,
+                            ranks, sample, counts)
     finally:
         free(count)
         free(chain_j)
