@@ -92,6 +92,7 @@ def test_unsorted_queries_within_chunks_and_float32(rng, no_gather, dtype):
     assert_same_fit(in_memory, chunked, rtol=1e-10 if dtype == np.float64 else 1e-4)
 
 
+@pytest.mark.filterwarnings("ignore:cutting plane stopped uncertified")  # three iterations: the traffic, not the fit
 def test_the_driver_receives_a_d_vector_per_chunk_whatever_the_rows(rng, monkeypatch):
     """The traffic per step is O(d × chunks): four times the rows, the same bytes to the driver."""
     received = {}
