@@ -583,14 +583,18 @@ def check_grade_block(y, n_samples: int | None = None, name: str = "y") -> tuple
     check_whole_numbers(y, name, "integer relevance grades >= 0")
     _check_fits_int64(y, name, "integer relevance grades >= 0")
     grades = y.astype(np.int64, copy=False)  # read only: an int64 y is not copied
-    plus_one = bool(np.any(grades == 1))
-    if grades.size == 0 or grades.min() >= 0:
-        return grades, GradeSigns(False, plus_one, bool(np.any(grades != 1)))
-    if grades.min() < -1:
-        _refuse_negative(name, grades.min())
+    lowest = int(grades.min()) if grades.size else 0
+    if lowest >= 0:
+        # Grades ≥ 0: some label is not 1 unless the lowest and the highest are 1 (a second pass only then;
+        # the usual grades start at 0 and cost none).  Whether some label is 1 matters only where none is
+        # another value, so it is "not other".
+        other = bool(grades.size) and not (lowest == 1 and int(grades.max()) == 1)
+        return grades, GradeSigns(False, bool(grades.size) and not other, other)
+    if lowest < -1:
+        _refuse_negative(name, lowest)
     minus_one = grades == -1
     other = bool(np.any(~minus_one & (grades != 1)))
-    return np.where(minus_one, 0, grades), GradeSigns(True, plus_one, other)
+    return np.where(minus_one, 0, grades), GradeSigns(True, bool(np.any(grades == 1)), other)
 
 
 def _refuse_negative(name: str, lowest) -> None:
