@@ -84,8 +84,12 @@ class QueryStoreWriter:
             raise ValueError(f"expected dtype float32 or float64, got {np.dtype(dtype)} instead")
         if os.path.exists(self.path) and not overwrite:
             raise FileExistsError(f"{self.path!r} exists: pass overwrite=True to replace it")
-        if chunk_rows is None:  # about 16 MiB of X per zarr chunk
-            chunk_rows = max(1024, (16 << 20) // (self.n_features * np.dtype(dtype).itemsize))
+        if chunk_rows is None:
+            # About 16 MiB of X per zarr chunk, and at most a quarter of a partition: a partition reads every
+            # zarr chunk it overlaps, so chunks much larger than partitions would be read many times over.
+            chunk_rows = max(
+                1024, min((16 << 20) // (self.n_features * np.dtype(dtype).itemsize), self.partition_rows // 4)
+            )
         self._group = zarr.open_group(self.path, mode="w")
         self._X = self._group.create_array(
             "X", shape=(0, self.n_features), chunks=(chunk_rows, self.n_features), dtype=dtype, compressors=None
