@@ -249,10 +249,6 @@ class RowChunks:
         self.received_bytes += len(cloudpickle.dumps(results))
         return results
 
-    def close(self) -> None:
-        """Let the states go (the cluster frees their memory)."""
-        self._states = None
-
 
 def _on_aligned_rows(fn, state, block, *args):
     """``fn(state, block, *args)`` with a NumPy block realigned: a block that crossed processes arrives at any

@@ -351,7 +351,7 @@ class RankSVM(BaseEstimator):
             )
         else:  # the labels and query ids are checked where their chunks are, as the problem is built
             relevance, queries, n_queries, n_queries_used = None, None, 0, 0
-        solver = self._check_solver(X, qid, approx, queries if row_chunks is None else row_chunks)
+        solver = self._check_solver(X, qid, approx, ranking=queries is not None or row_chunks is not None)
         w0 = self._warm_start_point(X.shape[1], loss, approx)
         fingerprint = _fit_fingerprint(X, labels, qid, self.relevant_at, loss) if self.warm_start else None
         self.n_features_in_ = X.shape[1]
@@ -457,13 +457,13 @@ class RankSVM(BaseEstimator):
             )
         return np.array(self.coef_, dtype=np.float64)
 
-    def _check_solver(self, X, qid, approx, queries) -> SolverSpec:
+    def _check_solver(self, X, qid, approx, *, ranking: bool) -> SolverSpec:
         """The solver of the table (:mod:`rankopt.engine.solvers`), refused before any work if it cannot
         take this fit."""
         solver = get_solver(self.solver)
         needs = FitNeeds(
             queries=qid is not None,
-            ranking=queries is not None,  # a labeling loss: queries only threshold the grades
+            ranking=ranking,  # False for a labeling loss: queries only threshold the grades
             in_memory=sp.issparse(X) or isinstance(X, np.ndarray),
             warm_start=bool(self.warm_start) and hasattr(self, "coef_"),
             approx=approx is not None,

@@ -64,8 +64,11 @@ class _ChunkSegment:
     s1: np.ndarray
     results: dict = field(default_factory=dict)  # t → _Inference
 
-    def scores(self, t: float) -> np.ndarray:
-        return self.s0 + t * (self.s1 - self.s0) if t != 1.0 else self.s1
+    def scores(self, t: float, ds: np.ndarray | None = None) -> np.ndarray:
+        """s(t) = s0 + t·(s1 − s0), exactly s1 at t = 1 (``ds``: s1 − s0 when the caller has it)."""
+        if t == 1.0:
+            return self.s1
+        return self.s0 + t * (self.s1 - self.s0 if ds is None else ds)
 
 
 @dataclass
@@ -158,13 +161,12 @@ def _open_chunk(grades, qid, index, loss, relevant_at, method, registry):
     usable, two_levels = queries_the_loss_orders(loss, relevance, queries, method, registry=registry)
     chunk.usable = usable
     summary = _ChunkSummary(
-        n_rows=n_rows,
         n_queries=queries.n_queries,
         n_used=int(np.count_nonzero(usable)),
         two_levels=two_levels,
         longest=int(queries.sizes.max(initial=0)),
         signs=signs,
-        any_relevant=bool(np.any(grades >= relevant_at)),
+        any_relevant=loss.graded or bool(relevance.any()),  # relevant_at matters for a binary loss only
         highest=int(grades.max(initial=0)),
         ids=(int(queries.qid[0]), int(queries.qid[-1])) if queries.n_queries else None,
     )
@@ -173,7 +175,6 @@ def _open_chunk(grades, qid, index, loss, relevant_at, method, registry):
 
 @dataclass(frozen=True)
 class _ChunkSummary:
-    n_rows: int
     n_queries: int
     n_used: int
     two_levels: int
@@ -256,24 +257,23 @@ def _segment(chunk: _QueryChunk, token) -> _ChunkSegment:
     return chunk.segment
 
 
-def _segment_result(chunk: _QueryChunk, token, t) -> _Inference:
+def _segment_result(chunk: _QueryChunk, token, t, scores: np.ndarray | None = None) -> _Inference:
+    """The inference at the segment's point t, kept (``scores``: s(t) when the caller has it)."""
     segment = _segment(chunk, token)
     if t not in segment.results:
         kept = [key for key in segment.results if key != 0.0]
         for key in kept[: max(0, len(kept) - _KEPT_RESULTS + 1)]:
             del segment.results[key]
-        segment.results[t] = chunk.infer(segment.scores(t))
+        segment.results[t] = chunk.infer(segment.scores(t) if scores is None else scores)
     return segment.results[t]
 
 
 def _segment_slack(chunk: _QueryChunk, X, token, t):
-    result = _segment_result(chunk, token, t)
-    segment = chunk.segment
-    return chunk, (
-        float(result.coef @ segment.scores(t)),
-        result.loss_sum,
-        float(result.coef @ (segment.s1 - segment.s0)),
-    )
+    segment = _segment(chunk, token)
+    ds = segment.s1 - segment.s0
+    scores = segment.scores(t, ds)  # once, for the inference and its value
+    result = _segment_result(chunk, token, t, scores)
+    return chunk, (float(result.coef @ scores), result.loss_sum, float(result.coef @ ds))
 
 
 def _segment_cut(chunk: _QueryChunk, X, token, t, cut_token, parts):
