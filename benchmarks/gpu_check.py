@@ -8,8 +8,8 @@ For every batch shape [B, L] of :data:`SHAPES` (float32 scores, 10 % relevant do
 ``bench_hinge.py``), it times forward plus backward on the device, the device synchronised around each
 call, medians of :data:`REPEATS` calls after a warm-up:
 
-* ``RankHingeLoss(loss, backend="torch")`` — the tensor-op kernels, the scores never leaving the device;
-* ``RankHingeLoss(loss, backend="compiled")`` — the compiled kernels on the host, scores copied there and
+* ``RankHingeLoss(loss, device="torch")`` — the tensor-op kernels, the scores never leaving the device;
+* ``RankHingeLoss(loss, device="cpu")`` — the compiled kernels on the host, scores copied there and
   the gradient back (the host-copy path);
 * ``binary_cross_entropy_with_logits``, ApproxNDCG and LambdaLoss@10 (``experiments.neural_losses``) on the
   same device and batch.
@@ -87,10 +87,10 @@ def timing_rows(device, shapes, repeats: int):
         for name, fn in baselines.items():
             rows.append((shape, name, _timed(lambda fn=fn, batch=batch: _step(fn, batch), device, repeats)))
         for loss in LOSSES:
-            for backend in ("torch", "compiled"):
-                fn = _as_loss_fn(RankHingeLoss(loss, backend=backend))
+            for kernels in ("torch", "cpu"):
+                fn = _as_loss_fn(RankHingeLoss(loss, device=kernels))
                 rows.append(
-                    (shape, f"{loss} ({backend})", _timed(lambda fn=fn, batch=batch: _step(fn, batch), device, repeats))
+                    (shape, f"{loss} ({kernels})", _timed(lambda fn=fn, batch=batch: _step(fn, batch), device, repeats))
                 )
     return rows
 
@@ -113,17 +113,17 @@ def exactness_rows(device, n_batches: int):
             mask = rng.random(shape) < 0.9
             mask[:, 0] = True
             out = {}
-            for backend, where in (("torch", device), ("compiled", torch.device("cpu"))):
+            for kernels, where in (("torch", device), ("cpu", torch.device("cpu"))):
                 s = torch.tensor(scores, dtype=torch.float64, device=where, requires_grad=True)
-                value = RankHingeLoss(loss, backend=backend, reduction="none")(
+                value = RankHingeLoss(loss, device=kernels, reduction="none")(
                     s, torch.tensor(grades, device=where), mask=torch.tensor(mask, device=where)
                 )
                 value.sum().backward()
-                out[backend] = (value.detach().cpu().numpy(), s.grad.cpu().numpy())
-            agreeing += bool(np.allclose(out["torch"][0], out["compiled"][0], rtol=1e-9, atol=1e-12))
-            worst_value = max(worst_value, float(np.max(np.abs(out["torch"][0] - out["compiled"][0]))))
+                out[kernels] = (value.detach().cpu().numpy(), s.grad.cpu().numpy())
+            agreeing += bool(np.allclose(out["torch"][0], out["cpu"][0], rtol=1e-9, atol=1e-12))
+            worst_value = max(worst_value, float(np.max(np.abs(out["torch"][0] - out["cpu"][0]))))
             if not tied:
-                worst_grad = max(worst_grad, float(np.max(np.abs(out["torch"][1] - out["compiled"][1]))))
+                worst_grad = max(worst_grad, float(np.max(np.abs(out["torch"][1] - out["cpu"][1]))))
         rows.append((loss, n_batches, agreeing, worst_value, worst_grad))
     return rows
 
@@ -152,7 +152,7 @@ def profile_text(device, shape, repeats: int) -> str:
     sort_by = "cuda_time_total" if device.type == "cuda" else "cpu_time_total"
     parts = []
     for loss in LOSSES:
-        fn = _as_loss_fn(RankHingeLoss(loss, backend="torch"))
+        fn = _as_loss_fn(RankHingeLoss(loss, device="torch"))
         _step(fn, batch)
         with profile(activities=activities) as prof:
             for _ in range(repeats):

@@ -113,22 +113,23 @@ def structured_hinge(
     )
     if reduction == "none":
         return per_query.values, per_query.grad
-    value, grad_scale = reduce_hinges(per_query, reduction)
-    return value, per_query.grad if grad_scale == 1.0 else per_query.grad * grad_scale
+    value, grad_scale = reduce_hinges(per_query.values, per_query.usable, reduction)
+    return float(value), per_query.grad if grad_scale == 1.0 else per_query.grad * float(grad_scale)
 
 
-def reduce_hinges(per_query: HingeQueries, reduction: str) -> tuple[float, float]:
-    """The "sum" or "mean" of the per-query hinges, and the factor of ``per_query.grad`` in its gradient.
+def reduce_hinges(values, usable, reduction: str):
+    """The "sum" or "mean" of per-query hinges, and the factor of their subgradient in its gradient.
 
-    "mean" is over the usable queries: 0, with a factor 0, when no query is usable.
+    "mean" is over the usable queries (0 when none is).  ``values`` and ``usable`` are NumPy arrays or tensors
+    on any device, and the result is of their kind: nothing is read from a device, so the one reduction
+    serves :func:`structured_hinge` and both devices of :mod:`rankopt.torch`.
     """
-    total = float(np.sum(per_query.values))
+    total = values.sum()
     if reduction == "sum":
         return total, 1.0
-    n_usable = int(np.count_nonzero(per_query.usable))
-    if n_usable == 0:
-        return 0.0, 0.0
-    return total / n_usable, 1.0 / n_usable
+    count = usable.sum(dtype=values.dtype)
+    count = count + (count == 0)  # max(count, 1) without a branch on the data: no usable query gives 0
+    return total / count, 1.0 / count
 
 
 def hinge_per_query(

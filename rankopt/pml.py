@@ -41,6 +41,7 @@ from rankopt._validation import check_positive_float
 from rankopt.inference.batched import resolve_rank_loss
 from rankopt.plugins import default_registry
 from rankopt.torch import RankHingeLoss
+from rankopt.torch.functional import device_from_backend
 
 __all__ = ["CrossBatchMemory", "MetricHingeLoss"]
 
@@ -58,8 +59,10 @@ class MetricHingeLoss(pml_losses.BaseMetricLossFunction):
         [0, 1], so its margin is 1/scale in similarity units.
     n_threads : int, optional
         Threads of the compiled inference (:class:`rankopt.torch.RankHingeLoss`).
-    backend : {"auto", "compiled", "torch"}, default "auto"
+    device : {"auto", "cpu", "torch"}, default "auto"
         Where the inference runs (:class:`rankopt.torch.RankHingeLoss`).
+    backend : {"auto", "compiled", "torch"}, optional
+        Deprecated: ``device=``.
     **kwargs
         PML's: ``distance`` (a PML distance object, or the shorthand ``"cosine"`` or ``"dot"``: the unnormalised
         dot product), ``reducer``, ``embedding_regularizer``, ``embedding_reg_weight``, ``collect_stats``.
@@ -70,7 +73,7 @@ class MetricHingeLoss(pml_losses.BaseMetricLossFunction):
     #: The shorthands ``distance=`` takes for PML's distance objects.
     DISTANCES = {"cosine": lambda: CosineSimilarity(), "dot": lambda: DotProductSimilarity(normalize_embeddings=False)}
 
-    def __init__(self, loss="ap", *, scale=1.0, n_threads=None, backend="auto", **kwargs):
+    def __init__(self, loss="ap", *, scale=1.0, n_threads=None, device="auto", backend=None, **kwargs):
         distance = kwargs.get("distance")
         if isinstance(distance, str):
             if distance not in self.DISTANCES:
@@ -87,7 +90,8 @@ class MetricHingeLoss(pml_losses.BaseMetricLossFunction):
                 f"expected a binary rank loss (a document shares the anchor's label or not), got the graded loss "
                 f"{rank_loss.name!r} instead"
             )
-        self.hinge = RankHingeLoss(rank_loss, reduction="none", n_threads=n_threads, backend=backend)
+        device = device_from_backend(device, backend, type(self).__name__)
+        self.hinge = RankHingeLoss(rank_loss, reduction="none", n_threads=n_threads, device=device)
         self.add_to_recordable_attributes(list_of_names=["scale"], is_stat=False)
 
     def get_default_distance(self):

@@ -27,6 +27,7 @@ DOCUMENTED = [
     "rankopt.data",
     "rankopt.hinge",
     "rankopt.torch",
+    "rankopt.torch.functional",
     "rankopt.pml",
     "rankopt.boosting",
     "rankopt.lightgbm",

@@ -228,12 +228,12 @@ DISPATCHING = sorted(
     for folder in ("inference", "models", "engine", "estimators")
     for suffix in ("*.py", "*.pyx")
     for path in (PACKAGE / folder).glob(suffix)
-) + [PACKAGE / "hinge.py", PACKAGE / "torch.py"]
+) + [PACKAGE / "hinge.py", *sorted((PACKAGE / "torch").glob("*.py"))]
 #: Where no concrete loss class is even named: the inference layer, the ranking model, the hinge.
 NAMING_NONE = sorted((PACKAGE / "inference").glob("*.py*")) + [
     PACKAGE / "models" / "ranking.py",
     PACKAGE / "hinge.py",
-    PACKAGE / "torch.py",
+    *sorted((PACKAGE / "torch").glob("*.py")),
 ]
 
 

@@ -17,12 +17,12 @@ def _batch(seed=0, n=24, dim=5, classes=4):
     return embeddings, labels
 
 
-@pytest.mark.parametrize("backend", ["compiled", "torch"])
+@pytest.mark.parametrize("device", ["cpu", "torch"])
 @pytest.mark.parametrize("loss", ["ap", "ndcg", "auc", "precision_at_k"])
-def test_dot_similarity_is_the_mean_of_each_anchors_rank_hinge(loss, backend):
+def test_dot_similarity_is_the_mean_of_each_anchors_rank_hinge(loss, device):
     embeddings, labels = _batch()
     embeddings.requires_grad_(True)
-    value = MetricHingeLoss(loss, similarity="dot", scale=2.0, backend=backend)(embeddings, labels)
+    value = MetricHingeLoss(loss, similarity="dot", scale=2.0, device=device)(embeddings, labels)
     value.backward()
     grad = embeddings.grad.clone()
     embeddings.grad = None

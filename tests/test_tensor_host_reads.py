@@ -82,7 +82,7 @@ def test_one_forward_and_backward_reads_the_device_once(name, params, masked, re
     scores = torch.tensor(rng.normal(size=(64, 30)), dtype=torch.float32, requires_grad=True)
     y = torch.tensor(np.where(rng.random((64, 30)) < 0.2, rng.integers(1, 5, (64, 30)), 0))
     mask = torch.tensor(np.arange(30)[None, :] < rng.integers(10, 31, 64)[:, None]) if masked else None
-    layer = RankHingeLoss(name, backend="torch", **params)
+    layer = RankHingeLoss(name, device="torch", **params)
     layer(scores, y, mask=mask)  # warm: constants copied to the device once
     reads.clear()
     with _Counter() as counter:

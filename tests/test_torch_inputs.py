@@ -10,20 +10,21 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import rankopt.torch  # noqa: E402
+import rankopt.torch._host  # noqa: E402
 
 
-@pytest.fixture(params=["compiled", "torch"])
-def backend(request):
+@pytest.fixture(params=["cpu", "torch"])
+def device(request):
     return request.param
 
 
-def RankHingeLoss(*args, backend="compiled", **kwargs):  # noqa: N802 - the layer, on a chosen backend
-    return rankopt.torch.RankHingeLoss(*args, backend=backend, **kwargs)
+def RankHingeLoss(*args, device="cpu", **kwargs):  # noqa: N802 - the layer, on a chosen backend
+    return rankopt.torch.RankHingeLoss(*args, device=device, **kwargs)
 
 
-def test_a_float16_hinge_beyond_float16s_range_is_returned_in_float32(backend):
+def test_a_float16_hinge_beyond_float16s_range_is_returned_in_float32(device):
     scores = torch.tensor([-3e4, 3e4], dtype=torch.float16, requires_grad=True)
-    value = RankHingeLoss("auc", backend=backend)(scores, torch.tensor([1, 0]))
+    value = RankHingeLoss("auc", device=device)(scores, torch.tensor([1, 0]))
     assert value.dtype == torch.float32 and value.item() == 120001.0
     value.backward()
     assert scores.grad.dtype == torch.float16
@@ -31,57 +32,55 @@ def test_a_float16_hinge_beyond_float16s_range_is_returned_in_float32(backend):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_a_sum_over_many_queries_stays_finite(dtype, backend):
+def test_a_sum_over_many_queries_stays_finite(dtype, device):
     scores = torch.tensor([[-300.0, 300.0]] * 70_000, dtype=dtype)
     labels = torch.tensor([[1, 0]] * 70_000)
-    value = RankHingeLoss("auc", backend=backend, reduction="sum")(scores, labels)
+    value = RankHingeLoss("auc", device=device, reduction="sum")(scores, labels)
     assert value.dtype == torch.float32 and torch.isfinite(value)
     assert value.item() == pytest.approx(70_000 * 1201.0, rel=1e-3)
-    per_query = RankHingeLoss("auc", backend=backend, reduction="none")(scores, labels)
+    per_query = RankHingeLoss("auc", device=device, reduction="none")(scores, labels)
     assert per_query.dtype == torch.float32
 
 
-def test_float32_and_float64_values_keep_the_scores_dtype(backend):
+def test_float32_and_float64_values_keep_the_scores_dtype(device):
     for dtype in (torch.float32, torch.float64):
-        value = RankHingeLoss("ap", backend=backend)(
-            torch.tensor([0.1, -0.2, 0.3], dtype=dtype), torch.tensor([1, 0, 0])
-        )
+        value = RankHingeLoss("ap", device=device)(torch.tensor([0.1, -0.2, 0.3], dtype=dtype), torch.tensor([1, 0, 0]))
         assert value.dtype == dtype
 
 
-def test_masked_padding_is_never_read(backend):
+def test_masked_padding_is_never_read(device):
     scores = torch.tensor([[0.2, -0.1, float("-inf")], [0.3, 0.1, float("nan")]], requires_grad=True)
     labels = torch.tensor([[1, 0, -1], [1, 0, 7]])
     mask = torch.tensor([[True, True, False], [True, True, False]])
-    value = RankHingeLoss("ndcg_graded", backend=backend, k=2)(scores, labels, mask=mask)
-    reference = RankHingeLoss("ndcg_graded", backend=backend, k=2)(scores[:, :2].detach(), labels[:, :2])
+    value = RankHingeLoss("ndcg_graded", device=device, k=2)(scores, labels, mask=mask)
+    reference = RankHingeLoss("ndcg_graded", device=device, k=2)(scores[:, :2].detach(), labels[:, :2])
     assert value.item() == pytest.approx(reference.item())
     value.backward()
     assert torch.all(scores.grad[:, 2] == 0) and torch.all(torch.isfinite(scores.grad))
 
 
-def test_a_padding_label_of_minus_one_does_not_turn_the_labels_binary(backend):
+def test_a_padding_label_of_minus_one_does_not_turn_the_labels_binary(device):
     """All real labels 1 with padding −1 used to read as binary {−1, 1}: the rows had something to order."""
     scores = torch.tensor([[0.2, -0.1, 0.0], [0.3, 0.1, 0.0]])
     labels = torch.tensor([[1, 1, -1], [1, 1, -1]])
     mask = torch.tensor([[True, True, False], [True, True, False]])
-    value = RankHingeLoss("ap", backend=backend, reduction="none")(scores, labels, mask=mask)
+    value = RankHingeLoss("ap", device=device, reduction="none")(scores, labels, mask=mask)
     np.testing.assert_array_equal(value.numpy(), [0.0, 0.0])  # one relevance level: nothing to order
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.int64])
-def test_labels_of_any_whole_number_dtype_are_read_without_warnings(dtype, backend):
+def test_labels_of_any_whole_number_dtype_are_read_without_warnings(dtype, device):
     scores = torch.tensor([0.1, -0.2, 0.3, 0.0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        value = RankHingeLoss("ndcg_graded", backend=backend)(scores, torch.tensor([2, 0, 1, 0]).to(dtype))
-    reference = RankHingeLoss("ndcg_graded", backend=backend)(scores, torch.tensor([2, 0, 1, 0]))
+        value = RankHingeLoss("ndcg_graded", device=device)(scores, torch.tensor([2, 0, 1, 0]).to(dtype))
+    reference = RankHingeLoss("ndcg_graded", device=device)(scores, torch.tensor([2, 0, 1, 0]))
     assert value.item() == reference.item()
 
 
-def test_fractional_labels_are_refused_whatever_their_dtype(backend):
+def test_fractional_labels_are_refused_whatever_their_dtype(device):
     with pytest.raises(ValueError, match="expected"):
-        RankHingeLoss("ndcg_graded", backend=backend)(
+        RankHingeLoss("ndcg_graded", device=device)(
             torch.tensor([0.1, -0.2]), torch.tensor([1.5, 0.0], dtype=torch.bfloat16)
         )
 
@@ -92,9 +91,9 @@ def test_a_fixed_label_tensor_is_checked_and_prepared_once(monkeypatch):
     import pickle
 
     prepared = []
-    real = rankopt.torch.prepare_hinges
-    monkeypatch.setattr(rankopt.torch, "prepare_hinges", lambda *a, **k: prepared.append(1) or real(*a, **k))
-    layer = rankopt.torch.RankHingeLoss("ndcg_graded", backend="compiled")
+    real = rankopt.torch._host.prepare_hinges
+    monkeypatch.setattr(rankopt.torch._host, "prepare_hinges", lambda *a, **k: prepared.append(1) or real(*a, **k))
+    layer = rankopt.torch.RankHingeLoss("ndcg_graded", device="cpu")
     scores, labels = torch.tensor([[0.2, -0.1, 0.4], [0.3, 0.1, 0.0]]), torch.tensor([[2, 0, 1], [1, 0, 0]])
     first = layer(scores, labels)
     for _ in range(3):
@@ -115,16 +114,16 @@ def test_a_fixed_label_tensor_is_checked_and_prepared_once(monkeypatch):
         assert twin(scores, labels, mask=mask).item() == layer(scores, labels, mask=mask).item()
 
 
-def test_two_forwards_before_one_backward_keep_their_own_gradients(backend):
+def test_two_forwards_before_one_backward_keep_their_own_gradients(device):
     """Output arrays are reused only when free: a second forward must not overwrite the first's gradient."""
-    layer = rankopt.torch.RankHingeLoss("ap", backend=backend, reduction="sum")
+    layer = rankopt.torch.RankHingeLoss("ap", device=device, reduction="sum")
     labels = torch.tensor([[1, 0, 0, 1], [0, 1, 0, 0]])
     first = torch.tensor([[0.3, 0.1, -0.2, 0.5], [0.0, 0.2, 0.4, -0.1]], dtype=torch.float64, requires_grad=True)
     second = torch.tensor([[-0.3, 0.4, 0.2, 0.1], [0.5, -0.2, 0.1, 0.0]], dtype=torch.float64, requires_grad=True)
     (layer(first, labels) + layer(second, labels)).backward()
     for scores in (first, second):
         alone = scores.detach().clone().requires_grad_(True)
-        rankopt.torch.RankHingeLoss("ap", backend=backend, reduction="sum")(alone, labels).backward()
+        rankopt.torch.RankHingeLoss("ap", device=device, reduction="sum")(alone, labels).backward()
         np.testing.assert_array_equal(scores.grad.numpy(), alone.grad.numpy())
     kept = first.grad.clone()
     layer(first.detach().requires_grad_(True), labels).backward()  # a later call: the old grad is untouched

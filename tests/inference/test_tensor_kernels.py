@@ -1,4 +1,4 @@
-"""The tensor-op kernels (backend="torch") against the compiled ones (backend="compiled"), issue 40.
+"""The tensor-op kernels (device="torch") against the compiled ones (device="cpu"), issue 40.
 
 For every built-in loss and a plugin of every structure, ≥ 500 random padded batches each (ties, masks,
 queries the mask empties, float32 and float64): the values agree to 1e-9 relative in float64, the
@@ -78,9 +78,9 @@ def _batch(rng, tied: bool):
     return scores, grades, mask
 
 
-def _run(loss, backend, scores, grades, mask, dtype):
+def _run(loss, device, scores, grades, mask, dtype):
     s = torch.tensor(scores, dtype=dtype, requires_grad=True)
-    values = RankHingeLoss(loss, backend=backend, reduction="none")(s, torch.tensor(grades), mask=torch.tensor(mask))
+    values = RankHingeLoss(loss, device=device, reduction="none")(s, torch.tensor(grades), mask=torch.tensor(mask))
     values.sum().backward()
     return values.detach().double().numpy(), s.grad.double().numpy()
 
@@ -95,7 +95,7 @@ def test_the_tensor_backend_equals_the_compiled_one(name, params):
         dtype = torch.float32 if trial % 7 == 0 else torch.float64
         scores, grades, mask = _batch(rng, tied)
         values, grad = _run(loss, "torch", scores, grades, mask, dtype)
-        expected, expected_grad = _run(loss, "compiled", scores, grades, mask, dtype)
+        expected, expected_grad = _run(loss, "cpu", scores, grades, mask, dtype)
         rtol, atol = (1e-5, 1e-6) if dtype == torch.float32 else (1e-9, 1e-12)
         np.testing.assert_allclose(values, expected, rtol=rtol, atol=atol)
         assert np.all(grad[~mask] == 0)
@@ -107,7 +107,7 @@ def test_the_tensor_backend_equals_the_compiled_one(name, params):
         # A subgradient of each row's hinge: h(s') ≥ h(s) + g·(s' − s), h from the compiled backend.
         for _ in range(3):
             moved = np.where(mask, scores + rng.normal(scale=0.3, size=scores.shape), np.nan)
-            at_moved, _ = _run(loss, "compiled", moved, grades, mask, torch.float64)
+            at_moved, _ = _run(loss, "cpu", moved, grades, mask, torch.float64)
             step = np.where(mask, moved - scores, 0.0)
             assert np.all(at_moved >= expected + np.sum(grad * step, axis=1) - 1e-5)
     assert sum(counts.values()) >= 500 and min(counts.values()) > 0
@@ -146,11 +146,11 @@ class ConcaveDiscount(rankopt.losses.PositionDiscountLoss):
 
 @pytest.mark.parametrize("loss", [OwnInference(), ConcaveDiscount()], ids=["own inference", "C3 fails"])
 def test_a_loss_the_tensor_backend_cannot_take_runs_on_the_host_said_once(loss, caplog, monkeypatch):
-    monkeypatch.setattr(rankopt.torch, "_LOGGED_FALLBACKS", set())
+    monkeypatch.setattr(rankopt.torch._device, "_LOGGED_FALLBACKS", set())
     scores, grades = torch.tensor([[0.3, -0.2, 0.5, 0.1]]), torch.tensor([[2, 0, 1, 0]])
     with caplog.at_level(logging.WARNING, logger="rankopt.torch"):
-        forced = [RankHingeLoss(loss, backend="torch")(scores, grades) for _ in range(2)]
-    host = RankHingeLoss(loss, backend="compiled")(scores, grades)
+        forced = [RankHingeLoss(loss, device="torch")(scores, grades) for _ in range(2)]
+    host = RankHingeLoss(loss, device="cpu")(scores, grades)
     assert all(value.item() == host.item() for value in forced)
     said = [r.getMessage() for r in caplog.records if "tensor backend cannot take it" in r.getMessage()]
     assert len(said) == 1
@@ -158,15 +158,23 @@ def test_a_loss_the_tensor_backend_cannot_take_runs_on_the_host_said_once(loss, 
 
 def test_auto_takes_the_compiled_kernels_on_the_cpu(monkeypatch):
     def refuse(*args, **kwargs):
-        raise AssertionError("the tensor backend ran on CPU tensors under backend='auto'")
+        raise AssertionError("the tensor backend ran on CPU tensors under device='auto'")
 
-    monkeypatch.setattr(rankopt.torch, "_tensor_hinges", refuse)
+    monkeypatch.setattr(rankopt.torch._device, "tensor_hinges", refuse)
     RankHingeLoss("ap")(torch.tensor([[0.3, -0.2]]), torch.tensor([[1, 0]]))
 
 
-def test_the_backend_is_checked():
-    with pytest.raises(ValueError, match="expected backend to be one of \\['auto', 'compiled', 'torch'\\], got 'gpu'"):
-        RankHingeLoss("ap", backend="gpu")
+def test_the_device_is_checked():
+    with pytest.raises(ValueError, match="expected device to be one of \\['auto', 'cpu', 'torch'\\], got 'gpu'"):
+        RankHingeLoss("ap", device="gpu")
+
+
+def test_the_deprecated_backend_names_its_device():
+    with pytest.warns(FutureWarning, match="backend='compiled' is device='cpu'"):
+        assert RankHingeLoss("ap", backend="compiled").device == "cpu"
+    with pytest.raises(ValueError, match="expected backend to be one of"):
+        with pytest.warns(FutureWarning):
+            RankHingeLoss("ap", backend="gpu")
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -175,20 +183,20 @@ def test_reductions_and_their_gradients_agree_across_backends(reduction):
     scores, grades = rng.normal(size=(5, 9)), rng.integers(0, 4, (5, 9))
     grades[0] = 2  # a row with nothing to order: not counted by "mean"
     out = {}
-    for backend in ("compiled", "torch"):
+    for device in ("cpu", "torch"):
         s = torch.tensor(scores, requires_grad=True)
-        value = RankHingeLoss("ndcg_graded", reduction=reduction, backend=backend)(s, torch.tensor(grades))
+        value = RankHingeLoss("ndcg_graded", reduction=reduction, device=device)(s, torch.tensor(grades))
         (value * torch.arange(1, value.numel() + 1, dtype=value.dtype).reshape(value.shape)).sum().backward()
-        out[backend] = (value.detach().numpy(), s.grad.numpy())
-    np.testing.assert_allclose(out["torch"][0], out["compiled"][0], rtol=1e-12)
-    np.testing.assert_allclose(out["torch"][1], out["compiled"][1], rtol=1e-12, atol=1e-15)
+        out[device] = (value.detach().numpy(), s.grad.numpy())
+    np.testing.assert_allclose(out["torch"][0], out["cpu"][0], rtol=1e-12)
+    np.testing.assert_allclose(out["torch"][1], out["cpu"][1], rtol=1e-12, atol=1e-15)
 
 
 def test_a_flat_layout_with_queries_runs_on_the_host(caplog, monkeypatch):
-    monkeypatch.setattr(rankopt.torch, "_LOGGED_FALLBACKS", set())
+    monkeypatch.setattr(rankopt.torch._device, "_LOGGED_FALLBACKS", set())
     scores, grades = torch.tensor([0.3, -0.2, 0.5, 0.1]), torch.tensor([1, 0, 1, 0])
     with caplog.at_level(logging.WARNING, logger="rankopt.torch"):
-        value = RankHingeLoss("ap", backend="torch")(scores, grades, qid=[0, 0, 1, 1])
+        value = RankHingeLoss("ap", device="torch")(scores, grades, qid=[0, 0, 1, 1])
     assert value.item() == RankHingeLoss("ap")(scores, grades, qid=[0, 0, 1, 1]).item()
     assert "padded (B, L) layout" in caplog.text
 
@@ -196,7 +204,7 @@ def test_a_flat_layout_with_queries_runs_on_the_host(caplog, monkeypatch):
 def test_rows_beyond_the_binary_kernels_length_run_on_the_host(monkeypatch, caplog):
     """Its table is O(|N||P|): it takes rows up to BINARY_LONGEST documents, longer ones go to the host."""
     monkeypatch.setattr(tensor_kernels, "BINARY_LONGEST", 6)
-    monkeypatch.setattr(rankopt.torch, "_LOGGED_FALLBACKS", set())
+    monkeypatch.setattr(rankopt.torch._device, "_LOGGED_FALLBACKS", set())
     kernel, structure = kernel_for_loss(rankopt.get_loss("ap"), device="torch")
     assert kernel.unsupported_reason(rankopt.get_loss("ap"), structure, 6) is None
     scores, grades = (
@@ -204,9 +212,9 @@ def test_rows_beyond_the_binary_kernels_length_run_on_the_host(monkeypatch, capl
         torch.tensor([[1, 1, 0, 0, 0, 0, 0, 0]]),
     )
     with caplog.at_level(logging.WARNING, logger="rankopt.torch"):
-        value = RankHingeLoss("ap", backend="torch")(scores, grades)
+        value = RankHingeLoss("ap", device="torch")(scores, grades)
     assert "rows of 8 documents" in caplog.text
-    assert value.item() == RankHingeLoss("ap", backend="compiled")(scores, grades).item()
+    assert value.item() == RankHingeLoss("ap", device="cpu")(scores, grades).item()
 
 
 def test_large_batches_run_in_row_chunks_with_the_same_result(monkeypatch):
@@ -226,7 +234,7 @@ def test_small_constant_tables_go_to_the_device_once(loss, rng):
     # are copied at the first call and read from the kernel's cache after.
     scores = torch.tensor(rng.normal(size=(6, 9)))
     grades = torch.tensor(rng.integers(0, 3, (6, 9)))
-    layer = RankHingeLoss(loss, backend="torch")
+    layer = RankHingeLoss(loss, device="torch")
     kernel, _ = kernel_for_loss(rankopt.plugins.default_registry().resolve_loss(loss), device="torch")
     layer(scores, grades)
     held = dict(kernel.constants._entries)

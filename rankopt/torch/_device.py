@@ -1,0 +1,131 @@
+"""The hinge on the tensor kernels (:mod:`rankopt.inference.tensor_kernels`), where the scores are.
+
+The device is read once per call: the input checks' verdicts and every size the kernel needs from the data
+(:meth:`~rankopt.inference.tensor_kernels.TensorKernel.facts`) travel home in one transfer.  A loss or layout
+the tensor kernels cannot take runs on the compiled kernels instead, said once per loss type and reason.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+
+from rankopt.hinge import reduce_hinges
+from rankopt.inference.tensor_kernels import TensorKernelUnsupported
+from rankopt.torch._host import value_dtype
+
+__all__ = ["tensor_hinges"]
+
+logger = logging.getLogger("rankopt.torch")
+
+#: (loss type, reason) pairs already logged as falling back to the compiled path.
+_LOGGED_FALLBACKS: set = set()
+
+
+def _fall_back(loss, reason: str) -> None:
+    """Say once per loss type and reason that a call runs on the compiled (host) path instead."""
+    key = (type(loss), reason)
+    if key not in _LOGGED_FALLBACKS:
+        _LOGGED_FALLBACKS.add(key)
+        logger.warning(
+            "RankHingeLoss(%r): the tensor backend cannot take it (%s); running on the host", loss.name, reason
+        )
+
+
+def tensor_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):
+    """The operator's (value, coef, query_of) from the tensor kernel of the loss's structure, or None (logged)
+    to run on the host."""
+    from rankopt.inference.binary_kernels import integer_threshold
+    from rankopt.inference.structure_table import kernel_for_loss
+    from rankopt.losses.structure import check_declared_structure
+
+    loss = config.loss
+    if qid is not None:
+        _fall_back(loss, "it takes the padded (B, L) layout, not qid or group")
+        return None
+    try:
+        kernel, structure = kernel_for_loss(loss, device="torch")
+    except ValueError:
+        _fall_back(loss, f"no tensor kernel is registered for its structure {type(loss.structure()).__name__}")
+        return None
+    reason = kernel.unsupported_reason(loss, structure, scores.shape[-1])
+    if reason is not None:
+        _fall_back(loss, reason)
+        return None
+    check_declared_structure(loss)
+    if scores.numel() == 0:  # refused by the compiled path's checks, with its message
+        return None
+    rows = scores if scores.dim() == 2 else scores[None, :]
+    batch = _DeviceBatch(rows.detach(), y.reshape(rows.shape), mask)
+    grades = batch.grades
+    if not loss.graded:
+        grades = (grades >= integer_threshold(config.relevant_at)).long()
+    facts = batch.read(kernel.facts(loss, structure, grades, batch.mask))
+    compute = torch.float64 if rows.dtype == torch.float64 else torch.float32
+    try:
+        hinges = kernel.hinge(loss, structure, rows.detach().to(compute), grades, batch.mask, facts)
+    except TensorKernelUnsupported as exc:
+        _fall_back(loss, str(exc))
+        return None
+    if config.reduction == "none":
+        value, coef = hinges.values, hinges.coef
+    else:
+        total, factor = reduce_hinges(hinges.values.double(), hinges.usable, config.reduction)
+        value, coef = total, hinges.coef * factor
+    empty = torch.empty(0, dtype=torch.long, device=scores.device)
+    return value.to(value_dtype(scores.dtype)), coef.reshape(scores.shape).contiguous(), empty
+
+
+class _DeviceBatch:
+    """A padded batch's labels and mask on the scores' device, checked where the mask keeps a document (finite
+    scores whose sums stay finite, whole labels ≥ 0, or {−1, 1} read as {0, 1}) without reading the device:
+    :meth:`read` brings the checks' verdicts home with whatever else the kernel needs, in one transfer."""
+
+    def __init__(self, scores: torch.Tensor, y: torch.Tensor, mask):
+        device = scores.device
+        if mask is None:
+            mask = torch.ones(scores.shape, dtype=torch.bool, device=device)
+        labels = y.detach()
+        integer = not (labels.is_floating_point() or labels.is_complex())
+        if not integer:
+            labels = labels.double()  # exact for every whole label below 2**53, and ordered beyond
+        zero_label = torch.zeros((), dtype=labels.dtype, device=device)
+        kept = torch.where(mask, labels, zero_label)
+        kept_scores = torch.where(mask, scores, torch.zeros((), dtype=scores.dtype, device=device))
+        lowest = kept.min()
+        checks = [mask.any(), kept_scores.abs().max(), lowest, (mask & (labels != 1) & (labels != -1)).any()]
+        if not integer:
+            # Every float from 2**53 on is whole; below 2**63 it converts to int64 exactly, as on the host.
+            checks.append((torch.isfinite(kept) & (kept == torch.round(kept)) & (kept.abs() < 2.0**63)).all())
+        self.checks = torch.stack([c.double() for c in checks])
+        # {−1, 1} labels read as {0, 1}; an invalid label gives garbage here, refused by read() before use.
+        self.grades = torch.where(lowest < 0, (kept > 0).long(), kept.long())
+        self.mask, self.width = mask, scores.shape[1]
+        self.score_dtype = np.float64 if scores.dtype == torch.float64 else np.float32
+
+    def read(self, facts: torch.Tensor | None) -> np.ndarray | None:
+        """The one transfer from the device: the checks (a ValueError for a refused batch) and ``facts``."""
+        from rankopt._validation import not_finite_error, score_sum_bound, score_sums_error
+
+        values = self.checks if facts is None else torch.cat((self.checks, facts.double().reshape(-1)))
+        host = np.asarray(values.tolist())  # the read
+        any_kept, largest, lowest, not_binary, *whole = host[: self.checks.shape[0]].tolist()
+        if not any_kept:
+            raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
+        if not np.isfinite(largest):
+            raise not_finite_error("scores")
+        if largest * self.width > score_sum_bound(self.score_dtype):
+            raise score_sums_error(largest, self.width, self.score_dtype)
+        if whole and not whole[0]:
+            raise ValueError(
+                "expected y to hold integer relevance grades >= 0 that fit in 64-bit integers, got NaN, infinity, "
+                "fractions or grades from 2**63 on instead"
+            )
+        if lowest < 0 and not_binary:
+            raise ValueError(
+                "expected y to hold integer relevance grades >= 0 (or binary labels in {-1, 1}), "
+                f"got {lowest:g} instead"
+            )
+        return None if facts is None else host[self.checks.shape[0] :]

@@ -1,0 +1,162 @@
+"""The hinge on the compiled kernels: the scores copied to the host once, the gradient copied back.
+
+The padded layout's labels are checked and prepared once for as long as the same, unmodified label and mask
+tensors come back (:class:`PreparedBatch`), and only the documents the mask keeps are read: padding may hold
+anything.  The gradient is computed in float64 and rounded once into the dtype the layer returns it in.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import torch
+
+from rankopt._validation import as_float_vector, check_grades
+from rankopt.hinge import hinge_per_query, prepare_hinges, prepared_hinges, reduce_hinges
+from rankopt.inference._batched import gather_kept, kept_offsets, scale_into, scatter_kept
+from rankopt.inference.kernel_base import ReusedOutput
+
+__all__ = ["PreparedBatch", "gradient_dtype", "host_hinges", "value_dtype"]
+
+
+def value_dtype(scores_dtype: torch.dtype) -> torch.dtype:
+    """The dtype of the loss value: the scores' own, but float32 for float16 and bfloat16 scores, whose
+    hinge (a sum over a query, a mean over queries) can exceed float16's 65504 and would read inf."""
+    return torch.float32 if scores_dtype in (torch.float16, torch.bfloat16) else scores_dtype
+
+
+def gradient_dtype(scores_dtype: torch.dtype) -> torch.dtype:
+    """The dtype the gradient is rounded into before the scores' own: float64 or float32."""
+    return torch.float64 if scores_dtype == torch.float64 else torch.float32
+
+
+def host_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):
+    """The operator's (value, coef, query_of) on the compiled kernels (:mod:`rankopt.torch._op`)."""
+    detached = scores.detach()
+    if detached.dtype in (torch.float16, torch.bfloat16):
+        detached = detached.float()
+    s = detached.cpu().numpy()
+    if s.ndim == 1:
+        per_query = hinge_per_query(
+            s,
+            _host_array(y),
+            qid=None if qid is None else qid.numpy(),
+            loss=config.loss,
+            relevant_at=config.relevant_at,
+            n_threads=config.n_threads,
+        )
+        where = _AllKept()
+    else:
+        prepared, where = config.prepared.get(y, mask, config, lambda: _prepare(config, y, mask, s.shape))
+        # Only the kept documents are read and checked, once, by the prepared batch's own check.
+        flat = as_float_vector(where.gather(s), "scores", scan=False)
+        per_query = prepared_hinges(prepared, flat, config.n_threads)
+    host = np.float64 if scores.dtype == torch.float64 else np.float32
+    out = value_dtype(scores.dtype)
+    if config.reduction == "none":  # one value per query: per row of the padded layout, per qid of the flat one
+        value = torch.as_tensor(per_query.values, dtype=out)
+        factor, by_query = 1.0, qid is not None
+    else:
+        total, factor = reduce_hinges(per_query.values, per_query.usable, config.reduction)
+        value, by_query = torch.tensor(float(total), dtype=out), False
+    coef = torch.from_numpy(where.scatter(per_query.grad, float(factor), host, config.gradient_buffer))
+    query_of = torch.from_numpy(per_query.query_of()) if by_query else torch.empty(0, dtype=torch.long)
+    device = scores.device
+    return value.to(device), coef.reshape(scores.shape).to(device), query_of.to(device)
+
+
+def _prepare(config, y: torch.Tensor, mask, shape) -> tuple:
+    """The padded batch's labels checked and prepared (:func:`rankopt.hinge.prepare_hinges`), and where its
+    kept documents sit in the flat scores."""
+    options = dict(loss=config.loss, relevant_at=config.relevant_at)
+    labels = _host_array(y)
+    n_rows, width = shape
+    if mask is None:  # every document of every row: no gather
+        offsets = np.arange(n_rows + 1, dtype=np.int64) * width
+        return prepare_hinges(check_grades(labels.reshape(-1), n_rows * width), offsets, **options), _AllKept()
+    kept = _Kept(_host_array(mask))
+    if kept.n_kept == 0:
+        raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
+    return prepare_hinges(check_grades(kept.gather(labels), kept.n_kept), kept.offsets, **options), kept
+
+
+class _AllKept:
+    """The padded layout without a mask: every document of every row, the flat layout a reshape."""
+
+    def gather(self, values: np.ndarray) -> np.ndarray:
+        return values.reshape(-1)
+
+    def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput) -> np.ndarray:
+        """``flat · factor`` in ``dtype``, rounded once (the gradient, as a flat array)."""
+        out = buffer.empty(flat.size, dtype)
+        scale_into(np.ascontiguousarray(flat, dtype=np.float64), factor, out)
+        return out
+
+
+class _Kept:
+    """The documents a padded batch's mask keeps: the flat layout's offsets, and its gather and scatter, each
+    one compiled pass over the mask (``_batched.kept_offsets``, ``gather_kept``, ``scatter_kept``); values of
+    other dtypes than the compiled ones take NumPy's boolean indexing."""
+
+    def __init__(self, mask: np.ndarray):
+        self.mask = np.ascontiguousarray(mask)
+        self.bytes = self.mask.view(np.uint8)
+        self.offsets = np.empty(mask.shape[0] + 1, dtype=np.int64)
+        self.n_kept = int(kept_offsets(self.bytes, self.offsets))
+
+    def gather(self, values: np.ndarray) -> np.ndarray:
+        if values.dtype in _GATHERED and values.flags.c_contiguous:
+            return gather_kept(values, self.bytes, self.n_kept)
+        return values[self.mask]
+
+    def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput) -> np.ndarray:
+        """``flat · factor`` at the kept places and 0 elsewhere, in ``dtype`` (the padded gradient, flat)."""
+        out = buffer.empty(self.mask.size, dtype)
+        scatter_kept(np.ascontiguousarray(flat, dtype=np.float64), factor, self.bytes, out.reshape(self.mask.shape))
+        return out
+
+
+#: The dtypes ``_batched.gather_kept`` takes.
+_GATHERED = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))
+
+
+class PreparedBatch:
+    """The last padded batch's prepared labels, kept while its label and mask tensors stay the same objects,
+    unmodified (torch's version counters), with the same shape, loss parameters and ``relevant_at``: a loop
+    over a fixed batch checks and prepares its labels once, as
+    :class:`rankopt.inference.batched.PreparedRankings` is meant to be used.  The entry refers to the tensors
+    by weak reference, and is read and replaced as one tuple, so that threads sharing it never pair one
+    batch's key with another's preparation."""
+
+    def __init__(self):
+        self._entry: tuple | None = None
+
+    def get(self, y: torch.Tensor, mask, config, build):
+        """The prepared batch for these labels, built by ``build()`` unless the last one still holds."""
+        loss_key = config.loss.cache_key()
+        if loss_key is None:  # a loss whose parameters cannot be snapshotted: never reuse
+            return build()
+        # The loss's parameters by value: set_params between calls must not find the old preparation.
+        key = (y._version, tuple(y.shape), None if mask is None else mask._version, loss_key, config.relevant_at)
+        held = self._entry
+        if (
+            held is not None
+            and held[0]() is y
+            and (mask is None) == (held[1] is None)
+            and (mask is None or held[1]() is mask)
+            and held[2] == key
+        ):
+            return held[3]
+        value = build()
+        self._entry = (weakref.ref(y), None if mask is None else weakref.ref(mask), key, value)
+        return value
+
+
+def _host_array(value: torch.Tensor) -> np.ndarray:
+    """A tensor's values as a NumPy array on the host (float16 and bfloat16 through float32, which holds both
+    exactly: NumPy has no bfloat16)."""
+    value = value.detach()
+    if value.dtype in (torch.float16, torch.bfloat16):
+        value = value.float()
+    return value.cpu().numpy()

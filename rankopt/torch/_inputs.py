@@ -1,0 +1,88 @@
+"""The torch layer's one check of a call's layout: shapes, dtypes and devices, nothing that reads the data
+(each device checks the values where they are, with the same messages)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rankopt._validation import qid_or_group, query_ids
+
+__all__ = ["checked_call", "labels_on", "describe"]
+
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def checked_call(scores, y, mask, qid, group):
+    """The call's layout checked, without reading the data: (y, mask, qid) as the operator takes them."""
+    if not isinstance(scores, torch.Tensor):
+        raise TypeError(f"expected scores to be a torch.Tensor, got {type(scores).__name__} instead")
+    if scores.dtype not in _FLOAT_DTYPES:
+        raise TypeError(f"expected floating-point scores (float16/bfloat16/float32/float64), got {scores.dtype}")
+    if scores.dim() == 2:
+        if qid is not None or group is not None:
+            raise ValueError(
+                "expected qid and group only with 1-D scores; in the padded (B, L) layout each row is a query"
+            )
+    elif scores.dim() != 1:
+        raise ValueError(f"expected scores of shape (n,) or (B, L), got shape {tuple(scores.shape)} instead")
+    elif mask is not None:
+        raise ValueError("expected mask only with the padded (B, L) layout, got it with 1-D scores")
+    y = _on_device(y, scores, "y")
+    if y.dtype == torch.bool or y.is_complex():
+        raise ValueError(f"expected y to hold integer relevance grades >= 0, got dtype {y.dtype} instead")
+    if y.shape != scores.shape:
+        what = "one label per score" if scores.dim() == 1 else "the scores' padded layout"
+        raise ValueError(f"expected y of shape {tuple(scores.shape)} ({what}), got {tuple(y.shape)} instead")
+    if mask is not None:
+        mask = _on_device(mask, scores, "mask")
+        if mask.shape != scores.shape or mask.dtype != torch.bool:
+            raise ValueError(
+                f"expected a boolean mask of shape {tuple(scores.shape)}, got {mask.dtype} of shape "
+                f"{tuple(mask.shape)} instead"
+            )
+    qid = qid_or_group(_host_ids(qid), _host_ids(group), scores.shape[0])
+    if qid is not None:
+        qid = torch.from_numpy(query_ids(qid, scores.shape[0], per="score"))
+    return y, mask, qid
+
+
+def _on_device(value, scores: torch.Tensor, name: str) -> torch.Tensor:
+    """``value`` as a tensor on the scores' device: a tensor must be there already, an array is moved."""
+    if isinstance(value, torch.Tensor):
+        if value.device != scores.device:
+            raise ValueError(f"expected {name} on the scores' device {scores.device}, got it on {value.device} instead")
+        return value  # itself, not a detached view: the host keeps a batch's preparation while it is the same
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"expected {name} to hold numbers, got an array of dtype {array.dtype} instead")
+    return torch.as_tensor(array, device=scores.device)
+
+
+def _host_ids(value):
+    """Query ids or group sizes as the host validation reads them."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return value
+
+
+def describe(value) -> str:
+    return f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+
+
+def labels_on(labels, embeddings: torch.Tensor, name: str) -> torch.Tensor:
+    """``labels`` as a 1-D tensor on the embeddings' device, or an error naming both devices."""
+    if not isinstance(labels, torch.Tensor):
+        array = None if labels is None else np.asarray(labels)
+        if array is None or array.dtype.kind not in "biuf":
+            raise TypeError(
+                f"expected {name} to be a 1-D tensor or array of numeric class labels, got "
+                f"{'None' if array is None else f'an array of dtype {array.dtype}'} instead (encode other labels "
+                "as integers, e.g. with sklearn.preprocessing.LabelEncoder)"
+            )
+        labels = torch.as_tensor(array, device=embeddings.device)
+    elif labels.device != embeddings.device:
+        raise ValueError(f"expected {name} on the embeddings' device {embeddings.device}, got {labels.device} instead")
+    if labels.dim() != 1:
+        raise ValueError(f"expected {name} to be 1-D, got shape {tuple(labels.shape)} instead")
+    return labels

@@ -1,0 +1,219 @@
+"""The structured hinge as one PyTorch operator, ``torch.ops.rankopt.rank_hinge``, in eager and compiled code.
+
+``torch.compile`` traces PyTorch code; the hinge's inference is compiled code on the host, or tensor kernels
+chosen through the plugin registry and the structure table, none of which a tracer should walk into.
+Registered with :mod:`torch.library` as a custom operator, with a fake-tensor implementation (the outputs'
+shapes and dtypes from the inputs alone) and its autograd formula, the hinge is one node of a compiled graph,
+and eager calls run the same operator.
+
+An operator takes tensors and numbers, so a call names its configuration (loss, ``relevant_at``, reduction,
+threads, device) by an integer handle (:func:`config_handle`): the same configuration keeps the same handle,
+so a compiled graph stays valid, and a new one is a new constant, so the graph is recompiled for it.
+
+The operator returns the reduced value, its gradient for an upstream gradient of 1 (``coef``, in the dtype
+the gradient is computed in) and, for the flat layout with query ids and no reduction, each document's query;
+the backward scales ``coef`` by the upstream gradient, a multiplication skipped in eager host calls when that
+gradient is 1 (a loss backpropagated as it is).
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+
+from rankopt.inference.kernel_base import ReusedOutput
+from rankopt.losses.base import RankLoss
+from rankopt.torch import _device, _host
+
+__all__ = ["HingeConfig", "config_handle", "rank_hinge_op", "resolved_loss"]
+
+
+@dataclass(eq=False)
+class HingeConfig:
+    """What one handle names: the loss and options of a call, and the host state reused between its calls."""
+
+    loss: RankLoss
+    relevant_at: float
+    reduction: str
+    n_threads: int | None
+    device: str
+    prepared: _host.PreparedBatch = field(default_factory=_host.PreparedBatch)
+    gradient_buffer: ReusedOutput = field(default_factory=ReusedOutput)
+
+    def runs_on_host(self, scores: torch.Tensor) -> bool:
+        """Whether a call with these scores starts on the compiled kernels (the tensor kernels may still hand
+        it back: :func:`rankopt.torch._device.tensor_hinges`)."""
+        return self.device == "cpu" or (self.device == "auto" and scores.device.type == "cpu")
+
+
+_CONFIGS: dict[int, HingeConfig] = {}
+_HANDLES: dict[tuple, int] = {}
+_NEXT_HANDLE = itertools.count()
+
+
+@torch.compiler.assume_constant_result
+def config_handle(loss, loss_params: tuple, relevant_at, reduction: str, n_threads, device: str) -> int:
+    """The handle of a configuration (checked by :func:`rankopt.torch.functional.check_options`), made on its
+    first call: a loss name with its parameters is resolved through the default registry; a loss instance is
+    held as itself (its ``set_params`` is seen), for as long as it lives.  Compiled code calls this once, when
+    it is traced, and guards on the arguments."""
+    by_object = isinstance(loss, RankLoss)
+    key: tuple = (
+        ("object", id(loss)) if by_object else ("name", loss),
+        loss_params,
+        relevant_at,
+        reduction,
+        n_threads,
+        device,
+    )
+    try:
+        held = _HANDLES.get(key)
+    except TypeError:  # a parameter that cannot be hashed (an array): its configuration is known by its bytes
+        key = (*key[:1], _parameter_bytes(loss_params), *key[2:])
+        held = _HANDLES.get(key)
+    if held is not None:
+        return held
+    resolved = resolved_loss(loss, dict(loss_params))
+    handle = next(_NEXT_HANDLE)
+    _CONFIGS[handle] = HingeConfig(resolved, relevant_at, reduction, n_threads, device)
+    _HANDLES[key] = handle
+    if by_object:  # the id may be reused once the loss is gone
+        weakref.finalize(loss, _forget, key, handle)
+    return handle
+
+
+@torch.compiler.disable
+def resolved_loss(loss, loss_params: dict):
+    """The rank loss ``loss`` names with ``loss_params`` (or is), through the default registry: never traced by
+    ``torch.compile`` (the plugin machinery is not tensor code), so a layer made inside compiled code costs a
+    graph break."""
+    from rankopt.inference.batched import resolve_rank_loss
+    from rankopt.plugins import default_registry
+
+    if not isinstance(loss, str) and loss_params:
+        raise ValueError(f"expected loss parameters only with a loss name, got {sorted(loss_params)} with {loss!r}")
+    registry = default_registry()
+    return resolve_rank_loss(loss if not isinstance(loss, str) else registry.get_loss(loss, **loss_params), registry)
+
+
+def _parameter_bytes(loss_params: tuple) -> bytes:
+    try:
+        return pickle.dumps(loss_params)
+    except Exception as exc:
+        raise TypeError(
+            "expected loss parameters that can be hashed or pickled, got ones that cannot be; pass the loss as an "
+            "instance instead (rankopt.get_loss(name, ...))"
+        ) from exc
+
+
+def _forget(key: tuple, handle: int) -> None:
+    _HANDLES.pop(key, None)
+    _CONFIGS.pop(handle, None)
+
+
+def config(handle: int) -> HingeConfig:
+    return _CONFIGS[handle]
+
+
+@torch.library.custom_op("rankopt::rank_hinge", mutates_args=())
+def rank_hinge_op(
+    scores: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None, qid: torch.Tensor | None, handle: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(value, coef, query_of) of the hinge: the arguments are checked (:mod:`rankopt.torch.functional`)."""
+    held = config(handle)
+    if not held.runs_on_host(scores):
+        result = _device.tensor_hinges(held, scores, y, mask, qid)
+        if result is not None:
+            return result
+    return _host.host_hinges(held, scores, y, mask, qid)
+
+
+@rank_hinge_op.register_fake
+def _(scores, y, mask, qid, handle):
+    reduction = config(handle).reduction
+    by_query = reduction == "none" and qid is not None
+    if reduction != "none":
+        value = scores.new_empty((), dtype=_host.value_dtype(scores.dtype))
+    elif by_query:
+        value = scores.new_empty((torch.library.get_ctx().new_dynamic_size(),), dtype=_host.value_dtype(scores.dtype))
+    else:
+        value = scores.new_empty((scores.shape[0] if scores.dim() == 2 else 1,), dtype=_host.value_dtype(scores.dtype))
+    coef = torch.empty_like(scores, dtype=_host.gradient_dtype(scores.dtype))
+    query_of = scores.new_empty((scores.shape[0] if by_query else 0,), dtype=torch.long)
+    return value, coef, query_of
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    scores, _, _, _, handle = inputs
+    _, coef, query_of = output
+    ctx.save_for_backward(scores, coef, query_of)
+    # coef and query_of are the backward's own inputs, never differentiated: no zero gradients made for them.
+    # (Not marked non-differentiable: the mark would keep them, and the gradient buffer they use, alive with
+    # the graph after the backward, and the next call could not reuse the buffer.)
+    ctx.set_materialize_grads(False)
+    ctx.reduction = config(handle).reduction
+    ctx.on_host = config(handle).runs_on_host(scores)
+
+
+def _backward(ctx, upstream, _coef_grad, _query_grad):
+    scores, coef, query_of = ctx.saved_tensors
+    if upstream is None:  # the value was not used
+        return None, None, None, None, None
+    if ctx.reduction != "none":
+        factor = upstream
+    elif scores.dim() == 2:
+        factor = upstream[:, None]
+    else:  # one flat query (one value), or each document's query
+        factor = upstream[query_of] if query_of.numel() else upstream
+    if ctx.on_host and _is_one(factor):
+        # A loss backpropagated as it is: its gradient is coef, already in its final rounding; a new tensor
+        # over its memory, which a leaf's .grad can take as it is rather than copy.
+        grad = coef.detach()
+    else:
+        grad = coef * factor.to(coef.dtype)
+    grad = grad.to(scores.dtype)
+    if torch.is_grad_enabled():  # create_graph=True: a second derivative may be asked for
+        grad = _NoSecondDerivative.apply(grad, scores)
+    return grad, None, None, None, None
+
+
+def _is_one(factor: torch.Tensor) -> bool:
+    """Whether an upstream gradient on the host is the scalar 1 (read only where reading costs nothing)."""
+    return not torch.compiler.is_compiling() and factor.dim() == 0 and factor.device.type == "cpu" and bool(factor == 1)
+
+
+torch.library.register_autograd("rankopt::rank_hinge", _backward, setup_context=_setup_context)
+
+
+@rank_hinge_op.register_vmap
+def _vmap(info, in_dims, scores, y, mask, qid, handle):
+    """``torch.func.vmap``: the operator on each slice in turn (a batch of queries is already the padded
+    layout's rows; vmap over it is for code written one batch at a time)."""
+    tensors = (scores, y, mask, qid)
+
+    def one(index: int):
+        sliced = (t if d is None else t.select(d, index) for t, d in zip(tensors, in_dims[:4], strict=True))
+        return rank_hinge_op(*sliced, handle)
+
+    slices = [one(index) for index in range(info.batch_size)]
+    return tuple(torch.stack(parts) for parts in zip(*slices, strict=True)), (0, 0, 0)
+
+
+class _NoSecondDerivative(torch.autograd.Function):
+    """Identity whose own backward refuses: the hinge's Hessian is 0 almost everywhere."""
+
+    @staticmethod
+    def forward(ctx, grad: torch.Tensor, scores: torch.Tensor):
+        return grad.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        raise RuntimeError(
+            "RankHingeLoss has no second derivative to offer: the structured hinge is piecewise linear in the "
+            "scores, so its second derivative is 0 almost everywhere (and undefined on the kinks); a double "
+            "backward (create_graph=True, Hessian-vector products) would return zeros, so it is refused"
+        )
