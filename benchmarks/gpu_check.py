@@ -166,7 +166,52 @@ def profile_text(device, shape, repeats: int) -> str:
     return "\n".join(parts)
 
 
-def report(device, shapes, repeats: int, n_batches: int) -> str:
+def compile_rows(device, shape=(256, 64)):
+    """(loss, largest |compiled − eager| of the three losses, of the parameters after three steps, whether the
+    forward (ranker and hinge) compiles as one graph): a small ranker's training step under ``torch.compile``
+    (default backend) on ``device``."""
+    features = torch.randn(3, *shape, 5, generator=torch.Generator().manual_seed(0)).to(device)
+    grades = (features[..., 0] > 1.0).long() + (features[..., 1] > 1.5).long()
+    mask = torch.ones(shape, dtype=torch.bool, device=device)
+    rows = []
+    for loss in LOSSES:
+        layer, runs = RankHingeLoss(loss, device="torch"), {}
+        for mode in ("eager", "compiled"):
+            torch.manual_seed(1)
+            model = torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(device)
+            optimiser = torch.optim.SGD(model.parameters(), lr=0.1)
+
+            def step(x, y, m, model=model, optimiser=optimiser, layer=layer):
+                optimiser.zero_grad()
+                value = layer(model(x).squeeze(-1), y, mask=m)
+                value.backward()
+                optimiser.step()
+                return value.detach()
+
+            run = torch.compile(step) if mode == "compiled" else step
+            losses = torch.stack([run(features[i], grades[i], mask) for i in range(3)])
+            runs[mode] = losses, torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        forward = torch.compile(
+            lambda x, model=model, layer=layer: layer(model(x).squeeze(-1), grades[0], mask=mask), fullgraph=True
+        )
+        try:
+            forward(features[0])
+            whole = "yes"
+        except Exception as exc:  # the compiler's own error types: report, do not stop the check
+            whole = f"no ({type(exc).__name__})"
+        rows.append(
+            (
+                loss,
+                float((runs["compiled"][0] - runs["eager"][0]).abs().max()),
+                float((runs["compiled"][1] - runs["eager"][1]).abs().max()),
+                whole,
+            )
+        )
+        torch._dynamo.reset()
+    return rows
+
+
+def report(device, shapes, repeats: int, n_batches: int, compiled: bool = False) -> str:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{device} (no GPU: a dry run)"
     lines = [
         f"Device: {name}; torch {torch.__version__}; float32 scores, forward + backward, medians of {repeats}.",
@@ -183,6 +228,14 @@ def report(device, shapes, repeats: int, n_batches: int) -> str:
     lines += [
         f"| {loss} | {n} | {agree} | {v:.2e} | {g:.2e} |" for loss, n, agree, v, g in exactness_rows(device, n_batches)
     ]
+    if compiled:
+        lines += [
+            "",
+            "| loss (torch.compile, 3 training steps) | max loss difference | max parameter difference | "
+            "forward in one graph (fullgraph=True) |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [f"| {loss} | {d:.2e} | {p:.2e} | {whole} |" for loss, d, p, whole in compile_rows(device)]
     return "\n".join(lines)
 
 
@@ -192,6 +245,9 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small shapes and few repeats: a dry run")
     parser.add_argument("--output", default=None, help="also write the tables to this file")
     parser.add_argument(
+        "--compile", action="store_true", help="also compile a small ranker's training step and compare it with eager"
+    )
+    parser.add_argument(
         "--profile", default=None, help="also write torch.profiler's operator table of the tensor backend here"
     )
     args = parser.parse_args(argv)
@@ -200,7 +256,11 @@ def main(argv=None) -> int:
         print("gpu_check: no CUDA device here; run with --device cpu --quick for a dry run", file=sys.stderr)
         return 2
     text = report(
-        device, QUICK_SHAPES if args.quick else SHAPES, 2 if args.quick else REPEATS, 5 if args.quick else 100
+        device,
+        QUICK_SHAPES if args.quick else SHAPES,
+        2 if args.quick else REPEATS,
+        5 if args.quick else 100,
+        compiled=args.compile,
     )
     print(text)
     if args.output:
