@@ -6,9 +6,9 @@ Registered with :mod:`torch.library` as a custom operator, with a fake-tensor im
 shapes and dtypes from the inputs alone) and its autograd formula, the hinge is one node of a compiled graph,
 and eager calls run the same operator.
 
-An operator takes tensors and numbers, so a call names its configuration (loss, ``relevant_at``, reduction,
-threads, device) by an integer handle (:func:`config_handle`): the same configuration keeps the same handle,
-so a compiled graph stays valid, and a new one is a new constant, so the graph is recompiled for it.
+An operator takes tensors, numbers and strings, so a call names its loss by an integer handle
+(:func:`loss_handle`) and passes its options as they are: the same loss keeps its handle, so a compiled graph
+stays valid; another loss, or other options, are other constants, and the graph is recompiled for them.
 
 The operator returns the reduced value, its gradient for an upstream gradient of 1 (``coef``, in the dtype
 the gradient is computed in) and, for the flat layout with query ids and no reduction, each document's query;
@@ -29,60 +29,91 @@ from rankopt.inference.kernel_base import ReusedOutput
 from rankopt.losses.base import RankLoss
 from rankopt.torch import _device, _host
 
-__all__ = ["HingeConfig", "config_handle", "rank_hinge_op", "resolved_loss"]
+__all__ = [
+    "HingeConfig",
+    "HostState",
+    "loss_handle",
+    "named_loss_handle",
+    "rank_hinge_op",
+    "resolved_loss",
+    "runs_on_host",
+]
 
 
 @dataclass(eq=False)
+class HostState:
+    """What the calls of one loss and options reuse between them: the last padded batch's preparation and the
+    gradient's memory."""
+
+    prepared: _host.PreparedBatch = field(default_factory=_host.PreparedBatch)
+    gradient_buffer: ReusedOutput = field(default_factory=ReusedOutput)
+
+
+@dataclass(frozen=True)
 class HingeConfig:
-    """What one handle names: the loss and options of a call, and the host state reused between its calls."""
+    """One call's loss and options, as the operator's implementations read them."""
 
     loss: RankLoss
-    relevant_at: float
+    relevant_at: int
     reduction: str
     n_threads: int | None
     device: str
-    prepared: _host.PreparedBatch = field(default_factory=_host.PreparedBatch)
-    gradient_buffer: ReusedOutput = field(default_factory=ReusedOutput)
+    state: HostState
+
+    @property
+    def prepared(self) -> _host.PreparedBatch:
+        return self.state.prepared
+
+    @property
+    def gradient_buffer(self) -> ReusedOutput:
+        return self.state.gradient_buffer
 
     def runs_on_host(self, scores: torch.Tensor) -> bool:
         """Whether a call with these scores starts on the compiled kernels (the tensor kernels may still hand
         it back: :func:`rankopt.torch._device.tensor_hinges`)."""
-        return self.device == "cpu" or (self.device == "auto" and scores.device.type == "cpu")
+        return runs_on_host(self.device, scores)
 
 
-_CONFIGS: dict[int, HingeConfig] = {}
+def runs_on_host(device: str, scores: torch.Tensor) -> bool:
+    return device == "cpu" or (device == "auto" and scores.device.type == "cpu")
+
+
+_LOSSES: dict[int, RankLoss] = {}
 _HANDLES: dict[tuple, int] = {}
+_STATES: dict[tuple, HostState] = {}
 _NEXT_HANDLE = itertools.count()
 
 
 @torch.compiler.assume_constant_result
-def config_handle(loss, loss_params: tuple, relevant_at, reduction: str, n_threads, device: str) -> int:
-    """The handle of a configuration (checked by :func:`rankopt.torch.functional.check_options`), made on its
-    first call: a loss name with its parameters is resolved through the default registry; a loss instance is
-    held as itself (its ``set_params`` is seen), for as long as it lives.  Compiled code calls this once, when
-    it is traced, and guards on the arguments."""
-    by_object = isinstance(loss, RankLoss)
-    key: tuple = (
-        ("object", id(loss)) if by_object else ("name", loss),
-        loss_params,
-        relevant_at,
-        reduction,
-        n_threads,
-        device,
-    )
+def named_loss_handle(name: str, loss_params: tuple) -> int:
+    """The handle of the loss ``name`` with ``loss_params`` ((name, value) pairs), built through the default
+    registry on the first call.  Compiled code calls it once, when it is traced."""
+    key: tuple = ("name", name, loss_params)
     try:
         held = _HANDLES.get(key)
-    except TypeError:  # a parameter that cannot be hashed (an array): its configuration is known by its bytes
-        key = (*key[:1], _parameter_bytes(loss_params), *key[2:])
+    except TypeError:  # a parameter that cannot be hashed (an array): its loss is known by its bytes
+        key = ("name", name, _parameter_bytes(loss_params))
         held = _HANDLES.get(key)
-    if held is not None:
-        return held
-    resolved = resolved_loss(loss, dict(loss_params))
+    if held is None:
+        held = _HANDLES[key] = _new_handle(resolved_loss(name, dict(loss_params)))
+    return held
+
+
+@torch.compiler.disable
+def loss_handle(loss) -> int:
+    """The handle of a loss instance, held as itself (its ``set_params`` is seen) for as long as it lives.  Not
+    traced (an instance is no constant to a tracer): a module holds its loss's handle as an integer instead."""
+    key = ("object", id(loss))
+    held = _HANDLES.get(key)
+    if held is None:
+        held = _HANDLES[key] = _new_handle(resolved_loss(loss, {}))
+        weakref.finalize(loss, _forget, key, held)  # the id may be reused once the loss is gone
+    return held
+
+
+def _new_handle(loss: RankLoss) -> int:
     handle = next(_NEXT_HANDLE)
-    _CONFIGS[handle] = HingeConfig(resolved, relevant_at, reduction, n_threads, device)
-    _HANDLES[key] = handle
-    if by_object:  # the id may be reused once the loss is gone
-        weakref.finalize(loss, _forget, key, handle)
+    _LOSSES[handle] = loss
     return handle
 
 
@@ -112,19 +143,34 @@ def _parameter_bytes(loss_params: tuple) -> bytes:
 
 def _forget(key: tuple, handle: int) -> None:
     _HANDLES.pop(key, None)
-    _CONFIGS.pop(handle, None)
+    _LOSSES.pop(handle, None)
+    for options in [options for options in _STATES if options[0] == handle]:
+        _STATES.pop(options, None)
 
 
-def config(handle: int) -> HingeConfig:
-    return _CONFIGS[handle]
+def config(loss: int, reduction: str, relevant_from: int, n_threads: int | None, device: str) -> HingeConfig:
+    """The call's loss and options, with the state its earlier calls left."""
+    options = (loss, reduction, relevant_from, n_threads, device)
+    state = _STATES.get(options)
+    if state is None:
+        state = _STATES[options] = HostState()
+    return HingeConfig(_LOSSES[loss], relevant_from, reduction, n_threads, device, state)
 
 
 @torch.library.custom_op("rankopt::rank_hinge", mutates_args=())
 def rank_hinge_op(
-    scores: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None, qid: torch.Tensor | None, handle: int
+    scores: torch.Tensor,
+    y: torch.Tensor,
+    mask: torch.Tensor | None,
+    qid: torch.Tensor | None,
+    loss: int,
+    reduction: str,
+    relevant_from: int,
+    n_threads: int | None,
+    device: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(value, coef, query_of) of the hinge: the arguments are checked (:mod:`rankopt.torch.functional`)."""
-    held = config(handle)
+    held = config(loss, reduction, relevant_from, n_threads, device)
     if not held.runs_on_host(scores):
         result = _device.tensor_hinges(held, scores, y, mask, qid)
         if result is not None:
@@ -133,8 +179,7 @@ def rank_hinge_op(
 
 
 @rank_hinge_op.register_fake
-def _(scores, y, mask, qid, handle):
-    reduction = config(handle).reduction
+def _(scores, y, mask, qid, loss, reduction, relevant_from, n_threads, device):
     by_query = reduction == "none" and qid is not None
     if reduction != "none":
         value = scores.new_empty((), dtype=_host.value_dtype(scores.dtype))
@@ -148,21 +193,20 @@ def _(scores, y, mask, qid, handle):
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    scores, _, _, _, handle = inputs
+    scores, _, _, _, _, reduction, _, _, device = inputs
     _, coef, query_of = output
     ctx.save_for_backward(scores, coef, query_of)
     # coef and query_of are the backward's own inputs, never differentiated: no zero gradients made for them.
     # (Not marked non-differentiable: the mark would keep them, and the gradient buffer they use, alive with
     # the graph after the backward, and the next call could not reuse the buffer.)
     ctx.set_materialize_grads(False)
-    ctx.reduction = config(handle).reduction
-    ctx.on_host = config(handle).runs_on_host(scores)
+    ctx.reduction, ctx.on_host = reduction, runs_on_host(device, scores)
 
 
 def _backward(ctx, upstream, _coef_grad, _query_grad):
     scores, coef, query_of = ctx.saved_tensors
     if upstream is None:  # the value was not used
-        return None, None, None, None, None
+        return (None,) * 9
     if ctx.reduction != "none":
         factor = upstream
     elif scores.dim() == 2:
@@ -178,7 +222,7 @@ def _backward(ctx, upstream, _coef_grad, _query_grad):
     grad = grad.to(scores.dtype)
     if torch.is_grad_enabled():  # create_graph=True: a second derivative may be asked for
         grad = _NoSecondDerivative.apply(grad, scores)
-    return grad, None, None, None, None
+    return (grad, *(None,) * 8)
 
 
 def _is_one(factor: torch.Tensor) -> bool:
@@ -190,14 +234,14 @@ torch.library.register_autograd("rankopt::rank_hinge", _backward, setup_context=
 
 
 @rank_hinge_op.register_vmap
-def _vmap(info, in_dims, scores, y, mask, qid, handle):
+def _vmap(info, in_dims, scores, y, mask, qid, *options):
     """``torch.func.vmap``: the operator on each slice in turn (a batch of queries is already the padded
     layout's rows; vmap over it is for code written one batch at a time)."""
     tensors = (scores, y, mask, qid)
 
     def one(index: int):
         sliced = (t if d is None else t.select(d, index) for t, d in zip(tensors, in_dims[:4], strict=True))
-        return rank_hinge_op(*sliced, handle)
+        return rank_hinge_op(*sliced, *options)
 
     slices = [one(index) for index in range(info.batch_size)]
     return tuple(torch.stack(parts) for parts in zip(*slices, strict=True)), (0, 0, 0)

@@ -16,16 +16,17 @@ import torch
 
 from rankopt._validation import check_positive_float, check_reduction
 from rankopt.torch._inputs import checked_call, describe, labels_on
-from rankopt.torch._op import config_handle, rank_hinge_op, resolved_loss
+from rankopt.torch._op import loss_handle, named_loss_handle, rank_hinge_op
 
 __all__ = [
     "DEVICES",
     "SIMILARITIES",
     "check_metric_options",
     "check_options",
+    "hinge_of_handle",
     "metric_hinge",
+    "metric_rankings",
     "rank_hinge",
-    "resolved_loss",
 ]
 
 #: Where the inference runs (``device=``): the compiled kernels on the host ("cpu"), the tensor kernels on the
@@ -80,11 +81,29 @@ def rank_hinge(
     Tensor
         A scalar ("mean", "sum"), or one value per query ("none"); float32 for float16 and bfloat16 scores.
     """
+    handle = named_loss_handle(loss, tuple(sorted(loss_params.items()))) if isinstance(loss, str) else None
+    if handle is None:
+        if loss_params:
+            raise ValueError(f"expected loss parameters only with a loss name, got {sorted(loss_params)} with {loss!r}")
+        handle = loss_handle(loss)
+    options = dict(reduction=reduction, relevant_at=relevant_at, device=device, n_threads=n_threads)
+    return hinge_of_handle(scores, y, handle, mask=mask, qid=qid, group=group, **options)
+
+
+def hinge_of_handle(scores, y, loss: int, *, mask, qid, group, reduction, relevant_at, device, n_threads):
+    """:func:`rank_hinge` of the loss with the handle ``loss`` (:mod:`rankopt.torch._op`): what the modules
+    call, with their loss's handle kept as an integer, which a tracer reads as a constant."""
     check_options(reduction, device)
     y, mask, qid = checked_call(scores, y, mask, qid, group)
-    params = tuple(sorted(loss_params.items()))
-    handle = config_handle(loss, params, relevant_at, reduction, n_threads, device)
-    return rank_hinge_op(scores, y, mask, qid, handle)[0]
+    return rank_hinge_op(scores, y, mask, qid, loss, reduction, _relevant_from(relevant_at), n_threads, device)[0]
+
+
+@torch.compiler.assume_constant_result
+def _relevant_from(relevant_at) -> int:
+    """The least relevant grade, an integer (``relevant_at`` checked): what a binary loss's threshold reads."""
+    from rankopt.inference.binary_kernels import integer_threshold
+
+    return integer_threshold(relevant_at)
 
 
 def check_options(reduction: str, device: str) -> None:
@@ -125,6 +144,18 @@ def metric_hinge(
     calling convention, must be None.  A scalar, 0 with a zero gradient when no embedding has anything to rank
     (a batch of one).
     """
+    ranked = metric_rankings(embeddings, labels, similarity, scale, indices_tuple, ref_emb, ref_labels)
+    if ranked is None:
+        return (embeddings * 0).sum()
+    scores, relevance, mask = ranked
+    return rank_hinge(scores, relevance, loss=loss, mask=mask, device=device, n_threads=n_threads, **loss_params)
+
+
+def metric_rankings(embeddings, labels, similarity, scale, indices_tuple, ref_emb, ref_labels):
+    """The rankings :func:`metric_hinge` scores: (scores, relevance, mask) of the padded query × document
+    layout, or None when no embedding has anything to rank (a batch of one, the last of a ``DataLoader``
+    without ``drop_last``, or an empty reference set: a loss of 0 with a zero gradient, as
+    pytorch-metric-learning's losses give)."""
     if indices_tuple is not None:
         raise ValueError(
             "expected indices_tuple=None: every embedding ranks all the others, so a miner's pairs or "
@@ -146,9 +177,7 @@ def metric_hinge(
     if labels.shape[0] != embeddings.shape[0] or ref_labels.shape[0] != ref_emb.shape[0]:
         raise ValueError("expected one label per embedding, in labels and in ref_labels")
     if documents_ranked(embeddings.shape[0], ref_emb.shape[0], self_reference) == 0:
-        # A batch of one (the last of a DataLoader without drop_last) or an empty reference set: nothing to
-        # rank, a loss of 0 with a zero gradient, as pytorch-metric-learning's losses give.
-        return (embeddings * 0).sum()
+        return None
     queries, documents = embeddings, ref_emb
     if similarity == "cosine":
         queries, documents = _unit_rows(queries), _unit_rows(documents)
@@ -157,8 +186,7 @@ def metric_hinge(
     mask = None
     if self_reference:
         mask = ~torch.eye(labels.shape[0], dtype=torch.bool, device=embeddings.device)
-    options = dict(loss=loss, device=device, n_threads=n_threads)
-    return rank_hinge(scores, relevance, mask=mask, **options, **loss_params)
+    return scores, relevance, mask
 
 
 def documents_ranked(n_queries: int, n_references: int, self_reference: bool) -> int:

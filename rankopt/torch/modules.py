@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import torch
 
+from rankopt.torch._op import loss_handle, resolved_loss
 from rankopt.torch.functional import (
     SIMILARITIES,
     check_metric_options,
     check_options,
     device_from_backend,
-    metric_hinge,
-    rank_hinge,
-    resolved_loss,
+    hinge_of_handle,
+    metric_rankings,
 )
 
 __all__ = ["MetricHingeLoss", "RankHingeLoss"]
@@ -64,7 +64,7 @@ class RankHingeLoss(torch.nn.Module):
     def rank_loss(self):
         """The loss instance the layer computes with: ``loss`` itself, or the loss it names with
         ``loss_params``, built once (its ``set_params`` is seen by the next call)."""
-        return _resolved_loss(self, self.loss, self.loss_params)
+        return _resolved(self, self.loss, self.loss_params)[0]
 
     def extra_repr(self) -> str:
         return f"loss={self.loss!r}, reduction={self.reduction!r}, device={self.device!r}"
@@ -89,9 +89,8 @@ class RankHingeLoss(torch.nn.Module):
             A scalar ("mean", "sum"), or one value per query ("none").
         """
         options = dict(reduction=self.reduction, relevant_at=self.relevant_at, n_threads=self.n_threads)
-        return rank_hinge(
-            scores, y, loss=self.rank_loss, mask=mask, qid=qid, group=group, device=self.device, **options
-        )
+        handle = _resolved(self, self.loss, self.loss_params)[1]
+        return hinge_of_handle(scores, y, handle, mask=mask, qid=qid, group=group, device=self.device, **options)
 
 
 class MetricHingeLoss(torch.nn.Module):
@@ -159,7 +158,7 @@ class MetricHingeLoss(torch.nn.Module):
     @property
     def rank_loss(self):
         """The loss instance the layer computes with (:attr:`RankHingeLoss.rank_loss`)."""
-        return _resolved_loss(self, self.loss, self.loss_params)
+        return _resolved(self, self.loss, self.loss_params)[0]
 
     def extra_repr(self) -> str:
         return f"loss={self.loss!r}, similarity={self.similarity!r}, scale={self.scale!r}"
@@ -181,16 +180,23 @@ class MetricHingeLoss(torch.nn.Module):
         Tensor
             A scalar; 0 with a zero gradient when no embedding has anything to rank (a batch of one).
         """
-        options = dict(similarity=self.similarity, scale=self.scale, device=self.device, n_threads=self.n_threads)
-        references = dict(indices_tuple=indices_tuple, ref_emb=ref_emb, ref_labels=ref_labels)
-        return metric_hinge(embeddings, labels, loss=self.rank_loss, **references, **options)
+        references = (indices_tuple, ref_emb, ref_labels)
+        ranked = metric_rankings(embeddings, labels, self.similarity, self.scale, *references)
+        if ranked is None:
+            return (embeddings * 0).sum()
+        scores, relevance, mask = ranked
+        handle = _resolved(self, self.loss, self.loss_params)[1]
+        options = dict(reduction="mean", relevant_at=1, device=self.device, n_threads=self.n_threads)
+        return hinge_of_handle(scores, relevance, handle, mask=mask, qid=None, group=None, **options)
 
 
-def _resolved_loss(module: torch.nn.Module, loss, loss_params: dict):
-    """The loss ``loss`` (a name with ``loss_params``, or an instance) resolves to, built once and kept on
-    ``module`` for as long as its ``loss`` and ``loss_params`` are the same objects."""
+def _resolved(module: torch.nn.Module, loss, loss_params: dict) -> tuple:
+    """(the loss instance, its handle) for ``loss`` (a name with ``loss_params``, or an instance): made once and
+    kept on ``module`` for as long as its ``loss`` and ``loss_params`` are the same objects, so that a traced
+    forward reads the handle as a constant."""
     held = module.__dict__.get("_resolved")
     if held is None or held[0] is not loss or held[1] is not loss_params:
-        held = (loss, loss_params, resolved_loss(loss, loss_params))
+        resolved = resolved_loss(loss, loss_params)
+        held = (loss, loss_params, resolved, loss_handle(resolved))
         module.__dict__["_resolved"] = held
-    return held[2]
+    return held[2:]
