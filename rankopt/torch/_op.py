@@ -226,8 +226,15 @@ def _backward(ctx, upstream, _coef_grad, _query_grad):
 
 
 def _is_one(factor: torch.Tensor) -> bool:
-    """Whether an upstream gradient on the host is the scalar 1 (read only where reading costs nothing)."""
-    return not torch.compiler.is_compiling() and factor.dim() == 0 and factor.device.type == "cpu" and bool(factor == 1)
+    """Whether an upstream gradient on the host is the scalar 1, read only where reading costs nothing: a plain
+    tensor (a tracer's fake or functional tensors are subclasses, whose value is unknown) on the CPU."""
+    return (
+        type(factor) is torch.Tensor
+        and not torch.compiler.is_compiling()
+        and factor.dim() == 0
+        and factor.device.type == "cpu"
+        and factor.item() == 1.0
+    )
 
 
 torch.library.register_autograd("rankopt::rank_hinge", _backward, setup_context=_setup_context)
