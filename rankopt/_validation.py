@@ -673,3 +673,67 @@ def refuse_queries_without_levels(n_queries: int, *, graded: bool, relevant_at=N
     else:
         need = f"both a relevant document (y >= relevant_at={relevant_at:g}) and a non-relevant one"
     raise ValueError(f"expected some query (qid) to hold {need}, got none of the {n_queries} queries instead")
+
+
+#: The largest |prediction| × scale the objective takes: the hinge's sums over a query of 10⁸ documents stay
+#: finite far beyond it, and a booster past it has diverged.
+MAX_PREDICTION = 1e200
+
+
+def check_predictions(predictions) -> np.ndarray:
+    """One float64 prediction per document, or a ValueError saying what the shape means."""
+    predictions = np.asarray(predictions, dtype=np.float64)
+    if predictions.ndim == 2 and predictions.shape[1] == 1:
+        raise ValueError(
+            f"expected one prediction per document as a 1-D array, got a column of shape {predictions.shape} "
+            "instead: pass predictions.ravel()"
+        )
+    if predictions.ndim != 1:
+        raise ValueError(
+            f"expected one prediction per document (a ranking objective), got predictions of shape "
+            f"{predictions.shape} instead: a multiclass or multi-output booster cannot take a ranking loss"
+        )
+    return predictions
+
+
+def query_weights(weights, group_sizes, n_documents: int) -> np.ndarray | None:
+    """One weight per query from ``weights``: None, one per query (XGBoost's ranking DMatrix), or one per
+    document equal within each query (LightGBM's); finite and ≥ 0, refused otherwise.
+
+    The hinge is a function of a whole query's scores, so a weight that varies within a query has no meaning
+    for it and is refused.
+    """
+    if weights is None:
+        return None
+    weights = np.asarray(weights, dtype=np.float64).ravel()
+    if weights.size == 0:
+        return None
+    sizes = np.asarray(group_sizes, dtype=np.int64)
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError("expected sample weights that are finite and >= 0, got NaN, infinity or a negative one")
+    if weights.size == sizes.size and weights.size != n_documents:
+        return weights
+    if weights.size != n_documents:
+        raise ValueError(
+            f"expected one weight per query ({sizes.size}) or per document ({n_documents}), got {weights.size} instead"
+        )
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    first = weights[starts] if sizes.size else weights[:0]
+    if not np.array_equal(np.repeat(first, sizes), weights):
+        raise ValueError(
+            "expected the sample weights of each query's documents to be equal (the hinge weighs whole queries), "
+            "got weights that differ within a query: give each query one weight"
+        )
+    return first
+
+
+def check_group_sizes_given(group_sizes):
+    """The queries' group sizes of a boosting objective, refused when absent; their sizes against the
+    predictions are checked where every ``group=`` is (:func:`check_group_sizes`, inside the hinge)."""
+    if group_sizes is None:
+        raise ValueError(
+            "expected the queries' group sizes (a ranking dataset: LGBMRanker's group=, a Dataset's group, a "
+            "DMatrix's group or qid), got none: a regression or classification objective slot cannot take a "
+            "ranking loss"
+        )
+    return group_sizes

@@ -24,7 +24,13 @@ import math
 
 import numpy as np
 
-from rankopt._validation import check_positive_float
+from rankopt._validation import (
+    MAX_PREDICTION,
+    check_group_sizes_given,
+    check_positive_float,
+    check_predictions,
+    query_weights,
+)
 
 __all__ = ["HingeObjective", "LossMetric"]
 
@@ -75,7 +81,7 @@ class HingeObjective:
         """(grad, hess) at ``predictions`` for documents grouped in contiguous queries of ``group_sizes``.
 
         ``weights``, optional: one weight per query, or one per document equal within each query
-        (:func:`query_weights`); a query's weight scales its hinge, so its gradient and hessian.
+        (:func:`rankopt._validation.query_weights`); a query's weight scales its hinge, so its gradient and hessian.
         """
         from rankopt.hinge import hinge_per_query
 
@@ -91,7 +97,7 @@ class HingeObjective:
                 f"expected predictions of magnitude at most {MAX_PREDICTION / self.scale:.3g} (scale={self.scale}), "
                 f"got {largest:.3g} instead: the booster diverged (lower the learning rate or raise the hessian)"
             )
-        group_sizes = _check_groups(group_sizes)
+        group_sizes = check_group_sizes_given(group_sizes)
         per_query = hinge_per_query(
             self.scale * predictions,
             labels,
@@ -137,7 +143,7 @@ class LossMetric:
         from rankopt.metrics import loss_metric
 
         predictions = check_predictions(predictions)
-        group_sizes = _check_groups(group_sizes)
+        group_sizes = check_group_sizes_given(group_sizes)
         return loss_metric(
             labels,
             predictions,
@@ -146,58 +152,6 @@ class LossMetric:
             relevant_at=self.relevant_at,
             query_weights=query_weights(weights, group_sizes, predictions.size),
         )
-
-
-#: The largest |prediction| × scale the objective takes: the hinge's sums over a query of 10⁸ documents stay
-#: finite far beyond it, and a booster past it has diverged.
-MAX_PREDICTION = 1e200
-
-
-def check_predictions(predictions) -> np.ndarray:
-    """One float64 prediction per document, or a ValueError saying what the shape means."""
-    predictions = np.asarray(predictions, dtype=np.float64)
-    if predictions.ndim == 2 and predictions.shape[1] == 1:
-        raise ValueError(
-            f"expected one prediction per document as a 1-D array, got a column of shape {predictions.shape} "
-            "instead: pass predictions.ravel()"
-        )
-    if predictions.ndim != 1:
-        raise ValueError(
-            f"expected one prediction per document (a ranking objective), got predictions of shape "
-            f"{predictions.shape} instead: a multiclass or multi-output booster cannot take a ranking loss"
-        )
-    return predictions
-
-
-def query_weights(weights, group_sizes, n_documents: int) -> np.ndarray | None:
-    """One weight per query from ``weights``: None, one per query (XGBoost's ranking DMatrix), or one per
-    document equal within each query (LightGBM's); finite and ≥ 0, refused otherwise.
-
-    The hinge is a function of a whole query's scores, so a weight that varies within a query has no meaning
-    for it and is refused.
-    """
-    if weights is None:
-        return None
-    weights = np.asarray(weights, dtype=np.float64).ravel()
-    if weights.size == 0:
-        return None
-    sizes = np.asarray(group_sizes, dtype=np.int64)
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-        raise ValueError("expected sample weights that are finite and >= 0, got NaN, infinity or a negative one")
-    if weights.size == sizes.size and weights.size != n_documents:
-        return weights
-    if weights.size != n_documents:
-        raise ValueError(
-            f"expected one weight per query ({sizes.size}) or per document ({n_documents}), got {weights.size} instead"
-        )
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    first = weights[starts] if sizes.size else weights[:0]
-    if not np.array_equal(np.repeat(first, sizes), weights):
-        raise ValueError(
-            "expected the sample weights of each query's documents to be equal (the hinge weighs whole queries), "
-            "got weights that differ within a query: give each query one weight"
-        )
-    return first
 
 
 def metric_name(loss, relevant_at=1) -> str:
@@ -241,27 +195,10 @@ def _resolve_loss(loss, loss_params: dict):
     deep-copy their objective."""
     from rankopt.plugins import default_registry
 
-    registry = default_registry()
-    if loss_params:
-        if not isinstance(loss, str):
-            raise ValueError(f"expected loss parameters only with a loss name, got {sorted(loss_params)}")
-        loss = registry.get_loss(loss, **loss_params)
-    return registry.resolve_loss(loss)
+    return default_registry().resolve_loss(loss, **loss_params)
 
 
 def _constant_hessian(hessian) -> float:
     if isinstance(hessian, str):
         raise ValueError(f"expected hessian to be a positive number or one of {HESSIANS}, got {hessian!r} instead")
     return check_positive_float(hessian, "hessian")
-
-
-def _check_groups(group_sizes):
-    """The queries' group sizes, refused when absent; their sizes against the predictions are checked where
-    every ``group=`` is (:func:`rankopt._validation.check_group_sizes`, inside the hinge)."""
-    if group_sizes is None:
-        raise ValueError(
-            "expected the queries' group sizes (a ranking dataset: LGBMRanker's group=, a Dataset's group, a "
-            "DMatrix's group or qid), got none: a regression or classification objective slot cannot take a "
-            "ranking loss"
-        )
-    return group_sizes

@@ -412,12 +412,18 @@ class PluginRegistry:
     def get_loss(self, name: str, **params) -> Loss:
         return self._lookup(PluginKind.LOSS, name).cls(**params)
 
-    def resolve_loss(self, loss) -> Loss:
-        """A loss instance from a registered name or an instance."""
+    def resolve_loss(self, loss, **loss_params) -> Loss:
+        """A loss instance from a registered name (built with ``loss_params``) or an instance (with none): the
+        one place where every front door (estimators, the hinge, the torch layer, the boosting objectives)
+        turns what a user wrote into a loss."""
         if isinstance(loss, Loss):
+            if loss_params:
+                raise ValueError(
+                    f"expected loss parameters only with a loss name, got {sorted(loss_params)} with {loss!r}"
+                )
             return loss
         if isinstance(loss, str):
-            return self.get_loss(loss)
+            return self.get_loss(loss, **loss_params)
         raise ValueError(f"expected loss to be a loss name or a Loss instance, got {loss!r} instead")
 
     def get_model(self, name: str) -> Model:

@@ -415,3 +415,31 @@ def test_the_experiments_import_no_circle():
 
     circles = sorted(name for name in graph if reaches(name, name, {name}))
     assert circles == [], circles
+
+
+#: The front doors of the learners: thin over the one pipeline (issue 48).
+ADAPTERS = [
+    *sorted((PACKAGE / "torch").glob("*.py")),
+    PACKAGE / "pml.py",
+    PACKAGE / "boosting.py",
+    PACKAGE / "lightgbm.py",
+    PACKAGE / "xgboost.py",
+]
+
+
+@pytest.mark.parametrize("path", ADAPTERS, ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_each_adapter_module_stays_within_250_lines(path):
+    assert len(path.read_text(encoding="utf-8").splitlines()) <= 250
+
+
+def test_the_torch_modules_hold_no_validation_and_no_reduction_of_their_own():
+    """Issue 48: RankHingeLoss and MetricHingeLoss store their hyperparameters and call the functional; what
+    they check and how they reduce is written once, below them."""
+    tree = ast.parse((PACKAGE / "torch" / "modules.py").read_text(encoding="utf-8"))
+    raises = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Raise)]
+    reductions = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in {"sum", "mean", "clamp", "reduce_hinges"}
+    ]
+    assert not raises and not reductions, (raises, reductions)

@@ -8,6 +8,7 @@ anything.  The gradient is computed in float64 and rounded once into the dtype t
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -16,8 +17,9 @@ from rankopt._validation import as_float_vector, check_grades
 from rankopt.hinge import hinge_per_query, prepare_hinges, prepared_hinges, reduce_hinges
 from rankopt.inference._batched import gather_kept, kept_offsets, scale_into, scatter_kept
 from rankopt.inference.kernel_base import ReusedOutput
+from rankopt.losses.base import RankLoss
 
-__all__ = ["PreparedBatch", "gradient_dtype", "host_hinges", "value_dtype"]
+__all__ = ["HingeConfig", "HostState", "PreparedBatch", "gradient_dtype", "host_hinges", "runs_on_host", "value_dtype"]
 
 
 def value_dtype(scores_dtype: torch.dtype) -> torch.dtype:
@@ -160,3 +162,41 @@ def _host_array(value: torch.Tensor) -> np.ndarray:
     if value.dtype in (torch.float16, torch.bfloat16):
         value = value.float()
     return value.cpu().numpy()
+
+
+@dataclass(eq=False)
+class HostState:
+    """What the calls of one loss and options reuse between them: the last padded batch's preparation and the
+    gradient's memory."""
+
+    prepared: PreparedBatch = field(default_factory=lambda: PreparedBatch())
+    gradient_buffer: ReusedOutput = field(default_factory=ReusedOutput)
+
+
+@dataclass(frozen=True)
+class HingeConfig:
+    """One call's loss and options, as the operator's implementations read them."""
+
+    loss: RankLoss
+    relevant_at: int
+    reduction: str
+    n_threads: int | None
+    device: str
+    state: HostState
+
+    @property
+    def prepared(self) -> PreparedBatch:
+        return self.state.prepared
+
+    @property
+    def gradient_buffer(self) -> ReusedOutput:
+        return self.state.gradient_buffer
+
+    def runs_on_host(self, scores: torch.Tensor) -> bool:
+        """Whether a call with these scores starts on the compiled kernels (the tensor kernels may still hand
+        it back: :func:`rankopt.torch._device.tensor_hinges`)."""
+        return runs_on_host(self.device, scores)
+
+
+def runs_on_host(device: str, scores: torch.Tensor) -> bool:
+    return device == "cpu" or (device == "auto" and scores.device.type == "cpu")

@@ -21,61 +21,14 @@ from __future__ import annotations
 import itertools
 import pickle
 import weakref
-from dataclasses import dataclass, field
 
 import torch
 
-from rankopt.inference.kernel_base import ReusedOutput
 from rankopt.losses.base import RankLoss
 from rankopt.torch import _device, _host
+from rankopt.torch._host import HingeConfig, HostState, runs_on_host
 
-__all__ = [
-    "HingeConfig",
-    "HostState",
-    "loss_handle",
-    "named_loss_handle",
-    "rank_hinge_op",
-    "resolved_loss",
-    "runs_on_host",
-]
-
-
-@dataclass(eq=False)
-class HostState:
-    """What the calls of one loss and options reuse between them: the last padded batch's preparation and the
-    gradient's memory."""
-
-    prepared: _host.PreparedBatch = field(default_factory=_host.PreparedBatch)
-    gradient_buffer: ReusedOutput = field(default_factory=ReusedOutput)
-
-
-@dataclass(frozen=True)
-class HingeConfig:
-    """One call's loss and options, as the operator's implementations read them."""
-
-    loss: RankLoss
-    relevant_at: int
-    reduction: str
-    n_threads: int | None
-    device: str
-    state: HostState
-
-    @property
-    def prepared(self) -> _host.PreparedBatch:
-        return self.state.prepared
-
-    @property
-    def gradient_buffer(self) -> ReusedOutput:
-        return self.state.gradient_buffer
-
-    def runs_on_host(self, scores: torch.Tensor) -> bool:
-        """Whether a call with these scores starts on the compiled kernels (the tensor kernels may still hand
-        it back: :func:`rankopt.torch._device.tensor_hinges`)."""
-        return runs_on_host(self.device, scores)
-
-
-def runs_on_host(device: str, scores: torch.Tensor) -> bool:
-    return device == "cpu" or (device == "auto" and scores.device.type == "cpu")
+__all__ = ["loss_handle", "named_loss_handle", "rank_hinge_op", "resolved_loss"]
 
 
 _LOSSES: dict[int, RankLoss] = {}
@@ -125,10 +78,8 @@ def resolved_loss(loss, loss_params: dict):
     from rankopt.inference.batched import resolve_rank_loss
     from rankopt.plugins import default_registry
 
-    if not isinstance(loss, str) and loss_params:
-        raise ValueError(f"expected loss parameters only with a loss name, got {sorted(loss_params)} with {loss!r}")
     registry = default_registry()
-    return resolve_rank_loss(loss if not isinstance(loss, str) else registry.get_loss(loss, **loss_params), registry)
+    return resolve_rank_loss(registry.resolve_loss(loss, **loss_params), registry)
 
 
 def _parameter_bytes(loss_params: tuple) -> bytes:

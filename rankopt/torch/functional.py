@@ -16,7 +16,7 @@ import torch
 
 from rankopt._validation import check_positive_float, check_reduction
 from rankopt.torch._inputs import checked_call, describe, labels_on
-from rankopt.torch._op import loss_handle, named_loss_handle, rank_hinge_op
+from rankopt.torch._op import loss_handle, named_loss_handle, rank_hinge_op, resolved_loss
 
 __all__ = [
     "DEVICES",
@@ -25,6 +25,7 @@ __all__ = [
     "check_options",
     "hinge_of_handle",
     "metric_hinge",
+    "metric_hinge_of_handle",
     "metric_rankings",
     "rank_hinge",
 ]
@@ -81,13 +82,16 @@ def rank_hinge(
     Tensor
         A scalar ("mean", "sum"), or one value per query ("none"); float32 for float16 and bfloat16 scores.
     """
-    handle = named_loss_handle(loss, tuple(sorted(loss_params.items()))) if isinstance(loss, str) else None
-    if handle is None:
-        if loss_params:
-            raise ValueError(f"expected loss parameters only with a loss name, got {sorted(loss_params)} with {loss!r}")
-        handle = loss_handle(loss)
+    handle = _loss_handle(loss, loss_params)
     options = dict(reduction=reduction, relevant_at=relevant_at, device=device, n_threads=n_threads)
     return hinge_of_handle(scores, y, handle, mask=mask, qid=qid, group=group, **options)
+
+
+def _loss_handle(loss, loss_params: dict) -> int:
+    """The handle of a loss name with its parameters (a constant to a tracer) or of a loss instance."""
+    if isinstance(loss, str):
+        return named_loss_handle(loss, tuple(sorted(loss_params.items())))
+    return loss_handle(resolved_loss(loss, loss_params))
 
 
 def hinge_of_handle(scores, y, loss: int, *, mask, qid, group, reduction, relevant_at, device, n_threads):
@@ -144,11 +148,20 @@ def metric_hinge(
     calling convention, must be None.  A scalar, 0 with a zero gradient when no embedding has anything to rank
     (a batch of one).
     """
-    ranked = metric_rankings(embeddings, labels, similarity, scale, indices_tuple, ref_emb, ref_labels)
+    handle = _loss_handle(loss, loss_params)
+    references = (indices_tuple, ref_emb, ref_labels)
+    return metric_hinge_of_handle(embeddings, labels, handle, similarity, scale, references, device, n_threads)
+
+
+def metric_hinge_of_handle(embeddings, labels, loss: int, similarity, scale, references, device, n_threads):
+    """:func:`metric_hinge` of the loss with the handle ``loss``, ``references`` (indices_tuple, ref_emb,
+    ref_labels): what :class:`~rankopt.torch.MetricHingeLoss` calls."""
+    ranked = metric_rankings(embeddings, labels, similarity, scale, *references)
     if ranked is None:
         return (embeddings * 0).sum()
     scores, relevance, mask = ranked
-    return rank_hinge(scores, relevance, loss=loss, mask=mask, device=device, n_threads=n_threads, **loss_params)
+    options = dict(reduction="mean", relevant_at=1, device=device, n_threads=n_threads)
+    return hinge_of_handle(scores, relevance, loss, mask=mask, qid=None, group=None, **options)
 
 
 def metric_rankings(embeddings, labels, similarity, scale, indices_tuple, ref_emb, ref_labels):

@@ -13,7 +13,7 @@ from rankopt.torch.functional import (
     check_options,
     device_from_backend,
     hinge_of_handle,
-    metric_rankings,
+    metric_hinge_of_handle,
 )
 
 __all__ = ["MetricHingeLoss", "RankHingeLoss"]
@@ -180,14 +180,10 @@ class MetricHingeLoss(torch.nn.Module):
         Tensor
             A scalar; 0 with a zero gradient when no embedding has anything to rank (a batch of one).
         """
-        references = (indices_tuple, ref_emb, ref_labels)
-        ranked = metric_rankings(embeddings, labels, self.similarity, self.scale, *references)
-        if ranked is None:
-            return (embeddings * 0).sum()
-        scores, relevance, mask = ranked
         handle = _resolved(self, self.loss, self.loss_params)[1]
-        options = dict(reduction="mean", relevant_at=1, device=self.device, n_threads=self.n_threads)
-        return hinge_of_handle(scores, relevance, handle, mask=mask, qid=None, group=None, **options)
+        references = (indices_tuple, ref_emb, ref_labels)
+        options = (self.similarity, self.scale, references, self.device, self.n_threads)
+        return metric_hinge_of_handle(embeddings, labels, handle, *options)
 
 
 def _resolved(module: torch.nn.Module, loss, loss_params: dict) -> tuple:
