@@ -13,13 +13,11 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-from sklearn.base import BaseEstimator
-from sklearn.utils import ClassifierTags
-from sklearn.utils.validation import check_is_fitted
 
 from rankopt._validation import check_binary_labels, check_feature_names, check_n_features
 from rankopt.engine.cccp import best_on_ray, solve_cccp
 from rankopt.engine.solvers import DEFAULT_SOLVER, get_solver
+from rankopt.estimators.base import LinearRanker
 from rankopt.estimators.parameters import (
     CCCP_PARAMETERS,
     check_parameters,
@@ -32,7 +30,6 @@ from rankopt.estimators.parameters import (
 )
 from rankopt.estimators.progress import iteration_callback, verbose_logging
 from rankopt.features.high_order import HighOrderFeatureMap, HighOrderInput, check_eta
-from rankopt.metrics import average_precision
 from rankopt.models.high_order import project
 
 logger = logging.getLogger(__name__)
@@ -40,7 +37,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["HOAPSVM", "HOBSVM"]
 
 
-class _HighOrderRanker(BaseEstimator):
+class _HighOrderRanker(LinearRanker):
     """Shared input handling and prediction of HOB-SVM and HOAP-SVM."""
 
     def _input(self, X, edges, groups, eta) -> HighOrderInput:
@@ -61,8 +58,7 @@ class _HighOrderRanker(BaseEstimator):
         Pass the pairs among the samples of ``X`` the same way as at fit
         (``edges`` or ``groups``); a model fitted without pairs takes none.
         """
-        check_is_fitted(self, "coef_")
-        check_feature_names(self, X, reset=False)
+        self._check_for_scoring(X)
         with_pairs = edges is not None or groups is not None
         if with_pairs != self.fitted_with_pairs_:
             if self.fitted_with_pairs_:
@@ -79,15 +75,7 @@ class _HighOrderRanker(BaseEstimator):
 
     def score(self, X, y, edges=None, groups=None) -> float:
         """Average precision of the ranking by :meth:`decision_function`."""
-        return average_precision(y, self.decision_function(X, edges=edges, groups=groups))
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.target_tags.required = True
-        # Binary relevance, as RankSVM: scikit-learn's checks then feed two-class targets.
-        tags.classifier_tags = ClassifierTags(multi_class=False)
-        return tags
+        return self._ranking_score(y, self.decision_function(X, edges=edges, groups=groups))
 
 
 class HOBSVM(_HighOrderRanker):

@@ -42,14 +42,13 @@ import logging
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
 
 from rankopt._validation import check_feature_names, check_n_features
 from rankopt.data.bags import Bags, check_bags
 from rankopt.engine.cccp import solve_cccp
 from rankopt.engine.solvers import DEFAULT_SOLVER, get_solver
+from rankopt.estimators.base import LinearRanker
 from rankopt.estimators.parameters import (
     CCCP_PARAMETERS,
     boolean,
@@ -64,15 +63,17 @@ from rankopt.estimators.parameters import (
 )
 from rankopt.estimators.progress import iteration_callback, verbose_logging
 from rankopt.losses.base import RankLoss
-from rankopt.metrics import average_precision, mean_average_precision
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["LatentAPSVM", "LatentSSVM", "LatentSVM"]
 
 
-class _LatentEstimator(BaseEstimator):
+class _LatentEstimator(LinearRanker):
     """Shared fit/predict of the latent models (bag input, CCCP with random restarts)."""
+
+    #: Bags' labels are not offered as two-class targets to scikit-learn's checks (as before the shared base).
+    binary_targets = False
 
     @property
     def _fit_intercept(self) -> bool:
@@ -169,12 +170,14 @@ class _LatentEstimator(BaseEstimator):
         return self
 
     def _candidate_scores(self, X, bags):
-        check_is_fitted(self, "coef_")
-        check_feature_names(self, X, reset=False)
+        self._check_for_scoring(X)
         data, _ = check_bags(X, bags)
+        return data, self._scores_of(data)
+
+    def _scores_of(self, data) -> np.ndarray:
+        """Every candidate's score w·Φ(h) + b."""
         check_n_features(self, data.n_features)
-        scores = np.asarray(data.X @ self.coef_.astype(data.X.dtype, copy=False)).ravel() + self.intercept_
-        return data, scores
+        return np.asarray(data.X @ self.coef_.astype(data.X.dtype, copy=False)).ravel() + self.intercept_
 
     def decision_function(self, X, bags=None) -> np.ndarray:
         """Per-bag scores max_h w·Φ(h) (step 1 of the two-step rule); rank bags by them."""
@@ -193,21 +196,11 @@ class _LatentEstimator(BaseEstimator):
         mean over queries of each query's AP; queries without a positive bag
         are left out, as in :func:`rankopt.metrics.mean_average_precision`.
         """
-        check_is_fitted(self, "coef_")
-        check_feature_names(self, X, reset=False)
+        self._check_for_scoring(X)
         data, labels = check_bags(X, bags, y=y, qid=qid)
         assert labels is not None  # y given, labels returned
-        check_n_features(self, data.n_features)
-        scores = np.asarray(data.X @ self.coef_.astype(data.X.dtype, copy=False)).ravel() + self.intercept_
-        if data.qid is None:
-            return average_precision(labels, data.best(scores)[0])
-        return mean_average_precision(labels.astype(np.int64), data.best(scores)[0], data.qid)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.target_tags.required = True
-        return tags
+        best = data.best(self._scores_of(data))[0]
+        return self._ranking_score(labels if data.qid is None else labels.astype(np.int64), best, data.qid)
 
 
 class LatentAPSVM(_LatentEstimator):

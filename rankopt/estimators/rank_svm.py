@@ -10,9 +10,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
-from sklearn.utils import ClassifierTags
-from sklearn.utils.validation import check_is_fitted
 
 from rankopt._validation import (
     QueryIndex,
@@ -32,6 +29,7 @@ from rankopt.data.backends import backend_for, check_matrix, column_max_abs
 from rankopt.engine.appx import solve_appx
 from rankopt.engine.certificate import WorkingSet
 from rankopt.engine.solvers import FitNeeds, SolverSpec, get_solver
+from rankopt.estimators.base import LinearRanker
 from rankopt.estimators.evaluation import eval_metrics
 from rankopt.estimators.parameters import (
     boolean,
@@ -53,7 +51,6 @@ from rankopt.estimators.progress import ValidationMonitor, iteration_callback, v
 from rankopt.exceptions import ConstantRankerWarning
 from rankopt.inference.batched import check_queries_the_loss_orders
 from rankopt.losses.base import Loss, OutputKind, RankLoss
-from rankopt.metrics import average_precision, mean_average_precision
 from rankopt.models.approx import ApproxProblem, check_approx
 
 __all__ = ["RankSVM", "is_graded"]
@@ -64,7 +61,7 @@ logger = logging.getLogger(__name__)
 MODEL_FOR_OUTPUT = {OutputKind.RANKING: "ranking", OutputKind.LABELING: "binary"}
 
 
-class RankSVM(BaseEstimator):
+class RankSVM(LinearRanker):
     """Linear ranker minimising a convex upper bound on a rank loss.
 
     Solves Mohapatra et al. (2018) problem (4), min ½‖w‖² + C ξ over all rankings
@@ -607,8 +604,7 @@ class RankSVM(BaseEstimator):
         A NumPy array in X's float type, also for a Dask X (the N scores
         are gathered; the data is not).
         """
-        check_is_fitted(self, "coef_")
-        check_feature_names(self, X, reset=False)
+        self._check_for_scoring(X)
         X = check_matrix(X)
         check_n_features(self, X.shape[1])
         return backend_for(X).scores(X, self.coef_)
@@ -639,16 +635,8 @@ class RankSVM(BaseEstimator):
         if qid is None:
             if getattr(self, "fitted_with_qid_", False):
                 raise ValueError(_SCORE_WITHOUT_QID)
-            return average_precision(check_one_query_labels(y, scores.size, advice=_SCORE_GRADES), scores)
-        return mean_average_precision(y, scores, qid, relevant_at=self.relevant_at)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.target_tags.required = True
-        # Binary relevance (ranking by one score): scikit-learn's checks then feed two-class targets.
-        tags.classifier_tags = ClassifierTags(multi_class=False)
-        return tags
+            return self._ranking_score(check_one_query_labels(y, scores.size, advice=_SCORE_GRADES), scores)
+        return self._ranking_score(y, scores, qid, relevant_at=self.relevant_at)
 
 
 _SCORE_GRADES = (
