@@ -179,6 +179,8 @@ LOWER_LAYERS = {
     "rankopt.models": ("rankopt.plugins", "rankopt.api", "rankopt.estimators"),
     "rankopt.features": ("rankopt.plugins", "rankopt.api", "rankopt.estimators", "rankopt.models"),
     "rankopt.data.backends": ("rankopt.data.dask_backend",),
+    # The model file asks its registry, which the estimators fill (issue 48: it named them in importlib strings).
+    "rankopt.data.model_file": ("rankopt.estimators",),
 }
 
 

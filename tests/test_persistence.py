@@ -3,6 +3,9 @@
 import io
 import json
 import pickle
+import subprocess
+import sys
+import tempfile
 import warnings
 
 import joblib
@@ -78,7 +81,27 @@ def _same_model(a, b, score):
 
 
 def test_every_estimator_is_exported():
+    import rankopt.estimators  # noqa: F401 - the estimators fill the registry when their modules are imported
+
     assert set(EXPORTS) == {"RankSVM", "LatentAPSVM", "LatentSSVM", "LatentSVM", "HOBSVM", "HOAPSVM"}
+
+
+def test_a_file_is_read_before_anything_imported_its_estimator(tmp_path, rng):
+    """Issue 48: the model file imports no estimator; it asks its registry, which the estimators fill, and a
+    class not registered yet is found through the rankopt.model_exports entry points."""
+    model, _ = _fitted("RankSVM", rng)
+    path = tmp_path / "model.npz"
+    save_model(model, path)
+    code = (
+        "import sys\n"
+        "from rankopt.data.model_file import EXPORTS, load_model\n"
+        "assert 'rankopt.estimators' not in sys.modules and not EXPORTS\n"
+        f"model = load_model({str(path)!r})\n"
+        "print(type(model).__name__, model.coef_.shape)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tempfile.gettempdir())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["RankSVM", f"({model.coef_.size},)"]
 
 
 @pytest.mark.parametrize("name", NAMES)

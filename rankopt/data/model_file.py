@@ -31,6 +31,7 @@ work) held RankSVM models only and is not read: retrain.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import json
 import numbers
 import os
@@ -41,7 +42,18 @@ import numpy as np
 
 from rankopt.exceptions import brief
 
-__all__ = ["EXPORTS", "MODEL_FORMAT", "MODEL_FORMAT_VERSION", "ModelFileError", "load_model", "save_model"]
+__all__ = [
+    "EXPORTS",
+    "FITTED_COMMON",
+    "MODEL_FORMAT",
+    "MODEL_FORMAT_VERSION",
+    "ModelExport",
+    "ModelFileError",
+    "load_model",
+    "per_feature",
+    "register_model_export",
+    "save_model",
+]
 
 MODEL_FORMAT = "rankopt-model"
 MODEL_FORMAT_VERSION = 2
@@ -55,66 +67,68 @@ class ModelFileError(ValueError):
 
 @dataclass(frozen=True)
 class ModelExport:
-    """What of a fitted estimator of one class a model file holds.
+    """What of a fitted estimator of one class a model file holds (:func:`register_model_export`).
 
     Attributes
     ----------
-    module : str
-        Where the class lives; it is imported only when needed.
+    cls : type
+        The estimator class.
     values : tuple of str
         Fitted JSON values (numbers, booleans, strings, None, lists of numbers).
     arrays : dict
         Fitted float arrays: attribute → its shape as a function of
         ``n_features_in_``.
+    defaults : dict
+        Fitted values added after format version 2 was fixed, with the value a file without them means.
     """
 
-    module: str
+    cls: type
     values: tuple[str, ...] = ()
-    arrays: dict = field(default_factory=lambda: {"coef_": _per_feature})
-    #: Fitted values added after format version 2 was fixed, with the value a file without them means.
+    arrays: dict = field(default_factory=lambda: {"coef_": per_feature})
     defaults: dict = field(default_factory=dict)
 
-    def cls(self, name: str) -> type:
-        return getattr(importlib.import_module(self.module), name)
 
-
-def _per_feature(d: int) -> tuple[int, ...]:
+def per_feature(d: int) -> tuple[int, ...]:
+    """The shape of a weight array with one weight per feature."""
     return (d,)
 
 
-_COMMON = ("n_features_in_", "n_iter_", "converged_")
-_HIGH_ORDER = {"coef_": lambda d: (3 * d,), "unary_coef_": lambda d: (2, d), "pairwise_coef_": _per_feature}
-_LATENT = (*_COMMON, "intercept_", "objective_", "objectives_", "init_objectives_")
+#: The fitted values every estimator of the model file stores.
+FITTED_COMMON = ("n_features_in_", "n_iter_", "converged_")
+#: The entry-point group of functions that register the estimators a model file can hold (their packages
+#: declare it; rankopt's own estimators are there too): called when a file names a class not registered yet.
+ENTRY_POINT_GROUP = "rankopt.model_exports"
 
-#: The estimators a model file can hold, by class name.
-EXPORTS: dict[str, ModelExport] = {
-    "RankSVM": ModelExport(
-        "rankopt.estimators.rank_svm",
-        values=(*_COMMON, "inference_", "n_easy_", "n_hard_constraints_", "fitted_with_qid_"),
-        defaults={"fitted_with_qid_": False},
-    ),
-    "LatentAPSVM": ModelExport("rankopt.estimators.latent", values=(*_LATENT, "inference_")),
-    "LatentSSVM": ModelExport("rankopt.estimators.latent", values=_LATENT),
-    "LatentSVM": ModelExport("rankopt.estimators.latent", values=_LATENT),
-    "HOBSVM": ModelExport(
-        "rankopt.estimators.high_order", values=(*_COMMON, "eta_", "fitted_with_pairs_"), arrays=_HIGH_ORDER
-    ),
-    "HOAPSVM": ModelExport(
-        "rankopt.estimators.high_order",
-        values=(*_COMMON, "eta_", "fitted_with_pairs_", "objectives_"),
-        arrays={**_HIGH_ORDER, "init_coef_": lambda d: (3 * d,)},
-    ),
-}
+#: The estimators a model file can hold, by class name: filled by :func:`register_model_export`.
+EXPORTS: dict[str, ModelExport] = {}
+
+
+def register_model_export(cls: type, *, values=(), arrays=None, defaults=None) -> None:
+    """Let model files hold fitted estimators of ``cls``: its constructor parameters, the fitted JSON
+    ``values`` and float ``arrays`` (attribute → shape as a function of ``n_features_in_``; default
+    ``coef_`` with one weight per feature).  Called by the module defining the estimator; a package that
+    adds estimators declares a function importing those modules in the ``rankopt.model_exports``
+    entry-point group, so that a file naming one of its classes is read before anything imported them."""
+    arrays = {"coef_": per_feature} if arrays is None else dict(arrays)
+    EXPORTS[cls.__name__] = ModelExport(cls, tuple(values), arrays, dict(defaults or {}))
+
+
+def _registered(name: str) -> ModelExport | None:
+    """The export of the class ``name``, after the registering modules are imported if it is not known yet."""
+    if name not in EXPORTS:
+        for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            entry_point.load()()
+    return EXPORTS.get(name)
 
 
 def _export_for(model) -> tuple[str, ModelExport]:
-    for name, export in EXPORTS.items():
-        if type(model) is export.cls(name):
-            return name, export
-    raise ValueError(
-        f"expected one of the estimators {sorted(EXPORTS)} to export, got a {type(model).__qualname__} "
-        "instead; pickle it (pickle or joblib) to save it"
-    )
+    export = EXPORTS.get(type(model).__name__)
+    if export is None or export.cls is not type(model):
+        raise ValueError(
+            f"expected one of the estimators {sorted(EXPORTS)} to export, got a {type(model).__qualname__} "
+            "instead; pickle it (pickle or joblib) to save it"
+        )
+    return type(model).__name__, export
 
 
 def _json_param(model_type: str, key: str, value):
@@ -401,7 +415,7 @@ def load_model(path, model_type=None):
             archive = _ModelArchive(path, zipped, os.fstat(raw.fileno()).st_size)
             found = _checked_header(path, archive, expected)
             export = EXPORTS[found]
-            cls = export.cls(found)
+            cls = export.cls
             params = _check_params(path, cls, archive.json("params"))
             fitted = _check_fitted(path, export, archive.json("fitted"))
             names = [key.rstrip("_") for key in export.arrays]
@@ -445,7 +459,7 @@ def _checked_header(path: str, archive, expected: str | None) -> str:
     if missing:
         raise ModelFileError(f"{path!r} is a damaged rankopt model file: it lacks {missing}")
     found = archive.text("model_type")
-    if found not in EXPORTS:
+    if _registered(found) is None:
         raise ModelFileError(
             f"{path!r} holds a model of type {brief(repr(found), 80)}, which this rankopt cannot read "
             f"(it reads {sorted(EXPORTS)})"

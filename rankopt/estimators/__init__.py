@@ -20,4 +20,14 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
+
+def register_model_exports() -> None:
+    """Register the estimators a model file can hold (:func:`rankopt.data.model_file.register_model_export`):
+    the ``rankopt.model_exports`` entry point, called when a file names a class not registered yet."""
+    import importlib
+
+    for module in sorted(set(_LAZY.values())):
+        importlib.import_module(module)
+
+
 __getattr__, __dir__ = lazy_attributes("rankopt.estimators", globals(), _LAZY)

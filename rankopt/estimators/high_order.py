@@ -15,6 +15,7 @@ import logging
 import numpy as np
 
 from rankopt._validation import check_binary_labels, check_feature_names, check_n_features
+from rankopt.data.model_file import FITTED_COMMON, per_feature, register_model_export
 from rankopt.engine.cccp import best_on_ray, solve_cccp
 from rankopt.engine.solvers import DEFAULT_SOLVER, get_solver
 from rankopt.estimators.base import LinearRanker
@@ -317,3 +318,12 @@ class HOAPSVM(_HighOrderRanker):
         if w0.shape != (n_features,) or not np.all(np.isfinite(w0)):
             raise ValueError(f"expected init of shape ({n_features},) and finite, got shape {w0.shape} instead")
         return project(inp, w0)
+
+
+_HIGH_ORDER_ARRAYS = {"coef_": lambda d: (3 * d,), "unary_coef_": lambda d: (2, d), "pairwise_coef_": per_feature}
+register_model_export(HOBSVM, values=(*FITTED_COMMON, "eta_", "fitted_with_pairs_"), arrays=_HIGH_ORDER_ARRAYS)
+register_model_export(
+    HOAPSVM,
+    values=(*FITTED_COMMON, "eta_", "fitted_with_pairs_", "objectives_"),
+    arrays={**_HIGH_ORDER_ARRAYS, "init_coef_": lambda d: (3 * d,)},
+)

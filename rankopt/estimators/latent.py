@@ -46,6 +46,7 @@ from sklearn.utils import check_random_state
 
 from rankopt._validation import check_feature_names, check_n_features
 from rankopt.data.bags import Bags, check_bags
+from rankopt.data.model_file import FITTED_COMMON, register_model_export
 from rankopt.engine.cccp import solve_cccp
 from rankopt.engine.solvers import DEFAULT_SOLVER, get_solver
 from rankopt.estimators.base import LinearRanker
@@ -448,3 +449,9 @@ def _rank_loss(registry, loss) -> RankLoss:
             f"expected loss to be a rank loss, got the {resolved.output_kind.value} loss {resolved.name!r} instead"
         )
     return resolved
+
+
+_LATENT_FITTED = (*FITTED_COMMON, "intercept_", "objective_", "objectives_", "init_objectives_")
+register_model_export(LatentAPSVM, values=(*_LATENT_FITTED, "inference_"))
+register_model_export(LatentSSVM, values=_LATENT_FITTED)
+register_model_export(LatentSVM, values=_LATENT_FITTED)

@@ -26,6 +26,7 @@ from rankopt._validation import (
     relevant_from_grades,
 )
 from rankopt.data.backends import backend_for, check_matrix, column_max_abs
+from rankopt.data.model_file import FITTED_COMMON, register_model_export
 from rankopt.engine.appx import solve_appx
 from rankopt.engine.certificate import WorkingSet
 from rankopt.engine.solvers import FitNeeds, SolverSpec, get_solver
@@ -822,3 +823,10 @@ def _log_early_stop(estimator: str, result, monitor, patience) -> None:
         monitor.best_score,
         result.history[best].primal_objective - result.history[-1].dual_objective,
     )
+
+
+register_model_export(
+    RankSVM,
+    values=(*FITTED_COMMON, "inference_", "n_easy_", "n_hard_constraints_", "fitted_with_qid_"),
+    defaults={"fitted_with_qid_": False},
+)
