@@ -75,6 +75,7 @@ def structured_hinge(
     reduction: str = "mean",
     n_threads: int | None = None,
     registry: PluginLookup | None = None,
+    device: str = "cpu",
 ):
     """The structured hinge of ``loss`` at ``scores`` and a subgradient: ``(value, grad)``.
 
@@ -99,6 +100,9 @@ def structured_hinge(
         Threads of the batched inference (default: ``OMP_NUM_THREADS``, else every core).
     registry : PluginRegistry, optional
         Where names are looked up; the default registry otherwise.
+    device : str, default "cpu"
+        Whose kernels infer: the compiled ones, or any device whose kernels take NumPy arrays
+        (:mod:`rankopt.inference.structure_table`).
 
     Returns
     -------
@@ -108,9 +112,8 @@ def structured_hinge(
         document's derivative of its own query's hinge.
     """
     check_reduction(reduction)
-    per_query = hinge_per_query(
-        scores, y, qid=qid, group=group, loss=loss, relevant_at=relevant_at, n_threads=n_threads, registry=registry
-    )
+    options = dict(loss=loss, relevant_at=relevant_at, n_threads=n_threads, registry=registry, device=device)
+    per_query = hinge_per_query(scores, y, qid=qid, group=group, **options)
     if reduction == "none":
         return per_query.values, per_query.grad
     value, grad_scale = reduce_hinges(per_query.values, per_query.usable, reduction)
@@ -133,44 +136,44 @@ def reduce_hinges(values, usable, reduction: str):
 
 
 def hinge_per_query(
-    scores, y, *, qid=None, group=None, loss="ap", relevant_at=1, n_threads=None, registry=None
+    scores, y, *, qid=None, group=None, loss="ap", relevant_at=1, n_threads=None, registry=None, device="cpu"
 ) -> HingeQueries:
     """:func:`structured_hinge` before its reduction: every query's hinge and each document's derivative."""
     s = as_float_vector(scores, "scores")
     qid = qid_or_group(qid, group, s.size)
     queries = QueryIndex.single(s.size) if qid is None else check_qid(qid, s.size)
     grades = check_grades(y, s.size)
+    options = dict(loss=loss, relevant_at=relevant_at, n_threads=n_threads, registry=registry, device=device)
     if qid is None or np.array_equal(queries.order, np.arange(s.size)):
-        return grouped_hinges(
-            s, grades, queries.offsets, loss=loss, relevant_at=relevant_at, n_threads=n_threads, registry=registry
-        )
-    per_query = grouped_hinges(
-        s[queries.order],
-        grades[queries.order],
-        queries.offsets,
-        loss=loss,
-        relevant_at=relevant_at,
-        n_threads=n_threads,
-        registry=registry,
-    )
+        return grouped_hinges(s, grades, queries.offsets, **options)
+    per_query = grouped_hinges(s[queries.order], grades[queries.order], queries.offsets, **options)
     grad = np.empty_like(per_query.grad)
     grad[queries.order] = per_query.grad
     return HingeQueries(per_query.values, grad, per_query.usable, queries.order, per_query.offsets)
 
 
 def grouped_hinges(
-    scores: np.ndarray, grades: np.ndarray, offsets, *, loss="ap", relevant_at=1, n_threads=None, registry=None
+    scores: np.ndarray,
+    grades: np.ndarray,
+    offsets,
+    *,
+    loss="ap",
+    relevant_at=1,
+    n_threads=None,
+    registry=None,
+    device="cpu",
 ) -> HingeQueries:
     """:func:`hinge_per_query` of documents already grouped by query: query q holds
     ``offsets[q]`` … ``offsets[q + 1]`` − 1 (empty queries allowed), ``grades`` integers ≥ 0 as checked by
     :func:`rankopt._validation.check_grades`.  The layout of padded (B, L) batches, with no reordering.
     """
-    return prepared_hinges(
-        prepare_hinges(grades, offsets, loss=loss, relevant_at=relevant_at, registry=registry), scores, n_threads
-    )
+    prepared = prepare_hinges(grades, offsets, loss=loss, relevant_at=relevant_at, registry=registry, device=device)
+    return prepared_hinges(prepared, scores, n_threads)
 
 
-def prepare_hinges(grades: np.ndarray, offsets, *, loss="ap", relevant_at=1, registry=None) -> PreparedRankings:
+def prepare_hinges(
+    grades: np.ndarray, offsets, *, loss="ap", relevant_at=1, registry=None, device="cpu"
+) -> PreparedRankings:
     """Everything :func:`grouped_hinges` checks and builds but the scores, for a batch whose labels do not
     change (a layer called again on the same labels reuses it: :func:`prepared_hinges`)."""
     if registry is None:
@@ -179,9 +182,8 @@ def prepare_hinges(grades: np.ndarray, offsets, *, loss="ap", relevant_at=1, reg
         registry = default_registry()
     rank_loss = _rank_loss(loss, registry)
     # A query (or a whole mini-batch) with one relevance level is not an error here: its hinge is 0.
-    return PreparedRankings(
-        rank_loss, grades, offsets, "auto", relative_to_truth=True, relevant_at=relevant_at, registry=registry
-    )
+    options = dict(relative_to_truth=True, relevant_at=relevant_at, registry=registry, device=device)
+    return PreparedRankings(rank_loss, grades, offsets, "auto", **options)
 
 
 def prepared_hinges(prepared: PreparedRankings, scores: np.ndarray, n_threads=None) -> HingeQueries:

@@ -311,6 +311,7 @@ def loss_metric(
     group=None,
     registry=None,
     query_weights=None,
+    device: str = "cpu",
 ):
     """Mean over queries of 1 − Δ(R*, R): the metric a registered rank loss stands for, exactly as it defines it.
 
@@ -338,6 +339,9 @@ def loss_metric(
         Where a loss name is looked up; the default registry otherwise.
     query_weights : array-like of float, shape (n_queries,), optional
         Each query's weight in the mean, queries by increasing qid (the boosting metrics' sample weights).
+    device : str, default "cpu"
+        Whose kernel gives Δ of a ranking (:meth:`rankopt.inference.kernel_base.Kernel.ranking_loss`): the
+        compiled kernels', or any registered device's.
 
     Tied scores are broken against the ground truth (the lower grade first), so a constant scorer scores
     its worst ranking: early stopping never rewards a model for ties.
@@ -350,7 +354,7 @@ def loss_metric(
 
         registry = default_registry()
     rank_loss = resolve_rank_loss(loss, registry)
-    kernel, structure = kernel_for_loss(rank_loss)
+    kernel, structure = kernel_for_loss(rank_loss, device)
     qid = _qid_or_one_query(qid, group, scores)
     scores = as_float_vector(scores, "scores").astype(np.float64)
     grades = check_grades(y_true, scores.size, name="y_true")

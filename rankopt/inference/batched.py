@@ -59,7 +59,7 @@ from rankopt._validation import (
 from rankopt.inference.base import PluginLookup
 from rankopt.inference.binary_kernels import integer_threshold, per_query
 from rankopt.inference.kernel_base import BatchedRankingInference
-from rankopt.inference.structure_table import kernel_for_loss
+from rankopt.inference.structure_table import device_array_type, kernel_for_loss
 from rankopt.losses.base import RankLoss
 
 __all__ = [
@@ -142,7 +142,8 @@ class PreparedRankings:
     """:func:`most_violated_rankings` on one batch — loss, relevance, offsets, method — for any scores.
 
     Everything but the scores is checked and resolved once, here: the relevance and offsets, the
-    method, the compiled kernel and its tables.  Each call then checks only its scores (finite, sums
+    method, the kernel (the compiled one, or ``device``'s: any device whose kernels take NumPy arrays) and its
+    tables.  Each call then checks only its scores (finite, sums
     that cannot overflow) and runs the inference: for callers that infer many times on one batch, as a
     cutting plane's problem does at every iteration.  The parameters are :func:`most_violated_rankings`'.
     """
@@ -157,13 +158,19 @@ class PreparedRankings:
         relative_to_truth: bool = False,
         relevant_at: float | None = None,
         registry: PluginLookup,
+        device: str = "cpu",
     ):
         self.loss = resolve_rank_loss(loss, registry)
         thresholded = relevant_at is not None and not self.loss.graded
         self.relevance, self.offsets = _check_relevance_offsets(self.loss, relevance, offsets, grades=thresholded)
         self.longest = int(np.max(np.diff(self.offsets), initial=0))
         self.method, self.registry, self.relative_to_truth = method, registry, relative_to_truth
-        self.kernel, self.structure = kernel_for_loss(self.loss)
+        if device_array_type(device) != "numpy":
+            raise ValueError(
+                f"expected a device whose kernels take NumPy arrays, got {device!r}, whose kernels take "
+                f"{device_array_type(device)} arrays (rankopt.torch runs them)"
+            )
+        self.kernel, self.structure = kernel_for_loss(self.loss, device)
         relevant_from = integer_threshold(relevant_at) if thresholded else 1
         self._prepared = self.kernel.prepare(
             self.loss,

@@ -29,6 +29,9 @@ logger = logging.getLogger("rankopt.inference.batched")
 class BatchedRankingInference:
     """The most violated output of every query, concatenated.
 
+    The fields are arrays of the batch's own type: NumPy arrays on the host, as below; tensors on a tensor
+    device, whose padded batches give ``coef`` the batch's (B, L) shape.
+
     Attributes
     ----------
     coef : ndarray of float64, shape (n_docs,)
@@ -42,10 +45,10 @@ class BatchedRankingInference:
         Whether the query has something to order.
     """
 
-    coef: np.ndarray
-    losses: np.ndarray
-    values: np.ndarray
-    usable: np.ndarray
+    coef: Any
+    losses: Any
+    values: Any
+    usable: Any
 
 
 class ReusedOutput:
@@ -74,70 +77,76 @@ class ReusedOutput:
 
 
 class PreparedKernel(abc.ABC):
-    """A kernel ready for one batch (loss, relevance, offsets, method): infers for any scores."""
+    """A kernel ready for one batch (loss, relevance, layout, method): infers for any scores."""
 
     #: Whether the results already subtract the ground truth (the hinge's form), when asked to.
     relative_inside: bool = False
-    #: The relevance the batch's results refer to (int64; 0/1 where a binary loss's grades were thresholded).
-    relevance: np.ndarray
+    #: The relevance the batch's results refer to (0/1 where a binary loss's grades were thresholded), in the
+    #: batch's array type.
+    relevance: Any
 
     @abc.abstractmethod
-    def __call__(self, scores: np.ndarray, n_threads: int, relative_to_truth: bool) -> BatchedRankingInference:
-        """The batch's inference for checked ``scores`` on ``n_threads`` threads."""
+    def __call__(self, scores, n_threads: int, relative_to_truth: bool) -> BatchedRankingInference:
+        """The batch's inference for checked ``scores`` on ``n_threads`` threads, its fields in the batch's own
+        array type (NumPy arrays on the host, tensors on a tensor device)."""
 
 
 class Kernel(abc.ABC):
-    """One declared loss structure's implementation on one device: what the structure table holds.
+    """One declared loss structure's implementation on one device: what the structure table holds, and the one
+    contract of every device.
 
     Subclasses set :attr:`structure` (the structure class they serve; None for binary rank losses that
-    declare no structure) and :attr:`device`.  A kernel is registered once
-    (:func:`rankopt.inference.structure_table.register_kernel`); a second implementation of the same
-    structure — the tensor-op one that runs where the scores are
-    (:class:`rankopt.inference.tensor_kernels.TensorKernel`) — registers under another device.
+    declare no structure), :attr:`device` (any name: the table registers devices as their kernels come,
+    :func:`rankopt.inference.structure_table.register_kernel`) and :attr:`array_type`.  Every kernel prepares a
+    batch and infers on it (:meth:`prepare`), and gives the ground truth's coefficients and the Δ of a given
+    ranking; what only the host's kernels offer besides (the one-query reference, the brute-force check) has
+    defaults here that say so.
     """
 
     structure: ClassVar[type | None]
     device: ClassVar[str] = "cpu"
+    #: The arrays the device's batches are made of: "numpy" (on the host: the front doors copy tensors there
+    #: once) or "torch" (tensors, on the scores' own device).
+    array_type: ClassVar[str] = "numpy"
     #: Whether the structure is over grades (a graded loss's) or binary relevance.
     graded: ClassVar[bool] = False
     #: A short name for messages ("graded position", "top-k count", ...).
     label: ClassVar[str]
 
-
-class StructureKernel(Kernel):
-    """Everything rankopt runs for one declared loss structure on the CPU, over NumPy arrays: the batched
-    inference over queries, the one-query reference, the ground truth, the brute-force check, the cost."""
-
-    @abc.abstractmethod
-    def resolve_method(self, loss: RankLoss, structure: Any, method: str, longest: int, registry) -> Any:
-        """The method every query of a batch whose longest query has ``longest`` documents runs, or a
-        ValueError naming the accepted ones."""
-
     @abc.abstractmethod
     def prepare(
-        self, loss: RankLoss, structure: Any, relevance, offsets, method: str, *, relevant_from: int, registry
+        self, loss: RankLoss, structure: Any, relevance, layout, method: str, *, relevant_from: int, registry
     ) -> PreparedKernel:
-        """The kernel ready for one batch; ``relevance`` is checked (int64), relevant from ``relevant_from``."""
+        """The kernel ready for one batch: ``relevance`` the checked grades (int64), relevant from
+        ``relevant_from`` for a binary loss; ``layout`` where the queries are (the flat layout's offsets for
+        NumPy arrays, the padded layout's boolean mask for tensors); ``method`` the inference asked for."""
 
     @abc.abstractmethod
-    def query(self, loss: RankLoss, structure: Any, scores, relevance, method: str, registry):
-        """One query's most violated output by the reference method: (coef, Δ, value), or None when the query
-        has nothing to order."""
-
-    @abc.abstractmethod
-    def ground_truth(self, loss: RankLoss, structure: Any, relevance, offsets) -> np.ndarray:
-        """Ψ_q(R*_q)'s coefficients of every document (0 for unusable queries)."""
-
-    @abc.abstractmethod
-    def check(self, loss: RankLoss, structure: Any, *, n_instances: int, random_state: int, registry) -> None:
-        """Compare this structure's inference on ``loss`` with brute force on small queries; AssertionError
-        describing the first difference (:func:`rankopt.testing.check_loss`)."""
+    def ground_truth(self, loss: RankLoss, structure: Any, relevance, layout):
+        """Ψ_q(R*_q)'s coefficients of every document (0 for unusable queries), in the batch's array type."""
 
     @abc.abstractmethod
     def ranking_loss(self, loss: RankLoss, structure: Any, ordered_relevance: np.ndarray) -> float:
         """Δ(R*, R) of the ranking R that lists documents of these relevances from the top (one query with
         something to order; a binary kernel's relevance is 0/1), or a ValueError when the structure gives
         no Δ of a ranking: the metric the loss stands for is 1 − Δ (:func:`rankopt.metrics.loss_metric`)."""
+
+    def resolve_method(self, loss: RankLoss, structure: Any, method: str, longest: int, registry) -> str:
+        """The name of the method every query of a batch whose longest query has ``longest`` documents runs,
+        or a ValueError naming the accepted ones: by default the device's one inference, "auto"."""
+        if method != "auto":
+            raise ValueError(f"expected method 'auto' on the {self.device!r} kernels, got {method!r} instead")
+        return method
+
+    def query(self, loss: RankLoss, structure: Any, scores, relevance, method: str, registry):
+        """One query's most violated output by the reference method: (coef, Δ, value), or None when the query
+        has nothing to order.  The host's kernels give it; another device's say they do not."""
+        raise NotImplementedError(f"the {self.device!r} kernels have no one-query reference method")
+
+    def check(self, loss: RankLoss, structure: Any, *, n_instances: int, random_state: int, registry) -> None:
+        """Compare this structure's inference on ``loss`` with brute force on small queries; AssertionError
+        describing the first difference (:func:`rankopt.testing.check_loss`).  The host's kernels run it."""
+        raise NotImplementedError(f"the {self.device!r} kernels have no brute-force check of their own")
 
     def estimated_cost(self, method: Any, n_pos: int, n_neg: int) -> float:
         """The inference's cost on one query, in units of one document's work (the compiled sort's
@@ -168,6 +177,26 @@ class StructureKernel(Kernel):
         return f"{resolved!r}, the kernel of its declared {type(structure).__name__}"
 
 
+class StructureKernel(Kernel):
+    """A structure's kernel on the host, over NumPy arrays: besides the contract of every device, it gives the
+    one-query reference method and the brute-force check that :func:`rankopt.testing.check_loss` runs."""
+
+    @abc.abstractmethod
+    def resolve_method(self, loss: RankLoss, structure: Any, method: str, longest: int, registry) -> Any:
+        """The method every query of a batch whose longest query has ``longest`` documents runs, or a
+        ValueError naming the accepted ones."""
+
+    @abc.abstractmethod
+    def query(self, loss: RankLoss, structure: Any, scores, relevance, method: str, registry):
+        """One query's most violated output by the reference method: (coef, Δ, value), or None when the query
+        has nothing to order."""
+
+    @abc.abstractmethod
+    def check(self, loss: RankLoss, structure: Any, *, n_instances: int, random_state: int, registry) -> None:
+        """Compare this structure's inference on ``loss`` with brute force on small queries; AssertionError
+        describing the first difference (:func:`rankopt.testing.check_loss`)."""
+
+
 class KernelOnOneQuery:
     """A structure kernel run on one query of 0/1 relevance, in the single-query methods' form.
 
@@ -176,7 +205,7 @@ class KernelOnOneQuery:
     positives above it, c_i = (|N| − 2b) / (|P||N|) for a positive with b negatives above it.
     """
 
-    def __init__(self, kernel: StructureKernel, structure: Any, method: str, registry):
+    def __init__(self, kernel: Kernel, structure: Any, method: str, registry):
         self.kernel, self.structure, self.name, self.registry = kernel, structure, method, registry
 
     def __repr__(self) -> str:

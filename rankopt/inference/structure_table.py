@@ -8,24 +8,26 @@ form and C1–C4 choose.  Nothing outside this module and :mod:`rankopt.losses.s
 class.
 
 A new structure is its class, its kernel (a :class:`~rankopt.inference.kernel_base.StructureKernel`) and one
-:func:`register_kernel` call; a second implementation of a structure (a tensor-op kernel that runs where the
-scores are) registers under another ``device``, and :func:`kernel_for` chooses between them.
+:func:`register_kernel` call; a second implementation of a structure registers under another ``device``, and
+:func:`kernel_for` chooses between them.  Devices are not listed anywhere: a device is the name its kernels
+register under (``"cpu"``, the compiled kernels registered here; ``"torch"``, the tensor kernels that
+:mod:`rankopt.inference.tensor_kernels` registers when :mod:`rankopt.torch` imports it; any other a module of
+kernels registers, CONTRIBUTING's "Adding a device").
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Literal, overload
-
 from rankopt.inference.binary_kernels import BinaryRankKernel, TopKCountKernel
 from rankopt.inference.graded_kernels import GradedPairKernel, GradedPositionKernel, GradedQueryKernel
-from rankopt.inference.kernel_base import Kernel, StructureKernel
+from rankopt.inference.kernel_base import Kernel
 from rankopt.losses.base import RankLoss
 
 __all__ = [
+    "device_array_type",
     "kernel_for",
     "kernel_for_loss",
     "register_kernel",
+    "registered_devices",
     "registered_kernels",
     "registered_structures",
     "unregister_kernel",
@@ -34,13 +36,11 @@ __all__ = [
 #: (structure class or None, device) → kernel.  Kept across ``importlib.reload`` of this module: the table
 #: holds plugins' and devices' registrations, which a reload of the module would not make again.
 _KERNELS: dict[tuple[type | None, str], Kernel] = globals().get("_KERNELS", {})
-#: The modules that register a device's kernels, imported on the first lookup for that device (the
-#: tensor kernels import torch, which ``import rankopt`` never does).
-_DEVICE_MODULES = {"torch": "rankopt.inference.tensor_kernels"}
 
 
 def register_kernel(kernel: Kernel) -> None:
-    """Register ``kernel`` for its structure and device; a second kernel for the same pair is refused.
+    """Register ``kernel`` for its structure and its device (``kernel.device``, any name: the first kernel
+    registered under a name makes the device); a second kernel for the same pair is refused.
 
     The same kernel class registered again — its module imported a second time, or reloaded — replaces the
     first: the class is the same code, and a notebook re-running its cell must not fail.
@@ -71,16 +71,9 @@ def unregister_kernel(structure: type | None, device: str = "cpu") -> Kernel:
 
 
 def registered_kernels() -> list[tuple[str, str, str]]:
-    """(structure, device, kernel class) of every registered kernel, for ``rankopt plugins``; a device whose
-    kernels' module is not imported yet (it imports torch) is one row naming that module."""
-    rows = [(_name(structure), device, _class_name(kernel)) for (structure, device), kernel in _KERNELS.items()]
-    held = {device for _, device in _KERNELS}
-    rows += [
-        ("(each its module registers)", device, f"{module}, on first use")
-        for device, module in _DEVICE_MODULES.items()
-        if device not in held
-    ]
-    return sorted(rows)
+    """(structure, device, kernel class) of every registered kernel, for ``rankopt plugins`` (the tensor kernels
+    are there once :mod:`rankopt.torch` is imported)."""
+    return sorted((_name(structure), device, _class_name(kernel)) for (structure, device), kernel in _KERNELS.items())
 
 
 def registered_structures(device: str = "cpu") -> list[str]:
@@ -89,31 +82,34 @@ def registered_structures(device: str = "cpu") -> list[str]:
 
 
 def registered_devices() -> list[str]:
-    """Every device a kernel is registered on, or whose kernels' module is known."""
-    return sorted({device for _, device in _KERNELS} | set(_DEVICE_MODULES))
+    """Every device some kernel is registered on."""
+    return sorted({device for _, device in _KERNELS})
 
 
-@overload
-def kernel_for(structure, device: Literal["cpu"] = "cpu") -> StructureKernel: ...
+def device_array_type(device: str) -> str:
+    """The arrays ``device``'s kernels take ("numpy" or "torch"), or a ValueError naming the devices."""
+    for (_, held_device), kernel in _KERNELS.items():
+        if held_device == device:
+            return kernel.array_type
+    raise _unknown_device(device)
 
 
-@overload
-def kernel_for(structure, device: str) -> Kernel: ...
+def _unknown_device(device: str) -> ValueError:
+    return ValueError(
+        f"expected a device with registered kernels ({', '.join(registered_devices())}), got {device!r} instead "
+        "(a device's kernels register when its module is imported: the tensor kernels, 'torch', with rankopt.torch)"
+    )
 
 
 def kernel_for(structure, device: str = "cpu") -> Kernel:
     """The kernel of a declared structure (None: a binary rank loss that declares none) on ``device``
-    ("cpu": the compiled kernels; "torch": the tensor-op ones).
+    ("cpu": the compiled kernels; "torch": the tensor-op ones; any device a module registered).
 
     Looked up by the structure's exact class: a subclass of a structure may promise something else.
-    Raises ValueError naming the registered structures when there is none.
+    Raises ValueError naming the registered devices or structures when there is none.
     """
-    if device in _DEVICE_MODULES:
-        importlib.import_module(_DEVICE_MODULES[device])  # registers its kernels on first import
     if device not in registered_devices():
-        raise ValueError(
-            f"expected a device with registered kernels ({', '.join(registered_devices())}), got {device!r}"
-        )
+        raise _unknown_device(device)
     key = (None if structure is None else type(structure), device)
     kernel = _KERNELS.get(key)
     if kernel is None:

@@ -39,12 +39,19 @@ import numpy as np
 import torch
 
 from rankopt.inference.base import kernel_arguments
-from rankopt.inference.kernel_base import Kernel
+from rankopt.inference.kernel_base import BatchedRankingInference, Kernel, PreparedKernel
 from rankopt.inference.topk import CountLossPool
 from rankopt.losses.base import KernelCode, KeyedCache, RankLoss
 from rankopt.losses.structure import GradedPairStructure, GradedPositionStructure, TopKCountStructure
 
-__all__ = ["BINARY_LONGEST", "MAX_PAIR_LEVELS", "TensorHinge", "TensorKernel"]
+__all__ = [
+    "BINARY_LONGEST",
+    "MAX_PAIR_LEVELS",
+    "PreparedTensorBatch",
+    "TensorHinge",
+    "TensorKernel",
+    "TensorKernelUnsupported",
+]
 
 #: The longest rows the binary kernel takes: |N| (|P| + 1) ≤ 2²⁰ for any split of 2,046 documents.
 BINARY_LONGEST = 2046
@@ -79,9 +86,15 @@ class TensorKernelUnsupported(ValueError):
 
 
 class TensorKernel(Kernel):
-    """A structure's hinge in tensor operations over a padded batch (:mod:`rankopt.inference.tensor_kernels`)."""
+    """A structure's hinge in tensor operations over a padded batch (:mod:`rankopt.inference.tensor_kernels`).
+
+    The contract of every device (:class:`~rankopt.inference.kernel_base.Kernel`): :meth:`prepare` takes the
+    padded batch's relevance and its mask as the layout and infers with :meth:`hinge`; the ground truth's
+    coefficients and the Δ of a ranking, host-side questions, are the host kernel's of the same structure.
+    """
 
     device = "torch"
+    array_type = "torch"
 
     def __init__(self):
         #: Device copies of the small constant tables of recent calls (:func:`_device_constant`).
@@ -112,6 +125,64 @@ class TensorKernel(Kernel):
         ``relevance`` (B, L) int64: 0/1 for a binary kernel (already thresholded), grades ≥ 0 for a graded
         one; ``mask`` (B, L) bool; ``facts`` :meth:`facts` read on the host (float64).  Padding may hold
         anything: it is never read into a result.  Nothing here reads the device."""
+
+    def prepare(self, loss, structure, relevance, layout, method, *, relevant_from, registry, verify=None):
+        """The kernel ready for one padded batch: ``relevance`` (B, L) int64 grades, ``layout`` its boolean
+        mask; ``verify`` brings :meth:`facts` home (by default alone; the torch layer brings its input checks
+        in the same transfer)."""
+        self.resolve_method(loss, structure, method, relevance.shape[-1], registry)
+        if not self.graded:
+            relevance = (relevance >= relevant_from).long()
+        return PreparedTensorBatch(self, loss, structure, relevance, layout, verify)
+
+    def ground_truth(self, loss, structure, relevance, layout):
+        """Ψ(R*)'s coefficients, (B, L) on the batch's device: the host kernel's, over the kept documents."""
+        host = _host_twin(structure)
+        rows = layout.sum(dim=1).cpu().numpy()
+        offsets = np.concatenate(([0], np.cumsum(rows))).astype(np.int64)
+        truth = host.ground_truth(loss, structure, relevance[layout].cpu().numpy(), offsets)
+        out = torch.zeros(relevance.shape, dtype=torch.float64, device=relevance.device)
+        out[layout] = torch.as_tensor(truth, device=relevance.device)
+        return out
+
+    def ranking_loss(self, loss, structure, ordered_relevance):
+        return _host_twin(structure).ranking_loss(loss, structure, ordered_relevance)
+
+
+def _host_twin(structure) -> Kernel:
+    from rankopt.inference.structure_table import kernel_for
+
+    return kernel_for(structure, "cpu")
+
+
+class PreparedTensorBatch(PreparedKernel):
+    """A tensor kernel ready for one padded batch: its hinge relative to the ground truth, as tensors."""
+
+    relative_inside = True
+
+    def __init__(self, kernel: TensorKernel, loss, structure, relevance, mask, verify=None):
+        self.kernel, self.loss, self.structure = kernel, loss, structure
+        self.relevance, self.mask = relevance, mask
+        self.verify = _read_alone if verify is None else verify
+        self.pending = kernel.facts(loss, structure, relevance, mask)
+
+    def hinges(self, scores: torch.Tensor) -> TensorHinge:
+        """Every row's hinge (the torch layer's use: no Δ needed)."""
+        facts = self.verify(self.pending)
+        return self.kernel.hinge(self.loss, self.structure, scores, self.relevance, self.mask, facts)
+
+    def __call__(self, scores, n_threads=None, relative_to_truth=True):
+        if not relative_to_truth:
+            raise ValueError("expected relative_to_truth=True: the tensor kernels give the hinge relative to R*")
+        hinge = self.hinges(scores)
+        # h = Δ + Σ_i (c_i(R̂) − c_i(R*)) s_i, so Δ is h less the coefficients' scores (0 for unusable rows).
+        kept = torch.where(self.mask, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
+        losses = hinge.values - (hinge.coef * kept).sum(dim=1)
+        return BatchedRankingInference(hinge.coef, losses, hinge.values, hinge.usable)
+
+
+def _read_alone(pending):
+    return None if pending is None else np.asarray(pending.double().reshape(-1).tolist())
 
 
 # ---------------------------------------------------------------- shared pieces

@@ -37,7 +37,6 @@ def _fall_back(loss, reason: str) -> None:
 def tensor_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):
     """The operator's (value, coef, query_of) from the tensor kernel of the loss's structure, or None (logged)
     to run on the host."""
-    from rankopt.inference.binary_kernels import integer_threshold
     from rankopt.inference.structure_table import kernel_for_loss
     from rankopt.losses.structure import check_declared_structure
 
@@ -46,7 +45,7 @@ def tensor_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):
         _fall_back(loss, "it takes the padded (B, L) layout, not qid or group")
         return None
     try:
-        kernel, structure = kernel_for_loss(loss, device="torch")
+        kernel, structure = kernel_for_loss(loss, device="torch" if config.device == "auto" else config.device)
     except ValueError:
         _fall_back(loss, f"no tensor kernel is registered for its structure {type(loss.structure()).__name__}")
         return None
@@ -59,13 +58,19 @@ def tensor_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):
         return None
     rows = scores if scores.dim() == 2 else scores[None, :]
     batch = _DeviceBatch(rows.detach(), y.reshape(rows.shape), mask)
-    grades = batch.grades
-    if not loss.graded:
-        grades = (grades >= integer_threshold(config.relevant_at)).long()
-    facts = batch.read(kernel.facts(loss, structure, grades, batch.mask))
+    prepared = kernel.prepare(
+        loss,
+        structure,
+        batch.grades,
+        batch.mask,
+        "auto",
+        relevant_from=config.relevant_at,
+        registry=None,
+        verify=batch.read,
+    )
     compute = torch.float64 if rows.dtype == torch.float64 else torch.float32
     try:
-        hinges = kernel.hinge(loss, structure, rows.detach().to(compute), grades, batch.mask, facts)
+        hinges = prepared.hinges(rows.detach().to(compute))
     except TensorKernelUnsupported as exc:
         _fall_back(loss, str(exc))
         return None

@@ -47,6 +47,7 @@ def host_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):
             loss=config.loss,
             relevant_at=config.relevant_at,
             n_threads=config.n_threads,
+            device=config.host_device,
         )
         where = _AllKept()
     else:
@@ -71,7 +72,7 @@ def host_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):
 def _prepare(config, y: torch.Tensor, mask, shape) -> tuple:
     """The padded batch's labels checked and prepared (:func:`rankopt.hinge.prepare_hinges`), and where its
     kept documents sit in the flat scores."""
-    options = dict(loss=config.loss, relevant_at=config.relevant_at)
+    options = dict(loss=config.loss, relevant_at=config.relevant_at, device=config.host_device)
     labels = _host_array(y)
     n_rows, width = shape
     if mask is None:  # every document of every row: no gather
@@ -192,6 +193,11 @@ class HingeConfig:
     def gradient_buffer(self) -> ReusedOutput:
         return self.state.gradient_buffer
 
+    @property
+    def host_device(self) -> str:
+        """The device whose NumPy kernels the host path runs: "cpu" (the compiled ones) unless another is named."""
+        return "cpu" if self.device in ("auto", "torch") else self.device
+
     def runs_on_host(self, scores: torch.Tensor) -> bool:
         """Whether a call with these scores starts on the compiled kernels (the tensor kernels may still hand
         it back: :func:`rankopt.torch._device.tensor_hinges`)."""
@@ -199,4 +205,10 @@ class HingeConfig:
 
 
 def runs_on_host(device: str, scores: torch.Tensor) -> bool:
-    return device == "cpu" or (device == "auto" and scores.device.type == "cpu")
+    """Whether a call on ``device`` starts on the host: "auto" with CPU scores, or a device whose kernels take
+    NumPy arrays ("cpu", the compiled kernels; any other such device registered)."""
+    if device == "auto":
+        return scores.device.type == "cpu"
+    from rankopt.inference.structure_table import device_array_type
+
+    return device_array_type(device) == "numpy"

@@ -15,6 +15,7 @@ import warnings
 import torch
 
 from rankopt._validation import check_positive_float, check_reduction
+from rankopt.inference.structure_table import registered_devices
 from rankopt.torch._inputs import checked_call, describe, labels_on
 from rankopt.torch._op import loss_handle, named_loss_handle, rank_hinge_op, resolved_loss
 
@@ -31,7 +32,8 @@ __all__ = [
 ]
 
 #: Where the inference runs (``device=``): the compiled kernels on the host ("cpu"), the tensor kernels on the
-#: scores' device ("torch"), or "cpu" for CPU tensors and "torch" elsewhere ("auto").
+#: scores' device ("torch"), or "cpu" for CPU tensors and "torch" elsewhere ("auto"); besides these, any
+#: device a module registers kernels on (:mod:`rankopt.inference.structure_table`).
 DEVICES = ("auto", "cpu", "torch")
 #: The scores ``metric_hinge`` gives a document: the cosine of two embeddings, or their dot product.
 SIMILARITIES = ("cosine", "dot")
@@ -111,10 +113,12 @@ def _relevant_from(relevant_at) -> int:
 
 
 def check_options(reduction: str, device: str) -> None:
-    """Refuse an unknown reduction or device (the layers call it when they are made, not at the first call)."""
+    """Refuse an unknown reduction or device (the layers call it when they are made, not at the first call):
+    a device is "auto" or one that kernels are registered on (:data:`DEVICES`, or one a module added)."""
     check_reduction(reduction)
-    if device not in DEVICES:
-        raise ValueError(f"expected device to be one of {list(DEVICES)}, got {device!r} instead")
+    devices = sorted({*DEVICES, *registered_devices()})
+    if device not in devices:
+        raise ValueError(f"expected device to be one of {devices}, got {device!r} instead")
 
 
 def check_metric_options(similarity: str, scale, relevant: str = "same_label") -> float:
