@@ -737,3 +737,20 @@ def check_group_sizes_given(group_sizes):
             "ranking loss"
         )
     return group_sizes
+
+
+def renamed_method(inference: str, method: str | None, owner: str) -> str:
+    """``inference``, or the deprecated ``method=`` of ``owner`` it replaces (the estimators' word, ``inference=``,
+    is now every entry point's)."""
+    if method is None:
+        return inference
+    if inference != "auto":
+        raise ValueError("expected inference= or the deprecated method=, got both")
+    import warnings
+
+    warnings.warn(
+        f"{owner}(method=...) is deprecated and will be removed: it is inference=, as in the estimators",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return method

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rankopt._validation import renamed_method
 from rankopt.inference import base, batched, qs_check
 from rankopt.inference.base import PluginLookup, RankingInference
 from rankopt.inference.batched import BatchedRankingInference
@@ -32,7 +33,13 @@ def _lookup(registry: PluginLookup | None) -> PluginLookup:
 
 
 def most_violated_ranking(
-    loss, pos_scores, neg_scores, method: str = "auto", *, registry: PluginLookup | None = None
+    loss,
+    pos_scores,
+    neg_scores,
+    inference: str = "auto",
+    *,
+    registry: PluginLookup | None = None,
+    method: str | None = None,
 ) -> RankingInference:
     """Solve loss-augmented inference: argmax_R w·Ψ(X, R) + Δ(R*, R).
 
@@ -43,16 +50,19 @@ def most_violated_ranking(
         plugin's) or a :class:`~rankopt.losses.RankLoss` instance.
     pos_scores, neg_scores : array-like of shape (|P|,) and (|N|,)
         Scores w·ψ(x) of the positive and the negative samples.
-    method : str, default "auto"
+    inference : str, default "auto"
         A registered inference method (``"greedy"``, …) or ``"auto"``, the
         fastest method that is exact for ``loss``.
     registry : PluginRegistry, optional
         Where names are looked up; the default registry otherwise.
+    method : str, optional
+        Deprecated: ``inference=``.
 
     Returns
     -------
     RankingInference
     """
+    inference = renamed_method(inference, method, "most_violated_ranking")
     registry = _lookup(registry)
 
     def resolve(method, rank_loss, n_pos, n_neg):
@@ -62,7 +72,7 @@ def most_violated_ranking(
         kernel, structure = kernel_for_loss(rank_loss)
         return kernel.single_query_method(rank_loss, structure, method, n_pos, n_neg, registry)
 
-    return base.most_violated_ranking(loss, pos_scores, neg_scores, method, registry=registry, resolve=resolve)
+    return base.most_violated_ranking(loss, pos_scores, neg_scores, inference, registry=registry, resolve=resolve)
 
 
 def most_violated_rankings(
@@ -70,24 +80,26 @@ def most_violated_rankings(
     scores,
     relevance,
     offsets,
-    method: str = "auto",
+    inference: str = "auto",
     *,
     n_threads: int | None = None,
     relative_to_truth: bool = False,
     relevant_at: float | None = None,
     registry: PluginLookup | None = None,
+    method: str | None = None,
 ) -> BatchedRankingInference:
     """Loss-augmented inference for every query in one call.
 
     :func:`rankopt.inference.batched.most_violated_rankings` (which documents
-    the parameters), with ``registry`` the default registry when None.
+    the parameters), with ``registry`` the default registry when None; ``method=`` is the deprecated name of
+    ``inference=``.
     """
     return batched.most_violated_rankings(
         loss,
         scores,
         relevance,
         offsets,
-        method,
+        renamed_method(inference, method, "most_violated_rankings"),
         n_threads=n_threads,
         relative_to_truth=relative_to_truth,
         relevant_at=relevant_at,
@@ -96,11 +108,19 @@ def most_violated_rankings(
 
 
 def most_violated_rankings_per_query(
-    loss, scores, relevance, offsets, method: str = "auto", *, registry: PluginLookup | None = None
+    loss,
+    scores,
+    relevance,
+    offsets,
+    inference: str = "auto",
+    *,
+    registry: PluginLookup | None = None,
+    method: str | None = None,
 ) -> BatchedRankingInference:
     """:func:`most_violated_rankings` by one single-query call per query, in Python (the reference)."""
+    inference = renamed_method(inference, method, "most_violated_rankings_per_query")
     return batched.most_violated_rankings_per_query(
-        loss, scores, relevance, offsets, method, registry=_lookup(registry)
+        loss, scores, relevance, offsets, inference, registry=_lookup(registry)
     )
 
 

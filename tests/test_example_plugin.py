@@ -100,7 +100,7 @@ def test_most_violated_ranking_matches_brute_force(rbp_module, persistence):
     for pos, neg in _tiny_instances():
         expected = brute_force_max(oracle, pos, neg)
         for method in methods + ["auto"]:
-            result = rankopt.most_violated_ranking(loss, pos, neg, method=method)
+            result = rankopt.most_violated_ranking(loss, pos, neg, inference=method)
             assert result.value == pytest.approx(expected, abs=1e-9), (method, pos, neg)
         by_name = rankopt.most_violated_ranking("rbp", pos, neg)
         if persistence == 0.8:  # the registered name builds the default persistence

@@ -22,9 +22,9 @@ Usable queries.  A binary query needs a relevant and a non-relevant
 document, a graded one two distinct grades; any other query has nothing to
 order: coefficients 0, loss 0, value 0, ``usable[q]`` False.
 
-Methods.  ``method`` names the single-query method every query runs ("auto",
+Methods.  ``inference`` names the single-query method every query runs ("auto",
 "qs", "select", "search", "greedy", "dp", a plugin's), resolved once; a
-graded loss takes "auto" or "pairwise".  The result equals calling the
+graded loss takes "auto" or its structure's ("level_sweep" for "pairwise").  The result equals calling the
 single-query method per query (:func:`most_violated_rankings_per_query`,
 kept as the reference): the same ranks bit for bit, hence the same
 coefficients and losses (the kernels reproduce NumPy's summation order); the
@@ -55,6 +55,7 @@ from rankopt._validation import (
     not_finite_error,
     queries_to_order,
     refuse_queries_without_levels,
+    renamed_method,
 )
 from rankopt.inference.base import PluginLookup
 from rankopt.inference.binary_kernels import integer_threshold, per_query
@@ -84,12 +85,13 @@ def most_violated_rankings(
     scores,
     relevance,
     offsets,
-    method: str = "auto",
+    inference: str = "auto",
     *,
     n_threads: int | None = None,
     relative_to_truth: bool = False,
     relevant_at: float | None = None,
     registry: PluginLookup,
+    method: str | None = None,
 ) -> BatchedRankingInference:
     """Loss-augmented inference for every query: argmax_R w·Ψ_q(R) + Δ_q(R*_q, R).
 
@@ -103,8 +105,8 @@ def most_violated_rankings(
         0/1 relevance for a binary loss, integer grades ≥ 0 for a graded one.
     offsets : array-like of int, shape (n_queries + 1,)
         Query q holds documents offsets[q] … offsets[q + 1] − 1.
-    method : str, default "auto"
-        The single-query inference method every query runs.
+    inference : str, default "auto"
+        The inference method every query runs (the estimators' ``inference=``).
     n_threads : int, optional
         Most threads the queries are spread over; default:
         :func:`default_threads` (``OMP_NUM_THREADS``, else every core).  A batch uses one thread per
@@ -130,7 +132,7 @@ def most_violated_rankings(
         loss,
         relevance,
         offsets,
-        method,
+        renamed_method(inference, method, "most_violated_rankings"),
         relative_to_truth=relative_to_truth,
         relevant_at=relevant_at,
         registry=registry,
@@ -221,13 +223,14 @@ def _threads_for(n_docs: int, n_threads: int) -> int:
 
 
 def most_violated_rankings_per_query(
-    loss, scores, relevance, offsets, method: str = "auto", *, registry: PluginLookup
+    loss, scores, relevance, offsets, inference: str = "auto", *, registry: PluginLookup, method: str | None = None
 ) -> BatchedRankingInference:
     """:func:`most_violated_rankings` by one single-query call per query, in Python.
 
     The reference the compiled batch is tested against (each structure kernel's one-query reference:
     the single-query method for a binary loss, the definition for a graded one).
     """
+    method = renamed_method(inference, method, "most_violated_rankings_per_query")
     loss, scores, relevance, offsets = _check_batch(loss, scores, relevance, offsets, registry)
     kernel, structure = kernel_for_loss(loss)
     kernel.resolve_method(loss, structure, method, int(np.max(np.diff(offsets), initial=0)), registry)

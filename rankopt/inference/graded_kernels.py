@@ -50,12 +50,24 @@ class GradedKernel(StructureKernel):
     graded = True
 
     def resolve_method(self, loss, structure, method, longest, registry) -> str:
-        """The method the graded ``loss`` runs over grades ("auto" resolved), or a ValueError."""
+        """The method the graded ``loss`` runs over grades ("auto" resolved; a former name, with a
+        FutureWarning, its new one), or a ValueError."""
         methods = structure.methods
+        renamed = getattr(structure, "renamed_methods", {})
+        if method in renamed:
+            import warnings
+
+            warnings.warn(
+                f"inference={method!r} is deprecated for the graded loss {loss.name!r}: it is now "
+                f"inference={renamed[method]!r}",
+                FutureWarning,
+                stacklevel=2,
+            )
+            method = renamed[method]
         if method != "auto" and method not in methods:
             choices = repr(methods[0]) if len(methods) == 1 else f"one of {list(methods)}"
             raise ValueError(
-                f"expected method 'auto' or {choices} for the graded loss {loss.name!r}, got {method!r} instead"
+                f"expected inference 'auto' or {choices} for the graded loss {loss.name!r}, got {method!r} instead"
             )
         return methods[0] if method == "auto" else method
 

@@ -135,7 +135,7 @@ class Kernel(abc.ABC):
         """The name of the method every query of a batch whose longest query has ``longest`` documents runs,
         or a ValueError naming the accepted ones: by default the device's one inference, "auto"."""
         if method != "auto":
-            raise ValueError(f"expected method 'auto' on the {self.device!r} kernels, got {method!r} instead")
+            raise ValueError(f"expected inference 'auto' on the {self.device!r} kernels, got {method!r} instead")
         return method
 
     def query(self, loss: RankLoss, structure: Any, scores, relevance, method: str, registry):

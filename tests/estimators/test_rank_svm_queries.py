@@ -312,7 +312,7 @@ BAD_QUERY_INPUT = {
     "pairwise-with-greedy": (
         lambda X, y, q: (X, y, q),
         {"loss": "pairwise", "inference": "greedy"},
-        r"expected method 'auto' or 'pairwise'",
+        r"expected inference 'auto' or 'level_sweep'",
     ),
 }
 

@@ -251,8 +251,8 @@ def test_every_query_length_sorts_its_negatives_like_the_single_path(loss):
         ({"relevance": [1, 0, 2, 0]}, "0/1 relevance for the binary loss 'ap'"),
         ({"relevance": [1, 0, -1, 0]}, "0/1 relevance"),
         ({"relevance": [1, 0, 0.5, 0]}, "integer relevance"),
-        ({"method": "nope"}, "unknown inference method"),
-        ({"method": "search", "loss": "ndcg"}, "cannot be used with loss 'ndcg'"),
+        ({"inference": "nope"}, "unknown inference method"),
+        ({"inference": "search", "loss": "ndcg"}, "cannot be used with loss 'ndcg'"),
         ({"loss": "zero_one"}, "rank loss"),
         ({"n_threads": 0}, "n_threads"),
         ({"n_threads": 1.5}, "n_threads"),
@@ -264,12 +264,22 @@ def test_bad_input(kwargs, match):
         "scores": [0.1, 0.2, 0.3, 0.4],
         "relevance": [1, 0, 1, 0],
         "offsets": [0, 1, 4],
-        "method": "auto",
+        "inference": "auto",
     }
     args.update(kwargs)
     n_threads = args.pop("n_threads", None)
     with pytest.raises(ValueError, match=match):
         most_violated_rankings(**args, n_threads=n_threads)
+
+
+def test_method_is_the_deprecated_name_of_inference():
+    args = ("ap", [0.1, 0.2, 0.3], [1, 0, 1], [0, 3])
+    with pytest.warns(FutureWarning, match=r"most_violated_rankings\(method=...\) is deprecated"):
+        old = most_violated_rankings(*args, method="greedy")
+    new = most_violated_rankings(*args, inference="greedy")
+    np.testing.assert_array_equal(old.coef, new.coef)
+    with pytest.raises(ValueError, match="expected inference= or the deprecated method=, got both"):
+        most_violated_rankings(*args, inference="qs", method="greedy")
 
 
 def test_ground_truth_bad_input():

@@ -32,7 +32,7 @@ SPAN_VALUES = [1e17, -1e17, 3e16, -2e16, 1e15, 0.0, -1.0, 1.0, 0.5, -0.25, 2.0]
 
 @pytest.mark.parametrize("method", ["qs", "greedy"])
 def test_the_issues_instance(method):
-    result = rankopt.most_violated_ranking("auc", [-1.0, 1e17], [0.0], method=method)
+    result = rankopt.most_violated_ranking("auc", [-1.0, 1e17], [0.0], inference=method)
     assert result.neg_ranks.tolist() == [2] and result.loss == 0.5
 
 
@@ -45,7 +45,7 @@ def test_ranks_maximise_exactly_at_extreme_spans(loss, method):
         n_pos, n_neg = int(rng.integers(1, 4)), int(rng.integers(1, 4))
         pos = [float(v) for v in rng.choice(SPAN_VALUES, n_pos)]
         neg = [float(v) for v in rng.choice(SPAN_VALUES, n_neg)]
-        result = rankopt.most_violated_ranking(loss, pos, neg, method=method)
+        result = rankopt.most_violated_ranking(loss, pos, neg, inference=method)
         achieved = exact_objective(loss, pos, neg, result.neg_ranks.tolist())
         # Exact up to Δ's own rounding (the kernels' Δ tables and value() agree to a few ulps of 1), not
         # up to the scores' 10¹⁷: the issue's error was 0.75.

@@ -2,7 +2,7 @@
 
 Exactness (developers' guide): on every instance with |P|, |N| ≤ 4 —
 including tied scores (within and across classes), P = 1, N = 1 and P > N —
-``most_violated_ranking(..., method="greedy").value`` equals the maximum of
+``most_violated_ranking(..., inference="greedy").value`` equals the maximum of
 w·Ψ(X, R) + Δ(R*, R) over all (P + N)! rankings, computed independently by
 ``tests/oracles/brute_force.py``.
 """
@@ -29,7 +29,7 @@ def _tied_scores(rng, n_pos, n_neg, grid=3):
 
 
 def _greedy(loss, pos, neg):
-    return rankopt.most_violated_ranking(loss, pos, neg, method="greedy")
+    return rankopt.most_violated_ranking(loss, pos, neg, inference="greedy")
 
 
 # --------------------------------------------------------------------------
@@ -342,7 +342,7 @@ def test_bad_loss_and_method_raise():
     with pytest.raises(ValueError, match=r"expected loss to be a loss name or a Loss instance"):
         _greedy(42, pos, neg)
     with pytest.raises(ValueError, match=r"unknown inference method 'no_such_method'"):
-        rankopt.most_violated_ranking("ap", pos, neg, method="no_such_method")
+        rankopt.most_violated_ranking("ap", pos, neg, inference="no_such_method")
     with pytest.raises(ValueError, match=r"expected loss to be a rank loss.*labeling.*zero_one"):
         _greedy("zero_one", pos, neg)
     with pytest.raises(ValueError, match=r"expected loss to be a rank loss"):

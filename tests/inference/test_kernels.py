@@ -68,8 +68,8 @@ def test_python_path_matches_compiled_kernel(name, n_pos, n_neg):
     assert python.compiled_form(n_pos, n_neg) is None
     for scale in (0.01, 0.3, 2.0):
         pos, neg = scale * rng.normal(size=n_pos), scale * rng.normal(size=n_neg)
-        a = rankopt.most_violated_ranking(compiled, pos, neg, method="greedy")
-        b = rankopt.most_violated_ranking(python, pos, neg, method="greedy")
+        a = rankopt.most_violated_ranking(compiled, pos, neg, inference="greedy")
+        b = rankopt.most_violated_ranking(python, pos, neg, inference="greedy")
         np.testing.assert_array_equal(a.neg_ranks, b.neg_ranks)
         np.testing.assert_array_equal(a.pos_ranks, b.pos_ranks)
         assert a.value == pytest.approx(b.value, abs=1e-12)
@@ -84,8 +84,8 @@ def test_python_path_matches_compiled_kernel_on_ties(name):
         n_pos, n_neg = rng.integers(1, 12, size=2)
         pos = 0.05 * rng.integers(0, 4, size=n_pos)
         neg = 0.05 * rng.integers(0, 4, size=n_neg)
-        a = rankopt.most_violated_ranking(compiled, pos, neg, method="greedy")
-        b = rankopt.most_violated_ranking(python, pos, neg, method="greedy")
+        a = rankopt.most_violated_ranking(compiled, pos, neg, inference="greedy")
+        b = rankopt.most_violated_ranking(python, pos, neg, inference="greedy")
         assert a.value == pytest.approx(b.value, abs=1e-9)
 
 
@@ -114,9 +114,9 @@ def test_float32_and_float64_inputs_agree(name, python_path):
         pos32 = (0.3 * rng.normal(size=n_pos)).astype(np.float32)
         neg32 = (0.3 * rng.normal(size=n_neg)).astype(np.float32)
         # the float64 copies hold exactly the same numbers
-        a = rankopt.most_violated_ranking(loss, pos32, neg32, method="greedy")
-        b = rankopt.most_violated_ranking(loss, pos32.astype(np.float64), neg32.astype(np.float64), method="greedy")
-        mixed = rankopt.most_violated_ranking(loss, pos32, neg32.astype(np.float64), method="greedy")
+        a = rankopt.most_violated_ranking(loss, pos32, neg32, inference="greedy")
+        b = rankopt.most_violated_ranking(loss, pos32.astype(np.float64), neg32.astype(np.float64), inference="greedy")
+        mixed = rankopt.most_violated_ranking(loss, pos32, neg32.astype(np.float64), inference="greedy")
         for r in (a, mixed):
             np.testing.assert_array_equal(r.neg_ranks, b.neg_ranks)
             np.testing.assert_array_equal(r.pos_ranks, b.pos_ranks)
@@ -124,17 +124,17 @@ def test_float32_and_float64_inputs_agree(name, python_path):
             assert r.pos_coef.dtype == np.float64 and r.neg_coef.dtype == np.float64
         # float32 ties between classes stay ties
         tied = rankopt.most_violated_ranking(
-            loss, np.float32([0.5, 0.25]), np.float32([0.5, 0.25, 0.5]), method="greedy"
+            loss, np.float32([0.5, 0.25]), np.float32([0.5, 0.25, 0.5]), inference="greedy"
         )
-        tied64 = rankopt.most_violated_ranking(loss, [0.5, 0.25], [0.5, 0.25, 0.5], method="greedy")
+        tied64 = rankopt.most_violated_ranking(loss, [0.5, 0.25], [0.5, 0.25, 0.5], inference="greedy")
         np.testing.assert_array_equal(tied.neg_ranks, tied64.neg_ranks)
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float16])
 def test_other_numeric_dtypes_are_accepted(dtype):
     pos, neg = np.array([2, 0, 1], dtype=dtype), np.array([1, 3], dtype=dtype)
-    a = rankopt.most_violated_ranking("ap", pos, neg, method="greedy")
-    b = rankopt.most_violated_ranking("ap", pos.astype(np.float64), neg.astype(np.float64), method="greedy")
+    a = rankopt.most_violated_ranking("ap", pos, neg, inference="greedy")
+    b = rankopt.most_violated_ranking("ap", pos.astype(np.float64), neg.astype(np.float64), inference="greedy")
     np.testing.assert_array_equal(a.neg_ranks, b.neg_ranks)
     assert a.value == b.value
 
@@ -142,6 +142,6 @@ def test_other_numeric_dtypes_are_accepted(dtype):
 def test_non_contiguous_input():
     rng = np.random.default_rng(41)
     pos, neg = rng.normal(size=20)[::2], rng.normal(size=30)[::3]
-    a = rankopt.most_violated_ranking("ndcg", pos, neg, method="greedy")
-    b = rankopt.most_violated_ranking("ndcg", pos.copy(), neg.copy(), method="greedy")
+    a = rankopt.most_violated_ranking("ndcg", pos, neg, inference="greedy")
+    b = rankopt.most_violated_ranking("ndcg", pos.copy(), neg.copy(), inference="greedy")
     np.testing.assert_array_equal(a.neg_ranks, b.neg_ranks)

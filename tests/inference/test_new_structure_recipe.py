@@ -202,7 +202,7 @@ def test_the_binary_structure_serves_every_entry_point(registered, caplog):
     rng = np.random.default_rng(1)
     pos, neg = rng.normal(size=3), rng.normal(size=4)
     before = kernel.calls
-    found = rankopt.most_violated_ranking(FirstHitLoss(), pos, neg, method="firsthit")
+    found = rankopt.most_violated_ranking(FirstHitLoss(), pos, neg, inference="firsthit")
     assert kernel.calls == before + 1
     assert found.value == pytest.approx(brute_force_most_violated(FirstHitLoss(), pos, neg), abs=1e-12)
 

@@ -157,10 +157,10 @@ def test_dp_solves_remark_1_where_greedy_would_fail():
     pos, neg = np.array([5 * eps]), np.array([3 * eps, eps])
     expected = brute_force_max(_oracle_for(loss), pos, neg)
     assert rankopt.most_violated_ranking(loss, pos, neg).value == pytest.approx(expected, abs=TOL)
-    assert rankopt.most_violated_ranking(loss, pos, neg, method="dp").value == pytest.approx(expected, abs=TOL)
+    assert rankopt.most_violated_ranking(loss, pos, neg, inference="dp").value == pytest.approx(expected, abs=TOL)
     for method in ("qs", "greedy"):
         with pytest.raises(ValueError, match="C3 fails"):
-            rankopt.most_violated_ranking(loss, pos, neg, method=method)
+            rankopt.most_violated_ranking(loss, pos, neg, inference=method)
 
 
 # --------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def test_qs_equals_greedy_on_1000_random_instances():
             n_pos, n_neg = int(rng.integers(1, 1500)), int(rng.integers(1, 5001))
         loss = compiled[k % len(compiled)]
         pos, neg = _random_instance(rng, n_pos, n_neg)
-        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy")
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, inference="greedy")
         for method in (QSMethod(), LinearScanQS()) if isinstance(loss, APLoss) else (QSMethod(),):
             got = _run(method, loss, pos, neg)
             assert got.value == pytest.approx(greedy.value, rel=TOL, abs=1e-12), (k, loss.name, n_pos, n_neg)
@@ -226,7 +226,7 @@ def test_small_input_strategies_equal_greedy_ranks():
             n_pos, n_neg = int(rng.integers(1, 3000)), int(rng.integers(200, 16_384))
         loss = compiled[k % len(compiled)]
         pos, neg = _random_instance(rng, n_pos, n_neg)
-        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, inference="greedy").neg_ranks
         for unimodal in (True, False) if isinstance(loss, APLoss) else (None,):
             for options in ({}, {"n_buckets": 0}, {"exact_median": True}):
                 got = _kernel_ranks(loss, pos, neg, unimodal=unimodal, **options)
@@ -254,7 +254,7 @@ def _sweep_sort_cases():
 def test_small_input_sort_handles_any_scores(case):
     _, pos, neg = case
     for loss in (APLoss(), NDCGLoss(), AUCLoss(), ReciprocalDiscountLoss()):
-        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, inference="greedy").neg_ranks
         np.testing.assert_array_equal(_kernel_ranks(loss, pos, neg), greedy, err_msg=loss.name)
         np.testing.assert_array_equal(rankopt.most_violated_ranking(loss, pos, neg, "qs").neg_ranks, greedy)
 
@@ -307,15 +307,15 @@ def test_discount_walk_equals_greedy_and_the_recursion(loss):
     rng = np.random.default_rng(40)
     instances = list(_discount_walk_instances(rng))
     for k, (pos, neg) in enumerate(instances):
-        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, inference="greedy").neg_ranks
         np.testing.assert_array_equal(_kernel_ranks(loss, pos, neg), greedy, err_msg=f"{k}")
         np.testing.assert_array_equal(_kernel_ranks(loss, pos, neg, n_buckets=0), greedy, err_msg=f"{k}")
     for dtype in (np.float64, np.float32):
         scores = np.concatenate([np.r_[pos, neg] for pos, neg in instances]).astype(dtype)
         labels = np.concatenate([np.r_[np.ones(pos.size), np.zeros(neg.size)] for pos, neg in instances])
         offsets = np.cumsum([0] + [pos.size + neg.size for pos, neg in instances])
-        batch = api.most_violated_rankings(loss, scores, labels, offsets, method="qs", n_threads=1)
-        reference = api.most_violated_rankings_per_query(loss, scores, labels, offsets, method="greedy")
+        batch = api.most_violated_rankings(loss, scores, labels, offsets, inference="qs", n_threads=1)
+        reference = api.most_violated_rankings_per_query(loss, scores, labels, offsets, inference="greedy")
         np.testing.assert_array_equal(batch.coef, reference.coef)
         np.testing.assert_array_equal(batch.losses, reference.losses)
 
@@ -325,8 +325,8 @@ def test_python_path_qs_equals_greedy():
     for k, loss in enumerate([GeometricPythonLoss(), PythonAPLoss()] * 8):
         n_pos, n_neg = int(rng.integers(1, 60)), int(rng.integers(1, 1500))
         pos, neg = _random_instance(rng, n_pos, n_neg)
-        qs = rankopt.most_violated_ranking(loss, pos, neg, method="qs")
-        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy")
+        qs = rankopt.most_violated_ranking(loss, pos, neg, inference="qs")
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, inference="greedy")
         assert qs.value == pytest.approx(greedy.value, rel=TOL, abs=1e-12), (k, n_pos, n_neg)
 
 
@@ -339,7 +339,7 @@ def test_dp_divide_and_conquer_equals_full_table(loss):
         full = _run(DPMethod(), loss, pos, neg)
         assert _run(TinyBudgetDP(), loss, pos, neg).value == pytest.approx(full.value, rel=TOL, abs=1e-12)
         if not isinstance(loss, PrecisionAtKLoss):
-            qs = rankopt.most_violated_ranking(loss, pos, neg, method="qs")
+            qs = rankopt.most_violated_ranking(loss, pos, neg, inference="qs")
             assert full.value == pytest.approx(qs.value, rel=TOL, abs=1e-12)
 
 
@@ -348,8 +348,8 @@ def test_qs_many_negatives_few_positives():
     rng = np.random.default_rng(9)
     pos, neg = rng.normal(size=3), rng.normal(size=200_000)
     for loss in ("ap", "ndcg"):
-        qs = rankopt.most_violated_ranking(loss, pos, neg, method="qs")
-        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy")
+        qs = rankopt.most_violated_ranking(loss, pos, neg, inference="qs")
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, inference="greedy")
         np.testing.assert_array_equal(qs.neg_ranks, greedy.neg_ranks)
 
 
@@ -374,7 +374,7 @@ def test_kernel_split_strategies_equal_greedy_ranks(arrangement):
         }[arrangement]
         pos = rng.uniform(0, 1, n_pos)
         for loss in (APLoss(), NDCGLoss()):
-            greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
+            greedy = rankopt.most_violated_ranking(loss, pos, neg, inference="greedy").neg_ranks
             form = loss.compiled_form(n_pos, n_neg)
             code, table = kernel_arguments(loss, form, n_pos, n_neg)
             pos_desc = np.sort(pos)[::-1].copy()
@@ -409,7 +409,7 @@ def test_distribution_level_equals_greedy_ranks(case):
     _, pos, neg = case
     for loss in (APLoss(), NDCGLoss(), AUCLoss(), ReciprocalDiscountLoss()):
         n_pos, n_neg = pos.size, neg.size
-        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, inference="greedy").neg_ranks
         code, table = kernel_arguments(loss, loss.compiled_form(n_pos, n_neg), n_pos, n_neg)
         pos_desc = np.ascontiguousarray(pos[np.argsort(-pos, kind="stable")])
         for n_buckets in (3, 4, 17, 256, 5000, -1):
@@ -424,8 +424,8 @@ def test_distribution_level_used_by_default_on_large_inputs():
     rng = np.random.default_rng(5)
     pos, neg = rng.normal(1, 1, 300), rng.normal(size=50_000)
     for loss in ("ap", "ndcg"):
-        qs = rankopt.most_violated_ranking(loss, pos, neg, method="qs")
-        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy")
+        qs = rankopt.most_violated_ranking(loss, pos, neg, inference="qs")
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, inference="greedy")
         np.testing.assert_array_equal(qs.neg_ranks, greedy.neg_ranks)
         assert qs.value == pytest.approx(greedy.value, rel=TOL)
 
@@ -503,14 +503,14 @@ def test_float32_scores():
     for loss in ("ap", "ndcg", "auc"):
         pos = rng.normal(size=30).astype(np.float32)
         neg = rng.normal(size=700).astype(np.float32)
-        qs32 = rankopt.most_violated_ranking(loss, pos, neg, method="qs")
-        qs64 = rankopt.most_violated_ranking(loss, pos.astype(np.float64), neg.astype(np.float64), method="qs")
-        greedy32 = rankopt.most_violated_ranking(loss, pos, neg, method="greedy")
+        qs32 = rankopt.most_violated_ranking(loss, pos, neg, inference="qs")
+        qs64 = rankopt.most_violated_ranking(loss, pos.astype(np.float64), neg.astype(np.float64), inference="qs")
+        greedy32 = rankopt.most_violated_ranking(loss, pos, neg, inference="greedy")
         np.testing.assert_array_equal(qs32.neg_ranks, qs64.neg_ranks)
         assert qs32.value == pytest.approx(greedy32.value, rel=TOL)
     # mixed dtypes are promoted to float64
-    mixed = rankopt.most_violated_ranking("ap", pos, neg.astype(np.float64), method="qs")
-    both64 = rankopt.most_violated_ranking("ap", pos.astype(np.float64), neg.astype(np.float64), method="qs")
+    mixed = rankopt.most_violated_ranking("ap", pos, neg.astype(np.float64), inference="qs")
+    both64 = rankopt.most_violated_ranking("ap", pos.astype(np.float64), neg.astype(np.float64), inference="qs")
     np.testing.assert_array_equal(mixed.neg_ranks, both64.neg_ranks)
 
 
@@ -519,9 +519,9 @@ def test_kernel_breaks_ties_by_index():
     pos = np.array([0.5, 0.0, -0.5])
     neg = np.zeros(50)
     for loss in ("ap", "ndcg", "auc"):
-        ranks = rankopt.most_violated_ranking(loss, pos, neg, method="qs").neg_ranks
+        ranks = rankopt.most_violated_ranking(loss, pos, neg, inference="qs").neg_ranks
         assert np.all(np.diff(ranks) >= 0)
-        greedy = rankopt.most_violated_ranking(loss, pos, neg, method="greedy").neg_ranks
+        greedy = rankopt.most_violated_ranking(loss, pos, neg, inference="greedy").neg_ranks
         np.testing.assert_array_equal(ranks, greedy)
 
 
@@ -590,24 +590,24 @@ def test_precision_at_k_refused_by_qs_and_greedy():
     pos, neg = [0.3, 0.1], [0.2, 0.0, -0.1]
     for method in ("qs", "greedy"):
         with pytest.raises(ValueError, match="C3 fails for loss 'precision_at_k_test'") as info:
-            rankopt.most_violated_ranking(PrecisionAtKLoss(3), pos, neg, method=method)
+            rankopt.most_violated_ranking(PrecisionAtKLoss(3), pos, neg, inference=method)
         assert "j=" in str(info.value) and "i=" in str(info.value)
-    result = rankopt.most_violated_ranking(PrecisionAtKLoss(3), pos, neg, method="dp")
+    result = rankopt.most_violated_ranking(PrecisionAtKLoss(3), pos, neg, inference="dp")
     assert result.value == pytest.approx(brute_force_max(_oracle_for(PrecisionAtKLoss(3)), pos, neg), abs=TOL)
 
 
 @pytest.mark.parametrize("method", ["qs", "dp"])
 def test_bad_input(method):
     with pytest.raises(ValueError, match="finite"):
-        rankopt.most_violated_ranking("ap", [0.1, np.nan], [0.0], method=method)
+        rankopt.most_violated_ranking("ap", [0.1, np.nan], [0.0], inference=method)
     with pytest.raises(ValueError, match="at least one negative"):
-        rankopt.most_violated_ranking("ap", [0.1], [], method=method)
+        rankopt.most_violated_ranking("ap", [0.1], [], inference=method)
     with pytest.raises(ValueError, match="1-D"):
-        rankopt.most_violated_ranking("ap", [[0.1]], [0.0], method=method)
+        rankopt.most_violated_ranking("ap", [[0.1]], [0.0], inference=method)
     with pytest.raises(ValueError, match="real numbers"):
-        rankopt.most_violated_ranking("ap", ["a"], [0.0], method=method)
+        rankopt.most_violated_ranking("ap", ["a"], [0.0], inference=method)
     with pytest.raises(ValueError, match="rank loss"):
-        rankopt.most_violated_ranking("zero_one", [0.1], [0.0], method=method)
+        rankopt.most_violated_ranking("zero_one", [0.1], [0.0], inference=method)
 
 
 @pytest.mark.parametrize("n_pos, n_neg", [(3000, 1000), (2000, 2000), (500, 50)])
@@ -653,7 +653,7 @@ def test_a_method_returning_ranks_out_of_range_is_named():
     pm.register(Plugin(), name="off-by-one")
     with pytest.raises(RuntimeError, match=r"'off_by_one_test' broke its contract: expected ranks in 1\.\.3"):
         rankopt.most_violated_ranking(
-            "ap", np.array([1.0, 0.5]), np.array([0.2, 0.1]), method="off_by_one_test", registry=PluginRegistry(pm)
+            "ap", np.array([1.0, 0.5]), np.array([0.2, 0.1]), inference="off_by_one_test", registry=PluginRegistry(pm)
         )
 
 
@@ -661,10 +661,10 @@ def test_scores_whose_sums_overflow_are_refused_by_every_method():
     """[1.7e308, 1e308, -1e308] against [0]: greedy returned rank 4, the optimum is 3 (sums overflowed)."""
     for method in ("auto", "qs", "greedy", "select", "search", "dp"):
         with pytest.raises(ValueError, match="sums over a query stay finite"):
-            rankopt.most_violated_ranking("ap", [1.7e308, 1e308, -1e308], [0.0], method=method)
+            rankopt.most_violated_ranking("ap", [1.7e308, 1e308, -1e308], [0.0], inference=method)
     for loss in ("ndcg", "auc"):
         with pytest.raises(ValueError, match="sums over a query stay finite"):
-            rankopt.most_violated_ranking(loss, [1.0], [1e308, -1e308], method="greedy")
+            rankopt.most_violated_ranking(loss, [1.0], [1e308, -1e308], inference="greedy")
     with pytest.raises(ValueError, match="2\\*\\*120 .* float32"):
         rankopt.most_violated_ranking("ap", np.float32([3e37, 1.0]), np.float32([0.0, -3e37]))
     from rankopt.api import most_violated_rankings
@@ -691,7 +691,7 @@ def test_huge_scores_below_the_limit_are_exact(n_pos, n_neg, exponent, seed, los
     for method in ("qs", "greedy", "select", "search", "dp"):
         if method in ("select", "search") and loss != "ap":
             continue
-        got = rankopt.most_violated_ranking(loss, pos, neg, method=method).value
+        got = rankopt.most_violated_ranking(loss, pos, neg, inference=method).value
         assert got == pytest.approx(best, rel=1e-12, abs=1e-12), method
 
 

@@ -292,8 +292,8 @@ def test_a_geometric_discount_whose_tail_underflows_stays_qs_suitable():
     assert default_registry().resolve_method("auto", loss, 50, 3350).name == "qs"
     rng = np.random.default_rng(0)
     pos, neg = rng.normal(size=50), rng.normal(size=3350)
-    qs = rankopt.most_violated_ranking(loss, pos, neg, method="qs")
-    dp = rankopt.most_violated_ranking(loss, pos, neg, method="dp")
+    qs = rankopt.most_violated_ranking(loss, pos, neg, inference="qs")
+    dp = rankopt.most_violated_ranking(loss, pos, neg, inference="dp")
     np.testing.assert_array_equal(qs.neg_ranks, dp.neg_ranks)
     # A bend far above the subnormal rounding is still caught.
     table = 0.8 ** np.arange(40.0)

@@ -123,9 +123,9 @@ def test_every_method_reports_the_same_value_bit_for_bit():
     rng = np.random.default_rng(5)
     for t in range(40):
         pos, neg = _instance(rng, KINDS[t % len(KINDS)], int(rng.integers(1, 30)), int(rng.integers(1, 300)))
-        qs = rankopt.most_violated_ranking("ap", pos, neg, method="qs")
+        qs = rankopt.most_violated_ranking("ap", pos, neg, inference="qs")
         for method in ("greedy", "search", "select"):
-            other = rankopt.most_violated_ranking("ap", pos, neg, method=method)
+            other = rankopt.most_violated_ranking("ap", pos, neg, inference=method)
             np.testing.assert_array_equal(other.neg_ranks, qs.neg_ranks)
             assert other.value == qs.value, method
 
@@ -182,9 +182,9 @@ def test_non_finite_negatives_are_refused_before_any_output(n_neg, bad, dtype):
             for array in outputs:
                 assert (array == 7).all(), "a refused call wrote output"
             with pytest.raises(ValueError, match="^expected neg_scores to be finite, got NaN or infinity instead$"):
-                rankopt.most_violated_ranking("ap", pos, neg, method="qs")
+                rankopt.most_violated_ranking("ap", pos, neg, inference="qs")
             with pytest.raises(ValueError, match="^expected neg_scores to be finite, got NaN or infinity instead$"):
-                rankopt.most_violated_ranking("ap", pos, neg, method="greedy" if n_neg <= 1000 else "select")
+                rankopt.most_violated_ranking("ap", pos, neg, inference="greedy" if n_neg <= 1000 else "select")
 
 
 @pytest.mark.parametrize("n_neg", [3, DISTRIBUTE_MIN + 3])
@@ -202,7 +202,7 @@ def test_overflow_prone_scores_are_refused_with_check_scores_message(n_neg, dtyp
     for array in outputs:
         assert (array == 7).all(), "a refused call wrote output"
     with pytest.raises(ValueError) as got:
-        rankopt.most_violated_ranking("ap", pos, neg, method="qs")
+        rankopt.most_violated_ranking("ap", pos, neg, inference="qs")
     assert str(got.value) == str(expected.value)
     assert "sums over a query stay finite" in str(got.value)
 

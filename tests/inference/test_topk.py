@@ -82,8 +82,8 @@ def test_exact_ties_go_to_the_largest_count_on_every_path(method):
     batch and the per-query method took different ones.  Now both take m = 1, Δ = 0: the negatives as low
     as they can go, the tie rule of qs and greedy (the highest interleaving rank)."""
     loss = PrecisionAtKLoss(1)
-    batch = most_violated_rankings(loss, np.array([0.0, -0.5]), np.array([1, 0]), np.array([0, 2]), method=method)
+    batch = most_violated_rankings(loss, np.array([0.0, -0.5]), np.array([1, 0]), np.array([0, 2]), inference=method)
     np.testing.assert_array_equal(batch.coef, [1.0, -1.0])
     assert batch.losses[0] == 0.0 and batch.values[0] == 0.5
-    single = rankopt.most_violated_ranking(loss, [0.0], [-0.5], method="topk")
+    single = rankopt.most_violated_ranking(loss, [0.0], [-0.5], inference="topk")
     assert single.neg_ranks.tolist() == [2] and single.loss == 0.0 and single.value == 0.5

@@ -174,10 +174,10 @@ def test_old_style_get_params_override_still_works():
 
 
 def test_case1_verdict_of_one_instance_is_not_reused_for_another():
-    most_violated_ranking(Disc(), [1.0], [0.0], method="qs")  # Disc() is QS-suitable (1/p is convex)
+    most_violated_ranking(Disc(), [1.0], [0.0], inference="qs")  # Disc() is QS-suitable (1/p is convex)
     assert not check_qs_suitable(Disc(True)).suitable
     with pytest.raises(ValueError, match="inference method 'qs' cannot be used with loss 'd': C3 fails"):
-        most_violated_ranking(Disc(True), [-0.35, 0.52], [-0.15, 0.1, -0.08], method="qs")
+        most_violated_ranking(Disc(True), [-0.35, 0.52], [-0.15, 0.1, -0.08], inference="qs")
     pos, neg = [-0.35, 0.52], [-0.15, 0.1, -0.08]
     got = most_violated_ranking(Disc(True), pos, neg)  # auto: an exact general method
     assert got.value == pytest.approx(brute_force_max(disc_oracle(True), pos, neg), abs=1e-12)

@@ -145,9 +145,12 @@ def test_bad_grades(grades, match):
 
 def test_methods_of_the_graded_loss():
     scores, grades = np.array([0.0, 1.0]), np.array([1, 0])
-    same = [most_violated_rankings("pairwise", scores, grades, [0, 2], m).coef for m in ("auto", "pairwise")]
+    same = [most_violated_rankings("pairwise", scores, grades, [0, 2], m).coef for m in ("auto", "level_sweep")]
     np.testing.assert_array_equal(*same)
-    with pytest.raises(ValueError, match="expected method 'auto' or 'pairwise'"):
+    with pytest.warns(FutureWarning, match="inference='pairwise' is deprecated .* now inference='level_sweep'"):
+        renamed = most_violated_rankings("pairwise", scores, grades, [0, 2], "pairwise").coef
+    np.testing.assert_array_equal(renamed, same[0])
+    with pytest.raises(ValueError, match="expected inference 'auto' or 'level_sweep'"):
         most_violated_rankings("pairwise", scores, grades, [0, 2], "qs")
 
 
