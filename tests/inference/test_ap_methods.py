@@ -27,14 +27,14 @@ REL = 1e-9
 
 
 def _assert_same_as_greedy(pos, neg, methods=METHODS):
-    greedy = rankopt.most_violated_ranking("ap", pos, neg, method="greedy")
+    """The same optimal value as greedy; where the objective ties (to rounding), another maximiser — other
+    ranks, its own Δ — is as right, so the ranks and Δ are compared only where they agree."""
+    greedy = rankopt.most_violated_ranking("ap", pos, neg, inference="greedy")
     for method in methods:
-        result = rankopt.most_violated_ranking("ap", pos, neg, method=method)
-        np.testing.assert_array_equal(
-            result.neg_ranks, greedy.neg_ranks, err_msg=f"{method}: P={len(pos)}, N={len(neg)}"
-        )
+        result = rankopt.most_violated_ranking("ap", pos, neg, inference=method)
         assert result.value == pytest.approx(greedy.value, rel=REL, abs=1e-12), method
-        assert result.loss == pytest.approx(greedy.loss, rel=REL, abs=1e-12), method
+        if np.array_equal(result.neg_ranks, greedy.neg_ranks):
+            assert result.loss == pytest.approx(greedy.loss, rel=REL, abs=1e-12), method
 
 
 def _random_instance(rng, kind, n_pos, n_neg):
@@ -131,7 +131,7 @@ def test_exact_plateaus_hidden_by_rounding_are_maximised_by_every_method():
     loss = rankopt.get_loss("ap")
     for pos, neg, j, i in instances:
         if j > len(pos):  # f_j is concave: SEARCH takes the plateau's upper end
-            assert rankopt.most_violated_ranking("ap", pos, neg, method="search").neg_ranks[j - 1] == i + 1
+            assert rankopt.most_violated_ranking("ap", pos, neg, inference="search").neg_ranks[j - 1] == i + 1
         for p, n in ((pos, neg), (pos[::-1].copy(), neg[::-1].copy())):  # and the other input order
             objectives = {
                 exact_objective(loss, p.tolist(), n.tolist(), most_violated_ranking_ranks(p, n, method))
@@ -141,7 +141,7 @@ def test_exact_plateaus_hidden_by_rounding_are_maximised_by_every_method():
 
 
 def most_violated_ranking_ranks(pos, neg, method):
-    return rankopt.most_violated_ranking("ap", pos, neg, method=method).neg_ranks.tolist()
+    return rankopt.most_violated_ranking("ap", pos, neg, inference=method).neg_ranks.tolist()
 
 
 @pytest.mark.parametrize("n_pos", [1, 2, 5])
@@ -172,8 +172,8 @@ def test_float32_input(method):
     for kind in KINDS:
         pos, neg = _random_instance(rng, kind, 20, 400)
         pos32, neg32 = pos.astype(np.float32), neg.astype(np.float32)
-        greedy = rankopt.most_violated_ranking("ap", pos32, neg32, method="greedy")
-        result = rankopt.most_violated_ranking("ap", pos32, neg32, method=method)
+        greedy = rankopt.most_violated_ranking("ap", pos32, neg32, inference="greedy")
+        result = rankopt.most_violated_ranking("ap", pos32, neg32, inference=method)
         np.testing.assert_array_equal(result.neg_ranks, greedy.neg_ranks)
         assert result.value == pytest.approx(greedy.value, rel=REL)
 
@@ -192,7 +192,7 @@ def test_equal_to_brute_force(method, n_pos, n_neg):
         else:
             spread = rng.choice([0.05, 0.5, 3.0])
             pos, neg = spread * rng.normal(size=n_pos), spread * rng.normal(size=n_neg)
-        result = rankopt.most_violated_ranking("ap", pos, neg, method=method)
+        result = rankopt.most_violated_ranking("ap", pos, neg, inference=method)
         assert result.value == pytest.approx(brute_force_max("ap", pos, neg), abs=1e-9)
 
 
@@ -207,7 +207,7 @@ def test_select_kernel_takes_unsorted_negatives_and_returns_input_order():
     neg[:30] += 6.0
     ranks = np.empty(neg.size, dtype=np.intc)
     _ap.select_ranks(pos, neg, ranks)
-    greedy = rankopt.most_violated_ranking("ap", pos, neg, method="greedy").neg_ranks
+    greedy = rankopt.most_violated_ranking("ap", pos, neg, inference="greedy").neg_ranks
     np.testing.assert_array_equal(ranks, greedy)
 
 
@@ -230,7 +230,7 @@ def test_select_by_value_equals_greedy_for_any_bucket_count(case):
     # The candidates found by value (bucket bounds at points that need not be
     # scores: bucket edges) and by selection must both give greedy's ranks.
     _, pos, neg = case
-    greedy = rankopt.most_violated_ranking("ap", pos, neg, method="greedy").neg_ranks
+    greedy = rankopt.most_violated_ranking("ap", pos, neg, inference="greedy").neg_ranks
     pos_desc = np.ascontiguousarray(pos[np.argsort(-pos, kind="stable")])
     for n_buckets in (0, 3, 4, 17, 256, 5000, -1):
         ranks = np.empty(neg.size, dtype=np.intc)
@@ -270,7 +270,7 @@ def test_registered_with_priorities():
 @pytest.mark.parametrize("loss", ["ndcg", "auc"])
 def test_refused_for_other_losses(method, loss):
     with pytest.raises(ValueError, match=rf"inference method '{method}' cannot be used with loss '{loss}'.*'ap'"):
-        rankopt.most_violated_ranking(loss, [1.0, 0.0], [0.5], method=method)
+        rankopt.most_violated_ranking(loss, [1.0, 0.0], [0.5], inference=method)
 
 
 def test_refused_for_a_custom_rank_loss_and_auto_avoids_them():
@@ -280,5 +280,5 @@ def test_refused_for_a_custom_rank_loss_and_auto_avoids_them():
     loss = Halved()
     for method in METHODS:
         with pytest.raises(ValueError, match="exact only for the average-precision loss"):
-            rankopt.most_violated_ranking(loss, [1.0], [0.5, 2.0], method=method)
+            rankopt.most_violated_ranking(loss, [1.0], [0.5, 2.0], inference=method)
     assert default_registry().resolve_method("auto", loss).name not in METHODS
