@@ -239,3 +239,53 @@ def test_the_graded_structure_serves_every_entry_point(registered):
     assert rankopt.metrics.loss_metric(grades, scores, qid, loss=EvenPairLoss()) == pytest.approx(
         rankopt.metrics.loss_metric(grades, scores, qid, loss="pairwise"), rel=1e-12
     )
+
+
+# ------------------------------------------------------------------ its torch kernel (same three steps)
+
+
+def test_the_structure_takes_a_torch_kernel_too(registered, table):
+    """The recipe's step 2 for the tensor device: a ``TensorKernel`` subclass, its ``hinge`` over the padded
+    batch, and one ``register_kernel``; ``RankHingeLoss(device="torch")`` then runs it.  (Its hinge runs the
+    structure's host kernel on a copy of the batch: a real port writes it in tensor operations, as
+    ``rankopt/inference/tensor_kernels.py`` does.)"""
+    torch = pytest.importorskip("torch")
+    from rankopt.inference.tensor_kernels import TensorHinge, TensorKernel
+    from rankopt.torch import RankHingeLoss
+
+    class EvenPairTensorKernel(TensorKernel):
+        structure = EvenPairStructure
+        graded = True
+        label = "even pairs (tensor)"
+        calls = 0
+
+        def hinge(self, loss, structure, scores, relevance, mask, facts):
+            EvenPairTensorKernel.calls += 1
+            rows = mask.sum(dim=1).cpu().numpy()
+            offsets = np.concatenate(([0], np.cumsum(rows))).astype(np.int64)
+            found = most_violated_rankings(
+                loss,
+                scores[mask].cpu().numpy(),
+                relevance[mask].cpu().numpy(),
+                offsets,
+                relative_to_truth=True,
+            )
+            coef = torch.zeros_like(scores)
+            coef[mask] = torch.as_tensor(found.coef, dtype=scores.dtype, device=scores.device)
+            values = torch.as_tensor(np.maximum(found.values, 0.0), dtype=scores.dtype, device=scores.device)
+            return TensorHinge(values, coef, torch.as_tensor(found.usable, device=scores.device))
+
+    table.register_kernel(EvenPairTensorKernel())
+    rng = np.random.default_rng(4)
+    y = torch.as_tensor(rng.integers(0, 3, (5, 6)))
+    mask = torch.as_tensor(rng.random((5, 6)) < 0.9)
+    base = rng.normal(size=(5, 6))
+    out = {}
+    for device in ("torch", "cpu"):
+        scores = torch.tensor(base, requires_grad=True)
+        value = RankHingeLoss(EvenPairLoss(), device=device)(scores, y, mask=mask)
+        value.backward()
+        out[device] = value.item(), scores.grad
+    assert EvenPairTensorKernel.calls == 1
+    assert out["torch"][0] == pytest.approx(out["cpu"][0], rel=1e-12)
+    torch.testing.assert_close(out["torch"][1], out["cpu"][1])
