@@ -28,7 +28,7 @@ from rankopt.losses.base import RankLoss
 from rankopt.torch import _device, _host
 from rankopt.torch._host import HingeConfig, HostState, runs_on_host
 
-__all__ = ["loss_handle", "named_loss_handle", "rank_hinge_op", "resolved_loss"]
+__all__ = ["loss_handle", "named_loss_handle", "rank_hinge_call", "rank_hinge_op", "resolved_loss"]
 
 
 _LOSSES: dict[int, RankLoss] = {}
@@ -108,6 +108,16 @@ def config(loss: int, reduction: str, relevant_from: int, n_threads: int | None,
     return HingeConfig(_LOSSES[loss], relevant_from, reduction, n_threads, device, state)
 
 
+def _hinges(scores, y, mask, qid, loss, reduction, relevant_from, n_threads, device):
+    """The operator's implementation: the tensor kernels where they take the call, else the compiled ones."""
+    held = config(loss, reduction, relevant_from, n_threads, device)
+    if not held.runs_on_host(scores):
+        result = _device.tensor_hinges(held, scores, y, mask, qid)
+        if result is not None:
+            return result
+    return _host.host_hinges(held, scores, y, mask, qid)
+
+
 @torch.library.custom_op("rankopt::rank_hinge", mutates_args=())
 def rank_hinge_op(
     scores: torch.Tensor,
@@ -121,12 +131,7 @@ def rank_hinge_op(
     device: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(value, coef, query_of) of the hinge: the arguments are checked (:mod:`rankopt.torch.functional`)."""
-    held = config(loss, reduction, relevant_from, n_threads, device)
-    if not held.runs_on_host(scores):
-        result = _device.tensor_hinges(held, scores, y, mask, qid)
-        if result is not None:
-            return result
-    return _host.host_hinges(held, scores, y, mask, qid)
+    return _hinges(scores, y, mask, qid, loss, reduction, relevant_from, n_threads, device)
 
 
 @rank_hinge_op.register_fake
@@ -189,6 +194,40 @@ def _is_one(factor: torch.Tensor) -> bool:
 
 
 torch.library.register_autograd("rankopt::rank_hinge", _backward, setup_context=_setup_context)
+
+
+class _EagerHinge(torch.autograd.Function):
+    """The operator's implementation and autograd formula, called directly where nothing traces the call: the
+    same code as ``torch.ops.rankopt.rank_hinge`` without the dispatcher's layers (tens of microseconds a
+    call, which a training loop's step pays every time)."""
+
+    @staticmethod
+    def forward(*inputs):
+        return _hinges(*inputs)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _setup_context(ctx, inputs, output)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _backward(ctx, *grads)
+
+
+def rank_hinge_call(*inputs):
+    """The hinge's (value, coef, query_of): the custom operator where ``torch.compile`` or another tracer or
+    transform sees the call, its implementation directly in plain eager code."""
+    if torch.compiler.is_compiling() or _transformed(inputs[:4]):
+        return rank_hinge_op(*inputs)
+    return _EagerHinge.apply(*inputs)
+
+
+def _transformed(tensors) -> bool:
+    """Whether a tracer or a transform sees the call: a torch.func transform is active (vmap's batched tensors
+    are plain tensors to Python), or a tensor is a tracer's subclass (fake, functional)."""
+    if torch._C._are_functorch_transforms_active():
+        return True
+    return any(t is not None and type(t) not in (torch.Tensor, torch.nn.Parameter) for t in tensors)
 
 
 @rank_hinge_op.register_vmap

@@ -17,7 +17,7 @@ import torch
 from rankopt._validation import check_positive_float, check_reduction
 from rankopt.inference.structure_table import registered_devices
 from rankopt.torch._inputs import checked_call, describe, labels_on
-from rankopt.torch._op import loss_handle, named_loss_handle, rank_hinge_op, resolved_loss
+from rankopt.torch._op import loss_handle, named_loss_handle, rank_hinge_call, resolved_loss
 
 __all__ = [
     "DEVICES",
@@ -101,7 +101,7 @@ def hinge_of_handle(scores, y, loss: int, *, mask, qid, group, reduction, releva
     call, with their loss's handle kept as an integer, which a tracer reads as a constant."""
     check_options(reduction, device)
     y, mask, qid = checked_call(scores, y, mask, qid, group)
-    return rank_hinge_op(scores, y, mask, qid, loss, reduction, _relevant_from(relevant_at), n_threads, device)[0]
+    return rank_hinge_call(scores, y, mask, qid, loss, reduction, _relevant_from(relevant_at), n_threads, device)[0]
 
 
 @torch.compiler.assume_constant_result
