@@ -16,8 +16,9 @@ import torch
 
 from rankopt._validation import check_positive_float, check_reduction
 from rankopt.inference.structure_table import registered_devices
+from rankopt.torch._handles import loss_handle, named_loss_handle, resolved_loss
 from rankopt.torch._inputs import checked_call, describe, labels_on
-from rankopt.torch._op import loss_handle, named_loss_handle, rank_hinge_call, resolved_loss
+from rankopt.torch._op import rank_hinge_call
 
 __all__ = [
     "DEVICES",

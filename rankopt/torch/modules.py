@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from rankopt.torch._op import loss_handle, resolved_loss
+from rankopt.torch._handles import loss_handle, resolved_loss
 from rankopt.torch.functional import (
     SIMILARITIES,
     check_metric_options,

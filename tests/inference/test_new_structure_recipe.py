@@ -264,11 +264,7 @@ def test_the_structure_takes_a_torch_kernel_too(registered, table):
             rows = mask.sum(dim=1).cpu().numpy()
             offsets = np.concatenate(([0], np.cumsum(rows))).astype(np.int64)
             found = most_violated_rankings(
-                loss,
-                scores[mask].cpu().numpy(),
-                relevance[mask].cpu().numpy(),
-                offsets,
-                relative_to_truth=True,
+                loss, scores[mask].cpu().numpy(), relevance[mask].cpu().numpy(), offsets, relative_to_truth=True
             )
             coef = torch.zeros_like(scores)
             coef[mask] = torch.as_tensor(found.coef, dtype=scores.dtype, device=scores.device)
