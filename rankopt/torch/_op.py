@@ -121,12 +121,12 @@ class _EagerHinge(torch.autograd.Function):
     call, which a training loop's step pays every time)."""
 
     @staticmethod
-    def forward(*inputs):
-        return _hinges(*inputs)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
+    def forward(ctx, *inputs):
+        # forward(ctx, ...) rather than a separate setup_context, which costs an inspect.signature per call;
+        # functorch transforms, which need the latter, take the operator instead (rank_hinge_call).
+        output = _hinges(*inputs)
         _setup_context(ctx, inputs, output)
+        return output
 
     @staticmethod
     def backward(ctx, *grads):
