@@ -108,3 +108,20 @@ def test_vmap_runs_the_hinge_slice_by_slice():
     scores = torch.randn(4, 8, 12, dtype=torch.float64)
     mapped = torch.func.vmap(lambda s: layer(s, grades[0], mask=mask))(scores)
     assert torch.equal(mapped, torch.stack([layer(s, grades[0], mask=mask) for s in scores]))
+
+
+def test_copies_and_pickles_resolve_their_own_loss():
+    """A module's loss handle is its process's: a copy's set_params is seen by the copy alone, and a pickle
+    carries no handle to another process."""
+    import copy
+    import pickle
+
+    _, grades, _ = _batch()
+    scores = torch.randn(8, 12, dtype=torch.float64)
+    layer = RankHingeLoss("precision_at_k", k=2)
+    before = layer(scores, grades[0]).item()
+    twin = copy.deepcopy(layer)
+    twin.rank_loss.set_params(k=1)
+    assert layer(scores, grades[0]).item() == before
+    assert twin(scores, grades[0]).item() == RankHingeLoss("precision_at_k", k=1)(scores, grades[0]).item()
+    assert "_resolved" not in pickle.loads(pickle.dumps(layer)).__dict__

@@ -19,7 +19,17 @@ from rankopt.torch.functional import (
 __all__ = ["MetricHingeLoss", "RankHingeLoss"]
 
 
-class RankHingeLoss(torch.nn.Module):
+class _LossHandle:
+    """A module's resolved loss and its handle (:func:`_resolved`) are this process's: copies and pickles start
+    without them and resolve their own ``loss`` again."""
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_resolved", None)
+        return state
+
+
+class RankHingeLoss(_LossHandle, torch.nn.Module):
     """The structured hinge of a rank loss, for training any scorer with PyTorch.
 
     Parameters
@@ -93,7 +103,7 @@ class RankHingeLoss(torch.nn.Module):
         return hinge_of_handle(scores, y, handle, mask=mask, qid=qid, group=group, device=self.device, **options)
 
 
-class MetricHingeLoss(torch.nn.Module):
+class MetricHingeLoss(_LossHandle, torch.nn.Module):
     """The structured hinge of a rank loss for metric learning: every embedding ranks the others.
 
     Called as pytorch-metric-learning's losses are, ``loss_fn(embeddings, labels, indices_tuple=None,
