@@ -137,3 +137,29 @@ def test_the_torch_layer_runs_on_the_new_device(reference_device, loss):
 def test_an_unknown_device_is_named_with_the_registered_ones():
     with pytest.raises(ValueError, match="expected a device with registered kernels .*cpu.*, got 'abacus'"):
         rankopt.structured_hinge(np.zeros(3), np.array([0, 1, 0]), device="abacus")
+
+
+def test_a_tensor_device_that_hands_a_call_back_runs_it_on_the_compiled_kernels():
+    """A second tensor device whose kernel cannot take a loss: the call runs on the host's compiled kernels (the
+    host path asks a device's arrays, not its name)."""
+    torch = pytest.importorskip("torch")
+    from rankopt.inference.tensor_kernels import TensorKernel
+    from rankopt.torch import RankHingeLoss
+
+    class Unwilling(TensorKernel):
+        structure = None
+        device = "tensor-twin"
+        label = "unwilling binary"
+
+        def unsupported_reason(self, loss, structure, width):
+            return "it takes nothing"
+
+        def hinge(self, loss, structure, scores, relevance, mask, facts):
+            raise AssertionError("never reached")
+
+    register_kernel(Unwilling())
+    try:
+        scores, y = torch.tensor([[0.3, -0.2, 0.5]], dtype=torch.float64), torch.tensor([[1, 0, 0]])
+        assert RankHingeLoss("ap", device="tensor-twin")(scores, y).item() == RankHingeLoss("ap")(scores, y).item()
+    finally:
+        unregister_kernel(None, device="tensor-twin")

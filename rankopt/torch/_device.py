@@ -64,7 +64,7 @@ def tensor_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):
         batch.grades,
         batch.mask,
         "auto",
-        relevant_from=config.relevant_at,
+        relevant_from=config.relevant_from,
         registry=None,
         verify=batch.read,
     )

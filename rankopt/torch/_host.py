@@ -45,7 +45,7 @@ def host_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):
             _host_array(y),
             qid=None if qid is None else qid.numpy(),
             loss=config.loss,
-            relevant_at=config.relevant_at,
+            relevant_at=config.relevant_from,
             n_threads=config.n_threads,
             device=config.host_device,
         )
@@ -72,7 +72,7 @@ def host_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):
 def _prepare(config, y: torch.Tensor, mask, shape) -> tuple:
     """The padded batch's labels checked and prepared (:func:`rankopt.hinge.prepare_hinges`), and where its
     kept documents sit in the flat scores."""
-    options = dict(loss=config.loss, relevant_at=config.relevant_at, device=config.host_device)
+    options = dict(loss=config.loss, relevant_at=config.relevant_from, device=config.host_device)
     labels = _host_array(y)
     n_rows, width = shape
     if mask is None:  # every document of every row: no gather
@@ -141,7 +141,7 @@ class PreparedBatch:
         if loss_key is None:  # a loss whose parameters cannot be snapshotted: never reuse
             return build()
         # The loss's parameters by value: set_params between calls must not find the old preparation.
-        key = (y._version, tuple(y.shape), None if mask is None else mask._version, loss_key, config.relevant_at)
+        key = (y._version, tuple(y.shape), None if mask is None else mask._version, loss_key, config.relevant_from)
         held = self._entry
         if (
             held is not None
@@ -179,7 +179,7 @@ class HingeConfig:
     """One call's loss and options, as the operator's implementations read them."""
 
     loss: RankLoss
-    relevant_at: int
+    relevant_from: int
     reduction: str
     n_threads: int | None
     device: str
@@ -195,8 +195,11 @@ class HingeConfig:
 
     @property
     def host_device(self) -> str:
-        """The device whose NumPy kernels the host path runs: "cpu" (the compiled ones) unless another is named."""
-        return "cpu" if self.device in ("auto", "torch") else self.device
+        """The device whose NumPy kernels the host path runs: the one named if its kernels take NumPy arrays,
+        else "cpu" (the compiled kernels: "auto", and a tensor device handing a call back)."""
+        if self.device != "auto" and _array_type(self.device) == "numpy":
+            return self.device
+        return "cpu"
 
     def runs_on_host(self, scores: torch.Tensor) -> bool:
         """Whether a call with these scores starts on the compiled kernels (the tensor kernels may still hand
@@ -209,6 +212,10 @@ def runs_on_host(device: str, scores: torch.Tensor) -> bool:
     NumPy arrays ("cpu", the compiled kernels; any other such device registered)."""
     if device == "auto":
         return scores.device.type == "cpu"
+    return _array_type(device) == "numpy"
+
+
+def _array_type(device: str) -> str:
     from rankopt.inference.structure_table import device_array_type
 
-    return device_array_type(device) == "numpy"
+    return device_array_type(device)
