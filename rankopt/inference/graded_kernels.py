@@ -9,6 +9,7 @@ definition-level one-query inference as its reference.
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
@@ -50,20 +51,8 @@ class GradedKernel(StructureKernel):
     graded = True
 
     def resolve_method(self, loss, structure, method, longest, registry) -> str:
-        """The method the graded ``loss`` runs over grades ("auto" resolved; a former name, with a
-        FutureWarning, its new one), or a ValueError."""
+        """The method the graded ``loss`` runs over grades ("auto" resolved), or a ValueError."""
         methods = structure.methods
-        renamed = getattr(structure, "renamed_methods", {})
-        if method in renamed:
-            import warnings
-
-            warnings.warn(
-                f"inference={method!r} is deprecated for the graded loss {loss.name!r}: it is now "
-                f"inference={renamed[method]!r}",
-                FutureWarning,
-                stacklevel=2,
-            )
-            method = renamed[method]
         if method != "auto" and method not in methods:
             choices = repr(methods[0]) if len(methods) == 1 else f"one of {list(methods)}"
             raise ValueError(
@@ -172,6 +161,19 @@ class GradedPairKernel(GradedKernel):
 
     structure = GradedPairStructure
     label = "graded pairwise"
+
+    def resolve_method(self, loss, structure, method, longest, registry) -> str:
+        """:meth:`GradedKernel.resolve_method`, taking the method's former name "pairwise" (which named the
+        loss too) as "level_sweep", with a FutureWarning."""
+        if method == "pairwise":
+            warnings.warn(
+                f"inference='pairwise' is deprecated for the graded loss {loss.name!r}: it is now "
+                "inference='level_sweep'",
+                FutureWarning,
+                stacklevel=2,
+            )
+            method = "level_sweep"
+        return super().resolve_method(loss, structure, method, longest, registry)
 
     def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
         self.resolve_method(loss, structure, method, 0, registry)

@@ -169,8 +169,6 @@ class GradedPairStructure:
     weight: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
 
     methods: ClassVar[tuple[str, ...]] = ("level_sweep",)
-    #: Former method names, still taken with a FutureWarning: "pairwise" also named the loss.
-    renamed_methods: ClassVar[dict[str, str]] = {"pairwise": "level_sweep"}
 
     def weight_matrix(self, levels: np.ndarray, n_documents: int | None = None) -> np.ndarray:
         """The K × K weights of the sorted distinct grades ``levels`` (row: the higher), 0 on and above the diagonal.
