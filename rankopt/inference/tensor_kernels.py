@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+import rankopt.inference._batched as _batched
 from rankopt.inference.base import kernel_arguments
 from rankopt.inference.kernel_base import BatchedRankingInference, Kernel, PreparedKernel
 from rankopt.inference.topk import CountLossPool
@@ -137,10 +138,10 @@ class TensorKernel(Kernel):
 
     def ground_truth(self, loss, structure, relevance, layout):
         """Ψ(R*)'s coefficients, (B, L) on the batch's device: the host kernel's, over the kept documents."""
-        host = _host_twin(structure)
-        rows = layout.sum(dim=1).cpu().numpy()
-        offsets = np.concatenate(([0], np.cumsum(rows))).astype(np.int64)
-        truth = host.ground_truth(loss, structure, relevance[layout].cpu().numpy(), offsets)
+        mask = np.ascontiguousarray(layout.cpu().numpy())
+        offsets = np.empty(mask.shape[0] + 1, dtype=np.int64)
+        _batched.kept_offsets(mask.view(np.uint8), offsets)  # the padded layout's kept rows as the flat one's
+        truth = _host_twin(structure).ground_truth(loss, structure, relevance[layout].cpu().numpy(), offsets)
         out = torch.zeros(relevance.shape, dtype=torch.float64, device=relevance.device)
         out[layout] = torch.as_tensor(truth, device=relevance.device)
         return out

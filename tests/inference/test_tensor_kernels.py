@@ -241,3 +241,21 @@ def test_small_constant_tables_go_to_the_device_once(loss, rng):
     layer(scores + 1.0, grades)
     assert held and all(kernel.constants._entries[key] is tensor for key, tensor in held.items())
     assert len(kernel.constants) == len(held)
+
+
+@pytest.mark.parametrize("name", ["ap", "ndcg_graded", "pairwise", "precision_at_k"])
+def test_the_tensor_kernels_contract_gives_the_host_kernels_ground_truth_and_delta(name):
+    """The contract of every device (issue 48): the tensor kernel's ground truth over a padded, masked batch and
+    its Δ of a ranking are the host kernel's."""
+    loss = rankopt.get_loss(name)
+    kernel, structure = kernel_for_loss(loss, "torch")
+    host, _ = kernel_for_loss(loss, "cpu")
+    rng = np.random.default_rng(5)
+    relevance = rng.integers(0, 2 if not loss.graded else 4, (6, 7))
+    mask = rng.random((6, 7)) < 0.8
+    offsets = np.concatenate(([0], np.cumsum(mask.sum(axis=1))))
+    truth = kernel.ground_truth(loss, structure, torch.as_tensor(relevance), torch.as_tensor(mask))
+    np.testing.assert_array_equal(truth.numpy()[mask], host.ground_truth(loss, structure, relevance[mask], offsets))
+    assert not truth.numpy()[~mask].any()
+    ordered = np.array([0, 1, 1, 0, 1])
+    assert kernel.ranking_loss(loss, structure, ordered) == host.ranking_loss(loss, structure, ordered)
