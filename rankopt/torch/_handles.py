@@ -39,13 +39,14 @@ def named_loss_handle(name: str, loss_params: tuple) -> int:
 
 
 @torch.compiler.disable
-def loss_handle(loss) -> int:
-    """The handle of a loss instance, held as itself (its ``set_params`` is seen) for as long as it lives.  Not
-    traced (an instance is no constant to a tracer): a module holds its loss's handle as an integer instead."""
+def loss_handle(loss: RankLoss) -> int:
+    """The handle of a rank-loss instance (:func:`resolved_loss`'s), held as itself (its ``set_params`` is seen)
+    for as long as it lives.  Not traced (an instance is no constant to a tracer): a module holds its loss's
+    handle as an integer instead."""
     key = ("object", id(loss))
     held = _HANDLES.get(key)
     if held is None:
-        held = _HANDLES[key] = _new_handle(resolved_loss(loss, {}))
+        held = _HANDLES[key] = _new_handle(loss)
         weakref.finalize(loss, _forget, key, held)  # the id may be reused once the loss is gone
     return held
 
