@@ -26,8 +26,9 @@ import numpy as np
 
 from cython cimport floating
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memchr, memcpy, memset
 
 from rankopt.inference._ap cimport search_sorted_f32, search_sorted_f64, select_ranks_f32, select_ranks_f64
 from rankopt.inference._greedy cimport greedy_ranks_f32, greedy_ranks_f64
@@ -507,36 +508,87 @@ def flags_per_query(const uint8_t[::1] flags, const int64_t[::1] offsets, int64_
             counts[q] = total
 
 
+cdef inline Py_ssize_t _next_kept(const uint8_t* row, Py_ssize_t k, Py_ssize_t width) noexcept nogil:
+    """The first place ≥ k that ``row`` (0/1 bytes) keeps, or ``width``: eight bytes at a time over padding."""
+    cdef uint64_t word
+    while k + 8 <= width:
+        memcpy(&word, row + k, 8)
+        if word != 0:
+            break
+        k += 8
+    while k < width and row[k] == 0:
+        k += 1
+    return k
+
+
+cdef inline Py_ssize_t _next_dropped(const uint8_t* row, Py_ssize_t k, Py_ssize_t width) noexcept nogil:
+    """The first place ≥ k that ``row`` (0/1 bytes) does not keep, or ``width``."""
+    cdef const void* found = memchr(row + k, 0, width - k)
+    return width if found == NULL else <const uint8_t*>found - row
+
+
 def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept):
     """The ``n_kept`` entries of ``values`` that ``mask`` keeps (:func:`kept_offsets`' total), row by row: the
-    flat layout of a padded batch in one pass, without NumPy's index array.  Every entry is written and the
-    position advances by the mask's byte (no branch), so the work array holds one entry more than is kept."""
-    cdef Py_ssize_t q, k, at = 0
+    flat layout of a padded batch in one pass, without NumPy's index array.  Each row's runs of kept entries
+    are copied whole (a padded batch's row is one run), and never past ``n_kept`` entries."""
+    cdef Py_ssize_t q, k, end, run, at = 0, width = mask.shape[1]
+    cdef const uint8_t* row
+    cdef const kept_value* source
+    cdef kept_value* target
     if values.shape[0] != mask.shape[0] or values.shape[1] != mask.shape[1]:
         raise ValueError(f"expected values of the mask's shape {tuple(mask.shape)[:2]}, got {tuple(values.shape)[:2]}")
-    work = np.empty(n_kept + 1, dtype=np.asarray(values).dtype)
+    work = np.empty(n_kept, dtype=np.asarray(values).dtype)
     cdef kept_value[::1] out = work
+    if mask.size == 0 or n_kept <= 0:
+        return work
+    target = &out[0]
     with nogil:
-        for q in range(values.shape[0]):
-            for k in range(values.shape[1]):
-                if at <= n_kept:
-                    out[at] = values[q, k]
-                    at += mask[q, k]
-    return work[:n_kept]
+        for q in range(mask.shape[0]):
+            row = &mask[0, 0] + q * width
+            source = &values[0, 0] + q * width
+            k = _next_kept(row, 0, width)
+            while k < width:
+                end = _next_dropped(row, k, width)
+                run = min(end - k, n_kept - at)
+                memcpy(target + at, source + k, run * sizeof(kept_value))
+                at += run
+                k = _next_kept(row, end, width)
+    return work
+
+
+cdef inline void _scale_run(const double* values, double factor, floating* out, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        out[i] = <floating>(values[i] * factor)
 
 
 def scatter_kept(const double[::1] values, double factor, const uint8_t[:, ::1] mask, floating[:, ::1] out):
     """``out[q, k]`` = ``values`` (the flat layout's entries, in order) times ``factor`` where ``mask`` keeps a
-    document, 0 elsewhere, rounded to ``out``'s type once: the padded gradient in one pass."""
-    cdef Py_ssize_t q, k, at = 0
+    document, 0 elsewhere, rounded to ``out``'s type once: the padded gradient in one pass, a row's runs of
+    kept and of padded places at a time.  Reads at most ``values.shape[0]`` entries (0 past them)."""
+    cdef Py_ssize_t q, k, end, kept_end, at = 0, width = mask.shape[1], n_values = values.shape[0]
+    cdef const uint8_t* row
+    cdef const double* source = &values[0] if n_values > 0 else NULL
+    cdef floating* target
+    if mask.size == 0:
+        return
     with nogil:
         for q in range(mask.shape[0]):
-            for k in range(mask.shape[1]):
-                if mask[q, k]:
-                    out[q, k] = <floating>(values[at] * factor)
-                    at += 1
-                else:
-                    out[q, k] = 0
+            row = &mask[0, 0] + q * width
+            target = &out[0, 0] + q * width
+            k = 0
+            while k < width:
+                end = _next_kept(row, k, width)
+                memset(target + k, 0, (end - k) * sizeof(floating))
+                if end == width:
+                    break
+                k = end
+                end = _next_dropped(row, k, width)
+                kept_end = min(end, k + n_values - at)
+                _scale_run(source + at, factor, target + k, kept_end - k)
+                at += kept_end - k
+                memset(target + kept_end, 0, (end - kept_end) * sizeof(floating))
+                k = end
 
 
 def largest_magnitude(const floating[::1] scores):
