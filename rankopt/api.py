@@ -67,8 +67,6 @@ def most_violated_ranking(
 
     def resolve(method, rank_loss, n_pos, n_neg):
         """The method of the loss's structure kernel: a new binary structure's kernel serves this call too."""
-        if rank_loss.graded:  # a graded loss's one-query view is binary: the registry's methods
-            return registry.resolve_method(method, rank_loss, n_pos, n_neg)
         kernel, structure = kernel_for_loss(rank_loss)
         return kernel.single_query_method(rank_loss, structure, method, n_pos, n_neg, registry)
 

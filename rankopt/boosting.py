@@ -31,6 +31,7 @@ from rankopt._validation import (
     check_predictions,
     query_weights,
 )
+from rankopt.inference.structure_table import reads_grades
 
 __all__ = ["HingeObjective", "LossMetric"]
 
@@ -166,7 +167,7 @@ def metric_name(loss, relevant_at=1) -> str:
         for key, value in loss.get_params(deep=False).items()
         if not _same(defaults.get(key, _NO_DEFAULT), value)
     ]
-    if not loss.graded and relevant_at != 1:
+    if not reads_grades(loss) and relevant_at != 1:
         changed.append(f"relevant_at={relevant_at!r}")
     return f"{loss.name}({', '.join(changed)})" if changed else loss.name
 
@@ -182,11 +183,11 @@ def _same(default, value) -> bool:
 
 
 def _nothing_to_order(loss, relevant_at, n_queries) -> str:
-    where = "" if loss.graded else f" at relevant_at={relevant_at!r}"
+    where = "" if reads_grades(loss) else f" at relevant_at={relevant_at!r}"
     return (
         f"expected some query with two documents that loss {loss.name!r} orders apart{where}, got none of the "
         f"{n_queries} queries: every gradient would be 0 and the model constant"
-        + ("" if loss.graded else " (lower relevant_at to a grade the labels reach)")
+        + ("" if reads_grades(loss) else " (lower relevant_at to a grade the labels reach)")
     )
 
 

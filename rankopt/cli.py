@@ -250,15 +250,14 @@ class _TrainHelpFormatter(argparse.HelpFormatter):
 
 def _loss_names() -> list[str]:
     """Every registered loss, graded ones marked: what ``--loss`` accepts."""
-    from rankopt.losses.base import RankLoss
+    from rankopt.inference.structure_table import reads_grades
     from rankopt.plugins import PluginKind, default_registry
 
     registry = default_registry()
     names = []
     for info in registry.list(PluginKind.LOSS):
         loss = registry.get_loss(info.name)
-        graded = isinstance(loss, RankLoss) and loss.graded
-        names.append(f'"{info.name}" (trains on the grades)' if graded else f'"{info.name}"')
+        names.append(f'"{info.name}" (trains on the grades)' if reads_grades(loss) else f'"{info.name}"')
     return names
 
 

@@ -39,6 +39,7 @@ from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
 from rankopt._validation import check_positive_float
 from rankopt.inference.batched import resolve_rank_loss
+from rankopt.inference.structure_table import reads_grades
 from rankopt.plugins import default_registry
 from rankopt.torch import RankHingeLoss
 from rankopt.torch.functional import device_from_backend
@@ -85,7 +86,7 @@ class MetricHingeLoss(pml_losses.BaseMetricLossFunction):
         super().__init__(**kwargs)
         self.scale = check_positive_float(scale, "scale")
         rank_loss = resolve_rank_loss(loss, default_registry())
-        if rank_loss.graded:
+        if reads_grades(rank_loss):
             raise ValueError(
                 f"expected a binary rank loss (a document shares the anchor's label or not), got the graded loss "
                 f"{rank_loss.name!r} instead"

@@ -61,11 +61,11 @@ def check_loss(loss: Loss, *, n_instances: int = 40, random_state: int = 0, regi
         raise AssertionError(f"loss {loss.name!r} declares a structure its own numbers contradict: {problem}")
     from rankopt.inference.structure_table import kernel_for, kernel_for_loss
 
-    if loss.graded:
-        try:
-            kernel, structure = kernel_for_loss(loss)
-        except ValueError as exc:
-            raise AssertionError(f"graded loss {loss.name!r}: {exc}") from None
+    try:
+        kernel, structure = kernel_for_loss(loss)
+    except ValueError as exc:
+        raise AssertionError(f"loss {loss.name!r}: {exc}") from None
+    if kernel.graded:
         kernel.check(loss, structure, n_instances=10 * n_instances, random_state=random_state, registry=registry)
     from rankopt.inference.qs_check import check_qs_suitable
 
@@ -76,7 +76,7 @@ def check_loss(loss: Loss, *, n_instances: int = 40, random_state: int = 0, regi
         raise AssertionError(f"loss {loss.name!r} breaks its contract: {report.message}")
     _check_value_at_positions(loss, np.random.default_rng(random_state))
     # Every loss's binary view (a graded loss's too), through the kernel of its binary structure.
-    binary_structure = None if loss.graded else loss.structure()
+    binary_structure = None if kernel.graded else structure
     kernel_for(binary_structure).check(
         loss, binary_structure, n_instances=n_instances, random_state=random_state, registry=registry
     )

@@ -292,6 +292,35 @@ def test_no_isinstance_ladder_on_structures_outside_their_table():
     assert not offenders, offenders
 
 
+def _graded_reads(tree: ast.AST) -> set[str]:
+    """The expressions whose ``.graded`` the code reads."""
+    return {ast.unparse(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "graded"}
+
+
+#: Where a loss's own ``graded`` declaration is read: the losses, and the table that matches it to a kernel.
+GRADED_DECLARATION_HOMES = {PACKAGE / "losses", PACKAGE / "inference" / "structure_table.py"}
+
+
+def test_consumers_ask_the_kernel_whether_it_reads_grades():
+    """Issue 48: outside the losses and the structure table, ``.graded`` is read of a kernel only (``kernel``,
+    ``self.kernel``, or a kernel's ``self``); everything else asks ``structure_table.reads_grades``."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if any(path == home or home in path.parents for home in GRADED_DECLARATION_HOMES):
+            continue
+        in_kernel_module = (
+            path.parent.name == "inference" and path.stem.endswith("kernels") or path.stem == "kernel_base"
+        )
+        allowed = {"kernel", "self.kernel"} | ({"self"} if in_kernel_module else set())
+        read = _graded_reads(ast.parse(path.read_text(encoding="utf-8"))) - allowed
+        offenders += [f"{path.relative_to(PACKAGE)}: {sorted(read)}"] if read else []
+    assert not offenders, offenders
+
+
+def test_the_graded_reads_are_found():
+    assert _graded_reads(ast.parse("x = loss.graded or kernel.graded")) == {"loss", "kernel"}
+
+
 def test_the_cython_imports_are_read():
     graph = import_graph()
     assert "rankopt.inference._qs" in graph["rankopt.inference._batched"]  # a cimport

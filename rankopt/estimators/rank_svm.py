@@ -51,10 +51,11 @@ from rankopt.estimators.parameters import (
 from rankopt.estimators.progress import ValidationMonitor, iteration_callback, verbose_logging
 from rankopt.exceptions import ConstantRankerWarning
 from rankopt.inference.batched import check_queries_the_loss_orders
+from rankopt.inference.structure_table import reads_grades
 from rankopt.losses.base import Loss, OutputKind, RankLoss
 from rankopt.models.approx import ApproxProblem, check_approx
 
-__all__ = ["RankSVM", "is_graded"]
+__all__ = ["RankSVM"]
 
 logger = logging.getLogger(__name__)
 
@@ -565,7 +566,7 @@ class RankSVM(LinearRanker):
         them as they are, a binary one thresholds them at ``relevant_at``.
         """
         relevant_at = check_relevant_at(self.relevant_at)
-        graded = is_graded(loss)
+        graded = reads_grades(loss)
         if qid is None and not graded:
             if relevant_at != 1:
                 raise ValueError(
@@ -775,11 +776,6 @@ def _scorer(metric, X_val, y_val, qid_val, backend):
         return metric(y_val, backend.scores(X_val, w), qid_val)
 
     return score
-
-
-def is_graded(loss: Loss) -> bool:
-    """Whether ``loss`` trains on relevance grades rather than binary relevance."""
-    return isinstance(loss, RankLoss) and loss.graded
 
 
 @dataclass(frozen=True)

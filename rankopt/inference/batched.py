@@ -60,7 +60,7 @@ from rankopt._validation import (
 from rankopt.inference.base import PluginLookup
 from rankopt.inference.binary_kernels import integer_threshold, per_query
 from rankopt.inference.kernel_base import BatchedRankingInference
-from rankopt.inference.structure_table import device_array_type, kernel_for_loss
+from rankopt.inference.structure_table import device_array_type, kernel_for_loss, reads_grades
 from rankopt.losses.base import RankLoss
 
 __all__ = [
@@ -163,16 +163,18 @@ class PreparedRankings:
         device: str = "cpu",
     ):
         self.loss = resolve_rank_loss(loss, registry)
-        thresholded = relevant_at is not None and not self.loss.graded
-        self.relevance, self.offsets = _check_relevance_offsets(self.loss, relevance, offsets, grades=thresholded)
-        self.longest = int(np.max(np.diff(self.offsets), initial=0))
-        self.method, self.registry, self.relative_to_truth = method, registry, relative_to_truth
         if device_array_type(device) != "numpy":
             raise ValueError(
                 f"expected a device whose kernels take NumPy arrays, got {device!r}, whose kernels take "
                 f"{device_array_type(device)} arrays (rankopt.torch runs them)"
             )
         self.kernel, self.structure = kernel_for_loss(self.loss, device)
+        thresholded = relevant_at is not None and not self.kernel.graded
+        self.relevance, self.offsets = _check_relevance_offsets(
+            self.loss, relevance, offsets, self.kernel.graded, grades=thresholded
+        )
+        self.longest = int(np.max(np.diff(self.offsets), initial=0))
+        self.method, self.registry, self.relative_to_truth = method, registry, relative_to_truth
         relevant_from = integer_threshold(relevant_at) if thresholded else 1
         self._prepared = self.kernel.prepare(
             self.loss,
@@ -261,7 +263,7 @@ def queries_the_loss_orders(
     many hold two relevance levels (for callers that see the queries a block at a time)."""
     usable = queries_to_order(relevance, queries)
     two_levels = int(np.count_nonzero(usable))
-    if not loss.graded or two_levels == 0:
+    if not reads_grades(loss) or two_levels == 0:
         return usable, two_levels
     candidates = np.flatnonzero(usable)
     rows = queries.order[np.repeat(usable, queries.sizes)]
@@ -276,7 +278,7 @@ def refuse_nothing_to_order(loss: RankLoss, n_queries: int, two_levels: int, *, 
     """The refusal of :func:`check_queries_the_loss_orders` when none of ``n_queries`` queries is usable
     (``two_levels`` of them hold two relevance levels)."""
     if two_levels == 0:
-        refuse_queries_without_levels(n_queries, graded=loss.graded, relevant_at=relevant_at)
+        refuse_queries_without_levels(n_queries, graded=reads_grades(loss), relevant_at=relevant_at)
     raise ValueError(
         f"expected some query (qid) to hold two documents that loss {loss.name!r} orders apart (grades whose "
         f"gains differ, or a pair of positive weight), got none of the {n_queries} queries instead"
@@ -293,8 +295,8 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLooku
     occupies in the ideal order.  0 for the documents of unusable queries.
     """
     loss = resolve_rank_loss(loss, registry)
-    relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
     kernel, structure = kernel_for_loss(loss)
+    relevance, offsets = _check_relevance_offsets(loss, relevance, offsets, kernel.graded)
     return kernel.ground_truth(loss, structure, relevance, offsets)
 
 
@@ -323,7 +325,7 @@ def _check_n_threads(n_threads) -> None:
 
 def _check_batch(loss, scores, relevance, offsets, registry):
     loss = resolve_rank_loss(loss, registry)
-    relevance, offsets = _check_relevance_offsets(loss, relevance, offsets)
+    relevance, offsets = _check_relevance_offsets(loss, relevance, offsets, reads_grades(loss))
     scores = _check_scores(scores, int(np.max(np.diff(offsets), initial=0)), relevance.size)
     return loss, scores, relevance, offsets
 
@@ -342,8 +344,11 @@ def _check_scores(scores, longest: int, n_documents: int) -> np.ndarray:
     return scores
 
 
-def _check_relevance_offsets(loss, relevance, offsets, *, grades: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Relevance and offsets as int64; 0/1 relevance for a binary loss unless ``grades`` (thresholded later)."""
+def _check_relevance_offsets(
+    loss, relevance, offsets, graded: bool, *, grades: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Relevance and offsets as int64: grades ≥ 0 for a loss whose kernel reads them (``graded``), 0/1 relevance
+    for a binary one unless ``grades`` (thresholded later)."""
     try:
         offsets_arr = np.asarray(offsets)
     except Exception as exc:
@@ -382,10 +387,10 @@ def _check_relevance_offsets(loss, relevance, offsets, *, grades: bool = False) 
         raise ValueError(f"expected integer or bool relevance, got dtype {rel.dtype} instead")
     rel = np.ascontiguousarray(rel)
     if rel.size:
-        if (loss.graded or grades) and rel.min() < 0:
-            kind = "graded loss" if loss.graded else "loss"
+        if (graded or grades) and rel.min() < 0:
+            kind = "graded loss" if graded else "loss"
             raise ValueError(f"expected grades >= 0 for the {kind} {loss.name!r}, got {rel.min()} instead")
-        if not (loss.graded or grades) and (rel.min() < 0 or rel.max() > 1):
+        if not (graded or grades) and (rel.min() < 0 or rel.max() > 1):
             bad = rel[(rel < 0) | (rel > 1)][0]
             raise ValueError(
                 f"expected 0/1 relevance for the binary loss {loss.name!r} (threshold graded labels "

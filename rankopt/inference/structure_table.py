@@ -26,6 +26,7 @@ __all__ = [
     "device_array_type",
     "kernel_for",
     "kernel_for_loss",
+    "reads_grades",
     "register_kernel",
     "registered_devices",
     "registered_kernels",
@@ -136,6 +137,23 @@ def kernel_for_loss(loss: RankLoss, device: str = "cpu"):
             "(gain and discount) or return a rankopt.losses.structure.GradedPositionStructure (docs/plugins.md)"
         )
     return kernel, structure
+
+
+def reads_grades(loss) -> bool:
+    """Whether ``loss``'s kernel reads relevance grades (a graded structure's) rather than 0/1 relevance, which
+    the labels give from ``relevant_at`` on: the question every consumer asks here, of the kernel.
+
+    False for a loss that ranks nothing (a labeling loss).  A graded loss that declares no graded structure has
+    no kernel; it is taken at its word here, and refused, with :func:`kernel_for_loss`'s message, where its
+    inference is asked for.
+    """
+    if not isinstance(loss, RankLoss):
+        return False
+    try:
+        kernel, _ = kernel_for_loss(loss)
+    except ValueError:
+        return loss.graded
+    return kernel.graded
 
 
 def _name(structure: type | None) -> str:

@@ -39,6 +39,7 @@ import scipy.sparse as sp
 from rankopt.engine.certificate import SolveResult
 from rankopt.engine.problem import LinearConstraints, StructuredProblem
 from rankopt.inference.base import descending_order
+from rankopt.inference.structure_table import reads_grades
 from rankopt.losses.base import KernelCode, RankLoss
 
 __all__ = ["ApproxProblem", "ApproxSplit", "check_approx", "hard_margin_constraints", "select_hard"]
@@ -75,7 +76,7 @@ def check_approx(approx, loss) -> float | None:
 def _declares_ap(loss) -> bool:
     """Whether ``loss`` declares AP's compiled form (what APPX approximates), whatever its class: a subclass of
     the AP loss may change Δ, and a plugin may compute AP under another name."""
-    if not isinstance(loss, RankLoss) or loss.graded:
+    if not isinstance(loss, RankLoss) or reads_grades(loss):
         return False
     form = loss.compiled_form(2, 2)
     return form is not None and KernelCode(form.code) is KernelCode.AP

@@ -36,7 +36,7 @@ from rankopt.inference.batched import (
     queries_the_loss_orders,
     refuse_nothing_to_order,
 )
-from rankopt.inference.structure_table import kernel_for_loss
+from rankopt.inference.structure_table import kernel_for_loss, reads_grades
 from rankopt.models.query_layout import UsedQueries, log_left_out
 
 __all__ = ["ChunkedQueryRankingProblem"]
@@ -156,7 +156,8 @@ def _open_chunk(grades, qid, index, loss, relevant_at, method, registry):
     else:
         grades, signs = check_grade_block(grades, None, "y")
         queries = group_queries(query_ids(qid, n_rows, "qid"))
-    relevance = grades if loss.graded else grades >= relevant_at
+    graded = reads_grades(loss)
+    relevance = grades if graded else grades >= relevant_at
     chunk = _QueryChunk(index, n_rows, relevance, queries)
     usable, two_levels = queries_the_loss_orders(loss, relevance, queries, method, registry=registry)
     chunk.usable = usable
@@ -166,7 +167,7 @@ def _open_chunk(grades, qid, index, loss, relevant_at, method, registry):
         two_levels=two_levels,
         longest=int(queries.sizes.max(initial=0)),
         signs=signs,
-        any_relevant=loss.graded or bool(relevance.any()),  # relevant_at matters for a binary loss only
+        any_relevant=graded or bool(relevance.any()),  # relevant_at matters for a binary loss only
         highest=int(grades.max(initial=0)),
         ids=(int(queries.qid[0]), int(queries.qid[-1])) if queries.n_queries else None,
     )
@@ -325,7 +326,7 @@ class ChunkedQueryRankingProblem(StructuredProblem):
                 loss,
                 self.n_queries,
                 sum(s.two_levels for s in summaries),
-                relevant_at=None if loss.graded else relevant_at,
+                relevant_at=None if reads_grades(loss) else relevant_at,
             )
         log_left_out(self.n_queries, self.n_queries_used)
         kernel, structure = kernel_for_loss(loss)
@@ -349,7 +350,7 @@ class ChunkedQueryRankingProblem(StructuredProblem):
         for summary in summaries[1:]:
             signs = signs | summary.signs
         signs.check("y")
-        if not loss.graded and not any(s.any_relevant for s in summaries):
+        if not reads_grades(loss) and not any(s.any_relevant for s in summaries):
             highest = max(s.highest for s in summaries)
             raise ValueError(
                 f"expected relevant_at={relevant_at:g} to be reached by some label of y, got labels of at most "
