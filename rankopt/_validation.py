@@ -493,6 +493,42 @@ def qid_or_group(qid, group, n_samples: int, names: tuple[str, str] = ("qid", "g
     return query_ids_from_group(group, n_samples, names[1])
 
 
+def check_hinge_layout(
+    scores_shape: tuple,
+    y_shape: tuple,
+    *,
+    y_dtype,
+    y_numeric: bool,
+    mask_shape: tuple | None = None,
+    mask_dtype=None,
+    mask_boolean: bool = True,
+    queries_given: bool = False,
+) -> None:
+    """The layout of a structured hinge's batch, on shapes alone (any array type's): 1-D scores, whose queries
+    ``qid`` or ``group`` give (``queries_given``), or padded (B, L) scores, each row a query and a boolean mask
+    of their shape keeping its documents; integer grades ``y`` (``y_numeric``: not bool, not complex) of the
+    scores' shape."""
+    if len(scores_shape) == 2:
+        if queries_given:
+            raise ValueError(
+                "expected qid and group only with 1-D scores; in the padded (B, L) layout each row is a query"
+            )
+    elif len(scores_shape) != 1:
+        raise ValueError(f"expected scores of shape (n,) or (B, L), got shape {tuple(scores_shape)} instead")
+    elif mask_shape is not None:
+        raise ValueError("expected mask only with the padded (B, L) layout, got it with 1-D scores")
+    if not y_numeric:
+        raise ValueError(f"expected y to hold integer relevance grades >= 0, got dtype {y_dtype} instead")
+    if tuple(y_shape) != tuple(scores_shape):
+        what = "one label per score" if len(scores_shape) == 1 else "the scores' padded layout"
+        raise ValueError(f"expected y of shape {tuple(scores_shape)} ({what}), got {tuple(y_shape)} instead")
+    if mask_shape is not None and (tuple(mask_shape) != tuple(scores_shape) or not mask_boolean):
+        raise ValueError(
+            f"expected a boolean mask of shape {tuple(scores_shape)}, got {mask_dtype} of shape {tuple(mask_shape)} "
+            "instead"
+        )
+
+
 def check_whole_numbers(values: np.ndarray, name: str, what: str) -> None:
     """Refuse NaN, infinity and fractions in a float array of integer values (as a parser gives them).
 

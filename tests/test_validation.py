@@ -7,6 +7,7 @@ import pytest
 
 from rankopt._validation import (
     QueryIndex,
+    check_hinge_layout,
     check_one_query_labels,
     check_queries_to_order,
     check_whole_numbers,
@@ -61,3 +62,28 @@ def test_largest_magnitude_propagates_nan_and_infinity():
     assert largest_magnitude(np.array([-3.0, 2.0])) == 3.0
     assert np.isnan(largest_magnitude(np.array([1.0, np.nan])))
     assert largest_magnitude(np.array([1.0, -np.inf], dtype=np.float32)) == np.inf
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (dict(scores_shape=(2, 3, 4), y_shape=(2, 3, 4)), "shape \\(n,\\) or \\(B, L\\)"),
+        (dict(scores_shape=(2, 3), y_shape=(2, 3), queries_given=True), "qid and group only with 1-D"),
+        (dict(scores_shape=(6,), y_shape=(6,), mask_shape=(6,)), "mask only with the padded"),
+        (dict(scores_shape=(6,), y_shape=(6,), y_numeric=False), "integer relevance grades"),
+        (dict(scores_shape=(6,), y_shape=(5,)), "one label per score"),
+        (dict(scores_shape=(2, 3), y_shape=(3, 2)), "the scores' padded layout"),
+        (dict(scores_shape=(2, 3), y_shape=(2, 3), mask_shape=(2, 2)), "boolean mask of shape \\(2, 3\\)"),
+        (dict(scores_shape=(2, 3), y_shape=(2, 3), mask_shape=(2, 3), mask_boolean=False), "boolean mask"),
+    ],
+)
+def test_the_hinge_layout_is_checked_on_shapes_alone(call, message):
+    """The layout rules every device's hinge shares (rankopt.torch checks only what is torch's besides)."""
+    call = dict(dict(y_dtype="int64", y_numeric=True), **call)
+    with pytest.raises(ValueError, match=message):
+        check_hinge_layout(**call)
+
+
+@pytest.mark.parametrize("scores_shape, mask_shape", [((6,), None), ((2, 3), None), ((2, 3), (2, 3))])
+def test_a_sound_hinge_layout_passes(scores_shape, mask_shape):
+    check_hinge_layout(scores_shape, scores_shape, y_dtype="int64", y_numeric=True, mask_shape=mask_shape)

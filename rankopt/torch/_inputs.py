@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rankopt._validation import qid_or_group, query_ids
+from rankopt._validation import check_hinge_layout, qid_or_group, query_ids
 
 __all__ = ["checked_call", "labels_on", "describe"]
 
@@ -14,33 +14,26 @@ _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def checked_call(scores, y, mask, qid, group):
-    """The call's layout checked, without reading the data: (y, mask, qid) as the operator takes them."""
+    """The call's layout checked, without reading the data: (y, mask, qid) as the operator takes them.
+
+    What is torch's is checked here (a tensor of floating scores, the other tensors on its device); the layout
+    rules are :func:`rankopt._validation.check_hinge_layout`'s, on the shapes."""
     if not isinstance(scores, torch.Tensor):
         raise TypeError(f"expected scores to be a torch.Tensor, got {type(scores).__name__} instead")
     if scores.dtype not in _FLOAT_DTYPES:
         raise TypeError(f"expected floating-point scores (float16/bfloat16/float32/float64), got {scores.dtype}")
-    if scores.dim() == 2:
-        if qid is not None or group is not None:
-            raise ValueError(
-                "expected qid and group only with 1-D scores; in the padded (B, L) layout each row is a query"
-            )
-    elif scores.dim() != 1:
-        raise ValueError(f"expected scores of shape (n,) or (B, L), got shape {tuple(scores.shape)} instead")
-    elif mask is not None:
-        raise ValueError("expected mask only with the padded (B, L) layout, got it with 1-D scores")
     y = _on_device(y, scores, "y")
-    if y.dtype == torch.bool or y.is_complex():
-        raise ValueError(f"expected y to hold integer relevance grades >= 0, got dtype {y.dtype} instead")
-    if y.shape != scores.shape:
-        what = "one label per score" if scores.dim() == 1 else "the scores' padded layout"
-        raise ValueError(f"expected y of shape {tuple(scores.shape)} ({what}), got {tuple(y.shape)} instead")
-    if mask is not None:
-        mask = _on_device(mask, scores, "mask")
-        if mask.shape != scores.shape or mask.dtype != torch.bool:
-            raise ValueError(
-                f"expected a boolean mask of shape {tuple(scores.shape)}, got {mask.dtype} of shape "
-                f"{tuple(mask.shape)} instead"
-            )
+    mask = None if mask is None else _on_device(mask, scores, "mask")
+    check_hinge_layout(
+        tuple(scores.shape),
+        tuple(y.shape),
+        y_dtype=y.dtype,
+        y_numeric=not (y.dtype == torch.bool or y.is_complex()),
+        mask_shape=None if mask is None else tuple(mask.shape),
+        mask_dtype=None if mask is None else mask.dtype,
+        mask_boolean=mask is None or mask.dtype == torch.bool,
+        queries_given=qid is not None or group is not None,
+    )
     qid = qid_or_group(_host_ids(qid), _host_ids(group), scores.shape[0])
     if qid is not None:
         qid = torch.from_numpy(query_ids(qid, scores.shape[0], per="score"))
