@@ -216,6 +216,16 @@ def _scatter_rows(shape, like, columns, values):
     return out.scatter_add_(1, columns, values)
 
 
+def _copied_without_waiting(values: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A host array made a tensor of ``dtype`` on ``device`` without the host waiting for the device: a copy to
+    a GPU from pageable memory waits for the work queued before it; from pinned memory it is queued behind it
+    (torch's pinned-memory cache keeps the buffer until the copy has run)."""
+    host = torch.from_numpy(np.ascontiguousarray(values)).to(dtype)
+    if device.type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)
+
+
 def _device_constant(constants: KeyedCache, values, dtype, device) -> torch.Tensor:
     """``values`` (a small host array) as a tensor of ``dtype`` on ``device``, copied there once per content
     and kept in ``constants``: copying host memory to a GPU waits for the work queued before it.  Callers
@@ -417,7 +427,7 @@ class TopKTensorKernel(TensorKernel):
             scores,
             positive,
             negative,
-            torch.as_tensor(deltas, dtype=scores.dtype, device=scores.device),
+            _copied_without_waiting(deltas, scores.dtype, scores.device),
             structure.k,
             counts,
             longest,
