@@ -270,33 +270,6 @@ cdef inline void _finish(const floating* scores, Py_ssize_t n, const double* coe
     value[0] = dot + loss[0]
 
 
-cdef inline Py_ssize_t _grade_levels(const int64_t* grades, Py_ssize_t n, PairwiseWork* w) noexcept nogil:
-    """Each document's level (its grade's rank among the query's distinct grades) in ``w.level``, the levels'
-    sizes in ``w.level_size``; the number of levels."""
-    cdef Py_ssize_t k, t, n_levels = 0
-    if w.n_grade_values > 0:
-        count_values(grades, n, w.n_grade_values, w.grade_level)
-        for t in range(w.n_grade_values):  # counts become levels, in increasing grade
-            if w.grade_level[t] > 0:
-                w.level_size[n_levels] = w.grade_level[t]
-                w.grade_level[t] = n_levels
-                n_levels += 1
-        for k in range(n):
-            w.level[k] = w.grade_level[grades[k]]
-    else:
-        for k in range(n):
-            w.by_grade[k].first = grades[k]
-            w.by_grade[k].second = k
-        sort(w.by_grade, w.by_grade + n)
-        for k in range(n):
-            if k == 0 or w.by_grade[k].first != w.by_grade[k - 1].first:
-                w.level_size[n_levels] = 0
-                n_levels += 1
-            w.level[w.by_grade[k].second] = n_levels - 1
-            w.level_size[n_levels - 1] += 1
-    return n_levels
-
-
 cdef inline int64_t _sorted_sweeps(const floating* scores, Py_ssize_t n, Py_ssize_t n_levels, PairwiseWork* w,
                                    double* coef, double scale, bint relative) noexcept nogil:
     """The coefficients of a query with many documents above its lowest level: two sweeps over the documents
@@ -344,9 +317,29 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
 
     With ``relative`` the ground truth's coefficients, (L_i − H_i) / #pairs, are subtracted inside: the
     structured hinge's subgradient and value."""
-    cdef Py_ssize_t k, t, i, n_levels = _grade_levels(grades, n, w)
+    cdef Py_ssize_t k, t, i, n_levels = 0
     cdef int64_t n_pairs = 0, swapped = 0, lower, higher
     cdef double scale
+    if w.n_grade_values > 0:
+        count_values(grades, n, w.n_grade_values, w.grade_level)
+        for t in range(w.n_grade_values):  # counts become levels, in increasing grade
+            if w.grade_level[t] > 0:
+                w.level_size[n_levels] = w.grade_level[t]
+                w.grade_level[t] = n_levels
+                n_levels += 1
+        for k in range(n):
+            w.level[k] = w.grade_level[grades[k]]
+    else:
+        for k in range(n):
+            w.by_grade[k].first = grades[k]
+            w.by_grade[k].second = k
+        sort(w.by_grade, w.by_grade + n)
+        for k in range(n):
+            if k == 0 or w.by_grade[k].first != w.by_grade[k - 1].first:
+                w.level_size[n_levels] = 0
+                n_levels += 1
+            w.level[w.by_grade[k].second] = n_levels - 1
+            w.level_size[n_levels - 1] += 1
     if n_levels < 2:
         for k in range(n):
             coef[k] = 0.0
