@@ -15,7 +15,7 @@ from rankopt._validation import renamed_method
 from rankopt.inference import base, batched, qs_check
 from rankopt.inference.base import PluginLookup, RankingInference
 from rankopt.inference.batched import BatchedRankingInference
-from rankopt.inference.structure_table import kernel_for_loss
+from rankopt.inference.structure_table import kernel_for_loss, reads_grades
 from rankopt.losses.base import RankLoss
 from rankopt.plugins import default_registry
 
@@ -66,7 +66,11 @@ def most_violated_ranking(
     registry = _lookup(registry)
 
     def resolve(method, rank_loss, n_pos, n_neg):
-        """The method of the loss's structure kernel: a new binary structure's kernel serves this call too."""
+        """The method of the loss's structure kernel: a new binary structure's kernel serves this call too.  A
+        graded loss's one-query view is binary, run by the registry's methods, whether or not it declares a
+        structure over grades."""
+        if reads_grades(rank_loss):
+            return registry.resolve_method(method, rank_loss, n_pos, n_neg)
         kernel, structure = kernel_for_loss(rank_loss)
         return kernel.single_query_method(rank_loss, structure, method, n_pos, n_neg, registry)
 

@@ -127,3 +127,27 @@ def test_a_structure_without_a_kernel_is_refused_at_registration_naming_the_regi
         PluginContractError, match="'orphan'.*returns a .*Unknown, which no kernel serves.*GradedPairStructure"
     ):
         check_plugin(Plugin())
+
+
+@pytest.mark.parametrize("name", ["ndcg_graded", "pairwise"])
+def test_reads_grades_asks_the_kernel_and_takes_a_loss_without_one_at_its_word(name):
+    """Issue 48: whether a loss trains on grades is its kernel's answer; a subclass of a built-in graded loss
+    declares no structure (a subclass may change Δ), has no kernel over grades, and still reads grades."""
+    loss = rankopt.get_loss(name)
+    kernel, _ = structure_table.kernel_for_loss(loss)
+    assert structure_table.reads_grades(loss) is kernel.graded is True
+    assert structure_table.reads_grades(rankopt.get_loss("ap")) is False
+
+    subclass_name = f"{name}_subclass"
+
+    class Subclass(type(loss)):
+        name = subclass_name
+
+    subclass = Subclass()
+    with pytest.raises(ValueError, match="no inference over graded relevance"):
+        structure_table.kernel_for_loss(subclass)
+    assert structure_table.reads_grades(subclass) is True
+    # Its one-query view is binary, run by the registry's methods, as before the kernel was asked.
+    got = rankopt.most_violated_ranking(subclass, [1.0, 0.5], [0.7, 0.1])
+    expected = rankopt.most_violated_ranking(loss, [1.0, 0.5], [0.7, 0.1])
+    assert got.loss == expected.loss
