@@ -359,7 +359,7 @@ def loss_metric(
     scores = as_float_vector(scores, "scores").astype(np.float64)
     grades = check_grades(y_true, scores.size, name="y_true")
     queries = check_qid(qid, scores.size)
-    relevance = kernel.relevance(grades, check_relevant_at(relevant_at))
+    relevance = kernel.relevance(grades, relevant_at)
     if query_weights is not None:
         query_weights = np.asarray(query_weights, dtype=np.float64)
         if query_weights.shape != (queries.n_queries,):

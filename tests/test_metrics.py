@@ -166,3 +166,16 @@ def test_precision_at_k_cutoff_in_the_place_of_qid_is_refused(k):
     # positional cutoff is named in the error rather than read as one query id.
     with pytest.raises(ValueError, match=r"expected qid to hold one query id per sample, got the scalar .*pass k="):
         precision_at_k([0, 1, 1], [0.3, 0.2, 0.1], k)
+
+
+def test_loss_metric_reads_relevant_at_only_where_the_kernel_thresholds():
+    """A graded loss's kernel reads the grades: relevant_at is not read (as before the kernel was asked), and a
+    binary loss's threshold is checked."""
+    from rankopt.metrics import loss_metric
+
+    y, scores, qid = np.array([2, 0, 1, 0]), np.array([0.3, 0.9, 0.2, 0.1]), np.array([0, 0, 1, 1])
+    graded = loss_metric(y, scores, qid=qid, loss="ndcg_graded")
+    assert loss_metric(y, scores, qid=qid, loss="ndcg_graded", relevant_at=-3) == graded
+    with pytest.raises(ValueError, match="relevant_at"):
+        loss_metric(y, scores, qid=qid, loss="ap", relevant_at=-3)
+    assert loss_metric(y, scores, qid=qid, loss="ap", relevant_at=2) != loss_metric(y, scores, qid=qid, loss="ap")

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rankopt._validation import check_relevant_at
 from rankopt.losses.base import RankLoss
 
 __all__ = ["BatchedRankingInference", "Kernel", "PreparedKernel", "ReusedOutput", "StructureKernel", "log_fallback"]
@@ -154,10 +155,13 @@ class Kernel(abc.ABC):
         n = n_pos + n_neg
         return float(n) * float(np.log2(n + 1.0))
 
-    def relevance(self, grades: np.ndarray, relevant_at: float) -> np.ndarray:
-        """What this kernel reads of integer ``grades`` (int64): the grades themselves over grades, else 0/1
-        relevance, 1 from ``relevant_at`` (a checked threshold) on."""
-        return grades if self.graded else (grades >= relevant_at).astype(np.int64)
+    def relevance(self, grades: np.ndarray, relevant_at) -> np.ndarray:
+        """What this kernel reads of integer ``grades`` (int64): the grades themselves over grades (where
+        ``relevant_at`` does not apply and is not read), else 0/1 relevance, 1 from ``relevant_at`` on (checked:
+        a positive finite number)."""
+        if self.graded:
+            return grades
+        return (grades >= check_relevant_at(relevant_at)).astype(np.int64)
 
     def single_query_method(self, loss: RankLoss, structure: Any, method: str, n_pos: int, n_neg: int, registry):
         """The inference a one-query problem of 0/1 relevance runs (:func:`rankopt.most_violated_ranking`, a fit
