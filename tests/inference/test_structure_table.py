@@ -88,6 +88,9 @@ def test_reloading_the_table_keeps_every_registration(table):
 
 
 def test_an_unknown_device_is_named_as_such():
+    pytest.importorskip("torch")
+    import rankopt.torch  # noqa: F401  (registers the tensor kernels: the test does not depend on another's import)
+
     with pytest.raises(ValueError, match=r"expected a device with registered kernels \(cpu, torch\), got 'cuda'"):
         structure_table.kernel_for(GradedPairStructure(), "cuda")
 
