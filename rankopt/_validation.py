@@ -54,6 +54,19 @@ def not_finite_error(name: str) -> ValueError:
     return ValueError(f"expected {name} to be finite, got NaN or infinity instead")
 
 
+def nothing_kept_error() -> ValueError:
+    """The one refusal of a padded batch's mask that keeps no document, on any device."""
+    return ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
+
+
+def negative_grade_error(name: str, lowest: str) -> ValueError:
+    """The one refusal of a negative grade other than the −1 of {−1, 1} labels (``lowest`` as printed), on any
+    device."""
+    return ValueError(
+        f"expected {name} to hold integer relevance grades >= 0 (or binary labels in {{-1, 1}}), got {lowest} instead"
+    )
+
+
 def check_scores(pos_scores, neg_scores, *, scan_negatives: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Validate the two score arrays of loss-augmented inference; share a dtype.
 
@@ -634,9 +647,7 @@ def check_grade_block(y, n_samples: int | None = None, name: str = "y") -> tuple
 
 
 def _refuse_negative(name: str, lowest) -> None:
-    raise ValueError(
-        f"expected {name} to hold integer relevance grades >= 0 (or binary labels in {{-1, 1}}), got {lowest} instead"
-    )
+    raise negative_grade_error(name, str(lowest))
 
 
 def check_relevant_at(value, name: str = "relevant_at") -> float:

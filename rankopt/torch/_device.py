@@ -112,13 +112,19 @@ class _DeviceBatch:
 
     def read(self, facts: torch.Tensor | None) -> np.ndarray | None:
         """The one transfer from the device: the checks (a ValueError for a refused batch) and ``facts``."""
-        from rankopt._validation import not_finite_error, score_sum_bound, score_sums_error
+        from rankopt._validation import (
+            negative_grade_error,
+            not_finite_error,
+            nothing_kept_error,
+            score_sum_bound,
+            score_sums_error,
+        )
 
         values = self.checks if facts is None else torch.cat((self.checks, facts.double().reshape(-1)))
         host = np.asarray(values.tolist())  # the read
         any_kept, largest, lowest, not_binary, *whole = host[: self.checks.shape[0]].tolist()
         if not any_kept:
-            raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
+            raise nothing_kept_error()
         if not np.isfinite(largest):
             raise not_finite_error("scores")
         if largest * self.width > score_sum_bound(self.score_dtype):
@@ -129,8 +135,5 @@ class _DeviceBatch:
                 "fractions or grades from 2**63 on instead"
             )
         if lowest < 0 and not_binary:
-            raise ValueError(
-                "expected y to hold integer relevance grades >= 0 (or binary labels in {-1, 1}), "
-                f"got {lowest:g} instead"
-            )
+            raise negative_grade_error("y", f"{lowest:g}")
         return None if facts is None else host[self.checks.shape[0] :]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from rankopt._validation import as_float_vector, check_grades
+from rankopt._validation import as_float_vector, check_grades, nothing_kept_error
 from rankopt.hinge import hinge_per_query, prepare_hinges, prepared_hinges, reduce_hinges
 from rankopt.inference._batched import gather_kept, kept_offsets, scale_into, scatter_kept
 from rankopt.inference.kernel_base import ReusedOutput
@@ -80,7 +80,7 @@ def _prepare(config, y: torch.Tensor, mask, shape) -> tuple:
         return prepare_hinges(check_grades(labels.reshape(-1), n_rows * width), offsets, **options), _AllKept()
     kept = _Kept(_host_array(mask))
     if kept.n_kept == 0:
-        raise ValueError("expected mask to keep some document, got a mask that is False everywhere instead")
+        raise nothing_kept_error()
     return prepare_hinges(check_grades(kept.gather(labels), kept.n_kept), kept.offsets, **options), kept
 
 
