@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the torch extra (rankopt[torch]) is not installed")
+from rankopt.inference import kernel_base  # noqa: E402
 from rankopt.torch import MetricHingeLoss, RankHingeLoss  # noqa: E402
 
 
@@ -71,9 +72,7 @@ def test_both_backends_accept_and_refuse_the_same_inputs(case, caplog):
 
 
 def test_more_grade_levels_than_the_tensor_kernel_holds_run_on_the_host_said_once(caplog, monkeypatch):
-    from rankopt.torch import _device
-
-    monkeypatch.setattr(_device, "_LOGGED_FALLBACKS", set())
+    monkeypatch.setattr(kernel_base, "_LOGGED_FALLBACKS", set())
     scores, y = _levels_batch()
     with caplog.at_level(logging.WARNING, logger="rankopt.torch"):
         for _ in range(3):

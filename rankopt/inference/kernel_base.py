@@ -20,7 +20,15 @@ import numpy as np
 from rankopt._validation import check_relevant_at
 from rankopt.losses.base import RankLoss
 
-__all__ = ["BatchedRankingInference", "Kernel", "PreparedKernel", "ReusedOutput", "StructureKernel", "log_fallback"]
+__all__ = [
+    "BatchedRankingInference",
+    "Kernel",
+    "PreparedKernel",
+    "ReusedOutput",
+    "StructureKernel",
+    "log_fallback",
+    "say_once",
+]
 
 #: The batched API's log (what ``most_violated_rankings`` runs, and when it falls back to Python).
 logger = logging.getLogger("rankopt.inference.batched")
@@ -248,18 +256,25 @@ class KernelOnOneQuery:
         )
 
 
-#: (loss type, method name) pairs already logged as running per query in Python.
+#: The fallbacks already said in this process (:func:`say_once`'s keys).
 _LOGGED_FALLBACKS: set = set()
+
+
+def say_once(key: tuple, log: logging.Logger, message: str, *args) -> None:
+    """Warn with ``message`` the first time ``key`` is seen in this process: the one "said once" of every
+    fallback (a batch run one query at a time here, a tensor call run on the host in :mod:`rankopt.torch`)."""
+    if key not in _LOGGED_FALLBACKS:
+        _LOGGED_FALLBACKS.add(key)
+        log.warning(message, *args)
 
 
 def log_fallback(loss: RankLoss, method_name: str, reason: str) -> None:
     """Say once per loss type and method that a batch runs one Python call per query."""
-    key = (type(loss), method_name)
-    if key not in _LOGGED_FALLBACKS:
-        _LOGGED_FALLBACKS.add(key)
-        logger.warning(
-            "most_violated_rankings: loss %r with method %r runs one Python call per query (%s)",
-            loss.name,
-            method_name,
-            reason,
-        )
+    say_once(
+        ("per query", type(loss), method_name),
+        logger,
+        "most_violated_rankings: loss %r with method %r runs one Python call per query (%s)",
+        loss.name,
+        method_name,
+        reason,
+    )

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from rankopt.hinge import reduce_hinges
+from rankopt.inference.kernel_base import say_once
 from rankopt.inference.tensor_kernels import TensorKernelUnsupported
 from rankopt.torch._host import value_dtype
 
@@ -20,18 +21,11 @@ __all__ = ["tensor_hinges"]
 
 logger = logging.getLogger("rankopt.torch")
 
-#: (loss type, reason) pairs already logged as falling back to the compiled path.
-_LOGGED_FALLBACKS: set = set()
-
 
 def _fall_back(loss, reason: str) -> None:
     """Say once per loss type and reason that a call runs on the compiled (host) path instead."""
-    key = (type(loss), reason)
-    if key not in _LOGGED_FALLBACKS:
-        _LOGGED_FALLBACKS.add(key)
-        logger.warning(
-            "RankHingeLoss(%r): the tensor backend cannot take it (%s); running on the host", loss.name, reason
-        )
+    message = "RankHingeLoss(%r): the tensor backend cannot take it (%s); running on the host"
+    say_once(("on the host", type(loss), reason), logger, message, loss.name, reason)
 
 
 def tensor_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):

@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import rankopt  # noqa: E402
-from rankopt.inference import tensor_kernels  # noqa: E402
+from rankopt.inference import kernel_base, tensor_kernels  # noqa: E402
 from rankopt.inference.structure_table import kernel_for, kernel_for_loss  # noqa: E402
 from rankopt.losses import GradedPairwiseLoss, PrecisionAtKLoss  # noqa: E402
 from rankopt.losses.structure import GradedQueryStructure, TopKCountStructure  # noqa: E402
@@ -146,7 +146,7 @@ class ConcaveDiscount(rankopt.losses.PositionDiscountLoss):
 
 @pytest.mark.parametrize("loss", [OwnInference(), ConcaveDiscount()], ids=["own inference", "C3 fails"])
 def test_a_loss_the_tensor_backend_cannot_take_runs_on_the_host_said_once(loss, caplog, monkeypatch):
-    monkeypatch.setattr(rankopt.torch._device, "_LOGGED_FALLBACKS", set())
+    monkeypatch.setattr(kernel_base, "_LOGGED_FALLBACKS", set())
     scores, grades = torch.tensor([[0.3, -0.2, 0.5, 0.1]]), torch.tensor([[2, 0, 1, 0]])
     with caplog.at_level(logging.WARNING, logger="rankopt.torch"):
         forced = [RankHingeLoss(loss, device="torch")(scores, grades) for _ in range(2)]
@@ -193,7 +193,7 @@ def test_reductions_and_their_gradients_agree_across_backends(reduction):
 
 
 def test_a_flat_layout_with_queries_runs_on_the_host(caplog, monkeypatch):
-    monkeypatch.setattr(rankopt.torch._device, "_LOGGED_FALLBACKS", set())
+    monkeypatch.setattr(kernel_base, "_LOGGED_FALLBACKS", set())
     scores, grades = torch.tensor([0.3, -0.2, 0.5, 0.1]), torch.tensor([1, 0, 1, 0])
     with caplog.at_level(logging.WARNING, logger="rankopt.torch"):
         value = RankHingeLoss("ap", device="torch")(scores, grades, qid=[0, 0, 1, 1])
@@ -204,7 +204,7 @@ def test_a_flat_layout_with_queries_runs_on_the_host(caplog, monkeypatch):
 def test_rows_beyond_the_binary_kernels_length_run_on_the_host(monkeypatch, caplog):
     """Its table is O(|N||P|): it takes rows up to BINARY_LONGEST documents, longer ones go to the host."""
     monkeypatch.setattr(tensor_kernels, "BINARY_LONGEST", 6)
-    monkeypatch.setattr(rankopt.torch._device, "_LOGGED_FALLBACKS", set())
+    monkeypatch.setattr(kernel_base, "_LOGGED_FALLBACKS", set())
     kernel, structure = kernel_for_loss(rankopt.get_loss("ap"), device="torch")
     assert kernel.unsupported_reason(rankopt.get_loss("ap"), structure, 6) is None
     scores, grades = (
