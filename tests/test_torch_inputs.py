@@ -128,3 +128,24 @@ def test_two_forwards_before_one_backward_keep_their_own_gradients(device):
     kept = first.grad.clone()
     layer(first.detach().requires_grad_(True), labels).backward()  # a later call: the old grad is untouched
     np.testing.assert_array_equal(first.grad.numpy(), kept.numpy())
+
+
+def test_the_last_preparation_is_let_go_before_the_next_is_built():
+    """A training loop's new labels: the last batch's prepared arrays are freed before the next are built, so
+    that their memory is reused rather than the system's fresh pages (about 1 ms a step at 10⁴ × 100)."""
+    import weakref
+    from types import SimpleNamespace
+
+    from rankopt.torch._host import PreparedBatch
+
+    class Preparation:
+        pass
+
+    cache = PreparedBatch()
+    config = SimpleNamespace(loss=SimpleNamespace(cache_key=lambda: "loss"), relevant_from=1)
+    first_labels, second_labels = torch.zeros(2, 3), torch.ones(2, 3)
+    first = weakref.ref(cache.get(first_labels, None, config, Preparation))
+    seen = []
+    cache.get(second_labels, None, config, lambda: seen.append(first() is None) or Preparation())
+    assert seen == [True]
+    assert cache.get(second_labels, None, config, lambda: 1 / 0) is not None  # the new one is kept

@@ -151,6 +151,10 @@ class PreparedBatch:
             and held[2] == key
         ):
             return held[3]
+        # The last batch's preparation goes before this one is built: its arrays (labels, levels, gains: megabytes
+        # at a training loop's sizes) are freed first, and the new ones reuse their memory instead of the
+        # operating system's fresh pages.
+        held = self._entry = None
         value = build()
         self._entry = (weakref.ref(y), None if mask is None else weakref.ref(mask), key, value)
         return value
