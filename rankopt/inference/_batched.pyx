@@ -483,14 +483,16 @@ ctypedef fused kept_value:
 
 
 def kept_offsets(const uint8_t[:, ::1] mask, int64_t[::1] offsets):
-    """``offsets[q + 1] − offsets[q]`` = the documents row q of a padded batch's ``mask`` keeps (0/1 bytes),
-    ``offsets[0]`` = 0 (B + 1 entries): the flat layout's queries, in one pass.  Returns the total."""
+    """``offsets[q + 1] − offsets[q]`` = the documents row q of a padded batch's ``mask`` keeps (its nonzero
+    bytes, as :func:`gather_kept` and :func:`scatter_kept` read them: a bool tensor made from other bytes keeps
+    a document once), ``offsets[0]`` = 0 (B + 1 entries): the flat layout's queries, in one pass.  Returns the
+    total."""
     cdef Py_ssize_t q, k, kept = 0
     with nogil:
         offsets[0] = 0
         for q in range(mask.shape[0]):
             for k in range(mask.shape[1]):
-                kept += mask[q, k]
+                kept += mask[q, k] != 0
             offsets[q + 1] = kept
     return kept
 

@@ -76,3 +76,21 @@ def test_the_count_loss_pool_answers_as_the_loss_on_both_paths(rng, k, monkeypat
             counts = np.arange(max(0, kept - n), min(kept, p) + 1)
             np.testing.assert_array_equal(values[start : start + counts.size], count_losses(structure, counts, p, n))
     assert POOL_GRID_MAX >= 1 << 20
+
+
+def test_a_mask_of_other_nonzero_bytes_keeps_each_document_once(rng):
+    """A bool array made from other bytes (a uint8 view) keeps a document wherever its byte is nonzero, in the
+    counts, the gather and the scatter alike: never a count past the documents gathered."""
+    clean = rng.random((6, 9)) < 0.5
+    raw = clean.astype(np.uint8) * rng.integers(1, 256, clean.shape).astype(np.uint8)
+    offsets, clean_offsets = np.empty(7, dtype=np.int64), np.empty(7, dtype=np.int64)
+    total = _batched.kept_offsets(raw, offsets)
+    assert total == _batched.kept_offsets(clean.view(np.uint8), clean_offsets) == clean.sum()
+    np.testing.assert_array_equal(offsets, clean_offsets)
+    values = rng.normal(size=clean.shape)
+    np.testing.assert_array_equal(_batched.gather_kept(values, raw, total), values[clean])
+    out, expected = np.full(clean.shape, np.nan), np.zeros(clean.shape)
+    flat = rng.normal(size=total)
+    _batched.scatter_kept(flat, 2.0, raw, out)
+    expected[clean] = flat * 2.0
+    np.testing.assert_array_equal(out, expected)
