@@ -122,10 +122,12 @@ def test_both_forwards_document_themselves():
         assert "Returns" in layer.forward.__doc__
 
 
-def test_a_bool_mask_made_of_other_bytes_reads_as_its_nonzero_places_on_the_host():
+@pytest.mark.parametrize("device", ["cpu", "torch"])
+@pytest.mark.parametrize("loss", ["ap", "precision_at_k", "ndcg_graded", "pairwise"])
+def test_a_bool_mask_made_of_other_bytes_reads_as_its_nonzero_places(device, loss):
     """A mask viewed as bool from other bytes (``uint8_tensor.view(torch.bool)``) keeps exactly its nonzero
-    places: the host path's counts, gather and scatter agree (an inconsistent count would read past the
-    gathered documents)."""
+    places on both devices: the host path's counts, gather and scatter agree (an inconsistent count would read
+    past the gathered documents)."""
     clean = torch.tensor([[True, True, False, True], [False, True, True, True]])
     raw = (clean.to(torch.uint8) * torch.tensor([[3, 7, 0, 255], [0, 2, 9, 1]], dtype=torch.uint8)).view(torch.bool)
     scores = torch.tensor([[0.3, -0.2, 5.0, 0.1], [9.0, 0.4, 0.2, -0.3]], dtype=torch.float64)
@@ -133,7 +135,7 @@ def test_a_bool_mask_made_of_other_bytes_reads_as_its_nonzero_places_on_the_host
     results = []
     for mask in (clean, raw):
         s = scores.clone().requires_grad_(True)
-        value = RankHingeLoss("ap", device="cpu")(s, labels, mask=mask)
+        value = RankHingeLoss(loss, device=device)(s, labels, mask=mask)
         value.backward()
         results.append((value.item(), s.grad.clone()))
     assert results[0][0] == results[1][0]
