@@ -183,11 +183,12 @@ def _same(default, value) -> bool:
 
 
 def _nothing_to_order(loss, relevant_at, n_queries) -> str:
-    where = "" if reads_grades(loss) else f" at relevant_at={relevant_at!r}"
+    graded = reads_grades(loss)
+    where = "" if graded else f" at relevant_at={relevant_at!r}"
     return (
         f"expected some query with two documents that loss {loss.name!r} orders apart{where}, got none of the "
         f"{n_queries} queries: every gradient would be 0 and the model constant"
-        + ("" if reads_grades(loss) else " (lower relevant_at to a grade the labels reach)")
+        + ("" if graded else " (lower relevant_at to a grade the labels reach)")
     )
 
 

@@ -467,13 +467,21 @@ def topk_ranks(const floating[::1] pos_desc, const floating[::1] neg_desc, Py_ss
     return delta
 
 
+cdef inline void _scale_run(const double* values, double factor, floating* out, Py_ssize_t n) noexcept nogil:
+    """``out[i] = values[i] · factor`` rounded to ``out``'s type once, for i < n: the gradient's one rounding,
+    which :func:`scale_into` and :func:`scatter_kept` share."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        out[i] = <floating>(values[i] * factor)
+
+
 def scale_into(const double[::1] values, double factor, floating[::1] out):
     """``out[k] = values[k] · factor`` rounded to ``out``'s type, in one pass (NumPy's multiply into a float32
     array takes two: the product in float64, then the cast).  The caller checks that the sizes match."""
-    cdef Py_ssize_t k
+    if values.shape[0] == 0:
+        return
     with nogil:
-        for k in range(values.shape[0]):
-            out[k] = <floating>(values[k] * factor)
+        _scale_run(&values[0], factor, &out[0], values.shape[0])
 
 
 ctypedef fused kept_value:
@@ -511,7 +519,7 @@ def flags_per_query(const uint8_t[::1] flags, const int64_t[::1] offsets, int64_
 
 
 cdef inline Py_ssize_t _next_kept(const uint8_t* row, Py_ssize_t k, Py_ssize_t width) noexcept nogil:
-    """The first place ≥ k that ``row`` (0/1 bytes) keeps, or ``width``: eight bytes at a time over padding."""
+    """The first place ≥ k that ``row`` keeps (a nonzero byte), or ``width``: eight bytes at a time over padding."""
     cdef uint64_t word
     while k + 8 <= width:
         memcpy(&word, row + k, 8)
@@ -524,7 +532,7 @@ cdef inline Py_ssize_t _next_kept(const uint8_t* row, Py_ssize_t k, Py_ssize_t w
 
 
 cdef inline Py_ssize_t _next_dropped(const uint8_t* row, Py_ssize_t k, Py_ssize_t width) noexcept nogil:
-    """The first place ≥ k that ``row`` (0/1 bytes) does not keep, or ``width``."""
+    """The first place ≥ k that ``row`` does not keep (a zero byte), or ``width``."""
     cdef const void* found = memchr(row + k, 0, width - k)
     return width if found == NULL else <const uint8_t*>found - row
 
@@ -556,12 +564,6 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
                 at += run
                 k = _next_kept(row, end, width)
     return work
-
-
-cdef inline void _scale_run(const double* values, double factor, floating* out, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        out[i] = <floating>(values[i] * factor)
 
 
 def scatter_kept(const double[::1] values, double factor, const uint8_t[:, ::1] mask, floating[:, ::1] out):
