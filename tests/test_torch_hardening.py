@@ -140,3 +140,18 @@ def test_a_bool_mask_made_of_other_bytes_reads_as_its_nonzero_places(device, los
         results.append((value.item(), s.grad.clone()))
     assert results[0][0] == results[1][0]
     torch.testing.assert_close(results[0][1], results[1][1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", ["cpu", "torch"])
+def test_a_loss_changed_after_a_call_leaves_its_old_parameters_answers_alone(device):
+    """A top-k loss's Δ(m) pool is kept per loss parameters: set_params on the loss that built it must not
+    change what those parameters answer for another loss that has them (it asked the changed loss, lazily)."""
+    rng = np.random.default_rng(1)
+    first, later = (torch.as_tensor(rng.normal(size=(6, n))) for n in (5, 9))
+    first_y, later_y = (torch.as_tensor(rng.integers(0, 2, s.shape)) for s in (first, later))
+    changed = RankHingeLoss("precision_at_k", device=device, k=2)
+    changed(first, first_y)
+    changed.rank_loss.set_params(k=1)
+    expected = float(RankHingeLoss("precision_at_k", device="cpu", k=2)(later, later_y.clone()))
+    fresh = RankHingeLoss("precision_at_k", device=device, k=2)
+    assert float(fresh(later, later_y)) == pytest.approx(expected, rel=1e-12)

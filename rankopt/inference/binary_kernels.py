@@ -115,9 +115,7 @@ class BinaryRankKernel(StructureKernel):
         count_tables = (None, None)
         if kernel.top_k:  # Δ per query from the declared count structure
             relevant = relevance >= relevant_from
-            count_tables = _count_loss_tables(
-                loss.structure(), relevant, offsets, self.count_loss_pools, loss.cache_key()
-            )
+            count_tables = _count_loss_tables(loss, relevant, offsets, self.count_loss_pools)
         return _CompiledBinary(loss, kernel, relevance, offsets, relevant_from, count_tables)
 
     def query(self, loss, structure, scores, relevance, method, registry):
@@ -282,16 +280,14 @@ def integer_threshold(relevant_at) -> int:
     return int(min(math.ceil(check_relevant_at(relevant_at)), np.iinfo(np.int64).max))
 
 
-def _count_loss_tables(
-    structure: TopKCountStructure, relevant: np.ndarray, offsets: np.ndarray, cache: KeyedCache, loss_key
-):
+def _count_loss_tables(loss: RankLoss, relevant: np.ndarray, offsets: np.ndarray, cache: KeyedCache):
     """Δ(m) of the batch's (|P|, |N|) pairs for every feasible count m of positives in the top k', in one array,
     and where each query's entries start in it (queries of one pair share them; 0 for a query with nothing to
     order, which the kernel never reads).
 
     A pair's entries are m = max(0, k' − |N|) … min(k', |P|); the loss is asked once per distinct pair,
-    vectorised over m.  The answers are kept per loss parameters (``cache`` under ``loss_key``; None: asked at
-    every call) in a :class:`CountLossPool`, so a training loop's step looks its pairs up in one gather.
+    vectorised over m.  The answers are kept per loss parameters (``cache`` under ``loss.cache_key()``; None:
+    asked at every call) in a :class:`CountLossPool`, so a training loop's step looks its pairs up in one gather.
     """
     sizes = np.diff(offsets)
     n_pos = np.empty(sizes.size, dtype=np.int64)
@@ -301,7 +297,7 @@ def _count_loss_tables(
     where = np.flatnonzero((n_pos > 0) & (n_neg > 0))
     if where.size == 0:
         return np.zeros(1), starts
-    pool = cache.get_or_build(loss_key, lambda: CountLossPool(structure))
+    pool = cache.get_or_build(loss.cache_key(), lambda: CountLossPool.of_loss(loss))
     values, starts[where] = pool.entries(n_pos[where], n_neg[where])
     return values, starts
 

@@ -419,7 +419,7 @@ class TopKTensorKernel(TensorKernel):
         width = min(structure.k, scores.shape[1])
         loss_key = loss.cache_key()
         pool = self.constants.get_or_build(
-            None if loss_key is None else ("count losses", loss_key), lambda: CountLossPool(structure)
+            None if loss_key is None else ("count losses", loss_key), lambda: CountLossPool.of_loss(loss)
         )
         deltas = _count_table(pool, n_pos_host, n_neg_host, width)
         longest = (max(int(n_pos_host.max()), 1), max(int(n_neg_host.max()), 1))

@@ -25,6 +25,7 @@ the tie rule of every method (``docs/maths.md``).
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import cast
 
@@ -94,6 +95,13 @@ class CountLossPool:
         self.grid: np.ndarray = np.full((0, 0), -1, dtype=np.int64)
         self.far: dict[tuple[int, int], int] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def of_loss(cls, loss: RankLoss) -> CountLossPool:
+        """The pool of ``loss`` with its parameters as they are now, asked of a copy: a pool is kept under the
+        loss's parameters (``cache_key``) and asks its Δ lazily, and the structure's Δ is the live loss's, which a
+        later ``set_params`` would change under the old key."""
+        return cls(copy.deepcopy(loss).structure())
 
     def entries(self, n_pos: np.ndarray, n_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, where each (n_pos[q], n_neg[q])'s entries start in values), asking the loss for new pairs."""
