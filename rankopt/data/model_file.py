@@ -30,7 +30,6 @@ work) held RankSVM models only and is not read: retrain.
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import json
 import numbers
