@@ -34,6 +34,9 @@ def _hostile_inputs():
         "fractional grades": ("ap", s, torch.tensor([[0.0, 0.5, 0.0, 1.0]]), None),
         "negative grades": ("ap", s, torch.tensor([[0, -3, 0, 1]]), None),
         "{-1, 1} labels": ("ap", s, torch.tensor([[-1, 1, -1, 1]]), None),
+        # The masked path learns the kept labels' sign from their gather: these take its other branch.
+        "negative grades, masked": ("ap", s, torch.tensor([[0, -3, 0, 1]]), torch.tensor([[1, 1, 1, 0]]).bool()),
+        "{-1, 1} labels, masked": ("ap", s, torch.tensor([[-1, 1, -1, 1]]), torch.tensor([[1, 1, 1, 0]]).bool()),
         "NaN score": ("ap", torch.tensor([[0.0, float("nan"), 1.0, 2.0]]), y, None),
         "NumPy boolean mask": ("ap", s, y, np.array([[True, True, True, False]])),
         "NumPy integer mask": ("ap", s, y, np.array([[1, 1, 1, 0]])),

@@ -537,19 +537,42 @@ cdef inline Py_ssize_t _next_dropped(const uint8_t* row, Py_ssize_t k, Py_ssize_
     return width if found == NULL else <const uint8_t*>found - row
 
 
-def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept):
+cdef inline uint64_t _copy_run(const kept_value* source, kept_value* target, Py_ssize_t n) noexcept nogil:
+    """Copy n entries; for int64 entries return their bitwise OR (a vectorised pass over the run, in cache), else 0."""
+    cdef Py_ssize_t i
+    cdef uint64_t bits = 0
+    if kept_value is int64_t:
+        for i in range(n):
+            target[i] = source[i]
+            bits |= <uint64_t>source[i]
+        return bits
+    memcpy(target, source, n * sizeof(kept_value))
+    return 0
+
+
+def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept,
+                int64_t[::1] bits=None):
     """The ``n_kept`` entries of ``values`` that ``mask`` keeps (:func:`kept_offsets`' total), row by row: the
     flat layout of a padded batch in one pass, without NumPy's index array.  Each row's runs of kept entries
-    are copied whole (a padded batch's row is one run), and never past ``n_kept`` entries."""
+    are copied whole (a padded batch's row is one run), and never past ``n_kept`` entries.
+
+    ``bits`` (int64 values only): ``bits[0]`` receives the bitwise OR of the kept entries, negative exactly
+    when one of them is, else at least the largest (0 when none is kept): integer labels gathered and their
+    sign and size learnt in the same pass."""
     cdef Py_ssize_t q, k, end, run, at = 0, width = mask.shape[1]
     cdef const uint8_t* row
     cdef const kept_value* source
     cdef kept_value* target
+    cdef uint64_t kept_bits = 0
     if values.shape[0] != mask.shape[0] or values.shape[1] != mask.shape[1]:
         raise ValueError(f"expected values of the mask's shape {tuple(mask.shape)[:2]}, got {tuple(values.shape)[:2]}")
+    if bits is not None and (kept_value is not int64_t or bits.shape[0] < 1):
+        raise ValueError("expected bits (one int64 entry) only with int64 values")
     work = np.empty(n_kept, dtype=np.asarray(values).dtype)
     cdef kept_value[::1] out = work
     if mask.size == 0 or n_kept <= 0:
+        if bits is not None:
+            bits[0] = 0
         return work
     target = &out[0]
     with nogil:
@@ -560,9 +583,11 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
             while k < width:
                 end = _next_dropped(row, k, width)
                 run = min(end - k, n_kept - at)
-                memcpy(target + at, source + k, run * sizeof(kept_value))
+                kept_bits |= _copy_run(source + k, target + at, run)
                 at += run
                 k = _next_kept(row, end, width)
+    if bits is not None:
+        bits[0] = <int64_t>kept_bits
     return work
 
 

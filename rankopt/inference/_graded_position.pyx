@@ -36,7 +36,7 @@ import numpy as np
 from cython cimport floating
 from cython.parallel cimport prange, threadid
 from libc.math cimport isfinite
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport partial_sort
 from libcpp.utility cimport pair
@@ -549,37 +549,64 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
         free(works)
 
 
-#: Grades below this are levelled through a table indexed by the grade (:func:`level_indices`).
-LEVEL_TABLE_GRADES = 1 << 16
+cdef enum:
+    LEVEL_TABLE = 1 << 16
+
+#: Grades below this are levelled through a table indexed by the grade (:func:`present_levels`).
+LEVEL_TABLE_GRADES = LEVEL_TABLE
 
 
-def level_indices(const int64_t[::1] grades):
-    """(levels, level_of) of grades ≥ 0 below LEVEL_TABLE_GRADES: the distinct grades, increasing (int64), and
-    each document's index among them (int64), in three compiled passes (the largest grade, which grades are
-    present, each document's index); None for grades from LEVEL_TABLE_GRADES on, which the caller sorts.
-    :func:`rankopt.losses.structure.grade_levels` is the same map in NumPy."""
+def present_levels(const int64_t[::1] grades):
+    """The distinct grades (int64, increasing) of grades ≥ 0 below LEVEL_TABLE_GRADES, in one pass that marks
+    each grade present in a table indexed by the grade; None when a grade reaches LEVEL_TABLE_GRADES (the
+    caller sorts them: :func:`rankopt.losses.structure.grade_levels`, the same map in NumPy)."""
     cdef Py_ssize_t k, n = grades.shape[0]
-    cdef int64_t top = 0, g, count = 0
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    cdef uint64_t g
+    # One entry past the table stands for every grade beyond it (a negative one too: unsigned), so the pass
+    # has no branch and no running maximum; the largest present grade is found in the table afterwards.
+    present_table = np.zeros(LEVEL_TABLE + 1, dtype=np.uint8)
+    cdef uint8_t[::1] present = present_table
     with nogil:
         for k in range(n):
-            top = max(top, grades[k])
-    if top >= LEVEL_TABLE_GRADES:
+            g = <uint64_t>grades[k]
+            present[g if g < LEVEL_TABLE else LEVEL_TABLE] = 1
+    if present[LEVEL_TABLE]:
         return None
-    index_table = np.zeros(top + 1, dtype=np.int64)
+    return np.flatnonzero(present_table).astype(np.int64)
+
+
+def level_lookup(const int64_t[::1] grades, const int64_t[::1] levels, const double[::1] level_gains):
+    """(level_of, gains): each grade's index among ``levels`` (int64) and its gain ``level_gains[level]``
+    (float64), in one pass through a table indexed by the grade.  ``levels`` are :func:`present_levels`' of
+    the same grades (increasing, below LEVEL_TABLE_GRADES), ``level_gains`` one gain per level; a grade
+    beyond the largest level is refused, never read past the table."""
+    cdef Py_ssize_t k, n = grades.shape[0], n_levels = levels.shape[0]
+    cdef int64_t g
+    cdef bint beyond = False
+    if level_gains.shape[0] != n_levels:
+        raise ValueError(f"expected a gain per level ({n_levels}), got {level_gains.shape[0]} instead")
     level_of = np.empty(n, dtype=np.int64)
+    gains = np.empty(n, dtype=np.float64)
+    if n == 0:
+        return level_of, gains
+    cdef int64_t top = levels[n_levels - 1]
+    if not 0 <= top < LEVEL_TABLE:
+        raise ValueError(f"expected levels below {LEVEL_TABLE}, got {top} instead")
+    index_table = np.zeros(top + 1, dtype=np.int64)
+    gain_table = np.zeros(top + 1, dtype=np.float64)
+    index_table[np.asarray(levels)] = np.arange(n_levels)
+    gain_table[np.asarray(levels)] = np.asarray(level_gains)
     cdef int64_t[::1] index = index_table
-    cdef int64_t[::1] out = level_of
+    cdef double[::1] gain = gain_table
+    cdef int64_t[::1] out_level = level_of
+    cdef double[::1] out_gain = gains
     with nogil:
         for k in range(n):
-            index[grades[k]] = 1
-        for g in range(top + 1):
-            if index[g]:
-                index[g] = count
-                count += 1
-            else:
-                index[g] = -1
-        for k in range(n):
-            out[k] = index[grades[k]]
-    return np.flatnonzero(index_table >= 0).astype(np.int64), level_of
+            g = grades[k]
+            beyond |= <uint64_t>g > <uint64_t>top
+            g = g if <uint64_t>g <= <uint64_t>top else 0
+            out_level[k] = index[g]
+            out_gain[k] = gain[g]
+    if beyond:
+        raise ValueError(f"expected every grade among the {n_levels} levels, up to {top}, got a grade beyond them")
+    return level_of, gains

@@ -61,14 +61,20 @@ class GradedKernel(StructureKernel):
         return methods[0] if method == "auto" else method
 
 
-def _level_indices(relevance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`grade_levels` with int64 indices, compiled for the grades below 2¹⁶ of a training loop's hot path
-    (``_graded_position.level_indices``)."""
-    compiled = _graded_position.level_indices(np.ascontiguousarray(relevance, dtype=np.int64))
-    if compiled is not None:
-        return compiled
-    levels, level_of = grade_levels(relevance)
-    return levels, level_of.astype(np.int64, copy=False)
+def _levels_and_gains(structure, relevance: np.ndarray, longest: int):
+    """(level_of, gains, level_gains, discount) of a position structure's grades: each document's grade level,
+    its gain, the levels' gains and the discount for queries of ``longest`` documents.  The grades below 2¹⁶
+    of a training loop's hot path take two compiled passes (``_graded_position.present_levels``, then
+    ``level_lookup``); larger ones are sorted (:func:`grade_levels`)."""
+    grades = np.ascontiguousarray(relevance, dtype=np.int64)
+    levels = _graded_position.present_levels(grades)
+    if levels is None:
+        levels, level_of = grade_levels(grades)
+        level_gains, discount = structure.tables(levels, longest)
+        return level_of.astype(np.int64, copy=False), level_gains[level_of], level_gains, discount
+    level_gains, discount = structure.tables(levels, longest)
+    level_of, gains = _graded_position.level_lookup(grades, levels, np.ascontiguousarray(level_gains))
+    return level_of, gains, level_gains, discount
 
 
 class _Batch(PreparedKernel):
@@ -114,11 +120,9 @@ class GradedPositionKernel(GradedKernel):
                 lambda s, n, _: per_query(self, loss, structure, s, relevance, offsets, method, registry), relevance
             )
         longest = int(np.max(np.diff(offsets), initial=0))
-        # One pass over the documents for their grade levels: the gains and the discount's checks are the
-        # levels', each document's gain a lookup (the kernel's ground truth looks tie groups up by level too).
-        levels, level_of = _level_indices(relevance)
-        level_gains, discount = structure.tables(levels, longest)
-        gains = level_gains[level_of]
+        # The gains and the discount's checks are the grade levels', each document's gain a lookup (the
+        # kernel's ground truth looks tie groups up by level too).
+        level_of, gains, level_gains, discount = _levels_and_gains(structure, relevance, longest)
 
         def position_batch(scores, coef, losses, values, usable, n_threads, relative_to_truth):
             _graded_position.position_batch(

@@ -81,7 +81,7 @@ def _prepare(config, y: torch.Tensor, mask, shape) -> tuple:
     kept = _Kept(_host_array(mask))
     if kept.n_kept == 0:
         raise nothing_kept_error()
-    return prepare_hinges(check_grades(kept.gather(labels), kept.n_kept), kept.offsets, **options), kept
+    return prepare_hinges(kept.gather_grades(labels), kept.offsets, **options), kept
 
 
 class _AllKept:
@@ -112,6 +112,18 @@ class _Kept:
         if values.dtype in _GATHERED and values.flags.c_contiguous:
             return gather_kept(values, self.bytes, self.n_kept)
         return values[self.mask]
+
+    def gather_grades(self, labels: np.ndarray) -> np.ndarray:
+        """The kept labels checked as grades (:func:`~rankopt._validation.check_grades`).  Contiguous int64
+        labels, a training loop's usual ones, are gathered by a pass that also tells whether one is negative:
+        grades ≥ 0 need no check of their own."""
+        if labels.dtype == np.int64 and labels.flags.c_contiguous:
+            bits = np.zeros(1, dtype=np.int64)
+            flat = gather_kept(labels, self.bytes, self.n_kept, bits)
+            if bits[0] >= 0:
+                return flat
+            return check_grades(flat, self.n_kept)
+        return check_grades(self.gather(labels), self.n_kept)
 
     def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput) -> np.ndarray:
         """``flat · factor`` at the kept places and 0 elsewhere, in ``dtype`` (the padded gradient, flat)."""

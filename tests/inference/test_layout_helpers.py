@@ -25,6 +25,10 @@ def test_gather_and_scatter_of_the_kept_documents(rng, shape, dtype):
     np.testing.assert_array_equal(offsets, np.concatenate(([0], np.cumsum(mask.sum(axis=1)))))
     assert total == mask.sum()
     np.testing.assert_array_equal(_batched.gather_kept(values, mask.view(np.uint8), total), values[mask])
+    if dtype == np.int64:  # the kept labels' bitwise OR comes with them: their sign, a bound on the largest
+        bits = np.full(1, 12345, dtype=np.int64)
+        np.testing.assert_array_equal(_batched.gather_kept(values, mask.view(np.uint8), total, bits), values[mask])
+        assert bits[0] == np.bitwise_or.reduce(values[mask], initial=0)
     flat = rng.normal(size=total)
     for out_dtype in (np.float32, np.float64):
         out = np.full(shape, np.nan, dtype=out_dtype)
@@ -39,6 +43,11 @@ def test_gather_refuses_another_shape():
         _batched.gather_kept(np.zeros((2, 3)), np.ones((3, 2), dtype=np.uint8), 6)
 
 
+def test_gather_tells_the_sign_of_integers_only():
+    with pytest.raises(ValueError, match="only with int64 values"):
+        _batched.gather_kept(np.zeros((2, 3)), np.ones((2, 3), dtype=np.uint8), 6, np.zeros(1, dtype=np.int64))
+
+
 def test_flags_per_query(rng):
     flags = rng.random(500) < 0.3
     offsets = np.concatenate(([0], np.sort(rng.integers(0, 501, 40)), [500])).astype(np.int64)
@@ -50,16 +59,28 @@ def test_flags_per_query(rng):
 
 
 @pytest.mark.parametrize("top", [0, 4, 1000, (1 << 16) - 1])
-def test_level_indices_are_grade_levels(rng, top):
+def test_present_levels_and_their_lookup_are_grade_levels(rng, top):
     grades = rng.integers(0, top + 1, 300).astype(np.int64)
-    levels, level_of = _graded_position.level_indices(grades)
+    levels = _graded_position.present_levels(grades)
     expected_levels, expected_of = grade_levels(grades)
     np.testing.assert_array_equal(levels, expected_levels)
+    level_gains = np.sqrt(levels.astype(np.float64)) + 0.5
+    level_of, gains = _graded_position.level_lookup(grades, levels, level_gains)
     np.testing.assert_array_equal(level_of, expected_of)
-    assert level_of.dtype == np.int64
-    assert _graded_position.level_indices(np.array([0, 1 << 16], dtype=np.int64)) is None
-    empty_levels, empty_of = _graded_position.level_indices(np.zeros(0, dtype=np.int64))
-    assert empty_levels.size == 0 and empty_of.size == 0
+    np.testing.assert_array_equal(gains, level_gains[expected_of])
+    assert level_of.dtype == np.int64 and gains.dtype == np.float64
+
+
+def test_level_helpers_at_their_edges():
+    assert _graded_position.present_levels(np.array([0, 1 << 16], dtype=np.int64)) is None
+    assert _graded_position.present_levels(np.zeros(0, dtype=np.int64)).size == 0
+    none = np.zeros(0, dtype=np.int64)
+    empty_of, empty_gains = _graded_position.level_lookup(none, none, np.zeros(0))
+    assert empty_of.size == 0 and empty_gains.size == 0
+    with pytest.raises(ValueError, match="a grade beyond them"):  # never read past the table
+        _graded_position.level_lookup(np.array([0, 9], dtype=np.int64), np.array([0, 1]), np.ones(2))
+    with pytest.raises(ValueError, match="a gain per level"):
+        _graded_position.level_lookup(np.array([0, 1], dtype=np.int64), np.array([0, 1]), np.ones(3))
 
 
 @pytest.mark.parametrize("k", [1, 3, 10])
