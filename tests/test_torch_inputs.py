@@ -59,6 +59,24 @@ def test_masked_padding_is_never_read(device):
     assert torch.all(scores.grad[:, 2] == 0) and torch.all(torch.isfinite(scores.grad))
 
 
+@pytest.mark.parametrize("top", [4, 127, 128, 1000])
+def test_masked_grades_of_any_size_give_the_unpadded_hinge(device, top):
+    """A binary loss's kept labels go to the compiled kernel as int8 when they fit (0 … 127), as they are
+    otherwise: the same hinge either way, the padding's labels never read."""
+    rng = np.random.default_rng(top)
+    scores = torch.tensor(rng.normal(size=(6, 9)), dtype=torch.float32)
+    labels = torch.tensor(rng.integers(0, top + 1, (6, 9)))
+    labels[:, 0], labels[:, 1] = top, 0  # both classes in every row
+    labels[:, 7:] = -5  # the padding
+    mask = torch.zeros(6, 9, dtype=torch.bool)
+    mask[:, :7] = True
+    relevant_at = max(1, top // 2)
+    layer = RankHingeLoss("ap", device=device, relevant_at=relevant_at, reduction="none")
+    masked = layer(scores, labels, mask=mask)
+    unpadded = layer(scores[:, :7].contiguous(), labels[:, :7].contiguous())
+    torch.testing.assert_close(masked, unpadded, rtol=0, atol=0)
+
+
 def test_a_padding_label_of_minus_one_does_not_turn_the_labels_binary(device):
     """All real labels 1 with padding −1 used to read as binary {−1, 1}: the rows had something to order."""
     scores = torch.tensor([[0.2, -0.1, 0.0], [0.3, 0.1, 0.0]])

@@ -26,7 +26,7 @@ import numpy as np
 
 from cython cimport floating
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcpy, memset
 
@@ -52,6 +52,13 @@ cdef enum:
     # Queries a thread takes at a time: one at a time, the threads would
     # contend for the shared counter after every query of a few microseconds.
     QUERY_CHUNK = 16
+
+# A binary loss's labels as the kernel reads them: int64 grades, or int8 ones where every grade fits
+# (a training loop's 0–4 read in an eighth of the bytes).
+ctypedef fused label_t:
+    int8_t
+    int64_t
+
 
 cdef enum:
     METHOD_QS = 1
@@ -303,7 +310,7 @@ cdef const double* _normalised_table(const double* discount, Py_ssize_t n_pos, P
     return row
 
 
-cdef inline Py_ssize_t _split_by_relevance(const floating* s, const int64_t* rel, int64_t relevant_from, Py_ssize_t n,
+cdef inline Py_ssize_t _split_by_relevance(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n,
                                            BinaryWork* w, floating* pos, floating* neg) noexcept nogil:
     """The scores of the relevant documents to ``pos``, the others' to ``neg`` (input order, their indices in
     ``w.pos_idx`` and ``w.neg_idx``); the number of relevant ones.  Branch-free: each document is written to
@@ -359,7 +366,7 @@ cdef inline int _negative_ranks(const floating* pos_desc, Py_ssize_t n_pos, floa
     return 0
 
 
-cdef int _binary_query(const floating* s, const int64_t* rel, int64_t relevant_from, Py_ssize_t n, int method,
+cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n, int method,
                        int code,
                        const double* discount, const double* bends, bint unimodal, Py_ssize_t top_k,
                        const double* count_loss, bint relative_to_truth, BinaryWork* w, double* coef, double* loss,
@@ -550,31 +557,49 @@ cdef inline uint64_t _copy_run(const kept_value* source, kept_value* target, Py_
     return 0
 
 
+cdef inline uint64_t _narrow_run(const int64_t* source, int8_t* target, Py_ssize_t n) noexcept nogil:
+    """Copy n int64 entries as int8 (their low byte) and return their bitwise OR, which tells whether they fit."""
+    cdef Py_ssize_t i
+    cdef uint64_t bits = 0
+    for i in range(n):
+        target[i] = <int8_t>source[i]
+        bits |= <uint64_t>source[i]
+    return bits
+
+
 def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept,
-                int64_t[::1] bits=None):
+                int64_t[::1] bits=None, bint narrow=False):
     """The ``n_kept`` entries of ``values`` that ``mask`` keeps (:func:`kept_offsets`' total), row by row: the
     flat layout of a padded batch in one pass, without NumPy's index array.  Each row's runs of kept entries
     are copied whole (a padded batch's row is one run), and never past ``n_kept`` entries.
 
-    ``bits`` (int64 values only): ``bits[0]`` receives the bitwise OR of the kept entries, negative exactly
-    when one of them is, else at least the largest (0 when none is kept): integer labels gathered and their
-    sign and size learnt in the same pass."""
+    int64 values only: ``bits[0]`` receives the bitwise OR of the kept entries, negative exactly when one of
+    them is, else at least the largest (0 when none is kept): integer labels gathered and their sign and size
+    learnt in the same pass.  With ``narrow`` they are gathered as int8, their low byte: the same values when
+    0 <= ``bits[0]`` < 128, which the caller checks (labels of 0–4 in an eighth of the bytes)."""
     cdef Py_ssize_t q, k, end, run, at = 0, width = mask.shape[1]
     cdef const uint8_t* row
     cdef const kept_value* source
-    cdef kept_value* target
+    cdef kept_value* target = NULL
+    cdef int8_t* narrow_target = NULL
     cdef uint64_t kept_bits = 0
     if values.shape[0] != mask.shape[0] or values.shape[1] != mask.shape[1]:
         raise ValueError(f"expected values of the mask's shape {tuple(mask.shape)[:2]}, got {tuple(values.shape)[:2]}")
-    if bits is not None and (kept_value is not int64_t or bits.shape[0] < 1):
-        raise ValueError("expected bits (one int64 entry) only with int64 values")
-    work = np.empty(n_kept, dtype=np.asarray(values).dtype)
-    cdef kept_value[::1] out = work
+    if (bits is not None or narrow) and (kept_value is not int64_t or bits is None or bits.shape[0] < 1):
+        raise ValueError("expected bits (one int64 entry), and narrow only with them, with int64 values only")
+    work = np.empty(n_kept, dtype=np.int8 if narrow else np.asarray(values).dtype)
     if mask.size == 0 or n_kept <= 0:
         if bits is not None:
             bits[0] = 0
         return work
-    target = &out[0]
+    cdef kept_value[::1] out
+    cdef int8_t[::1] narrow_out
+    if narrow:
+        narrow_out = work
+        narrow_target = &narrow_out[0]
+    else:
+        out = work
+        target = &out[0]
     with nogil:
         for q in range(mask.shape[0]):
             row = &mask[0, 0] + q * width
@@ -583,7 +608,13 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
             while k < width:
                 end = _next_dropped(row, k, width)
                 run = min(end - k, n_kept - at)
-                kept_bits |= _copy_run(source + k, target + at, run)
+                if kept_value is int64_t:
+                    if narrow:
+                        kept_bits |= _narrow_run(source + k, narrow_target + at, run)
+                    else:
+                        kept_bits |= _copy_run(source + k, target + at, run)
+                else:
+                    _copy_run(source + k, target + at, run)
                 at += run
                 k = _next_kept(row, end, width)
     if bits is not None:
@@ -634,7 +665,7 @@ def largest_magnitude(const floating[::1] scores):
     return max(-scan.lo, scan.hi)
 
 
-def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64_t[::1] offsets, int method,
+def binary_batch(const floating[::1] scores, const label_t[::1] rel, const int64_t[::1] offsets, int method,
                  int code, const double[::1] discount, bint unimodal, double[::1] coef, double[::1] losses,
                  double[::1] values, uint8_t[::1] usable, int n_threads, Py_ssize_t top_k=0,
                  const double[::1] count_loss=None, const int64_t[::1] count_offsets=None,
@@ -643,7 +674,7 @@ def binary_batch(const floating[::1] scores, const int64_t[::1] rel, const int64
 
     The caller (``rankopt.inference.batched``) validates everything: offsets
     from 0 to n non-decreasing, ``rel`` 0/1 — or grades ≥ 0, relevant from
-    ``relevant_from`` ≥ 1 on —, scores finite, ``method`` one of
+    ``relevant_from`` ≥ 1 on — as int64 or int8, scores finite, ``method`` one of
     :data:`METHOD_CODES` exact for the loss, ``code`` its kernel code,
     ``discount`` the position-discount table T(1 … longest query) for that
     code (any non-empty array otherwise), outputs sized n and Q, n_threads ≥ 1;

@@ -70,6 +70,8 @@ class BinaryRankKernel(StructureKernel):
 
     structure: ClassVar[type | None] = None
     label = "binary rank loss"
+    #: The compiled batch reads int8 grades too (``_batched.binary_batch``'s labels).
+    label_dtypes = (np.dtype(np.int8), np.dtype(np.int64))
 
     def __init__(self):
         #: A top-k count loss's :class:`CountLossPool` per loss parameters: a training loop meets the same class

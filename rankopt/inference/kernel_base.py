@@ -119,6 +119,10 @@ class Kernel(abc.ABC):
     array_type: ClassVar[str] = "numpy"
     #: Whether the structure is over grades (a graded loss's) or binary relevance.
     graded: ClassVar[bool] = False
+    #: The integer dtypes of checked grades that :meth:`prepare` takes as they are (NumPy devices); grades of
+    #: any other dtype come as int64.  A kernel that reads narrower ones saves a training loop's step most of
+    #: the bytes it moves for the labels.
+    label_dtypes: ClassVar[tuple[np.dtype, ...]] = (np.dtype(np.int64),)
     #: A short name for messages ("graded position", "top-k count", ...).
     label: ClassVar[str]
 
@@ -126,7 +130,8 @@ class Kernel(abc.ABC):
     def prepare(
         self, loss: RankLoss, structure: Any, relevance, layout, method: str, *, relevant_from: int, registry
     ) -> PreparedKernel:
-        """The kernel ready for one batch: ``relevance`` the checked grades (int64), relevant from
+        """The kernel ready for one batch: ``relevance`` the checked grades (int64, or one of
+        :attr:`label_dtypes`), relevant from
         ``relevant_from`` for a binary loss; ``layout`` where the queries are (the flat layout's offsets for
         NumPy arrays, the padded layout's boolean mask for tensors); ``method`` the inference asked for."""
 

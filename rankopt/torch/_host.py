@@ -17,6 +17,7 @@ from rankopt._validation import as_float_vector, check_grades, nothing_kept_erro
 from rankopt.hinge import hinge_per_query, prepare_hinges, prepared_hinges, reduce_hinges
 from rankopt.inference._batched import gather_kept, kept_offsets, scale_into, scatter_kept
 from rankopt.inference.kernel_base import ReusedOutput
+from rankopt.inference.structure_table import device_array_type, kernel_for_loss
 from rankopt.losses.base import RankLoss
 
 __all__ = ["HingeConfig", "HostState", "PreparedBatch", "gradient_dtype", "host_hinges", "runs_on_host", "value_dtype"]
@@ -81,7 +82,9 @@ def _prepare(config, y: torch.Tensor, mask, shape) -> tuple:
     kept = _Kept(_host_array(mask))
     if kept.n_kept == 0:
         raise nothing_kept_error()
-    return prepare_hinges(kept.gather_grades(labels), kept.offsets, **options), kept
+    # Labels as narrow as the host kernel takes them: int8 for a binary loss's when they fit.
+    narrow = np.dtype(np.int8) in kernel_for_loss(config.loss, config.host_device)[0].label_dtypes
+    return prepare_hinges(kept.gather_grades(labels, narrow), kept.offsets, **options), kept
 
 
 class _AllKept:
@@ -113,16 +116,16 @@ class _Kept:
             return gather_kept(values, self.bytes, self.n_kept)
         return values[self.mask]
 
-    def gather_grades(self, labels: np.ndarray) -> np.ndarray:
+    def gather_grades(self, labels: np.ndarray, narrow: bool) -> np.ndarray:
         """The kept labels checked as grades (:func:`~rankopt._validation.check_grades`).  Contiguous int64
-        labels, a training loop's usual ones, are gathered by a pass that also tells whether one is negative:
-        grades ≥ 0 need no check of their own."""
+        labels, a training loop's usual ones, are gathered by a pass that also tells whether one is negative
+        (grades ≥ 0 need no check of their own) and, with ``narrow``, as int8 when they all fit."""
         if labels.dtype == np.int64 and labels.flags.c_contiguous:
             bits = np.zeros(1, dtype=np.int64)
-            flat = gather_kept(labels, self.bytes, self.n_kept, bits)
-            if bits[0] >= 0:
-                return flat
-            return check_grades(flat, self.n_kept)
+            flat = gather_kept(labels, self.bytes, self.n_kept, bits, narrow)
+            if narrow and not 0 <= bits[0] < 128:  # grades from 128 on, or negative labels: as they are
+                flat = gather_kept(labels, self.bytes, self.n_kept, bits)
+            return flat if bits[0] >= 0 else check_grades(flat, self.n_kept)
         return check_grades(self.gather(labels), self.n_kept)
 
     def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput) -> np.ndarray:
@@ -232,6 +235,4 @@ def runs_on_host(device: str, scores: torch.Tensor) -> bool:
 
 
 def _array_type(device: str) -> str:
-    from rankopt.inference.structure_table import device_array_type
-
     return device_array_type(device)

@@ -44,8 +44,25 @@ def test_gather_refuses_another_shape():
 
 
 def test_gather_tells_the_sign_of_integers_only():
-    with pytest.raises(ValueError, match="only with int64 values"):
+    with pytest.raises(ValueError, match="with int64 values only"):
         _batched.gather_kept(np.zeros((2, 3)), np.ones((2, 3), dtype=np.uint8), 6, np.zeros(1, dtype=np.int64))
+    with pytest.raises(ValueError, match="narrow only with them"):
+        _batched.gather_kept(np.zeros((2, 3), dtype=np.int64), np.ones((2, 3), dtype=np.uint8), 6, narrow=True)
+
+
+@pytest.mark.parametrize("top", [0, 4, 127, 128, 300])
+def test_narrow_gather_is_the_labels_when_they_fit(rng, top):
+    values = rng.integers(0, top + 1, (20, 9))
+    values[3, 2] = top
+    mask = rng.random(values.shape) < 0.7
+    mask[3, 2] = True
+    bits = np.zeros(1, dtype=np.int64)
+    narrow = _batched.gather_kept(values, mask.view(np.uint8), int(mask.sum()), bits, True)
+    assert narrow.dtype == np.int8 and bits[0] == np.bitwise_or.reduce(values[mask])
+    # The caller's test: the int8 copy holds the labels exactly when their OR lies in 0 … 127.
+    assert (0 <= bits[0] < 128) == (top < 128)
+    if top < 128:
+        np.testing.assert_array_equal(narrow, values[mask])
 
 
 def test_flags_per_query(rng):
