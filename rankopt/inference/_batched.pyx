@@ -217,11 +217,15 @@ cdef inline Py_ssize_t _count_above(const floating* desc, Py_ssize_t lo, Py_ssiz
 
 
 cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, Py_ssize_t n_neg, Py_ssize_t k,
-                        const double* count_loss, double* prefix, int* ranks_sorted) noexcept nogil:
+                        const double* count_loss, double* prefix, int* ranks,
+                        const Py_ssize_t* order) noexcept nogil:
     """``rankopt.inference.topk`` for one query: the interleaving ranks of the negatives ``q`` (sorted high
     to low) against the positives ``p`` (the same) for a loss whose Δ counts the positives in the top k;
     ``count_loss[m − m_lo]`` is Δ for m of them, m_lo ≤ m ≤ m_hi.  Tries every m, updating the boundary
-    penalties U + V by one row and one column per step; returns Δ of the chosen m."""
+    penalties U + V by one row and one column per step; returns Δ of the chosen m.
+
+    Negative j's rank goes to ``ranks[order[j]]`` (its place in the input), or to ``ranks[j]`` when ``order`` is
+    NULL."""
     cdef Py_ssize_t kept = min(k, n_pos + n_neg), m, b, i, j, last, pos_above, width, best_m
     cdef Py_ssize_t m_lo = max(<Py_ssize_t>0, kept - n_neg), m_hi = min(kept, n_pos)
     cdef double* sp = prefix                 # sp[i] = p_0 + … + p_{i−1}
@@ -280,12 +284,12 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, 
     for j in range(min(b, n_neg)):
         while i < best_m and <double>p[i] >= <double>q[j]:
             i += 1
-        ranks_sorted[j] = <int>(1 + i)
+        ranks[order[j] if order != NULL else j] = <int>(1 + i)
     i = best_m
     for j in range(b, n_neg):
         while i < n_pos and <double>p[i] >= <double>q[j]:
             i += 1
-        ranks_sorted[j] = <int>(1 + i)
+        ranks[order[j] if order != NULL else j] = <int>(1 + i)
     return count_loss[best_m - m_lo]
 
 
@@ -346,9 +350,10 @@ cdef inline int _negative_ranks(const floating* pos_desc, Py_ssize_t n_pos, floa
             select_ranks_f32(pos_desc, n_pos, neg, n_neg, w.ranks)
     else:  # search, greedy and topk take the negatives sorted
         _sort_descending(neg, n_neg, w, neg_desc, w.pos_order + n_pos)
-        if method == METHOD_TOPK:
-            count_delta[0] = _topk_ranks(pos_desc, n_pos, neg_desc, n_neg, top_k, count_loss, w.prefix,
-                                         w.ranks_sorted)
+        if method == METHOD_TOPK:  # the ranks straight to their places in the input
+            count_delta[0] = _topk_ranks(pos_desc, n_pos, neg_desc, n_neg, top_k, count_loss, w.prefix, w.ranks,
+                                         w.pos_order + n_pos)
+            return 0
         elif method == METHOD_SEARCH:
             for k in range(n_neg):
                 w.neg_desc64[k] = <double>neg_desc[k]
@@ -470,7 +475,7 @@ def topk_ranks(const floating[::1] pos_desc, const floating[::1] neg_desc, Py_ss
     cdef double delta
     with nogil:
         delta = _topk_ranks(&pos_desc[0], n_pos, &neg_desc[0], n_neg, k, &count_loss[0], &prefix[0],
-                            &ranks_sorted[0])
+                            &ranks_sorted[0], NULL)
     return delta
 
 
