@@ -216,16 +216,27 @@ cdef inline Py_ssize_t _count_above(const floating* desc, Py_ssize_t lo, Py_ssiz
     return base - lo + (<double>desc[base] > x)
 
 
-cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, Py_ssize_t n_neg, Py_ssize_t k,
-                        const double* count_loss, double* prefix, int* ranks,
-                        const Py_ssize_t* order) noexcept nogil:
-    """``rankopt.inference.topk`` for one query: the interleaving ranks of the negatives ``q`` (sorted high
-    to low) against the positives ``p`` (the same) for a loss whose Δ counts the positives in the top k;
-    ``count_loss[m − m_lo]`` is Δ for m of them, m_lo ≤ m ≤ m_hi.  Tries every m, updating the boundary
-    penalties U + V by one row and one column per step; returns Δ of the chosen m.
+cdef inline Py_ssize_t _count_keyed_above(const Keyed* items, Py_ssize_t n, double x) noexcept nogil:
+    """#{j < n : −items[j].key > x}, the items in rankopt's order: :func:`_count_above` on the scores the keys
+    hold (the key is −score, exactly)."""
+    cdef Py_ssize_t base = 0, half
+    if n <= 0:
+        return 0
+    while n > 1:
+        half = n // 2
+        base = base + half if -items[base + half].key > x else base
+        n -= half
+    return base + (-items[base].key > x)
 
-    Negative j's rank goes to ``ranks[order[j]]`` (its place in the input), or to ``ranks[j]`` when ``order`` is
-    NULL."""
+
+cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const Keyed* q, Py_ssize_t n_neg, Py_ssize_t k,
+                        const double* count_loss, double* prefix, int* ranks, bint to_input) noexcept nogil:
+    """``rankopt.inference.topk`` for one query: the interleaving ranks of the negatives ``q`` (in rankopt's
+    order, as :func:`descending_keyed` leaves them: key −score, index) against the positives ``p`` (sorted high
+    to low) for a loss whose Δ counts the positives in the top k; ``count_loss[m − m_lo]`` is Δ for m of them,
+    m_lo ≤ m ≤ m_hi.  Tries every m, updating the boundary penalties U + V by one row and one column per step;
+    returns Δ of the chosen m.  Negative j's rank goes to ``ranks[q[j].idx]`` (its place in the input) with
+    ``to_input``, else to ``ranks[j]``; the scores are read from the keys, never copied out."""
     cdef Py_ssize_t kept = min(k, n_pos + n_neg), m, b, i, j, last, pos_above, width, best_m
     cdef Py_ssize_t m_lo = max(<Py_ssize_t>0, kept - n_neg), m_hi = min(kept, n_pos)
     cdef double* sp = prefix                 # sp[i] = p_0 + … + p_{i−1}
@@ -236,23 +247,23 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, 
         sp[i + 1] = sp[i] + <double>p[i]
     sq[0] = 0.0
     for j in range(n_neg):
-        sq[j + 1] = sq[j] + <double>q[j]
+        sq[j + 1] = sq[j] - q[j].key
     # U(m_lo) + V(m_lo), row by row and column by column.
     b = kept - m_lo
     for i in range(m_lo):  # Σ_{j ≥ b} (q_j − p_i)⁺
-        last = _count_above(q, 0, n_neg, <double>p[i], False)
+        last = _count_keyed_above(q, n_neg, <double>p[i])
         if last > b:
             penalty += sq[last] - sq[b] - (last - b) * <double>p[i]
     for j in range(b):  # Σ_{i ≥ m_lo} (p_i − q_j)⁺
-        last = _count_above(p, 0, n_pos, <double>q[j], False)
+        last = _count_above(p, 0, n_pos, -q[j].key, False)
         if last > m_lo:
-            penalty += sp[last] - sp[m_lo] - (last - m_lo) * <double>q[j]
+            penalty += sp[last] - sp[m_lo] - (last - m_lo) * (-q[j].key)
     best = count_loss[0] - scale * penalty
     best_m = m_lo
     for m in range(m_lo, m_hi):
         b = kept - m  # ≥ 1: a negative leaves the top as positive m joins it
         pm = <double>p[m]
-        qb = <double>q[b - 1]
+        qb = -q[b - 1].key
         # Two binary searches, not four: the scores equal to the one searched for follow those above it.
         pos_above = _count_above(p, 0, n_pos, qb, False)
         i = pos_above  # positives i ≥ this score below q_{b−1}
@@ -261,12 +272,12 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, 
         # U gains column b − 1 over the top positives i < m, and row m from column b − 1 on.
         if m > i:
             penalty += (m - i) * qb - (sp[m] - sp[i])
-        last = _count_above(q, 0, n_neg, pm, False)
+        last = _count_keyed_above(q, n_neg, pm)
         if last > b - 1:
             penalty += sq[last] - sq[b - 1] - (last - b + 1) * pm
         # V loses row m over the negatives j < b, and column b − 1 over the positives after m.
         j = last  # negatives j ≥ this score below p_m
-        while j < n_neg and <double>q[j] >= pm:
+        while j < n_neg and -q[j].key >= pm:
             j += 1
         if b > j:
             penalty -= (b - j) * pm - (sq[b] - sq[j])
@@ -282,14 +293,14 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const floating* q, 
     b = kept - best_m
     i = 0
     for j in range(min(b, n_neg)):
-        while i < best_m and <double>p[i] >= <double>q[j]:
+        while i < best_m and <double>p[i] >= -q[j].key:
             i += 1
-        ranks[order[j] if order != NULL else j] = <int>(1 + i)
+        ranks[q[j].idx if to_input else j] = <int>(1 + i)
     i = best_m
     for j in range(b, n_neg):
-        while i < n_pos and <double>p[i] >= <double>q[j]:
+        while i < n_pos and <double>p[i] >= -q[j].key:
             i += 1
-        ranks[order[j] if order != NULL else j] = <int>(1 + i)
+        ranks[q[j].idx if to_input else j] = <int>(1 + i)
     return count_loss[best_m - m_lo]
 
 
@@ -348,13 +359,12 @@ cdef inline int _negative_ranks(const floating* pos_desc, Py_ssize_t n_pos, floa
             select_ranks_f64(pos_desc, n_pos, neg, n_neg, w.ranks)
         else:
             select_ranks_f32(pos_desc, n_pos, neg, n_neg, w.ranks)
-    else:  # search, greedy and topk take the negatives sorted
+    elif method == METHOD_TOPK:  # the negatives in order as the sort leaves them, each rank to its input place
+        descending_keyed(neg, n_neg, w.items, w.sort_ids, w.sort_ends)
+        count_delta[0] = _topk_ranks(pos_desc, n_pos, w.items, n_neg, top_k, count_loss, w.prefix, w.ranks, True)
+    else:  # search and greedy take the negatives sorted
         _sort_descending(neg, n_neg, w, neg_desc, w.pos_order + n_pos)
-        if method == METHOD_TOPK:  # the ranks straight to their places in the input
-            count_delta[0] = _topk_ranks(pos_desc, n_pos, neg_desc, n_neg, top_k, count_loss, w.prefix, w.ranks,
-                                         w.pos_order + n_pos)
-            return 0
-        elif method == METHOD_SEARCH:
+        if method == METHOD_SEARCH:
             for k in range(n_neg):
                 w.neg_desc64[k] = <double>neg_desc[k]
             if floating is double:
@@ -470,12 +480,21 @@ def topk_ranks(const floating[::1] pos_desc, const floating[::1] neg_desc, Py_ss
     score arrays non-empty, finite and sorted high to low; ``count_loss`` Δ(m) for m = max(0, k' − |N|)
     … min(k', |P|), k' = min(k, |P| + |N|); ``ranks_sorted`` of length |N|.
     """
-    cdef Py_ssize_t n_pos = pos_desc.shape[0], n_neg = neg_desc.shape[0]
+    cdef Py_ssize_t n_pos = pos_desc.shape[0], n_neg = neg_desc.shape[0], j
     cdef double[::1] prefix = np.empty(n_pos + n_neg + 2, dtype=np.float64)
     cdef double delta
-    with nogil:
-        delta = _topk_ranks(&pos_desc[0], n_pos, &neg_desc[0], n_neg, k, &count_loss[0], &prefix[0],
-                            &ranks_sorted[0], NULL)
+    cdef Keyed* items = <Keyed*>malloc(n_neg * sizeof(Keyed))
+    if items == NULL:
+        raise MemoryError(f"cannot allocate the keys of {n_neg} negatives")
+    try:
+        with nogil:
+            for j in range(n_neg):
+                items[j].key = -(<double>neg_desc[j])
+                items[j].idx = j
+            delta = _topk_ranks(&pos_desc[0], n_pos, items, n_neg, k, &count_loss[0], &prefix[0],
+                                &ranks_sorted[0], False)
+    finally:
+        free(items)
     return delta
 
 
