@@ -549,6 +549,55 @@ def flags_per_query(const uint8_t[::1] flags, const int64_t[::1] offsets, int64_
             counts[q] = total
 
 
+cdef inline Py_ssize_t _count_relevant(const label_t* rel, Py_ssize_t n, int64_t relevant_from) noexcept nogil:
+    """How many of n labels are ≥ ``relevant_from`` (≥ 1); int8 labels compared as bytes, which vectorises."""
+    cdef Py_ssize_t k, total = 0
+    cdef int8_t from_byte
+    if label_t is int8_t:
+        if relevant_from > 127:
+            return 0
+        from_byte = <int8_t>relevant_from
+        for k in range(n):
+            total += rel[k] >= from_byte
+        return total
+    for k in range(n):
+        total += rel[k] >= relevant_from
+    return total
+
+
+def count_table_starts(const label_t[::1] rel, int64_t relevant_from, const int64_t[::1] offsets,
+                       const int64_t[:, ::1] grid, int64_t[::1] starts):
+    """For a top-k count loss: ``starts[q]`` = ``grid[|P_q|, |N_q|]``, where query q's Δ(m) entries start in its
+    pool (:class:`rankopt.inference.topk.CountLossPool`), |P_q| counting the labels ≥ ``relevant_from``, and 0
+    for a query with one class; in one pass.  False as soon as a query's pair lies outside the grid or was
+    never asked (−1): the caller then asks the pool.  The caller validates: labels ≥ 0, ``relevant_from`` ≥ 1,
+    offsets from 0 to n non-decreasing, ``starts`` of one entry per query."""
+    cdef Py_ssize_t q, n_pos, n_neg, n_queries = offsets.shape[0] - 1
+    cdef int64_t start
+    cdef bint found = True
+    if relevant_from < 1:
+        raise ValueError(f"expected relevant_from >= 1, got {relevant_from} instead")
+    if starts.shape[0] < n_queries:
+        raise ValueError(f"expected a start per query ({n_queries}), got {starts.shape[0]} instead")
+    with nogil:
+        for q in range(n_queries):
+            n_pos = _count_relevant(&rel[offsets[q]] if offsets[q + 1] > offsets[q] else NULL,
+                                    offsets[q + 1] - offsets[q], relevant_from)
+            n_neg = offsets[q + 1] - offsets[q] - n_pos
+            if n_pos == 0 or n_neg == 0:
+                starts[q] = 0
+                continue
+            if n_pos >= grid.shape[0] or n_neg >= grid.shape[1]:
+                found = False
+                break
+            start = grid[n_pos, n_neg]
+            if start < 0:
+                found = False
+                break
+            starts[q] = start
+    return found
+
+
 cdef inline Py_ssize_t _next_kept(const uint8_t* row, Py_ssize_t k, Py_ssize_t width) noexcept nogil:
     """The first place ≥ k that ``row`` keeps (a nonzero byte), or ``width``: eight bytes at a time over padding."""
     cdef uint64_t word
@@ -592,7 +641,7 @@ cdef inline uint64_t _narrow_run(const int64_t* source, int8_t* target, Py_ssize
 
 
 def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept,
-                int64_t[::1] bits=None, bint narrow=False):
+                int64_t[::1] bits=None, bint narrow=False, int64_t[::1] offsets=None):
     """The ``n_kept`` entries of ``values`` that ``mask`` keeps (:func:`kept_offsets`' total), row by row: the
     flat layout of a padded batch in one pass, without NumPy's index array.  Each row's runs of kept entries
     are copied whole (a padded batch's row is one run), and never past ``n_kept`` entries.
@@ -600,7 +649,10 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
     int64 values only: ``bits[0]`` receives the bitwise OR of the kept entries, negative exactly when one of
     them is, else at least the largest (0 when none is kept): integer labels gathered and their sign and size
     learnt in the same pass.  With ``narrow`` they are gathered as int8, their low byte: the same values when
-    0 <= ``bits[0]`` < 128, which the caller checks (labels of 0–4 in an eighth of the bytes)."""
+    0 <= ``bits[0]`` < 128, which the caller checks (labels of 0–4 in an eighth of the bytes).
+
+    ``offsets`` (B + 1 entries) receives :func:`kept_offsets`' counts from the same pass: the caller then passes
+    the mask's size as ``n_kept`` and keeps the first ``offsets[B]`` entries."""
     cdef Py_ssize_t q, k, end, run, at = 0, width = mask.shape[1]
     cdef const uint8_t* row
     cdef const kept_value* source
@@ -611,10 +663,15 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
         raise ValueError(f"expected values of the mask's shape {tuple(mask.shape)[:2]}, got {tuple(values.shape)[:2]}")
     if (bits is not None or narrow) and (kept_value is not int64_t or bits is None or bits.shape[0] < 1):
         raise ValueError("expected bits (one int64 entry), and narrow only with them, with int64 values only")
+    if offsets is not None and (offsets.shape[0] != mask.shape[0] + 1 or n_kept < mask.size):
+        raise ValueError(f"expected offsets of {mask.shape[0] + 1} entries and room for every document, got "
+                         f"{offsets.shape[0]} entries and {n_kept}")
     work = np.empty(n_kept, dtype=np.int8 if narrow else np.asarray(values).dtype)
     if mask.size == 0 or n_kept <= 0:
         if bits is not None:
             bits[0] = 0
+        if offsets is not None:
+            offsets[:] = 0
         return work
     cdef kept_value[::1] out
     cdef int8_t[::1] narrow_out
@@ -625,6 +682,8 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
         out = work
         target = &out[0]
     with nogil:
+        if offsets is not None:
+            offsets[0] = 0
         for q in range(mask.shape[0]):
             row = &mask[0, 0] + q * width
             source = &values[0, 0] + q * width
@@ -641,6 +700,8 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
                     _copy_run(source + k, target + at, run)
                 at += run
                 k = _next_kept(row, end, width)
+            if offsets is not None:
+                offsets[q + 1] = at
     if bits is not None:
         bits[0] = <int64_t>kept_bits
     return work

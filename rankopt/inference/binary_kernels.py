@@ -116,8 +116,7 @@ class BinaryRankKernel(StructureKernel):
             return _PerQueryBinary(self, loss, relevance, offsets, method, registry)
         count_tables = (None, None)
         if kernel.top_k:  # Δ per query from the declared count structure
-            relevant = relevance >= relevant_from
-            count_tables = _count_loss_tables(loss, relevant, offsets, self.count_loss_pools)
+            count_tables = _count_loss_tables(loss, relevance, relevant_from, offsets, self.count_loss_pools)
         return _CompiledBinary(loss, kernel, relevance, offsets, relevant_from, count_tables)
 
     def query(self, loss, structure, scores, relevance, method, registry):
@@ -282,7 +281,9 @@ def integer_threshold(relevant_at) -> int:
     return int(min(math.ceil(check_relevant_at(relevant_at)), np.iinfo(np.int64).max))
 
 
-def _count_loss_tables(loss: RankLoss, relevant: np.ndarray, offsets: np.ndarray, cache: KeyedCache):
+def _count_loss_tables(
+    loss: RankLoss, relevance: np.ndarray, relevant_from: int, offsets: np.ndarray, cache: KeyedCache
+):
     """Δ(m) of the batch's (|P|, |N|) pairs for every feasible count m of positives in the top k', in one array,
     and where each query's entries start in it (queries of one pair share them; 0 for a query with nothing to
     order, which the kernel never reads).
@@ -291,15 +292,19 @@ def _count_loss_tables(loss: RankLoss, relevant: np.ndarray, offsets: np.ndarray
     vectorised over m.  The answers are kept per loss parameters (``cache`` under ``loss.cache_key()``; None:
     asked at every call) in a :class:`CountLossPool`, so a training loop's step looks its pairs up in one gather.
     """
-    sizes = np.diff(offsets)
-    n_pos = np.empty(sizes.size, dtype=np.int64)
-    _batched.flags_per_query(relevant.view(np.uint8), offsets, n_pos)
-    n_neg = sizes - n_pos
-    starts = np.zeros(sizes.size, dtype=np.int64)
+    pool = cache.get_or_build(loss.cache_key(), lambda: CountLossPool.of_loss(loss))
+    starts = np.zeros(offsets.size - 1, dtype=np.int64)
+    # A training loop's step meets pairs the pool holds already: one compiled pass counts each query's
+    # positives and looks its pair up; a pair not there yet sends the batch through the pool's own lookup.
+    values, grid = pool.arrays()
+    if values.size and _batched.count_table_starts(relevance, relevant_from, offsets, grid, starts):
+        return values, starts
+    n_pos = np.empty(starts.size, dtype=np.int64)
+    _batched.flags_per_query((relevance >= relevant_from).view(np.uint8), offsets, n_pos)
+    n_neg = np.diff(offsets) - n_pos
     where = np.flatnonzero((n_pos > 0) & (n_neg > 0))
     if where.size == 0:
         return np.zeros(1), starts
-    pool = cache.get_or_build(loss.cache_key(), lambda: CountLossPool.of_loss(loss))
     values, starts[where] = pool.entries(n_pos[where], n_neg[where])
     return values, starts
 

@@ -103,6 +103,12 @@ class CountLossPool:
         later ``set_params`` would change under the old key."""
         return cls(copy.deepcopy(loss).structure())
 
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(values, grid) as they are now: Δ(m) of every pair asked so far, and where each (|P|, |N|)'s entries
+        start (−1: not asked), for a compiled lookup (``_batched.count_table_starts``)."""
+        with self._lock:
+            return self.values, self.grid
+
     def entries(self, n_pos: np.ndarray, n_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, where each (n_pos[q], n_neg[q])'s entries start in values), asking the loss for new pairs."""
         with self._lock:

@@ -79,12 +79,12 @@ def _prepare(config, y: torch.Tensor, mask, shape) -> tuple:
     if mask is None:  # every document of every row: no gather
         offsets = np.arange(n_rows + 1, dtype=np.int64) * width
         return prepare_hinges(check_grades(labels.reshape(-1), n_rows * width), offsets, **options), _AllKept()
-    kept = _Kept(_host_array(mask))
-    if kept.n_kept == 0:
-        raise nothing_kept_error()
     # Labels as narrow as the host kernel takes them: int8 for a binary loss's when they fit.
     narrow = np.dtype(np.int8) in kernel_for_loss(config.loss, config.host_device)[0].label_dtypes
-    return prepare_hinges(kept.gather_grades(labels, narrow), kept.offsets, **options), kept
+    kept, grades = _Kept.with_grades(_host_array(mask), labels, narrow)
+    if kept.n_kept == 0:
+        raise nothing_kept_error()
+    return prepare_hinges(grades, kept.offsets, **options), kept
 
 
 class _AllKept:
@@ -105,28 +105,37 @@ class _Kept:
     one compiled pass over the mask (``_batched.kept_offsets``, ``gather_kept``, ``scatter_kept``); values of
     other dtypes than the compiled ones take NumPy's boolean indexing."""
 
-    def __init__(self, mask: np.ndarray):
+    def __init__(self, mask: np.ndarray, offsets: np.ndarray | None = None):
         self.mask = np.ascontiguousarray(mask)
         self.bytes = self.mask.view(np.uint8)
-        self.offsets = np.empty(mask.shape[0] + 1, dtype=np.int64)
-        self.n_kept = int(kept_offsets(self.bytes, self.offsets))
+        if offsets is None:  # not counted by a gather already
+            offsets = np.empty(mask.shape[0] + 1, dtype=np.int64)
+            kept_offsets(self.bytes, offsets)
+        self.offsets = offsets
+        self.n_kept = int(offsets[-1])
+
+    @classmethod
+    def with_grades(cls, mask: np.ndarray, labels: np.ndarray, narrow: bool) -> tuple[_Kept, np.ndarray]:
+        """The documents ``mask`` keeps and their labels checked as grades
+        (:func:`~rankopt._validation.check_grades`).  Contiguous int64 labels, a training loop's usual ones,
+        are gathered by a pass that also counts each row's kept documents and tells whether a label is negative
+        (grades ≥ 0 need no check of their own) and, with ``narrow``, as int8 when they all fit."""
+        mask = np.ascontiguousarray(mask)
+        if labels.dtype != np.int64 or not labels.flags.c_contiguous:
+            kept = cls(mask)
+            return kept, check_grades(kept.gather(labels), kept.n_kept)
+        offsets, bits = np.empty(mask.shape[0] + 1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+        flat = gather_kept(labels, mask.view(np.uint8), mask.size, bits, narrow, offsets)
+        kept = cls(mask, offsets)
+        flat = flat[: kept.n_kept]
+        if narrow and not 0 <= bits[0] < 128:  # grades from 128 on, or negative labels: as they are
+            flat = gather_kept(labels, kept.bytes, kept.n_kept, bits)
+        return kept, flat if bits[0] >= 0 else check_grades(flat, kept.n_kept)
 
     def gather(self, values: np.ndarray) -> np.ndarray:
         if values.dtype in _GATHERED and values.flags.c_contiguous:
             return gather_kept(values, self.bytes, self.n_kept)
         return values[self.mask]
-
-    def gather_grades(self, labels: np.ndarray, narrow: bool) -> np.ndarray:
-        """The kept labels checked as grades (:func:`~rankopt._validation.check_grades`).  Contiguous int64
-        labels, a training loop's usual ones, are gathered by a pass that also tells whether one is negative
-        (grades ≥ 0 need no check of their own) and, with ``narrow``, as int8 when they all fit."""
-        if labels.dtype == np.int64 and labels.flags.c_contiguous:
-            bits = np.zeros(1, dtype=np.int64)
-            flat = gather_kept(labels, self.bytes, self.n_kept, bits, narrow)
-            if narrow and not 0 <= bits[0] < 128:  # grades from 128 on, or negative labels: as they are
-                flat = gather_kept(labels, self.bytes, self.n_kept, bits)
-            return flat if bits[0] >= 0 else check_grades(flat, self.n_kept)
-        return check_grades(self.gather(labels), self.n_kept)
 
     def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput) -> np.ndarray:
         """``flat · factor`` at the kept places and 0 elsewhere, in ``dtype`` (the padded gradient, flat)."""

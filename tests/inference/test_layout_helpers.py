@@ -29,6 +29,11 @@ def test_gather_and_scatter_of_the_kept_documents(rng, shape, dtype):
         bits = np.full(1, 12345, dtype=np.int64)
         np.testing.assert_array_equal(_batched.gather_kept(values, mask.view(np.uint8), total, bits), values[mask])
         assert bits[0] == np.bitwise_or.reduce(values[mask], initial=0)
+    # The rows' counts from the gather's own pass, given room for every document.
+    counted = np.full(shape[0] + 1, -1, dtype=np.int64)
+    room = _batched.gather_kept(values, mask.view(np.uint8), mask.size, offsets=counted)
+    np.testing.assert_array_equal(counted, offsets)
+    np.testing.assert_array_equal(room[:total], values[mask])
     flat = rng.normal(size=total)
     for out_dtype in (np.float32, np.float64):
         out = np.full(shape, np.nan, dtype=out_dtype)
@@ -41,6 +46,8 @@ def test_gather_and_scatter_of_the_kept_documents(rng, shape, dtype):
 def test_gather_refuses_another_shape():
     with pytest.raises(ValueError, match="mask's shape"):
         _batched.gather_kept(np.zeros((2, 3)), np.ones((3, 2), dtype=np.uint8), 6)
+    with pytest.raises(ValueError, match="room for every document"):  # counting needs the whole mask's room
+        _batched.gather_kept(np.zeros((2, 3)), np.ones((2, 3), dtype=np.uint8), 5, offsets=np.zeros(3, np.int64))
 
 
 def test_gather_tells_the_sign_of_integers_only():
@@ -114,6 +121,31 @@ def test_the_count_loss_pool_answers_as_the_loss_on_both_paths(rng, k, monkeypat
             counts = np.arange(max(0, kept - n), min(kept, p) + 1)
             np.testing.assert_array_equal(values[start : start + counts.size], count_losses(structure, counts, p, n))
     assert POOL_GRID_MAX >= 1 << 20
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int64])
+@pytest.mark.parametrize("relevant_from", [1, 3, 200])
+def test_count_table_starts_are_the_pools_entries(rng, dtype, relevant_from):
+    """The compiled lookup a training loop's step takes gives the pool's starts, 0 for a query with one class,
+    and gives up (False) on a pair the pool has not met."""
+    grades = rng.integers(0, 5, 400).astype(dtype)
+    offsets = np.concatenate(([0], np.sort(rng.integers(0, 401, 30)), [400])).astype(np.int64)
+    rows = zip(offsets[:-1], offsets[1:], strict=True)
+    n_pos = np.array([(grades[lo:hi] >= relevant_from).sum() for lo, hi in rows])
+    n_neg = np.diff(offsets) - n_pos
+    usable = (n_pos > 0) & (n_neg > 0)
+    pool = CountLossPool(PrecisionAtKLoss(3).structure())
+    starts = np.full(offsets.size - 1, -7, dtype=np.int64)
+    if usable.any():
+        assert not _batched.count_table_starts(grades, relevant_from, offsets, pool.arrays()[1], starts)
+        _, expected = pool.entries(n_pos[usable], n_neg[usable])
+    else:
+        expected = np.zeros(0, dtype=np.int64)
+    assert _batched.count_table_starts(grades, relevant_from, offsets, pool.arrays()[1], starts)
+    np.testing.assert_array_equal(starts[usable], expected)
+    np.testing.assert_array_equal(starts[~usable], 0)
+    with pytest.raises(ValueError, match="relevant_from >= 1"):
+        _batched.count_table_starts(grades, 0, offsets, pool.arrays()[1], starts)
 
 
 def test_a_mask_of_other_nonzero_bytes_keeps_each_document_once(rng):
