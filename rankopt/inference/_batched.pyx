@@ -550,15 +550,20 @@ def flags_per_query(const uint8_t[::1] flags, const int64_t[::1] offsets, int64_
 
 
 cdef inline Py_ssize_t _count_relevant(const label_t* rel, Py_ssize_t n, int64_t relevant_from) noexcept nogil:
-    """How many of n labels are ≥ ``relevant_from`` (≥ 1); int8 labels compared as bytes, which vectorises."""
-    cdef Py_ssize_t k, total = 0
+    """How many of n labels are ≥ ``relevant_from`` (≥ 1); int8 labels compared as bytes and counted in a byte
+    per lane, 255 at most at a time, which vectorises sixteen labels to an instruction."""
+    cdef Py_ssize_t k, start, total = 0
     cdef int8_t from_byte
+    cdef uint8_t chunk
     if label_t is int8_t:
         if relevant_from > 127:
             return 0
         from_byte = <int8_t>relevant_from
-        for k in range(n):
-            total += rel[k] >= from_byte
+        for start in range(0, n, 255):
+            chunk = 0
+            for k in range(start, min(start + 255, n)):
+                chunk += rel[k] >= from_byte
+            total += chunk
         return total
     for k in range(n):
         total += rel[k] >= relevant_from

@@ -148,6 +148,19 @@ def test_count_table_starts_are_the_pools_entries(rng, dtype, relevant_from):
         _batched.count_table_starts(grades, 0, offsets, pool.arrays()[1], starts)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int64])
+def test_count_table_starts_count_long_queries(dtype):
+    """Int8 labels are counted a byte per lane, 255 at a time: a query of 600 relevant documents and one not."""
+    grades = np.ones(601, dtype=dtype)
+    grades[300] = 0
+    offsets = np.array([0, 601], dtype=np.int64)
+    pool = CountLossPool(PrecisionAtKLoss(3).structure())
+    _, expected = pool.entries(np.array([600]), np.array([1]))
+    starts = np.zeros(1, dtype=np.int64)
+    assert _batched.count_table_starts(grades, 1, offsets, pool.arrays()[1], starts)
+    np.testing.assert_array_equal(starts, expected)
+
+
 def test_a_mask_of_other_nonzero_bytes_keeps_each_document_once(rng):
     """A bool array made from other bytes (a uint8 view) keeps a document wherever its byte is nonzero, in the
     counts, the gather and the scatter alike: never a count past the documents gathered."""
