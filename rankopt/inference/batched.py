@@ -171,7 +171,7 @@ class PreparedRankings:
         self.kernel, self.structure = kernel_for_loss(self.loss, device)
         thresholded = relevant_at is not None and not self.kernel.graded
         self.relevance, self.offsets = _check_relevance_offsets(
-            self.loss, relevance, offsets, self.kernel.graded, grades=thresholded, kept=self.kernel.label_dtypes
+            self.loss, relevance, offsets, self.kernel.graded, grades=thresholded, as_is=self.kernel.label_dtypes
         )
         self.longest = int(np.max(np.diff(self.offsets), initial=0))
         self.method, self.registry, self.relative_to_truth = method, registry, relative_to_truth
@@ -345,9 +345,9 @@ def _check_scores(scores, longest: int, n_documents: int) -> np.ndarray:
 
 
 def _check_relevance_offsets(
-    loss, relevance, offsets, graded: bool, *, grades: bool = False, kept: tuple = ()
+    loss, relevance, offsets, graded: bool, *, grades: bool = False, as_is: tuple = ()
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Relevance and offsets as int64 (integer relevance of a dtype in ``kept`` as it is): grades ≥ 0 for a loss
+    """Relevance and offsets as int64 (integer relevance of a dtype in ``as_is`` as it is): grades ≥ 0 for a loss
     whose kernel reads them (``graded``), 0/1 relevance for a binary one unless ``grades`` (thresholded later)."""
     try:
         offsets_arr = np.asarray(offsets)
@@ -378,7 +378,7 @@ def _check_relevance_offsets(
     if rel.dtype == np.bool_:
         rel = rel.astype(np.int64)
     elif np.issubdtype(rel.dtype, np.integer):
-        rel = rel.astype(rel.dtype if rel.dtype in kept else np.int64, copy=False)
+        rel = rel.astype(rel.dtype if rel.dtype in as_is else np.int64, copy=False)
     elif np.issubdtype(rel.dtype, np.floating):
         # Grades read from SVM-light files come as floats; integral values are accepted.
         check_whole_numbers(rel, "relevance", "integer relevance")

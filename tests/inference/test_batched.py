@@ -140,6 +140,21 @@ def test_bool_and_float_relevance_are_accepted():
         np.testing.assert_array_equal(most_violated_rankings("ap", scores, rel, [0, 3]).coef, ref.coef)
 
 
+@pytest.mark.parametrize("loss", ["ap", "precision_at_k", "pairwise", "ndcg_graded"])
+def test_int8_grades_give_the_int64_answers(rng, loss):
+    """A binary loss's kernel reads int8 grades as they are (``Kernel.label_dtypes``), a graded one gets them as
+    int64: the same answers either way, relevant_at included."""
+    sizes = rng.integers(1, 40, 60)
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    grades = rng.integers(0, 5, offsets[-1])
+    scores = rng.normal(size=offsets[-1])
+    options = {} if loss in ("pairwise", "ndcg_graded") else dict(relevant_at=2)
+    wide = most_violated_rankings(loss, scores, grades, offsets, relative_to_truth=True, **options)
+    narrow = most_violated_rankings(loss, scores, grades.astype(np.int8), offsets, relative_to_truth=True, **options)
+    for field in ("coef", "losses", "values", "usable"):
+        np.testing.assert_array_equal(getattr(narrow, field), getattr(wide, field))
+
+
 class _PythonOnlyAUC(RankLoss):
     """The ROC-area loss without a compiled form: batches fall back to one Python call per query."""
 
