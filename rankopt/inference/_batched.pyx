@@ -536,19 +536,6 @@ def kept_offsets(const uint8_t[:, ::1] mask, int64_t[::1] offsets):
     return kept
 
 
-def flags_per_query(const uint8_t[::1] flags, const int64_t[::1] offsets, int64_t[::1] counts):
-    """``counts[q]`` = the set ``flags`` (0/1 bytes: a bool array's view) of query q's documents
-    ``offsets[q]`` … ``offsets[q + 1]`` − 1, in one pass (NumPy's ``reduceat`` casts every byte to int64)."""
-    cdef Py_ssize_t q, k
-    cdef int64_t total
-    with nogil:
-        for q in range(offsets.shape[0] - 1):
-            total = 0
-            for k in range(offsets[q], offsets[q + 1]):
-                total += flags[k]
-            counts[q] = total
-
-
 cdef inline Py_ssize_t _count_relevant(const label_t* rel, Py_ssize_t n, int64_t relevant_from) noexcept nogil:
     """How many of n labels are ≥ ``relevant_from`` (≥ 1); int8 labels compared as bytes and counted in a byte
     per lane, 255 at most at a time, which vectorises sixteen labels to an instruction."""
@@ -568,6 +555,21 @@ cdef inline Py_ssize_t _count_relevant(const label_t* rel, Py_ssize_t n, int64_t
     for k in range(n):
         total += rel[k] >= relevant_from
     return total
+
+
+def relevant_per_query(const label_t[::1] rel, int64_t relevant_from, const int64_t[::1] offsets,
+                       int64_t[::1] counts):
+    """``counts[q]`` = query q's labels ≥ ``relevant_from`` (≥ 1), for q < B, in one pass without a boolean copy
+    (:func:`_count_relevant`, as :func:`count_table_starts` counts them)."""
+    cdef Py_ssize_t q
+    if relevant_from < 1:
+        raise ValueError(f"expected relevant_from >= 1, got {relevant_from} instead")
+    if counts.shape[0] < offsets.shape[0] - 1:
+        raise ValueError(f"expected a count per query ({offsets.shape[0] - 1}), got {counts.shape[0]} instead")
+    with nogil:
+        for q in range(offsets.shape[0] - 1):
+            counts[q] = _count_relevant(&rel[offsets[q]] if offsets[q + 1] > offsets[q] else NULL,
+                                        offsets[q + 1] - offsets[q], relevant_from)
 
 
 def count_table_starts(const label_t[::1] rel, int64_t relevant_from, const int64_t[::1] offsets,

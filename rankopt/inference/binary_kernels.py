@@ -300,7 +300,7 @@ def _count_loss_tables(
     if values.size and _batched.count_table_starts(relevance, relevant_from, offsets, grid, starts):
         return values, starts
     n_pos = np.empty(starts.size, dtype=np.int64)
-    _batched.flags_per_query((relevance >= relevant_from).view(np.uint8), offsets, n_pos)
+    _batched.relevant_per_query(relevance, relevant_from, offsets, n_pos)
     n_neg = np.diff(offsets) - n_pos
     where = np.flatnonzero((n_pos > 0) & (n_neg > 0))
     if where.size == 0:

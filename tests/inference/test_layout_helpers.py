@@ -1,5 +1,5 @@
 """The compiled helpers of a training loop's step (issue 50): the padded batch's kept documents, the counts of
-flagged documents per query, the grade levels, and the pool of a top-k loss's Δ(m); each equal to its NumPy
+relevant documents per query, the grade levels, and the pool of a top-k loss's Δ(m); each equal to its NumPy
 definition, on random inputs and at the edges (empty rows, nothing kept, one row)."""
 
 from __future__ import annotations
@@ -72,14 +72,18 @@ def test_narrow_gather_is_the_labels_when_they_fit(rng, top):
         np.testing.assert_array_equal(narrow, values[mask])
 
 
-def test_flags_per_query(rng):
-    flags = rng.random(500) < 0.3
-    offsets = np.concatenate(([0], np.sort(rng.integers(0, 501, 40)), [500])).astype(np.int64)
+@pytest.mark.parametrize("dtype", [np.int8, np.int64])
+@pytest.mark.parametrize("relevant_from", [1, 3, 200])
+def test_relevant_per_query(rng, dtype, relevant_from):
+    grades = rng.integers(0, 5, 900).astype(dtype)
+    grades[:300] = 4  # one query past the 255 labels a byte lane counts at a time
+    offsets = np.concatenate(([0, 300], np.sort(rng.integers(300, 901, 40)), [900])).astype(np.int64)
     counts = np.empty(offsets.size - 1, dtype=np.int64)
-    _batched.flags_per_query(flags.view(np.uint8), offsets, counts)
-    np.testing.assert_array_equal(
-        counts, [flags[lo:hi].sum() for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)]
-    )
+    _batched.relevant_per_query(grades, relevant_from, offsets, counts)
+    rows = zip(offsets[:-1], offsets[1:], strict=True)
+    np.testing.assert_array_equal(counts, [(grades[lo:hi] >= relevant_from).sum() for lo, hi in rows])
+    with pytest.raises(ValueError, match="relevant_from >= 1"):
+        _batched.relevant_per_query(grades, 0, offsets, counts)
 
 
 @pytest.mark.parametrize("top", [0, 4, 1000, (1 << 16) - 1])
