@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 import rankopt.torch  # noqa: E402
 import rankopt.torch._host  # noqa: E402
+import rankopt.torch._padded  # noqa: E402
 
 
 @pytest.fixture(params=["cpu", "torch"])
@@ -75,6 +76,36 @@ def test_masked_grades_of_any_size_give_the_unpadded_hinge(device, top):
     masked = layer(scores, labels, mask=mask)
     unpadded = layer(scores[:, :7].contiguous(), labels[:, :7].contiguous())
     torch.testing.assert_close(masked, unpadded, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("loss", ["ap", "precision_at_k", "ndcg_graded", "pairwise"])
+def test_padding_at_the_ends_of_rows_moves_by_the_offsets_alone(monkeypatch, loss):
+    """Rows that keep their first places (a DataLoader's padding) are gathered and scattered without the mask
+    (``gather_leading``, ``scatter_leading``): the same hinge and gradient, to the bit, as the mask's pass."""
+    rng = np.random.default_rng(4)
+    scores = torch.tensor(rng.normal(size=(40, 12)), dtype=torch.float32)
+    labels = torch.tensor(rng.integers(0, 3, (40, 12)))
+    lengths = rng.integers(0, 13, 40)
+    mask = torch.from_numpy(np.arange(12)[None, :] < lengths[:, None])
+    moved = []
+    for name in ("gather_leading", "scatter_leading"):
+        original = getattr(rankopt.torch._padded, name)
+        monkeypatch.setattr(rankopt.torch._padded, name, lambda *a, f=original, n=name: moved.append(n) or f(*a))
+
+    def hinge_and_gradient():
+        leaf = scores.clone().requires_grad_(True)
+        value = RankHingeLoss(loss, reduction="sum")(leaf, labels.clone(), mask=mask.clone())
+        value.backward()
+        return value.detach(), leaf.grad
+
+    by_offsets = hinge_and_gradient()
+    assert moved == ["gather_leading", "scatter_leading"]
+    init = rankopt.torch._padded.Kept.__init__
+    monkeypatch.setattr(rankopt.torch._padded.Kept, "__init__", lambda self, m, o=None, leading=False: init(self, m, o))
+    moved.clear()
+    by_mask = hinge_and_gradient()
+    assert moved == []
+    torch.testing.assert_close(by_offsets, by_mask, rtol=0, atol=0)
 
 
 def test_a_padding_label_of_minus_one_does_not_turn_the_labels_binary(device):

@@ -648,7 +648,7 @@ cdef inline uint64_t _narrow_run(const int64_t* source, int8_t* target, Py_ssize
 
 
 def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept,
-                int64_t[::1] bits=None, bint narrow=False, int64_t[::1] offsets=None):
+                int64_t[::1] bits=None, bint narrow=False, int64_t[::1] offsets=None, uint8_t[::1] leading=None):
     """The ``n_kept`` entries of ``values`` that ``mask`` keeps (:func:`kept_offsets`' total), row by row: the
     flat layout of a padded batch in one pass, without NumPy's index array.  Each row's runs of kept entries
     are copied whole (a padded batch's row is one run), and never past ``n_kept`` entries.
@@ -659,8 +659,12 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
     0 <= ``bits[0]`` < 128, which the caller checks (labels of 0–4 in an eighth of the bytes).
 
     ``offsets`` (B + 1 entries) receives :func:`kept_offsets`' counts from the same pass: the caller then passes
-    the mask's size as ``n_kept`` and keeps the first ``offsets[B]`` entries."""
+    the mask's size as ``n_kept`` and keeps the first ``offsets[B]`` entries.  ``leading[0]`` (one entry)
+    receives 1 when every row keeps one run of places from its first on (padding at the ends of rows, as a
+    ``DataLoader``'s collation leaves it), else 0: then :func:`gather_leading` and :func:`scatter_leading` can
+    move that batch's values without reading the mask."""
     cdef Py_ssize_t q, k, end, run, at = 0, width = mask.shape[1]
+    cdef bint rows_lead = True
     cdef const uint8_t* row
     cdef const kept_value* source
     cdef kept_value* target = NULL
@@ -674,11 +678,15 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
         raise ValueError(f"expected offsets of {mask.shape[0] + 1} entries and room for every document, got "
                          f"{offsets.shape[0]} entries and {n_kept}")
     work = np.empty(n_kept, dtype=np.int8 if narrow else np.asarray(values).dtype)
+    if leading is not None and leading.shape[0] < 1:
+        raise ValueError("expected leading to hold one entry, got none")
     if mask.size == 0 or n_kept <= 0:
         if bits is not None:
             bits[0] = 0
         if offsets is not None:
             offsets[:] = 0
+        if leading is not None:
+            leading[0] = mask.size == 0
         return work
     cdef kept_value[::1] out
     cdef int8_t[::1] narrow_out
@@ -695,6 +703,7 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
             row = &mask[0, 0] + q * width
             source = &values[0, 0] + q * width
             k = _next_kept(row, 0, width)
+            rows_lead = rows_lead and (k == 0 or k == width)
             while k < width:
                 end = _next_dropped(row, k, width)
                 run = min(end - k, n_kept - at)
@@ -707,11 +716,64 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
                     _copy_run(source + k, target + at, run)
                 at += run
                 k = _next_kept(row, end, width)
+                rows_lead = rows_lead and k == width  # no second run
             if offsets is not None:
                 offsets[q + 1] = at
     if bits is not None:
         bits[0] = <int64_t>kept_bits
+    if leading is not None:
+        leading[0] = rows_lead
     return work
+
+
+cdef int _check_leading_offsets(const int64_t[::1] offsets, Py_ssize_t n_rows, Py_ssize_t width,
+                                Py_ssize_t n_values) except -1:
+    """The offsets of :func:`gather_leading` and :func:`scatter_leading`, checked: B + 1 entries from 0, each
+    row's count between 0 and the width, in all at most the flat values'."""
+    cdef Py_ssize_t q
+    cdef bint fits = offsets.shape[0] == n_rows + 1 and offsets[0] == 0
+    if fits:
+        with nogil:
+            for q in range(n_rows):
+                fits = fits and 0 <= offsets[q + 1] - offsets[q] <= width
+        fits = fits and offsets[n_rows] <= n_values
+    if not fits:
+        raise ValueError(f"expected offsets of {n_rows + 1} entries from 0, each row's count within its {width} "
+                         f"places and {n_values} values in all, got {np.asarray(offsets)!r}")
+    return 0
+
+
+def gather_leading(const kept_value[:, ::1] values, const int64_t[::1] offsets):
+    """The flat layout of a padded batch each of whose rows q keeps its first ``offsets[q + 1] − offsets[q]``
+    places (``gather_kept``'s ``leading``): each row's lead copied whole, the mask not read."""
+    cdef Py_ssize_t q, width = values.shape[1]
+    _check_leading_offsets(offsets, values.shape[0], width, values.shape[0] * width)
+    work = np.empty(offsets[values.shape[0]], dtype=np.asarray(values).dtype)
+    if work.size == 0:
+        return work
+    cdef kept_value[::1] out = work
+    with nogil:
+        for q in range(values.shape[0]):
+            memcpy(&out[0] + offsets[q], &values[0, 0] + q * width, (offsets[q + 1] - offsets[q]) * sizeof(kept_value))
+    return work
+
+
+def scatter_leading(const double[::1] values, double factor, const int64_t[::1] offsets, floating[:, ::1] out):
+    """:func:`scatter_kept` for a padded batch whose rows keep their leads (``gather_kept``'s ``leading``):
+    row q's first ``offsets[q + 1] − offsets[q]`` places get the next values times ``factor``, rounded to
+    ``out``'s type once, the rest 0; the mask not read."""
+    cdef Py_ssize_t q, n, width = out.shape[1]
+    cdef floating* row
+    _check_leading_offsets(offsets, out.shape[0], width, values.shape[0])
+    if out.size == 0:
+        return
+    with nogil:
+        for q in range(out.shape[0]):
+            row = &out[0, 0] + q * width
+            n = offsets[q + 1] - offsets[q]
+            if n > 0:
+                _scale_run(&values[0] + offsets[q], factor, row, n)
+            memset(row + n, 0, (width - n) * sizeof(floating))
 
 
 def scatter_kept(const double[::1] values, double factor, const uint8_t[:, ::1] mask, floating[:, ::1] out):

@@ -15,10 +15,10 @@ import torch
 
 from rankopt._validation import as_float_vector, check_grades, nothing_kept_error
 from rankopt.hinge import hinge_per_query, prepare_hinges, prepared_hinges, reduce_hinges
-from rankopt.inference._batched import gather_kept, kept_offsets, scale_into, scatter_kept
 from rankopt.inference.kernel_base import ReusedOutput
 from rankopt.inference.structure_table import device_array_type, kernel_for_loss
 from rankopt.losses.base import RankLoss
+from rankopt.torch._padded import AllKept, Kept
 
 __all__ = ["HingeConfig", "HostState", "PreparedBatch", "gradient_dtype", "host_hinges", "runs_on_host", "value_dtype"]
 
@@ -50,7 +50,7 @@ def host_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):
             n_threads=config.n_threads,
             device=config.host_device,
         )
-        where = _AllKept()
+        where = AllKept()
     else:
         prepared, where = config.prepared.get(y, mask, config, lambda: _prepare(config, y, mask, s.shape))
         # Only the kept documents are read and checked, once, by the prepared batch's own check.
@@ -78,74 +78,13 @@ def _prepare(config, y: torch.Tensor, mask, shape) -> tuple:
     n_rows, width = shape
     if mask is None:  # every document of every row: no gather
         offsets = np.arange(n_rows + 1, dtype=np.int64) * width
-        return prepare_hinges(check_grades(labels.reshape(-1), n_rows * width), offsets, **options), _AllKept()
+        return prepare_hinges(check_grades(labels.reshape(-1), n_rows * width), offsets, **options), AllKept()
     # Labels as narrow as the host kernel takes them: int8 for a binary loss's when they fit.
     narrow = np.dtype(np.int8) in kernel_for_loss(config.loss, config.host_device)[0].label_dtypes
-    kept, grades = _Kept.with_grades(_host_array(mask), labels, narrow)
+    kept, grades = Kept.with_grades(_host_array(mask), labels, narrow)
     if kept.n_kept == 0:
         raise nothing_kept_error()
     return prepare_hinges(grades, kept.offsets, **options), kept
-
-
-class _AllKept:
-    """The padded layout without a mask: every document of every row, the flat layout a reshape."""
-
-    def gather(self, values: np.ndarray) -> np.ndarray:
-        return values.reshape(-1)
-
-    def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput) -> np.ndarray:
-        """``flat · factor`` in ``dtype``, rounded once (the gradient, as a flat array)."""
-        out = buffer.empty(flat.size, dtype)
-        scale_into(np.ascontiguousarray(flat, dtype=np.float64), factor, out)
-        return out
-
-
-class _Kept:
-    """The documents a padded batch's mask keeps: the flat layout's offsets, and its gather and scatter, each
-    one compiled pass over the mask (``_batched.kept_offsets``, ``gather_kept``, ``scatter_kept``); values of
-    other dtypes than the compiled ones take NumPy's boolean indexing."""
-
-    def __init__(self, mask: np.ndarray, offsets: np.ndarray | None = None):
-        self.mask = np.ascontiguousarray(mask)
-        self.bytes = self.mask.view(np.uint8)
-        if offsets is None:  # not counted by a gather already
-            offsets = np.empty(mask.shape[0] + 1, dtype=np.int64)
-            kept_offsets(self.bytes, offsets)
-        self.offsets = offsets
-        self.n_kept = int(offsets[-1])
-
-    @classmethod
-    def with_grades(cls, mask: np.ndarray, labels: np.ndarray, narrow: bool) -> tuple[_Kept, np.ndarray]:
-        """The documents ``mask`` keeps and their labels checked as grades
-        (:func:`~rankopt._validation.check_grades`).  Contiguous int64 labels, a training loop's usual ones,
-        are gathered by a pass that also counts each row's kept documents and tells whether a label is negative
-        (grades ≥ 0 need no check of their own) and, with ``narrow``, as int8 when they all fit."""
-        mask = np.ascontiguousarray(mask)
-        if labels.dtype != np.int64 or not labels.flags.c_contiguous:
-            kept = cls(mask)
-            return kept, check_grades(kept.gather(labels), kept.n_kept)
-        offsets, bits = np.empty(mask.shape[0] + 1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-        flat = gather_kept(labels, mask.view(np.uint8), mask.size, bits, narrow, offsets)
-        kept = cls(mask, offsets)
-        flat = flat[: kept.n_kept]
-        if narrow and not 0 <= bits[0] < 128:  # grades from 128 on, or negative labels: as they are
-            flat = gather_kept(labels, kept.bytes, kept.n_kept, bits)
-        return kept, flat if bits[0] >= 0 else check_grades(flat, kept.n_kept)
-
-    def gather(self, values: np.ndarray) -> np.ndarray:
-        if values.dtype in _GATHERED and values.flags.c_contiguous:
-            return gather_kept(values, self.bytes, self.n_kept)
-        return values[self.mask]
-
-    def scatter(self, flat: np.ndarray, factor: float, dtype, buffer: ReusedOutput) -> np.ndarray:
-        """``flat · factor`` at the kept places and 0 elsewhere, in ``dtype`` (the padded gradient, flat)."""
-        out = buffer.empty(self.mask.size, dtype)
-        scatter_kept(np.ascontiguousarray(flat, dtype=np.float64), factor, self.bytes, out.reshape(self.mask.shape))
-        return out
-
-
-#: The dtypes ``_batched.gather_kept`` takes.
-_GATHERED = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))
 
 
 class PreparedBatch:

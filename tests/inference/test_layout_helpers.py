@@ -43,6 +43,56 @@ def test_gather_and_scatter_of_the_kept_documents(rng, shape, dtype):
         np.testing.assert_array_equal(out, expected)
 
 
+def _leading_mask(rng, shape):
+    """Each row keeps its first 0 … width places, as a DataLoader's padding leaves them."""
+    lengths = rng.integers(0, shape[1] + 1, shape[0])
+    return np.arange(shape[1])[None, :] < lengths[:, None]
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (50, 33), (4, 0), (0, 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_rows_that_keep_their_leads_move_without_the_mask(rng, shape, dtype):
+    """The gather tells when every row keeps one run from its first place; the batch then moves by its offsets
+    alone, to the same values as the mask's gather and scatter."""
+    mask = _leading_mask(rng, shape)
+    values = (rng.normal(size=shape) * 10).astype(dtype)
+    offsets, leading = np.empty(shape[0] + 1, dtype=np.int64), np.full(1, 7, dtype=np.uint8)
+    total = int(mask.sum())
+    _batched.gather_kept(values, mask.view(np.uint8), mask.size, offsets=offsets, leading=leading)
+    assert leading[0] == 1
+    np.testing.assert_array_equal(_batched.gather_leading(values, offsets), values[mask])
+    flat = rng.normal(size=total)
+    for out_dtype in (np.float32, np.float64):
+        out, expected = np.full(shape, np.nan, dtype=out_dtype), np.full(shape, np.nan, dtype=out_dtype)
+        _batched.scatter_leading(flat, 0.5, offsets, out)
+        _batched.scatter_kept(flat, 0.5, mask.view(np.uint8), expected)
+        np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [[0, 1, 1], [1, 1, 1]],  # a row that starts late
+        [[1, 0, 1], [1, 1, 0]],  # a row with two runs
+        [[1, 1, 0], [0, 0, 1]],  # an empty start, one kept at the end
+    ],
+)
+def test_rows_with_a_gap_do_not_lead(rows):
+    mask = np.array(rows, dtype=bool)
+    leading, offsets = np.ones(1, dtype=np.uint8), np.empty(3, dtype=np.int64)
+    _batched.gather_kept(np.zeros(mask.shape), mask.view(np.uint8), mask.size, offsets=offsets, leading=leading)
+    assert leading[0] == 0
+
+
+def test_leading_moves_refuse_offsets_that_do_not_fit():
+    values, out = np.zeros((2, 3)), np.zeros((2, 3))
+    for offsets in ([0, 2], [1, 2, 3], [0, 4, 5], [0, 2, 1]):
+        with pytest.raises(ValueError, match="expected offsets of 3 entries from 0"):
+            _batched.gather_leading(values, np.array(offsets, dtype=np.int64))
+    with pytest.raises(ValueError, match="4 values in all"):  # more kept places than values to put there
+        _batched.scatter_leading(np.zeros(4), 1.0, np.array([0, 3, 5], dtype=np.int64), out)
+
+
 def test_gather_refuses_another_shape():
     with pytest.raises(ValueError, match="mask's shape"):
         _batched.gather_kept(np.zeros((2, 3)), np.ones((3, 2), dtype=np.uint8), 6)
