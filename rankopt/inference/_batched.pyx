@@ -44,7 +44,7 @@ from rankopt.inference._pairwise cimport (
 )
 from rankopt.inference._qs cimport fill_discount_bends, qs_ranks_f32, qs_ranks_f64
 from rankopt.inference._scan cimport ScoreScan, scan_block, scan_start
-from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
+from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed, descending_keyed_down_to
 from rankopt.inference._sums cimport numpy_sum
 from rankopt.inference._terms cimport negative_coefficient
 
@@ -231,12 +231,16 @@ cdef inline Py_ssize_t _count_keyed_above(const Keyed* items, Py_ssize_t n, doub
 
 cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const Keyed* q, Py_ssize_t n_neg, Py_ssize_t k,
                         const double* count_loss, double* prefix, int* ranks, bint to_input) noexcept nogil:
-    """``rankopt.inference.topk`` for one query: the interleaving ranks of the negatives ``q`` (in rankopt's
-    order, as :func:`descending_keyed` leaves them: key −score, index) against the positives ``p`` (sorted high
-    to low) for a loss whose Δ counts the positives in the top k; ``count_loss[m − m_lo]`` is Δ for m of them,
-    m_lo ≤ m ≤ m_hi.  Tries every m, updating the boundary penalties U + V by one row and one column per step;
-    returns Δ of the chosen m.  Negative j's rank goes to ``ranks[q[j].idx]`` (its place in the input) with
-    ``to_input``, else to ``ranks[j]``; the scores are read from the keys, never copied out."""
+    """``rankopt.inference.topk`` for one query: the interleaving ranks of the negatives ``q`` (key −score, index)
+    against the positives ``p`` (sorted high to low), for a loss whose Δ counts the positives in the top k;
+    ``count_loss[m − m_lo]`` is Δ for m of them, m_lo ≤ m ≤ m_hi.  Tries every m, updating the boundary
+    penalties U + V by one row and one column per step; returns Δ of the chosen m.
+
+    ``q`` is in rankopt's order as far as it is read, as :func:`descending_keyed_down_to` leaves it: the first
+    min(k', |N|) and every one at or above the lowest positive; after them the rest, each below every
+    positive, in any order (read only as negatives that every positive passes).  Negative j's rank goes to
+    ``ranks[q[j].idx]`` (its place in the input) with ``to_input``, else to ``ranks[j]``; the scores are read
+    from the keys, never copied out."""
     cdef Py_ssize_t kept = min(k, n_pos + n_neg), m, b, i, j, last, pos_above, width, best_m
     cdef Py_ssize_t m_lo = max(<Py_ssize_t>0, kept - n_neg), m_hi = min(kept, n_pos)
     cdef double* sp = prefix                 # sp[i] = p_0 + … + p_{i−1}
@@ -360,7 +364,10 @@ cdef inline int _negative_ranks(const floating* pos_desc, Py_ssize_t n_pos, floa
         else:
             select_ranks_f32(pos_desc, n_pos, neg, n_neg, w.ranks)
     elif method == METHOD_TOPK:  # the negatives in order as the sort leaves them, each rank to its input place
-        descending_keyed(neg, n_neg, w.items, w.sort_ids, w.sort_ends)
+        # _topk_ranks reads in order the top's negatives and those at or above the lowest positive; the rest
+        # only as the group every positive is above.
+        descending_keyed_down_to(neg, n_neg, w.items, w.sort_ids, w.sort_ends, <double>pos_desc[n_pos - 1],
+                                 min(min(top_k, n_pos + n_neg), n_neg))
         count_delta[0] = _topk_ranks(pos_desc, n_pos, w.items, n_neg, top_k, count_loss, w.prefix, w.ranks, True)
     else:  # search and greedy take the negatives sorted
         _sort_descending(neg, n_neg, w, neg_desc, w.pos_order + n_pos)

@@ -12,7 +12,7 @@
 # against 34 for std::sort of the pairs.
 
 from cython cimport floating
-from libc.math cimport isfinite
+from libc.math cimport INFINITY, isfinite
 from libc.stdint cimport int32_t
 from libcpp.algorithm cimport sort
 
@@ -128,7 +128,17 @@ cdef inline void descending_keyed(const floating* scores, Py_ssize_t n, Keyed* i
     space.  Scores that cannot be spread (all equal, or a range beyond the
     doubles) go unbucketed to the same final sort.
     """
-    cdef Py_ssize_t k, b, t, nb = SORT_BUCKETS_PER_SCORE * n
+    descending_keyed_down_to(scores, n, items, ids, ends, -INFINITY, n)
+
+
+cdef inline Py_ssize_t descending_keyed_down_to(const floating* scores, Py_ssize_t n, Keyed* items, int32_t* ids,
+                                                int32_t* ends, double floor, Py_ssize_t n_first) noexcept nogil:
+    """:func:`descending_keyed` as far as it is read: ``items`` in rankopt's order up to the place returned,
+    which passes every score ≥ ``floor`` and the first ``n_first`` (1 … n); the rest after it, lower, in the
+    order of their buckets.  The final insertion pass stops there: a caller that reads the scores below a
+    bound only as a group (the top-k method, below its lowest positive) skips their ordering.
+    """
+    cdef Py_ssize_t k, b, t, nb = SORT_BUCKETS_PER_SCORE * n, upto
     cdef double hi, low, scale = 0.0, x
     cdef double last = <double>(nb - 1)
     # The extremes in the scores' own type (a float's selected, not converted, at each step), four running
@@ -160,7 +170,7 @@ cdef inline void descending_keyed(const floating* scores, Py_ssize_t n, Keyed* i
             items[k].key = -(<double>scores[k])
             items[k].idx = k
         _finish_sort(items, n, ids)
-        return
+        return n
     for k in range(n):  # a loop the compiler vectorises
         x = (hi - scores[k]) * scale
         ids[k] = <int32_t>(x if x < last else last)
@@ -176,4 +186,15 @@ cdef inline void descending_keyed(const floating* scores, Py_ssize_t n, Keyed* i
         items[t].key = -(<double>scores[k])
         items[t].idx = k
         ends[b] = t + 1
-    _finish_sort(items, n, ids)
+    upto = n
+    if n_first < n and floor > low:
+        # Through the bucket of the n_first-th score, and of the floor: the buckets before a score's hold
+        # higher scores only, those after it lower ones (the map is monotone).
+        x = (hi + items[n_first - 1].key) * scale
+        b = <Py_ssize_t>(x if x < last else last)
+        if floor <= hi:
+            x = (hi - floor) * scale
+            b = max(b, <Py_ssize_t>(x if x < last else last))
+        upto = ends[b]
+    _finish_sort(items, upto, ids)
+    return upto

@@ -247,6 +247,31 @@ def test_every_query_length_sorts_its_negatives_like_the_single_path(loss):
     assert_same(fast, most_violated_rankings_per_query(loss, scores, relevance, offsets))
 
 
+@pytest.mark.parametrize("k", [1, 2, 5, 10, 50])
+def test_top_k_batch_orders_only_what_it_reads_and_agrees_with_the_fully_sorted_path(k):
+    """The batch's top-k method puts in order only the top's negatives and those at or above the lowest
+    positive; the per-query method sorts every negative.  Same ranks and Δ on queries whose negatives lie
+    mostly below every positive, tied with the lowest positive or across the top's edge, with one positive,
+    one negative, more positives than negatives, and scores of both dtypes."""
+    from rankopt.losses import PrecisionAtKLoss
+
+    rng = np.random.default_rng(k)
+    loss = PrecisionAtKLoss(k=k)
+    for _ in range(150):
+        sizes = rng.choice([1, 2, 3, 12, 40, 100], size=int(rng.integers(1, 5)))
+        offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        n = int(offsets[-1])
+        relevance = (rng.random(n) < rng.choice([0.05, 0.3, 0.9])).astype(np.int64)
+        shift = rng.choice([0.0, 1.0, 3.0])  # positives above most negatives, or among them
+        scores = rng.normal(0, 1, n) + shift * relevance
+        if rng.random() < 0.5:  # ties everywhere, the lowest positive's score among the negatives'
+            scores = np.round(scores * 2) / 2
+        for dtype in (np.float32, np.float64):
+            fast = most_violated_rankings(loss, scores.astype(dtype), relevance, offsets)
+            slow = most_violated_rankings_per_query(loss, scores.astype(dtype), relevance, offsets)
+            assert_same(fast, slow)
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
