@@ -667,9 +667,10 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
 
     ``offsets`` (B + 1 entries) receives :func:`kept_offsets`' counts from the same pass: the caller then passes
     the mask's size as ``n_kept`` and keeps the first ``offsets[B]`` entries.  ``leading[0]`` (one entry)
-    receives 1 when every row keeps one run of places from its first on (padding at the ends of rows, as a
-    ``DataLoader``'s collation leaves it), else 0: then :func:`gather_leading` and :func:`scatter_leading` can
-    move that batch's values without reading the mask."""
+    receives 1 when the pass finds every row keeping one run of places from its first on (padding at the ends
+    of rows, as a ``DataLoader``'s collation leaves it), else 0 (0 too when ``n_kept`` leaves nothing to read):
+    then :func:`gather_leading` and :func:`scatter_leading` can move that batch's values without reading the
+    mask."""
     cdef Py_ssize_t q, k, end, run, at = 0, width = mask.shape[1]
     cdef bint rows_lead = True
     cdef const uint8_t* row
