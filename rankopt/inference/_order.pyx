@@ -10,6 +10,7 @@ O(n) on spread-out scores (about 2 passes over the data), O(n log n) when a
 bucket holds most of them (e.g. all scores equal), like a comparison sort.
 """
 from cython cimport floating
+from libc.math cimport INFINITY
 from libc.stdlib cimport calloc, free, malloc
 from libcpp.algorithm cimport sort
 from libcpp.utility cimport pair
@@ -17,7 +18,7 @@ from libcpp.utility cimport pair
 from libc.stdint cimport int32_t
 
 from rankopt.inference._buckets cimport BUCKET_BLOCK, BucketMap, buckets_of_block, sampled_bucket_map
-from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
+from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed_down_to
 
 cdef enum:
     # Below this many scores one std::sort of the pairs is as fast.
@@ -106,18 +107,25 @@ def descending_order_into(const floating[::1] scores, Py_ssize_t[::1] order):
         free(start)
 
 
-def small_descending_order_into(const floating[::1] scores, Py_ssize_t[::1] order):
+def small_descending_order_into(const floating[::1] scores, Py_ssize_t[::1] order, double floor=-INFINITY,
+                                n_first=None):
     """:func:`descending_order_into` by the kernels' sort of a query's few scores (``_sorting.pxd``: buckets
     four per score, then insertion, std::sort when they crowd), which the inference kernels call inline.
-    Same order, same contract; the tests hold the two against each other."""
-    cdef Py_ssize_t n = scores.shape[0], k
+    Same order, same contract; the tests hold the two against each other.  Returns n.
+
+    With ``floor`` or ``n_first`` (1 … n), the top-k method's partial sort (``descending_keyed_down_to``):
+    ``order`` is rankopt's up to the place returned, which passes the first ``n_first`` and every score ≥
+    ``floor``; after it the rest, each lower than every score before it, in no promised order."""
+    cdef Py_ssize_t n = scores.shape[0], k, first = n if n_first is None else n_first, upto = n
     cdef Keyed* items
     cdef int32_t* ids
     cdef int32_t* ends
     if order.shape[0] != n:
         raise ValueError(f"expected order of length {n}, got {order.shape[0]} instead")
     if n == 0:
-        return
+        return 0
+    if not 1 <= first <= n:
+        raise ValueError(f"expected n_first in 1 … {n}, got {n_first} instead")
     items = <Keyed*>malloc(n * sizeof(Keyed))
     ids = <int32_t*>malloc(n * sizeof(int32_t))
     ends = <int32_t*>malloc((SORT_BUCKETS_PER_SCORE * n + 1) * sizeof(int32_t))
@@ -125,10 +133,11 @@ def small_descending_order_into(const floating[::1] scores, Py_ssize_t[::1] orde
         if items == NULL or ids == NULL or ends == NULL:
             raise MemoryError(f"cannot allocate the work arrays for {n} scores")
         with nogil:
-            descending_keyed(&scores[0], n, items, ids, ends)
+            upto = descending_keyed_down_to(&scores[0], n, items, ids, ends, floor, first)
             for k in range(n):
                 order[k] = items[k].idx
     finally:
         free(items)
         free(ids)
         free(ends)
+    return upto

@@ -78,3 +78,39 @@ def test_the_kernels_small_input_sort_equals_numpy_stable_argsort(case):
 @settings(max_examples=300, deadline=None)
 def test_the_kernels_small_input_sort_property(scores):
     np.testing.assert_array_equal(_small_order(scores), np.argsort(-scores, kind="stable"))
+
+
+@given(
+    arrays(
+        st.sampled_from([np.float64, np.float32]),
+        st.integers(1, 300),
+        elements=st.floats(-1e3, 1e3, width=32) | st.sampled_from([0.0, 0.25, -0.25, 1.0]),
+    ),
+    st.floats(-1.2e3, 1.2e3) | st.sampled_from([0.0, 0.25, -np.inf, np.inf]),
+    st.integers(1, 300),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_top_k_partial_sort_orders_all_it_promises(scores, floor, n_first):
+    """The top-k method's sort (``descending_keyed_down_to``): rankopt's order up to the place it returns,
+    which passes the first ``n_first`` and every score at or above ``floor``; every score after it lower
+    than all before it."""
+    from rankopt.inference._order import small_descending_order_into
+
+    n_first = min(n_first, scores.size)
+    order = np.empty(scores.size, dtype=np.intp)
+    upto = small_descending_order_into(np.ascontiguousarray(scores), order, floor, n_first)
+    expected = np.argsort(-scores, kind="stable")
+    assert n_first <= upto <= scores.size
+    np.testing.assert_array_equal(order[:upto], expected[:upto])
+    np.testing.assert_array_equal(np.sort(order), np.arange(scores.size))
+    rest = scores[order[upto:]]
+    assert np.all(rest < floor) or upto == scores.size
+    if upto < scores.size:
+        assert rest.max() < scores[order[upto - 1]]
+
+
+def test_the_top_k_partial_sort_refuses_a_count_outside_the_scores():
+    from rankopt.inference._order import small_descending_order_into
+
+    with pytest.raises(ValueError, match="expected n_first in 1 … 3, got 4 instead"):
+        small_descending_order_into(np.zeros(3), np.empty(3, dtype=np.intp), 0.0, 4)
