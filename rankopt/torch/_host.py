@@ -164,7 +164,7 @@ class HingeConfig:
     def host_device(self) -> str:
         """The device whose NumPy kernels the host path runs: the one named if its kernels take NumPy arrays,
         else "cpu" (the compiled kernels: "auto", and a tensor device handing a call back)."""
-        if self.device != "auto" and _array_type(self.device) == "numpy":
+        if self.device != "auto" and device_array_type(self.device) == "numpy":
             return self.device
         return "cpu"
 
@@ -179,8 +179,4 @@ def runs_on_host(device: str, scores: torch.Tensor) -> bool:
     NumPy arrays ("cpu", the compiled kernels; any other such device registered)."""
     if device == "auto":
         return scores.device.type == "cpu"
-    return _array_type(device) == "numpy"
-
-
-def _array_type(device: str) -> str:
-    return device_array_type(device)
+    return device_array_type(device) == "numpy"
