@@ -46,6 +46,7 @@ KERNELS = [
     "rankopt.inference._order",
     "rankopt.inference._pairwise",
     "rankopt.models._latent_ssvm",
+    "rankopt.data._letor",
 ]
 
 #: Kernels that spread work over threads with OpenMP (Cython's prange).  They

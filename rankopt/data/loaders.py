@@ -1,7 +1,7 @@
 """Dataset loaders: scikit-learn's bundled digits and SVM-light/LETOR files.
 
 Nothing here downloads: the digits ship inside scikit-learn, and SVM-light
-files are read with scikit-learn's parser.  (The MSLR sample, which is
+files are read with rankopt's own parser (:mod:`rankopt.data.letor`).  (The MSLR sample, which is
 fetched once, is :mod:`rankopt.data.mslr`.)
 """
 
@@ -101,8 +101,16 @@ def read_svmlight(
     zero_based="auto",
     max_features: int = DEFAULT_MAX_FEATURES,
     queries_from_sidecar: bool = True,
+    dtype=np.float64,
+    dense: bool = False,
+    n_threads: int | None = None,
 ) -> SvmLightData:
     """Read an SVM-light or LETOR file (optional ``qid:``, graded labels kept as written).
+
+    rankopt's own reader (:mod:`rankopt.data.letor`): linear in the file, its blocks parsed on
+    ``n_threads`` threads; gzip and bzip2 files are read as such (recognised by their first bytes);
+    LF, CRLF and lone-CR line ends and ``#`` comments are taken.  Every value scikit-learn's
+    ``load_svmlight_file`` reads is read to the same float.
 
     Parameters
     ----------
@@ -120,117 +128,83 @@ def read_svmlight(
         zero-based training file, so say which when you know it.
     max_features : int, default 2**20
         The widest X to build: a feature index beyond it is refused (a model
-        trained on the file would need that many weights).
+        trained on the file would need that many weights), as soon as the
+        block holding it is read.
     queries_from_sidecar : bool, default True
         For a file without ``qid:``, read the query ids from LightGBM's group-size file beside it, as
-        LightGBM does: ``FILE.query`` (for ``FILE.gz`` or ``FILE.bz2`` also ``FILE.query``), one group
-        size per line, rows in file order (logged at INFO, and named in ``query_file``).  A file with
-        ``qid:`` keeps its own, and the sidecar is ignored (logged).
+        LightGBM does: ``FILE.query`` or ``FILE.group`` (for ``FILE.gz`` or ``FILE.bz2`` also
+        ``FILE.query``), one group size per line, rows in file order (logged at INFO, and named in
+        ``query_file``).  A file with ``qid:`` keeps its own, and the sidecar is ignored (logged).
+    dtype : float64 or float32, default float64
+        The features' type; a value beyond float32's range is refused rather than read as infinity.
+    dense : bool, default False
+        Return X as a dense ndarray (built block by block, never as a whole CSR first).
+    n_threads : int, optional
+        Threads parsing blocks; by default every core this process may use.
 
     Raises
     ------
     OSError
         The file cannot be opened.
     ValueError
-        The file is not valid SVM-light, is empty, names no feature, holds non-finite values,
-        uses more than ``n_features`` or ``max_features`` features, a feature
-        index of 2³¹ or more or a query id of 2⁶³ or more, or gives ``qid:``
-        on some lines and not on others; its sidecar holds anything but positive group sizes summing to
-        the file's rows.
+        The file is not valid SVM-light (the message names the line), is empty, names no feature, holds
+        non-finite labels or values, uses more than ``n_features`` or ``max_features`` features, a feature
+        index of 2³¹ or more or a query id of 2⁶³ or more, gives feature indices out of order or twice on a
+        line, or gives ``qid:`` on some lines and not on others; its sidecar holds anything but positive
+        group sizes summing to the file's rows.
     """
-    path = os.fspath(path)
-    if zero_based not in (True, False, "auto"):
-        raise ValueError(f"expected zero_based to be True, False or 'auto', got {zero_based!r} instead")
-    if isinstance(max_features, bool) or not isinstance(max_features, numbers.Integral) or max_features < 1:
-        raise ValueError(f"expected max_features to be a positive integer, got {max_features!r} instead")
-    X, y, qid = _parse_svmlight(path, zero_based)
-    if X.shape[0] == 0:
-        raise ValueError(f"expected at least one sample in {path!r}, got an empty file instead")
-    if qid.size not in (0, X.shape[0]):
-        raise ValueError(
-            f"expected qid: on every line of {path!r} or on none, got it on {qid.size} of {X.shape[0]} lines "
-            f"(the first line without it: {_first_line_without_qid(path)})"
-        )
+    from rankopt.data.letor import read_letor
 
-    X, zero_based, file_width = _fit_columns(X, path, zero_based, n_features, max_features)
-    try:
-        X = check_matrix(X, name=f"the features of {path!r}")
-    except ValueError as exc:
-        raise ValueError(str(exc)) from None
+    path = os.fspath(path)
+    check_read_options(zero_based=zero_based, max_features=max_features, n_features=n_features, dtype=dtype)
+    read = read_letor(
+        path,
+        dtype=dtype,
+        zero_based=zero_based,
+        n_features=n_features,
+        max_features=max_features,
+        dense=dense,
+        n_threads=_check_threads(n_threads),
+    )
     data = SvmLightData(
-        X=X,
-        y=np.asarray(y, dtype=np.float64),
-        qid=qid if qid.size else None,
-        path=path,
-        zero_based=bool(zero_based),
-        file_width=file_width,
+        X=read.X, y=read.y, qid=read.qid, path=path, zero_based=read.zero_based, file_width=read.file_width
     )
     return _with_sidecar_queries(data) if queries_from_sidecar else data
 
 
-def _fit_columns(X, path: str, zero_based, n_features, max_features):
-    """X with its columns as the file's indices say ("auto": zero-based exactly when index 0 occurs),
-    widened to ``n_features``: (X, zero_based, the file's own width)."""
-    if zero_based == "auto":
-        zero_based = bool(X.nnz) and int(X.indices.min()) == 0
-        if not zero_based:  # column 0 is empty: the indices are one-based
-            X = X[:, 1:] if X.shape[1] > 1 else sp.csr_matrix((X.shape[0], 0), dtype=X.dtype)
-    if X.shape[1] > max_features:
-        raise ValueError(
-            f"expected {path!r} to use at most {max_features} features, got a file {X.shape[1]} features wide "
-            "instead; pass max_features= to read wider data (on the command line --max-features)"
-        )
-    file_width = X.shape[1]
-    if file_width == 0:
-        raise ValueError(
-            f"expected feature:value pairs in {path!r}, got lines holding a label only (no line names a "
-            "feature); if it is LightGBM's group-size file (FILE.query), pass the data file FILE instead"
-        )
-    if n_features is not None:
-        if X.shape[1] > n_features:
-            base = "zero" if zero_based else "one"
-            raise ValueError(
-                f"expected {path!r} to use at most {n_features} features, got feature index "
-                f"{X.shape[1] - (1 if zero_based else 0)} instead (read as {base}-based; if the "
-                "training file counted from the other base, say which with zero_based / --zero-based)"
-            )
-        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
-    return X, zero_based, file_width
+def check_read_options(*, zero_based="auto", max_features=DEFAULT_MAX_FEATURES, n_features=None, dtype=np.float64):
+    """Refuse reader options out of their range, before a file is opened."""
+    if zero_based not in (True, False, "auto"):
+        raise ValueError(f"expected zero_based to be True, False or 'auto', got {zero_based!r} instead")
+    if isinstance(max_features, bool) or not isinstance(max_features, numbers.Integral) or max_features < 1:
+        raise ValueError(f"expected max_features to be a positive integer, got {max_features!r} instead")
+    if n_features is not None and (
+        isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral) or n_features < 1
+    ):
+        raise ValueError(f"expected n_features to be a positive integer, got {n_features!r} instead")
+    if np.dtype(dtype) not in (np.float32, np.float64):
+        raise ValueError(f"expected dtype float32 or float64, got {np.dtype(dtype)} instead")
 
 
-def _parse_svmlight(path: str, zero_based):
-    """scikit-learn's reader on ``path``: (X, y, qid), its failures as one ValueError naming the file."""
-    from sklearn.datasets import load_svmlight_file
-
-    try:
-        return load_svmlight_file(path, zero_based=zero_based is not False, query_id=True)
-    except OverflowError:
-        raise ValueError(
-            f"cannot read {path!r} as SVM-light: a feature index of 2**31 or more, or a qid of 2**63 or more"
-        ) from None
-    except ValueError as exc:
-        hint = ""
-        if zero_based is False and "Invalid index 0" in str(exc):
-            hint = (
-                " (the file counts features from 0, as scikit-learn's dump_svmlight_file does by default: "
-                "read it with zero_based=True or 'auto', on the command line --zero-based yes or auto)"
-            )
-        raise ValueError(f"cannot read {path!r} as SVM-light: {exc}{hint}") from None
+def _check_threads(n_threads):
+    if n_threads is None:
+        return None
+    if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) or n_threads < 1:
+        raise ValueError(f"expected n_threads to be a positive integer or None, got {n_threads!r} instead")
+    return int(n_threads)
 
 
-#: LightGBM's sidecar of group sizes: FILE.query beside the data file FILE.
-SIDECAR_SUFFIX = ".query"
+#: LightGBM's sidecars of group sizes: FILE.query (or FILE.group) beside the data file FILE.
+SIDECAR_SUFFIXES = (".query", ".group")
 #: Compressed files whose sidecar may be named after the uncompressed file (rank.train.gz → rank.train.query).
 _COMPRESSED_SUFFIXES = (".gz", ".bz2")
 
 
 def sidecar_candidates(path: str) -> list[str]:
-    """Where LightGBM's group sizes for ``path`` may be: ``path.query``, and for ``FILE.gz`` also ``FILE.query``."""
-    candidates = [path + SIDECAR_SUFFIX]
-    for suffix in _COMPRESSED_SUFFIXES:
-        if path.endswith(suffix):
-            candidates.append(path[: -len(suffix)] + SIDECAR_SUFFIX)
-    return candidates
+    """Where LightGBM's group sizes for ``path`` may be: ``path.query`` or ``path.group``, and for ``FILE.gz``
+    also ``FILE.query`` or ``FILE.group``."""
+    stems = [path] + [path[: -len(suffix)] for suffix in _COMPRESSED_SUFFIXES if path.endswith(suffix)]
+    return [stem + sidecar for stem in stems for sidecar in SIDECAR_SUFFIXES]
 
 
 def _with_sidecar_queries(data: SvmLightData) -> SvmLightData:
@@ -264,16 +238,6 @@ def read_group_sizes(path: str) -> list[int]:
     if not sizes:
         raise ValueError(f"expected group sizes in {path!r} (LightGBM's query file), got an empty file instead")
     return sizes
-
-
-def _first_line_without_qid(path: str) -> str:
-    """``line N: <start of the line>`` for the first sample line of ``path`` without a ``qid:``."""
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            line = raw.split(b"#", 1)[0].strip()
-            if line and not any(token.startswith(b"qid:") for token in line.split()):
-                return f"line {number}: {line[:60].decode('utf-8', errors='replace')!r}"
-    return "none found"  # pragma: no cover - the reader found one
 
 
 def write_svmlight(path, X, y, *, qid=None, comment: str | None = None) -> None:
