@@ -143,14 +143,7 @@ def _add_train(sub, verbose) -> None:
         "(sparsity kept), then fold the scales into the saved weights, which score raw "
         "features; much faster on raw features of very different ranges (default: none)",
     )
-    train.add_argument(
-        "--workers",
-        type=int,
-        default=0,
-        metavar="N",
-        help="for a query store (DATA a directory written by `rankopt store`): fit on a local Dask cluster of N "
-        "worker processes (default: 0, Dask's threads in this process)",
-    )
+    _add_workers(train, "fit")
     _add_file_options(train)
     train.set_defaults(handler=_train)
 
@@ -158,11 +151,18 @@ def _add_train(sub, verbose) -> None:
         "store",
         parents=[verbose],
         help="write an SVM-light/LETOR file with qid: into a query store for out-of-core training",
-        description="Write an SVM-light/LETOR file with qid: into a zarr query store, every query whole in one "
-        "partition, in bounded memory; `rankopt train STORE MODEL` then fits on it with Dask.",
+        description="Write an SVM-light/LETOR file with qid: (or LightGBM's DATA.query beside it; gzip or bzip2 "
+        "too) into a zarr query store, every query whole in one partition, in bounded memory; `rankopt train "
+        "STORE MODEL`, `evaluate` and `predict` then read it with Dask. The file is checked whole before "
+        "anything is written; progress goes to stderr (a bar on a terminal, else a line per 5%%).",
     )
     store.add_argument("data", metavar="DATA.svmlight", help="the file to read (qid: on every line)")
-    store.add_argument("store", metavar="STORE", help="the directory to write (refused if it exists)")
+    store.add_argument(
+        "store",
+        metavar="STORE",
+        help="the directory to write, renamed into place only when complete (refused if it exists, unless "
+        "--overwrite and it is a query store)",
+    )
     store.add_argument(
         "--partition-rows",
         type=int,
@@ -172,11 +172,9 @@ def _add_train(sub, verbose) -> None:
     )
     store.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="features' type")
     store.add_argument(
-        "--zero-based",
-        choices=("auto", "yes", "no"),
-        default="auto",
-        help="whether feature indices start at 0; auto: when index 0 occurs in the file (default: auto)",
+        "--overwrite", action="store_true", help="replace STORE when it is a query store (never anything else)"
     )
+    _add_file_options(store)
     store.set_defaults(handler=_store)
 
 
@@ -189,8 +187,9 @@ def _add_predict_and_evaluate(sub, verbose) -> None:
         description="Score every line of an SVM-light file, one score per line.",
     )
     predict.add_argument("model", metavar="MODEL_FILE")
-    predict.add_argument("data", metavar="DATA.svmlight")
+    predict.add_argument("data", metavar="DATA", help="an SVM-light/LETOR file, or a query store (`rankopt store`)")
     predict.add_argument("--output", "-o", metavar="FILE", help="write the scores here (default: stdout)")
+    _add_workers(predict)
     _add_file_options(predict)
     predict.set_defaults(handler=_predict)
 
@@ -204,7 +203,8 @@ def _add_predict_and_evaluate(sub, verbose) -> None:
         "scikit-learn's ndcg_score does.",
     )
     evaluate.add_argument("model", metavar="MODEL_FILE")
-    evaluate.add_argument("data", metavar="DATA.svmlight")
+    evaluate.add_argument("data", metavar="DATA", help="an SVM-light/LETOR file, or a query store (`rankopt store`)")
+    _add_workers(evaluate)
     evaluate.add_argument(
         "--per-query", metavar="FILE", help="also write each query's metrics here (tab-separated, one line per qid)"
     )
@@ -223,6 +223,17 @@ def _add_predict_and_evaluate(sub, verbose) -> None:
     )
     _add_file_options(evaluate)
     evaluate.set_defaults(handler=_evaluate)
+
+
+def _add_workers(parser: argparse.ArgumentParser, what: str = "compute") -> None:
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"for a query store (DATA a directory written by `rankopt store`): {what} on a local Dask cluster of "
+        "N worker processes (default: 0, Dask's threads in this process)",
+    )
 
 
 def verbose_parent() -> argparse.ArgumentParser:
@@ -283,6 +294,13 @@ def _add_file_options(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_FEATURES,
         metavar="N",
         help=f"refuse a file whose feature indices go beyond N (default: {DEFAULT_MAX_FEATURES}, 2^20)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="threads parsing the file (default: every core this process may use)",
     )
 
 
@@ -372,6 +390,7 @@ def _read_data(path, args, *, n_features=None):
         n_features=n_features,
         zero_based=_ZERO_BASED[args.zero_based],
         max_features=max(args.max_features, n_features or 0),
+        n_threads=args.threads,
     )
     if data.zero_based:
         logger.info("%s: feature index 0 occurs, read as zero-based", data.path)
@@ -434,11 +453,7 @@ def _train(args) -> None:
             "otherwise (docs/maths.md), so retune it, e.g. rankopt train --C 10 ..."
         )
     _refuse_overwrite(args.model, args.data)
-    if args.workers < 0:
-        raise CommandError(f"expected --workers >= 0, got {args.workers} instead")
-    from rankopt.data.query_store import is_query_store
-
-    if is_query_store(args.data):
+    if _is_store(args):
         _train_on_store(args)
         return
     data, relevant = _read_data(args.data, args)
@@ -488,9 +503,6 @@ def _ranker(args):
 
 def _train_on_store(args) -> None:
     """``rankopt train STORE MODEL``: the fit on a query store's Dask arrays, its inference on the chunks."""
-    import contextlib
-
-    from rankopt.data.dask_backend import dask_client
     from rankopt.data.model_file import save_model
     from rankopt.data.query_store import open_query_store
     from rankopt.exceptions import ConvergenceWarning
@@ -499,12 +511,7 @@ def _train_on_store(args) -> None:
         raise CommandError("expected --scale none with a query store (it would take a pass over the store)")
     X, y, qid = open_query_store(args.data)
     model = _ranker(args)
-    cluster = (
-        dask_client(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0")
-        if args.workers
-        else contextlib.nullcontext()
-    )
-    with cluster, warnings.catch_warnings(record=True) as caught:
+    with _cluster(args), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         model.fit(X, y, qid=qid)
     for warning in caught:
@@ -520,18 +527,56 @@ def _train_on_store(args) -> None:
     )
 
 
+def _is_store(args) -> bool:
+    """Whether DATA is a query store (checking --workers); a directory that is not one is refused."""
+    from rankopt.data.query_store import is_query_store
+
+    if args.workers < 0:
+        raise CommandError(f"expected --workers >= 0, got {args.workers} instead")
+    if is_query_store(args.data):
+        return True
+    if os.path.isdir(args.data):
+        raise CommandError(
+            f"expected an SVM-light/LETOR file or a query store written by `rankopt store`, got the directory "
+            f"{args.data!r}, which is neither (no partition table: an incomplete or foreign directory)"
+        )
+    if args.workers:
+        raise CommandError(f"expected --workers with a query store, got the file {args.data!r}: run `rankopt store`")
+    return False
+
+
+def _cluster(args):
+    """A local Dask cluster of --workers processes (its own logs at WARNING and above), or nothing."""
+    import contextlib
+    import logging as logging_module
+
+    from rankopt.data.dask_backend import dask_client
+
+    if not args.workers:
+        return contextlib.nullcontext()
+    return dask_client(
+        n_workers=args.workers, threads_per_worker=1, dashboard_address=":0", silence_logs=logging_module.WARNING
+    )
+
+
 def _store(args) -> None:
     from rankopt.data.query_store import write_query_store
 
-    if os.path.exists(args.store):
-        raise CommandError(f"expected a new directory for the store, got {args.store!r}, which exists")
+    if os.path.lexists(args.store) and not args.overwrite:
+        raise CommandError(
+            f"expected a new directory for the store, got {args.store!r}, which exists (--overwrite replaces a "
+            "query store)"
+        )
     info = write_query_store(
         args.data,
         args.store,
         zero_based=_ZERO_BASED[args.zero_based],
         dtype=args.dtype,
         partition_rows=args.partition_rows,
-        progress=sys.stderr.isatty(),
+        overwrite=args.overwrite,
+        progress=True,
+        max_features=args.max_features,
+        n_threads=args.threads,
     )
     print(
         f"wrote {info.n_rows} rows in {info.n_queries} queries x {info.n_features} features to {info.path} "
@@ -554,6 +599,7 @@ def _load_model_and_data(args, *, labels: bool):
             n_features=model.n_features_in_,
             zero_based=_ZERO_BASED[args.zero_based],
             max_features=max(args.max_features, model.n_features_in_),
+            n_threads=args.threads,
         )
         data = _with_sidecar_queries(data)  # checked and reported; each line is scored on its own
         relevant = None
@@ -562,9 +608,14 @@ def _load_model_and_data(args, *, labels: bool):
 
 
 def _predict(args) -> None:
+    from rankopt.data.store_scoring import format_scores
+
     _refuse_overwrite(args.output, args.data, args.model)
+    if _is_store(args):
+        _predict_store(args)
+        return
     model, data, _ = _load_model_and_data(args, labels=False)
-    text = "".join(f"{score:.12g}\n" for score in model.decision_function(data.X))
+    text = format_scores(model.decision_function(data.X))
     if args.output is None:
         sys.stdout.write(text)
     else:
@@ -573,22 +624,32 @@ def _predict(args) -> None:
         logger.info("wrote %d scores to %s", data.X.shape[0], args.output)
 
 
+def _predict_store(args) -> None:
+    from rankopt.data.model_file import load_model
+    from rankopt.data.store_scoring import write_store_scores
+
+    model = load_model(args.model, model_type="RankSVM")
+    with _cluster(args):
+        rows = write_store_scores(args.data, model.coef_, args.output)
+    logger.info("wrote %d scores to %s", rows, args.output or "stdout")
+
+
 def _evaluate(args) -> None:
     import numpy as np
 
-    from rankopt.metrics import average_precision, mean_average_precision, ndcg, ndcg_at_k, precision_at_k, roc_auc
+    from rankopt.metrics import average_precision, ndcg, precision_at_k, roc_auc
 
     _refuse_overwrite(args.per_query, args.data, args.model)
+    if _is_store(args):
+        _evaluate_store(args)
+        return
+    from rankopt.data.store_scoring import query_metrics
+
     model, data, relevant = _load_model_and_data(args, labels=True)
     scores = model.decision_function(data.X)
     relevant_at = model.relevant_at if args.relevant_at is None else args.relevant_at
-    qid = _query_ids(data)
     grades = data.y if relevant is None else relevant.astype(np.int64)
-    per_query = {
-        "AP": mean_average_precision(grades, scores, qid, relevant_at, average=False),
-        **{f"NDCG@{k}": ndcg_at_k(grades, scores, qid, k=k, gains=args.gains, average=False) for k in (1, 5, 10)},
-        "P@10": precision_at_k(grades, scores, qid, k=10, relevant_at=relevant_at, average=False),
-    }
+    ids, sizes, per_query = query_metrics(grades, scores, _query_ids(data), relevant_at, args.gains)
     if relevant is not None:  # one query of binary labels
         print(f"{'samples':<9}{data.X.shape[0]} ({int(relevant.sum())} relevant)")
         for label, metric in (
@@ -599,29 +660,50 @@ def _evaluate(args) -> None:
         ):
             print(f"{label:<9}{metric(relevant, scores):.4f}")
     else:
-        defined = ~np.isnan(per_query["AP"])
-        if not defined.any():
-            raise CommandError(
-                f"expected some query of {data.path!r} to hold a relevant document (grade >= {relevant_at:g}), "
-                "got none instead"
-            )
-        print(
-            f"{'queries':<9}{defined.size} ({int(defined.sum())} with a relevant document, averaged over), "
-            f"{data.X.shape[0]} documents"
-        )
-        print(f"{'gains':<9}{'2^g - 1' if args.gains == 'exponential' else 'g'} in NDCG@k (--gains)")
-        for label, values in per_query.items():
-            name = "MAP" if label == "AP" else label
-            print(f"{name:<9}{np.nanmean(values[defined]):.4f}")
+        _print_query_metrics(data.path, per_query, data.X.shape[0], relevant_at, args.gains)
     if args.per_query is not None:
-        ids = np.unique(qid)
-        sizes = np.unique(qid, return_counts=True)[1]
-        with open(args.per_query, "w", encoding="utf-8") as handle:
-            handle.write("\t".join(["qid", "documents", *per_query]) + "\n")
-            for row, (q, size) in enumerate(zip(ids, sizes, strict=True)):
-                cells = [f"{values[row]:.6f}" for values in per_query.values()]
-                handle.write("\t".join([str(q), str(size), *cells]) + "\n")
-        logger.info("wrote %d queries' metrics to %s", ids.size, args.per_query)
+        _write_per_query(args.per_query, ids, sizes, per_query)
+
+
+def _evaluate_store(args) -> None:
+    from rankopt.data.model_file import load_model
+    from rankopt.data.store_scoring import store_query_metrics
+
+    model = load_model(args.model, model_type="RankSVM")
+    relevant_at = model.relevant_at if args.relevant_at is None else args.relevant_at
+    with _cluster(args):
+        ids, sizes, per_query = store_query_metrics(args.data, model.coef_, relevant_at=relevant_at, gains=args.gains)
+    _print_query_metrics(args.data, per_query, int(sizes.sum()), relevant_at, args.gains)
+    if args.per_query is not None:
+        _write_per_query(args.per_query, ids, sizes, per_query)
+
+
+def _print_query_metrics(path, per_query: dict, n_documents: int, relevant_at, gains: str) -> None:
+    """The summary ``rankopt evaluate`` prints: each metric averaged over the queries with a relevant document."""
+    import numpy as np
+
+    defined = ~np.isnan(per_query["AP"])
+    if not defined.any():
+        raise CommandError(
+            f"expected some query of {path!r} to hold a relevant document (grade >= {relevant_at:g}), got none instead"
+        )
+    print(
+        f"{'queries':<9}{defined.size} ({int(defined.sum())} with a relevant document, averaged over), "
+        f"{n_documents} documents"
+    )
+    print(f"{'gains':<9}{'2^g - 1' if gains == 'exponential' else 'g'} in NDCG@k (--gains)")
+    for label, values in per_query.items():
+        name = "MAP" if label == "AP" else label
+        print(f"{name:<9}{np.nanmean(values[defined]):.4f}")
+
+
+def _write_per_query(path: str, ids, sizes, per_query: dict) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("\t".join(["qid", "documents", *per_query]) + "\n")
+        for row, (q, size) in enumerate(zip(ids, sizes, strict=True)):
+            cells = [f"{values[row]:.6f}" for values in per_query.values()]
+            handle.write("\t".join([str(q), str(size), *cells]) + "\n")
+    logger.info("wrote %d queries' metrics to %s", len(ids), path)
 
 
 def _plugins(args) -> None:

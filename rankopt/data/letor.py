@@ -166,7 +166,7 @@ def open_source(path: str):
     return raw, raw
 
 
-def line_blocks(path: str, block_bytes: int = BLOCK_BYTES):
+def line_blocks(path: str, block_bytes: int):
     """(block, bytes of the file read so far) for blocks of whole lines, in order."""
     handle, raw = open_source(path)
     with raw, handle:
@@ -213,7 +213,7 @@ def parse_blocks(
     progress: Progress | None = None,
     max_index: int | None = None,
     too_wide_message=None,
-    block_bytes: int = BLOCK_BYTES,
+    block_bytes: int | None = None,
 ):
     """The file's :class:`ParsedBlock`\\ s in order, parsed on ``n_threads`` threads (default: every core).
 
@@ -228,7 +228,7 @@ def parse_blocks(
     first_line, rows = 1, 0
     in_flight: deque = deque()
     with ThreadPoolExecutor(max_workers=n_threads) as pool:
-        blocks = line_blocks(path, block_bytes)
+        blocks = line_blocks(path, BLOCK_BYTES if block_bytes is None else block_bytes)
         exhausted = False
         while True:
             while not exhausted and len(in_flight) < 2 * n_threads:

@@ -18,14 +18,17 @@ the zarr chunks it overlaps.
 
 from __future__ import annotations
 
-import io
+import contextlib
 import logging
 import os
+import secrets
+import shutil
 from dataclasses import dataclass
 
 import numpy as np
 
 from rankopt._validation import check_positive_int
+from rankopt.data.loaders import DEFAULT_MAX_FEATURES
 
 __all__ = ["QueryStoreWriter", "is_query_store", "open_query_store", "write_query_store"]
 
@@ -35,8 +38,6 @@ logger = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 #: Rows a partition holds at least (it closes at the next query boundary), by default.
 DEFAULT_PARTITION_ROWS = 1 << 20
-#: Bytes of the source file parsed at a time by :func:`write_query_store`.
-READ_BLOCK_BYTES = 64 << 20
 
 
 def _zarr():
@@ -57,12 +58,17 @@ class QueryStoreInfo:
 
 
 class QueryStoreWriter:
-    """Write whole queries to a query store, in order, in bounded memory.
+    """Write whole queries to a query store, in order, in bounded memory, all or nothing.
 
     Each :meth:`append` takes rows that hold whole queries, rows of a query contiguous (as LETOR files and
     click logs list them); a query id met again after other queries is refused, since its rows would no
     longer be together.  A partition closes at the first query boundary once it holds ``partition_rows``
-    rows.  Use it as a context manager, or call :meth:`close` to write the partition table.
+    rows.  Labels are checked as the fit checks grades (integers >= 0, or {-1, 1}), features once cast to
+    ``dtype`` (finite).
+
+    The store is written to a hidden sibling of ``path`` and renamed into place by :meth:`close`, so
+    ``path`` holds the old content (or nothing) until the store is complete; :meth:`abort`, or leaving the
+    ``with`` block by an exception, removes the sibling.  ``overwrite=True`` replaces a query store only.
     """
 
     def __init__(
@@ -76,34 +82,46 @@ class QueryStoreWriter:
         chunk_rows: int | None = None,
         overwrite: bool = False,
     ):
+        from rankopt._validation import GradeSigns
+
         zarr = _zarr()
         self.path = os.fspath(path)
         self.n_features = check_positive_int(n_features, "n_features")
         self.partition_rows = check_positive_int(partition_rows, "partition_rows")
         if np.dtype(dtype) not in (np.float32, np.float64):
             raise ValueError(f"expected dtype float32 or float64, got {np.dtype(dtype)} instead")
-        if os.path.exists(self.path) and not overwrite:
-            raise FileExistsError(f"{self.path!r} exists: pass overwrite=True to replace it")
+        self.dtype = np.dtype(dtype)
+        check_destination(self.path, overwrite)
+        self.overwrite = overwrite
         if chunk_rows is None:
             # About 16 MiB of X per zarr chunk, and at most a quarter of a partition: a partition reads every
             # zarr chunk it overlaps, so chunks much larger than partitions would be read many times over.
             chunk_rows = max(
                 1024, min((16 << 20) // (self.n_features * np.dtype(dtype).itemsize), self.partition_rows // 4)
             )
-        self._group = zarr.open_group(self.path, mode="w")
+        _remove_stale_partials(self.path)
+        self._partial = _sibling(self.path, f"{_PARTIAL}{os.getpid()}-{secrets.token_hex(4)}")
+        self._group = zarr.open_group(self._partial, mode="w-")
         self._X = self._group.create_array(
             "X", shape=(0, self.n_features), chunks=(chunk_rows, self.n_features), dtype=dtype, compressors=None
         )
         self._y = self._group.create_array("y", shape=(0,), chunks=(chunk_rows,), dtype=label_dtype)
         self._qid = self._group.create_array("qid", shape=(0,), chunks=(chunk_rows,), dtype=np.int64)
+        self._chunk_rows = chunk_rows
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pending_rows = 0
         self._partitions = [0]
         self.n_rows = self.n_queries = 0
         self._last_qid: int | None = None
         self._seen: set[int] = set()
+        self._signs = GradeSigns(False, False, False)
         self._closed = False
+        self.info: QueryStoreInfo | None = None
 
     def append(self, X, y, qid) -> None:
         """Append rows holding whole queries (features, labels, query ids); the next call starts a new query."""
+        from rankopt._validation import check_grade_block
+
         if self._closed:
             raise ValueError(f"expected an open writer, got one already closed ({self.path!r})")
         X = np.asarray(X.toarray() if hasattr(X, "toarray") else X)
@@ -117,11 +135,11 @@ class QueryStoreWriter:
             )
         if X.shape[0] == 0:
             return
+        X = X.astype(self._X.dtype, copy=False)
         if not np.all(np.isfinite(X)):
-            raise ValueError("expected finite features, got NaN or infinity instead")
-        if qid.dtype.kind == "f" and not np.all(qid == np.round(qid)):
-            raise ValueError("expected integer query ids, got fractions instead")
-        qid = qid.astype(np.int64)
+            raise ValueError(f"expected finite features (as {self._X.dtype}), got NaN or infinity instead")
+        self._signs |= check_grade_block(y, name="the labels")[1]
+        qid = _integer_query_ids(qid)
         starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
         ids = qid[starts]
         repeated = [int(i) for i in ids if int(i) in self._seen]
@@ -133,11 +151,25 @@ class QueryStoreWriter:
             )
         self._seen.update(int(i) for i in ids)
         self._close_partitions(self.n_rows + starts)
-        self._X.append(X.astype(self._X.dtype, copy=False))
-        self._y.append(y.astype(self._y.dtype, copy=False))
-        self._qid.append(qid)
+        self._pending.append((X, y.astype(self._y.dtype, copy=False), qid))
+        self._pending_rows += X.shape[0]
         self.n_rows += X.shape[0]
         self.n_queries += ids.size
+        if self._pending_rows >= self._chunk_rows:
+            self._flush(whole_chunks=True)
+
+    def _flush(self, whole_chunks: bool) -> None:
+        """Write the rows held back, whole zarr chunks only unless at the end: a chunk written in pieces
+        would be read back and rewritten at every piece."""
+        if not self._pending:
+            return
+        X, y, qid = (np.concatenate([piece[i] for piece in self._pending]) for i in range(3))
+        n = X.shape[0] - X.shape[0] % self._chunk_rows if whole_chunks else X.shape[0]
+        self._X.append(X[:n])
+        self._y.append(y[:n])
+        self._qid.append(qid[:n])
+        self._pending = [(X[n:], y[n:], qid[n:])] if n < X.shape[0] else []
+        self._pending_rows = X.shape[0] - n
 
     def _close_partitions(self, query_starts: np.ndarray) -> None:
         """Close partitions at the first query start (in these new rows) where each reaches its size."""
@@ -146,16 +178,29 @@ class QueryStoreWriter:
                 self._partitions.append(int(start))
 
     def close(self) -> QueryStoreInfo:
-        """Write the partition table; the store is then complete (an empty one is refused)."""
+        """Write the partition table and move the store into place (an empty one is refused)."""
         if not self._closed:
             if self.n_rows == 0:
+                self.abort()
                 raise ValueError(f"expected some rows to write to {self.path!r}, got none instead")
+            try:
+                self._signs.check("the labels")
+            except ValueError:
+                self.abort()
+                raise
+            self._flush(whole_chunks=False)
             partitions = [*self._partitions, self.n_rows]
             self._group.attrs.update({"rankopt_query_store": FORMAT_VERSION, "partitions": partitions})
+            self.info = QueryStoreInfo(self.path, self.n_rows, self.n_features, self.n_queries, tuple(partitions))
+            _move_into_place(self._partial, self.path, self.overwrite)
             self._closed = True
-        return QueryStoreInfo(
-            self.path, self.n_rows, self.n_features, self.n_queries, tuple(self._group.attrs["partitions"])
-        )
+        assert self.info is not None
+        return self.info
+
+    def abort(self) -> None:
+        """Drop what was written; ``path`` stays as it was."""
+        self._closed = True
+        shutil.rmtree(self._partial, ignore_errors=True)
 
     def __enter__(self):
         return self
@@ -163,6 +208,78 @@ class QueryStoreWriter:
     def __exit__(self, kind, value, traceback):
         if kind is None:
             self.close()
+        elif not self._closed:
+            self.abort()
+
+
+#: The hidden siblings a writer works in: ".NAME.rankopt-partial-PID-TOKEN" and, while a store is replaced,
+#: ".NAME.rankopt-old-PID-TOKEN".
+_PARTIAL = "rankopt-partial-"
+_OLD = "rankopt-old-"
+
+
+def _sibling(path: str, tag: str) -> str:
+    parent, name = os.path.split(os.path.abspath(path))
+    return os.path.join(parent, f".{name}.{tag}")
+
+
+def _remove_stale_partials(path: str) -> None:
+    """Remove the partial siblings of writers that died (a SIGKILL leaves one behind)."""
+    parent, name = os.path.split(os.path.abspath(path))
+    prefix = f".{name}."
+    for entry in os.listdir(parent) if os.path.isdir(parent) else ():
+        tag = entry[len(prefix) :] if entry.startswith(prefix) else ""
+        kind = next((k for k in (_PARTIAL, _OLD) if tag.startswith(k)), None)
+        pid = tag[len(kind) :].split("-", 1)[0] if kind else ""
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_destination(path: str, overwrite: bool, sources=()) -> None:
+    """Refuse a destination that exists (unless ``overwrite`` and it is a query store) or holds a source."""
+    for source in sources:
+        inside = os.path.commonpath([os.path.realpath(source), os.path.realpath(path)])
+        if inside == os.path.realpath(path):
+            raise ValueError(f"expected a store path apart from the file it reads, got {path!r}, which holds it")
+    if not os.path.lexists(path):
+        return
+    if not overwrite:
+        raise FileExistsError(f"{path!r} exists: pass overwrite=True to replace it")
+    if not is_query_store(path):
+        raise ValueError(
+            f"expected overwrite to replace a query store, got {path!r}, which is not one (a file, or a directory "
+            "without the partition table a complete store has): remove it yourself if it should go"
+        )
+
+
+def _move_into_place(partial: str, path: str, overwrite: bool) -> None:
+    """Rename the complete store to ``path``, an existing store there first set aside and then removed."""
+    if not os.path.lexists(path):
+        os.rename(partial, path)
+        return
+    check_destination(path, overwrite)  # it may have changed while the store was written
+    old = _sibling(path, f"{_OLD}{os.getpid()}-{secrets.token_hex(4)}")
+    os.rename(path, old)
+    os.rename(partial, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _integer_query_ids(qid: np.ndarray) -> np.ndarray:
+    if qid.dtype.kind == "f" and not np.all(qid == np.round(qid)):
+        raise ValueError("expected integer query ids, got fractions instead")
+    if qid.dtype.kind not in "iub" and not (qid.dtype.kind == "f" and np.all(np.abs(qid) < 2.0**63)):
+        raise ValueError(f"expected integer query ids, got dtype {qid.dtype} instead")
+    return qid.astype(np.int64)
 
 
 def is_query_store(path) -> bool:
@@ -217,37 +334,55 @@ def write_query_store(
     partition_rows: int = DEFAULT_PARTITION_ROWS,
     overwrite: bool = False,
     progress: bool = True,
+    max_features: int = DEFAULT_MAX_FEATURES,
+    n_threads: int | None = None,
 ) -> QueryStoreInfo:
     """Read an SVM-light / LETOR file with ``qid:`` into a query store at ``path``, in bounded memory.
 
-    The file is parsed a block of lines at a time (about 64 MiB) with scikit-learn's reader, the rows of a
-    query that a block cuts carried to the next, so memory stays at a few blocks whatever the file's size.
-    Without ``n_features``, or with ``zero_based="auto"``, a first pass finds the width and the index base
-    (zero-based exactly when index 0 occurs, as :func:`rankopt.data.read_svmlight` decides).  ``progress``
-    shows a bar per pass (tqdm) on standard error.
+    The file is read with rankopt's reader (:mod:`rankopt.data.letor`: gzip and bzip2 too, blocks parsed on
+    ``n_threads`` threads), the rows of a query that a block cuts carried to the next, so memory stays at a
+    few blocks whatever the file's size.  A file without ``qid:`` takes its queries from LightGBM's
+    ``FILE.query`` / ``FILE.group`` beside it.
 
-    Raises ``ValueError`` for a line without ``qid:``, a query whose rows are not together, a feature
-    beyond ``n_features``, or what :func:`rankopt.data.read_svmlight` refuses.
+    Nothing is written until the file has passed: without ``n_features``, or with ``zero_based="auto"``,
+    a first pass finds the width and the index base and checks every label (integer grades >= 0, or
+    {-1, 1}), query id and value (finite once cast to ``dtype``).  The store is then written to a hidden
+    sibling directory and renamed into place when complete, so a refusal, an error or a killed process
+    leaves ``path`` as it was (a killed write's sibling is removed by the next write beside it).
+    ``overwrite=True`` replaces only a query store, never another file or directory.  ``progress`` shows
+    a tqdm bar on a terminal, else a line per 5 % (or per minute) on standard error.
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` exists and ``overwrite`` is False.
+    ValueError
+        ``path`` exists and is not a query store, or holds the source; a line without ``qid:`` (and no
+        sidecar), a query whose rows are not together, a label that is not a grade, a feature beyond
+        ``n_features`` or ``max_features``, or what :func:`rankopt.data.read_svmlight` refuses.
     """
-    source = os.fspath(source)
-    if zero_based not in (True, False, "auto"):
-        raise ValueError(f"expected zero_based to be True, False or 'auto', got {zero_based!r} instead")
+    from rankopt.data.letor import Progress
+    from rankopt.data.loaders import check_read_options
+
+    source, path = os.fspath(source), os.fspath(path)
+    check_read_options(zero_based=zero_based, max_features=max_features, n_features=n_features, dtype=dtype)
+    check_destination(path, overwrite, sources=(source,))
+    groups = _sidecar_groups(source)
+    size = os.path.getsize(source)
     if n_features is None or zero_based == "auto":
-        width, has_zero = _scan(source, progress)
-        zero_based = has_zero if zero_based == "auto" else zero_based
-        n_features = (width if zero_based else width - 1) if n_features is None else n_features
-    with QueryStoreWriter(path, n_features, dtype=dtype, partition_rows=partition_rows, overwrite=overwrite) as writer:
-        held = None  # the rows of the last query of the previous block, which the next may continue
-        for X, y, qid in _blocks(source, n_features, zero_based, progress, "writing"):
-            if held is not None:
-                X, y, qid = _stack(held, (X, y, qid))
-            last = np.flatnonzero(qid != qid[-1])
-            cut = int(last[-1]) + 1 if last.size else 0
-            held = (X[cut:], y[cut:], qid[cut:])
-            writer.append(X[:cut], y[:cut], qid[:cut])
-        if held is not None:
-            writer.append(*held)
-    info = writer.close()
+        with contextlib.closing(Progress(size, f"checking {os.path.basename(source)}", enabled=progress)) as meter:
+            largest, smallest = _check_pass(source, dtype, zero_based, max_features, n_threads, meter, groups)
+        zero_based = smallest == 0 if zero_based == "auto" else zero_based
+        width = largest + (1 if zero_based else 0)
+        n_features = width if n_features is None else n_features
+        if width > n_features:
+            raise ValueError(f"expected {source!r} to use at most {n_features} features, got {width} instead")
+    with (
+        contextlib.closing(Progress(size, f"writing {os.path.basename(source)}", enabled=progress)) as meter,
+        QueryStoreWriter(path, n_features, dtype=dtype, partition_rows=partition_rows, overwrite=overwrite) as writer,
+    ):
+        _write_pass(source, writer, zero_based, max_features, n_threads, meter, groups)
+    info = writer.info
     logger.info(
         "wrote %d rows, %d queries and %d features to %s in %d partitions",
         info.n_rows,
@@ -259,71 +394,105 @@ def write_query_store(
     return info
 
 
-def _stack(a, b):
-    import scipy.sparse as sp
+def _blocks(source, dtype, zero_based, max_index, n_threads, meter, groups):
+    """The file's parsed blocks, with query ids from the sidecar's groups when the file has none."""
+    from rankopt.data.letor import parse_blocks
 
-    return sp.vstack([a[0], b[0]], format="csr"), np.concatenate([a[1], b[1]]), np.concatenate([a[2], b[2]])
-
-
-def _line_blocks(source: str, progress: bool, what: str):
-    """The file's bytes in blocks of whole lines, with a progress bar over the bytes read."""
-    from tqdm.auto import tqdm
-
-    size = os.path.getsize(source)
-    with (
-        open(source, "rb") as file,
-        tqdm(
-            total=size, unit="B", unit_scale=True, desc=f"{what} {os.path.basename(source)}", disable=not progress
-        ) as bar,
+    row, from_sidecar = 0, None
+    for block in parse_blocks(
+        source, dtype=dtype, zero_based=zero_based, n_threads=n_threads, progress=meter, max_index=max_index
     ):
-        rest = b""
-        while True:
-            block = file.read(READ_BLOCK_BYTES)
-            bar.update(len(block))
-            if not block:
-                break
-            block = rest + block
-            end = block.rfind(b"\n") + 1
-            rest, block = block[end:], block[:end]
-            if block.strip():
-                yield block
-        if rest.strip():
-            yield rest
-
-
-def _parse(block: bytes, source: str, n_features, zero_based):
-    from sklearn.datasets import load_svmlight_file
-
-    try:
-        X, y, qid = load_svmlight_file(
-            io.BytesIO(block), n_features=n_features, zero_based=zero_based, query_id=True, dtype=np.float64
+        if block.n_rows and from_sidecar is None:
+            from_sidecar = groups is not None and block.rows_with_qid == 0
+        if from_sidecar and block.rows_with_qid:
+            raise ValueError(
+                f"expected no qid: in {source!r}, whose queries come from {groups[1]!r}, got one on line "
+                f"{block.first_line_with_qid}"
+            )
+        if not from_sidecar and block.rows_with_qid != block.n_rows:
+            raise ValueError(
+                f"expected qid: on every line of {source!r} (a query store holds queries) or LightGBM's group "
+                f"sizes beside it ({source}.query), got line {block.first_line_without_qid} without"
+            )
+        if from_sidecar:
+            block.qid = np.searchsorted(groups[0], np.arange(row, row + block.n_rows), side="right")
+        row += block.n_rows
+        yield block
+    if from_sidecar and row != groups[0][-1]:
+        raise ValueError(
+            f"expected the group sizes in {groups[1]!r} to sum to the {row} rows of {source!r}, got "
+            f"{int(groups[0][-1])} instead"
         )
-    except (ValueError, OverflowError) as exc:
-        raise ValueError(f"cannot read {source!r} as SVM-light: {exc}") from None
-    if qid.size != X.shape[0]:
-        raise ValueError(f"expected qid: on every line of {source!r} (a query store holds queries), got lines without")
-    return X, y, qid
 
 
-def _scan(source: str, progress: bool) -> tuple[int, bool]:
-    """The file's width as read zero-based, and whether index 0 occurs (a first pass)."""
-    width, has_zero = 0, False
-    for block in _line_blocks(source, progress, "scanning"):
-        X, _, _ = _parse(block, source, None, True)
-        width = max(width, X.shape[1])
-        has_zero = has_zero or bool(X.nnz and X.indices.min() == 0)
-    if width == 0:
+def _check_pass(source, dtype, zero_based, max_features, n_threads, meter, groups) -> tuple[int, int]:
+    """The file checked whole before anything is written: (largest, smallest) feature index as written."""
+    from rankopt._validation import GradeSigns, check_grade_block
+
+    largest, smallest, rows = -1, np.iinfo(np.int64).max, 0
+    signs = GradeSigns(False, False, False)
+    checker = _QueryOrder(source)
+    for block in _blocks(source, dtype, zero_based, max_features, n_threads, meter, groups):
+        _, block_signs = check_grade_block(block.y, name=f"the labels of {source!r}")
+        signs |= block_signs
+        checker.add(block.qid)
+        largest, smallest = max(largest, block.largest_index), min(smallest, block.smallest_index)
+        rows += block.n_rows
+    signs.check(f"the labels of {source!r}")
+    if rows == 0:
+        raise ValueError(f"expected at least one sample in {source!r}, got no sample lines instead")
+    if largest < 0:
         raise ValueError(f"expected feature:value pairs in {source!r}, got none")
-    return width, has_zero
+    return largest, smallest
 
 
-def _blocks(source: str, n_features: int, zero_based: bool, progress: bool, what: str):
-    for block in _line_blocks(source, progress, what):
-        try:
-            yield _parse(block, source, n_features, zero_based)
-        except ValueError as exc:
-            if "exceeds" in str(exc) or "n_features" in str(exc):
-                raise ValueError(
-                    f"expected {source!r} to use at most {n_features} features, got a wider line: {exc}"
-                ) from None
-            raise
+class _QueryOrder:
+    """Refuses a query id met again after other queries, a block at a time (ids seen kept as a sorted array)."""
+
+    def __init__(self, source: str):
+        self.source, self.last = source, None
+        self.seen = np.empty(0, dtype=np.int64)
+
+    def add(self, qid: np.ndarray) -> None:
+        if qid.size == 0:
+            return
+        starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
+        ids = qid[starts]
+        if self.last is not None and ids[0] == self.last:
+            ids = ids[1:]  # the previous block's last query goes on
+        self.last = qid[-1]
+        merged = np.concatenate([self.seen, ids])
+        merged.sort(kind="stable")
+        repeated = merged[1:][merged[1:] == merged[:-1]]
+        if repeated.size:
+            raise ValueError(
+                f"expected the rows of each query together in {self.source!r}, got query id {int(repeated[0])} "
+                "again after other queries: sort the rows by qid (a stable sort keeps each query's order)"
+            )
+        self.seen = merged
+
+
+def _write_pass(source, writer, zero_based, max_features, n_threads, meter, groups) -> None:
+    """The second pass: dense rows appended, the rows of a block's last query held for the next block."""
+    shift = 0 if zero_based else 1
+    held = None
+    for block in _blocks(source, writer.dtype, zero_based, writer.n_features - 1 + shift, n_threads, meter, groups):
+        X, y, qid = block.dense(writer.n_features, shift), block.y, block.qid
+        if held is not None:
+            X, y, qid = np.concatenate([held[0], X]), np.concatenate([held[1], y]), np.concatenate([held[2], qid])
+        other = np.flatnonzero(qid != qid[-1])
+        cut = int(other[-1]) + 1 if other.size else 0
+        held = (X[cut:], y[cut:], qid[cut:])
+        writer.append(X[:cut], y[:cut], qid[:cut])
+    if held is not None:
+        writer.append(*held)
+
+
+def _sidecar_groups(source: str):
+    """(cumulative group sizes, the sidecar's path) from LightGBM's FILE.query beside ``source``, or None."""
+    from rankopt.data.loaders import read_group_sizes, sidecar_candidates
+
+    sidecar = next((c for c in sidecar_candidates(source) if os.path.isfile(c)), None)
+    if sidecar is None:
+        return None
+    return np.cumsum(read_group_sizes(sidecar)), sidecar

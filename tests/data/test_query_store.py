@@ -16,8 +16,8 @@ from rankopt import RankSVM  # noqa: E402
 from rankopt.data import (  # noqa: E402
     QueryStoreWriter,
     is_query_store,
+    letor,
     open_query_store,
-    query_store,  # noqa: E402
     read_svmlight,
     write_query_store,
     write_svmlight,
@@ -37,7 +37,7 @@ def letor_file(tmp_path, rng):
 
 
 def test_a_file_read_in_small_blocks_is_the_file(letor_file, tmp_path, monkeypatch):
-    monkeypatch.setattr(query_store, "READ_BLOCK_BYTES", 2048)  # many blocks, queries cut between them
+    monkeypatch.setattr(letor, "BLOCK_BYTES", 2048)  # many blocks, queries cut between them
     info = write_query_store(letor_file, tmp_path / "s.zarr", partition_rows=500, dtype=np.float64, progress=False)
     data = read_svmlight(letor_file)
     X, y, qid = open_query_store(tmp_path / "s.zarr")
