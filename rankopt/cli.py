@@ -312,11 +312,26 @@ def main(argv=None) -> int:
     return run_handler(build_parser().parse_args(argv))
 
 
+class _StderrHandler(logging.StreamHandler):
+    """``-v``'s handler: writes to the ``sys.stderr`` of the moment (a command run twice in one process, as the
+    tests do, must not write to a stream replaced since)."""
+
+    def emit(self, record):
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def run_handler(args) -> int:
     """Run a parsed command's handler with ``-v``'s logging; a user's error becomes one line and exit status 1."""
     if vars(args).get("verbose", False):  # the experiments' parsers leave it unset without -v
-        logging.basicConfig(format="%(name)s: %(message)s")
-        logging.getLogger("rankopt").setLevel(logging.INFO)
+        # rankopt's own logger only: a handler on the root logger would also print the INFO lines of every
+        # library beneath (a Dask cluster's scheduler and nannies), which Dask's own logging config governs.
+        ours = logging.getLogger("rankopt")
+        if not any(isinstance(h, _StderrHandler) for h in ours.handlers):
+            handler = _StderrHandler()
+            handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+            ours.addHandler(handler)
+        ours.setLevel(logging.INFO)
     try:
         args.handler(args)
     except ImportError as exc:

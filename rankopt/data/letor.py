@@ -100,10 +100,10 @@ class Progress:
     def __init__(self, total: int, what: str, *, enabled: bool = True, stream=None, step: float = 0.05):
         self.total, self.what, self.enabled = max(int(total), 1), what, enabled
         self.stream = sys.stderr if stream is None else stream
-        self.step, self.start = step, time.monotonic()
+        self.steps, self.start = max(1, round(1 / step)), time.monotonic()
         self.done = self.rows = 0
         self._bar = None
-        self._next_share, self._last_line = step, self.start
+        self._next, self._last_line = 1, self.start  # the next line at _next / steps of the total
         if enabled and _isatty(self.stream):
             try:
                 from tqdm.auto import tqdm
@@ -121,10 +121,9 @@ class Progress:
             return
         self.done, self.rows = done, rows
         now = time.monotonic()
-        if done / self.total >= self._next_share or now - self._last_line >= 60:
+        if done * self.steps >= self._next * self.total or now - self._last_line >= 60:
             self._line(now)
-            while self._next_share <= done / self.total:
-                self._next_share += self.step
+            self._next = done * self.steps // self.total + 1
 
     def _line(self, now: float) -> None:
         elapsed = max(now - self.start, 1e-9)

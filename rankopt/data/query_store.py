@@ -433,6 +433,8 @@ def _check_pass(source, dtype, zero_based, max_features, n_threads, meter, group
     signs = GradeSigns(False, False, False)
     checker = _QueryOrder(source)
     for block in _blocks(source, dtype, zero_based, max_features, n_threads, meter, groups):
+        if block.n_rows == 0:  # blank lines and comments only
+            continue
         _, block_signs = check_grade_block(block.y, name=f"the labels of {source!r}")
         signs |= block_signs
         checker.add(block.qid)
