@@ -71,8 +71,45 @@ cdef extern from *:
         *out = negative ? -value : value;
         return 1;
     }
+
+    static inline bool rankopt_ends_token(char c) {
+        return c == ' ' || c == '\\t' || c == '\\v' || c == '\\f' || c == '\\r' || c == '\\n' || c == '#';
+    }
+
+    /* The number that starts at first and runs to the end of its token: 1 and the value, or 0; *stop is
+       the token's end either way.  A plain decimal is read in the same pass that finds its end. */
+    static inline int rankopt_scan_double(const char* first, const char* end, double* out, const char** stop) {
+        const char* p = first;
+        bool negative = false;
+        if (p < end && (*p == '+' || *p == '-')) { negative = (*p == '-'); ++p; }
+        unsigned long long mantissa = 0;
+        int digits = 0, after_point = 0;
+        const char* q = p;
+        while (q < end && (unsigned)(*q - '0') < 10u && digits < 20) {
+            mantissa = mantissa * 10 + (unsigned long long)(*q - '0'); ++digits; ++q;
+        }
+        if (q < end && *q == '.') {
+            ++q;
+            while (q < end && (unsigned)(*q - '0') < 10u && digits < 20) {
+                mantissa = mantissa * 10 + (unsigned long long)(*q - '0'); ++digits; ++after_point; ++q;
+            }
+        }
+        if ((q == end || rankopt_ends_token(*q)) && digits > 0 && digits <= 19 && mantissa <= (1ULL << 53)
+                && after_point <= 22) {
+            double value = (double)mantissa;
+            if (after_point) value /= rankopt_powers_of_ten[after_point];
+            *out = negative ? -value : value;
+            *stop = q;
+            return 1;
+        }
+        while (q < end && !rankopt_ends_token(*q)) ++q;
+        *stop = q;
+        return rankopt_parse_double(first, q, out);
+    }
     """
     int rankopt_parse_double(const char* first, const char* last, double* out) nogil
+    bint rankopt_ends_token(char c) nogil
+    int rankopt_scan_double(const char* first, const char* end, double* out, const char** stop) nogil
 
 
 # Error codes, worded by rankopt.data.letor (its ERRORS table follows this order).
@@ -118,29 +155,6 @@ cdef inline const char* _line_end(const char* p, const char* end) noexcept nogil
     while p < end and p[0] != b'\n' and p[0] != b'\r':
         p += 1
     return p
-
-
-cdef inline int _parse_index(const char* p, const char* end, int64_t* out) noexcept nogil:
-    """A feature index: OK, BAD_FEATURE, NEGATIVE_INDEX or INDEX_TOO_LARGE."""
-    cdef bint negative = False
-    cdef uint64_t value = 0
-    if p < end and (p[0] == b'+' or p[0] == b'-'):
-        negative = p[0] == b'-'
-        p += 1
-    if p == end:
-        return BAD_FEATURE
-    while p < end:
-        if p[0] < c'0' or p[0] > c'9':
-            return BAD_FEATURE
-        if value < <uint64_t>INDEX_LIMIT:  # past the limit it only grows: stop before it can wrap
-            value = value * 10 + <uint64_t>(p[0] - c'0')
-        p += 1
-    if negative and value != 0:
-        return NEGATIVE_INDEX
-    if value >= <uint64_t>INDEX_LIMIT:
-        return INDEX_TOO_LARGE
-    out[0] = <int64_t>value
-    return OK
 
 
 cdef inline int _parse_qid(const char* p, const char* end, int64_t* out) noexcept nogil:
@@ -196,13 +210,39 @@ cdef struct Cursor:
     int64_t smallest
 
 
+cdef inline int _scan_index(Cursor* at, int64_t* out) noexcept nogil:
+    """The feature index that starts the token at ``at.token``, up to its colon (``at.p`` then just past
+    it): OK, BAD_FEATURE, NEGATIVE_INDEX or INDEX_TOO_LARGE (``at.stop`` set to the token's end on an error)."""
+    cdef const char* p = at.token
+    cdef const char* end = at.end
+    cdef bint negative = False
+    cdef uint64_t value = 0
+    cdef int digits = 0
+    if p < end and (p[0] == b'+' or p[0] == b'-'):
+        negative = p[0] == b'-'
+        p += 1
+    while p < end and p[0] >= c'0' and p[0] <= c'9':
+        if value < <uint64_t>INDEX_LIMIT:  # past the limit it only grows: stop before it can wrap
+            value = value * 10 + <uint64_t>(p[0] - c'0')
+        digits += 1
+        p += 1
+    if digits == 0 or p == end or p[0] != b':':
+        at.stop = _token_end(p, end)
+        return BAD_FEATURE
+    if (negative and value != 0) or value >= <uint64_t>INDEX_LIMIT:
+        at.stop = _token_end(p, end)
+        return NEGATIVE_INDEX if negative else INDEX_TOO_LARGE
+    out[0] = <int64_t>value
+    at.p = p + 1
+    return OK
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 cdef inline int _parse_features(
     Cursor* at, int64_t min_index, int32_t* indices, floating* data
 ) noexcept nogil:
     """One line's index:value pairs, up to its end or comment: OK or an error code."""
-    cdef const char* colon
     cdef int64_t index, previous = -1
     cdef double value
     cdef floating cast
@@ -212,16 +252,10 @@ cdef inline int _parse_features(
             at.p = _line_end(at.p, at.end)
             break
         at.token = at.p
-        at.stop = _token_end(at.p, at.end)
-        colon = at.token
-        while colon < at.stop and colon[0] != b':':
-            colon += 1
-        if colon == at.stop:
-            return BAD_FEATURE
-        code = _parse_index(at.token, colon, &index)
+        code = _scan_index(at, &index)
         if code != OK:
             return code
-        if not rankopt_parse_double(colon + 1, at.stop, &value):
+        if not rankopt_scan_double(at.p, at.end, &value, &at.stop):
             return BAD_VALUE
         cast = <floating>value
         if not isfinite(cast):
@@ -276,8 +310,7 @@ cdef int _parse(
             at.p = _line_end(at.p, end)
             continue
         at.token = at.p
-        at.stop = _token_end(at.p, end)
-        if not rankopt_parse_double(at.token, at.stop, &label):
+        if not rankopt_scan_double(at.token, end, &label, &at.stop):
             code = BAD_LABEL
             break
         if not isfinite(label):

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -226,7 +226,7 @@ def parse_blocks(
     min_index = 0 if zero_based is not False else 1
     first_line, rows = 1, 0
     in_flight: deque = deque()
-    with ThreadPoolExecutor(max_workers=n_threads) as pool:
+    with ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else _InThisThread() as pool:
         blocks = line_blocks(path, BLOCK_BYTES if block_bytes is None else block_bytes)
         exhausted = False
         while True:
@@ -266,6 +266,21 @@ def parse_blocks(
             if progress is not None:
                 progress.update(done, rows)
             yield parsed
+
+
+class _InThisThread:
+    """The executor of ``n_threads=1``: each block parsed where it is read, one thread in all."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return False
+
+    def submit(self, function, *args) -> Future:
+        future: Future = Future()
+        future.set_result(function(*args))
+        return future
 
 
 def too_wide(path: str, largest_index: int, max_index: int) -> str:
