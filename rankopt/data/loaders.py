@@ -91,6 +91,34 @@ class SvmLightData:
     def n_queries(self) -> int:
         return 1 if self.qid is None else int(np.unique(self.qid).size)
 
+    @property
+    def group(self) -> np.ndarray | None:
+        """LightGBM's and XGBoost's ``group=``: each query's size, queries in the order of the rows.
+
+        None for a file without queries.  ``np.unique(qid, return_counts=True)[1]`` is not this: it orders
+        the sizes by qid, which is the rows' order only when the file's queries are sorted.
+
+        Raises
+        ------
+        ValueError
+            A query's rows are not together in the file (group sizes cannot say so): sort the rows by
+            qid first (a stable sort keeps each query's order).
+        """
+        if self.qid is None:
+            return None
+        starts = np.flatnonzero(np.r_[True, self.qid[1:] != self.qid[:-1]])
+        ids = self.qid[starts]
+        order = np.argsort(ids, kind="stable")
+        later = order[1:][ids[order][1:] == ids[order][:-1]]  # runs of a query met before
+        if later.size:
+            repeated = int(ids[later.min()])
+            raise ValueError(
+                f"expected the rows of each query together in {self.path!r} for group sizes, got query id "
+                f"{repeated} again after other queries: sort the rows by qid (a stable sort keeps each query's "
+                "order), or pass qid= where it is taken"
+            )
+        return np.diff(np.r_[starts, self.qid.size])
+
     query_file: str | None = None
 
 

@@ -219,3 +219,15 @@ def test_progress_writes_lines_on_a_non_terminal():
     quiet = io.StringIO()
     letor.Progress(1000, "x", stream=quiet, enabled=False).update(1000, 1)
     assert quiet.getvalue() == ""
+
+
+def test_group_sizes_follow_the_rows(tmp_path):
+    path = tmp_path / "f.svm"
+    path.write_text("1 qid:9 1:1\n0 qid:9 1:2\n1 qid:2 1:1\n0 qid:5 1:3\n1 qid:5 1:1\n0 qid:5 1:1\n")
+    data = read_svmlight(path)
+    np.testing.assert_array_equal(data.group, [2, 1, 3])  # np.unique's counts would give [1, 3, 2]
+    path.write_text("1 qid:1 1:1\n0 qid:2 1:2\n1 qid:1 1:1\n")
+    with pytest.raises(ValueError, match="got query id 1 again after other queries"):
+        _ = read_svmlight(path).group
+    path.write_text("1 1:1\n0 1:2\n")
+    assert read_svmlight(path).group is None
