@@ -152,27 +152,58 @@ def _megabytes(n: int) -> str:
 
 
 def open_source(path: str):
-    """(the file, opened for bytes; the raw file under it, whose position is the bytes read so far).
+    """(the file opened for bytes, a function giving the bytes of ``path`` read so far).
 
-    Gzip and bzip2 are recognised by their first bytes, whatever the name.
+    Gzip and bzip2 are recognised by their first bytes, whatever the name; a pipe or FIFO is read as a file
+    (its first bytes are peeked at, never sought back to).
     """
-    raw = open(path, "rb")  # noqa: SIM115 - closed by the caller, with the decompressor over it
-    head = raw.read(3)
-    raw.seek(0)
-    for magic, opener in _MAGIC.items():
-        if head.startswith(magic):
-            return opener(fileobj=raw) if opener is gzip.GzipFile else opener(raw), raw
-    return raw, raw
+    raw = open(path, "rb")  # noqa: SIM115 - closed with the decompressor over it (see _Source)
+    head = raw.peek(3)[:3]
+    opener = next((opener for magic, opener in _MAGIC.items() if head.startswith(magic)), None)
+    handle = raw if opener is None else opener(raw) if opener is bz2.BZ2File else opener(fileobj=raw)
+    return _Source(handle, raw)
+
+
+class _Source:
+    """A file being read, and how far into the file on disk: its position, or on a pipe (which has none)
+    the bytes handed out."""
+
+    def __init__(self, handle, raw):
+        self.handle, self.raw, self.handed_out = handle, raw, 0
+        try:
+            raw.tell()
+            self._seekable = True
+        except OSError:
+            self._seekable = False
+
+    def read(self, n: int) -> bytes:
+        chunk = self.handle.read(n)
+        self.handed_out += len(chunk)
+        return chunk
+
+    def position(self) -> int:
+        return self.raw.tell() if self._seekable else self.handed_out
+
+    def __iter__(self):
+        return iter(self.handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        try:
+            self.handle.close()
+        finally:
+            self.raw.close()
 
 
 def line_blocks(path: str, block_bytes: int):
     """(block, bytes of the file read so far) for blocks of whole lines, in order."""
-    handle, raw = open_source(path)
-    with raw, handle:
+    with open_source(path) as source:
         rest = b""
         while True:
             try:
-                chunk = handle.read(block_bytes)
+                chunk = source.read(block_bytes)
             except (OSError, EOFError, ValueError) as exc:  # a corrupt or truncated gzip / bzip2 stream
                 raise ValueError(f"cannot read {path!r}: {exc}") from None
             if not chunk:
@@ -183,9 +214,9 @@ def line_blocks(path: str, block_bytes: int):
                 rest = block
                 continue
             rest = block[end:]
-            yield block[:end], raw.tell()
+            yield block[:end], source.position()
         if rest:
-            yield rest, raw.tell()
+            yield rest, source.position()
 
 
 def _parse_one(block: bytes, min_index: int, dtype):
@@ -448,9 +479,8 @@ class _Columns:
 
 def _line_text(path: str, number: int) -> str:
     """``line N: <start of the line>`` for line ``number`` of the file."""
-    handle, raw = open_source(path)
-    with raw, handle:
-        for count, line in enumerate(handle, start=1):
+    with open_source(path) as source:
+        for count, line in enumerate(source, start=1):
             if count == number:
                 text = line.split(b"#", 1)[0].strip()
                 return f"line {number}: {text[:60].decode('utf-8', errors='replace')!r}"

@@ -369,6 +369,12 @@ def write_query_store(
     check_destination(path, overwrite, sources=(source,))
     groups = _sidecar_groups(source)
     size = os.path.getsize(source)
+    if (n_features is None or zero_based == "auto") and not os.path.isfile(source):
+        raise ValueError(
+            f"expected a regular file to store, got {source!r}, which cannot be read twice (a pipe): give "
+            "n_features= and zero_based= (on the command line --zero-based yes or no is not enough: the width "
+            "comes from a first pass), or write it to a file first"
+        )
     if n_features is None or zero_based == "auto":
         with contextlib.closing(Progress(size, f"checking {os.path.basename(source)}", enabled=progress)) as meter:
             largest, smallest = _check_pass(source, dtype, zero_based, max_features, n_threads, meter, groups)

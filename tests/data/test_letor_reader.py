@@ -10,6 +10,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import os
 
 import numpy as np
 import pytest
@@ -231,3 +232,21 @@ def test_group_sizes_follow_the_rows(tmp_path):
         _ = read_svmlight(path).group
     path.write_text("1 1:1\n0 1:2\n")
     assert read_svmlight(path).group is None
+
+
+def test_a_pipe_is_read_as_a_file(tmp_path):
+    import threading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    content = gzip.compress(b"1 qid:1 1:1 2:2\n0 qid:1 2:3\n" * 1000)
+
+    def feed():
+        with open(fifo, "wb") as handle:
+            handle.write(content)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    data = read_svmlight(fifo)
+    writer.join()
+    assert data.X.shape == (2000, 2) and data.X.sum() == 6000
