@@ -23,6 +23,8 @@ single-query one does (trec_eval divides by k).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from rankopt._validation import (
@@ -127,7 +129,7 @@ def precision_at_k(y_true, scores, qid=None, k: int = 10, *, relevant_at=1, aver
     k = check_positive_int(k, "k")
     qid = _qid_or_group(qid, group, scores)
     if qid is not None:
-        return _over_queries(_precision_at_k_sorted, y_true, scores, qid, average, relevant_at=relevant_at, k=k)
+        return _over_queries(_precision_at_k_batched, y_true, scores, qid, average, relevant_at=relevant_at, k=k)
     positive, sorted_scores = _prepare(y_true, scores)
     return _precision_at_k_sorted(positive, sorted_scores, k)
 
@@ -184,11 +186,14 @@ def _grouped(y_true, scores, qid):
 
 
 def _over_queries(metric, y_true, scores, qid, average, *, relevant_at=None, **kwargs):
-    """``metric(sorted_relevance, sorted_scores, **kwargs)`` per query; their mean or the raw values.
+    """``metric(relevance, sorted_scores, ties, **kwargs)``: every query's value at once; their mean or the raw
+    values.
 
     With ``relevant_at`` the metric sees bool relevance (grade ≥ relevant_at)
     and a query without a relevant document is undefined; without it, it
-    sees the grades and a query without a positive grade is undefined.
+    sees the grades and a query without a positive grade is undefined.  The
+    batched metrics compute what the per-query ones (``_*_sorted``) compute, query by query, in whole-array
+    passes (``tests/test_metrics_queries.py`` holds them equal on ties, one-document and long queries).
     """
     grades, sorted_scores, queries = _grouped(y_true, scores, qid)
     if relevant_at is not None:
@@ -197,13 +202,75 @@ def _over_queries(metric, y_true, scores, qid, average, *, relevant_at=None, **k
     else:
         relevance = grades
         what = "a document of grade > 0 in y_true"
+    ties = _Ties.of(sorted_scores, queries.offsets)
+    defined = np.add.reduceat(relevance.astype(bool), ties.query_starts_rows) > 0
     values = np.full(queries.n_queries, np.nan)
-    offsets = queries.offsets
-    for q in range(queries.n_queries):
-        part = slice(offsets[q], offsets[q + 1])
-        if relevance[part].any():
-            values[q] = metric(relevance[part], sorted_scores[part], **kwargs)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        computed = metric(relevance, ties, **kwargs)
+    values[defined] = computed[defined]
     return _mean_of_defined(values, average, what)
+
+
+@dataclass(frozen=True)
+class _Ties:
+    """The tie groups of scores sorted high to low within queries: a group is a run of equal scores of one
+    query.  Everything is indexed by group unless it says rows."""
+
+    starts: np.ndarray  # the group's first row
+    ends: np.ndarray  # one past its last row
+    query: np.ndarray  # the query it belongs to
+    local_starts: np.ndarray  # its first place within the query (0-based)
+    local_ends: np.ndarray
+    query_starts_rows: np.ndarray  # each query's first row
+    query_first_group: np.ndarray  # each query's first group
+    query_sizes: np.ndarray
+
+    @classmethod
+    def of(cls, sorted_scores: np.ndarray, offsets: np.ndarray) -> _Ties:
+        n = sorted_scores.size
+        new_query = np.zeros(n, dtype=bool)
+        new_query[offsets[:-1]] = True
+        change = new_query.copy()
+        change[1:] |= sorted_scores[1:] != sorted_scores[:-1]
+        starts = np.flatnonzero(change)
+        ends = np.append(starts[1:], n)
+        query = np.cumsum(new_query)[starts] - 1
+        first_row = offsets[:-1]
+        return cls(
+            starts=starts,
+            ends=ends,
+            query=query,
+            local_starts=starts - first_row[query],
+            local_ends=ends - first_row[query],
+            query_starts_rows=first_row,
+            query_first_group=np.flatnonzero(new_query[starts]),
+            query_sizes=np.diff(offsets),
+        )
+
+    def per_query(self, per_group: np.ndarray) -> np.ndarray:
+        """Each query's sum of its groups' values, in group order."""
+        return np.add.reduceat(per_group, self.query_first_group)
+
+
+def _average_precision_batched(positive, ties: _Ties) -> np.ndarray:
+    """Each query's AP (``_average_precision_sorted``): Σ over its tie groups of the recall step × precision."""
+    seen = np.concatenate(([0], np.cumsum(positive, dtype=np.int64)))
+    before = seen[ties.query_starts_rows]
+    tp = seen[ties.ends] - before[ties.query]
+    total = seen[np.append(ties.query_starts_rows[1:], positive.size)] - before
+    previous = np.concatenate(([0], tp[:-1]))
+    previous[ties.query_first_group] = 0
+    steps = (tp - previous) / total[ties.query]
+    return ties.per_query(steps * (tp / ties.local_ends))
+
+
+def _precision_at_k_batched(positive, ties: _Ties, k) -> np.ndarray:
+    """Each query's P@k (``_precision_at_k_sorted``): a tie group across the cutoff counts its share."""
+    cut = np.minimum(k, ties.query_sizes)
+    sizes = ties.ends - ties.starts
+    pos_in_group = np.add.reduceat(positive.astype(np.float64), ties.starts)
+    taken = np.clip(cut[ties.query] - ties.local_starts, 0, sizes)
+    return ties.per_query(pos_in_group * taken / sizes) / cut
 
 
 def mean_average_precision(y_true, scores, qid=None, relevant_at=1, *, average: bool = True, group=None):
@@ -228,7 +295,7 @@ def mean_average_precision(y_true, scores, qid=None, relevant_at=1, *, average: 
     Ties are scikit-learn's: AP steps at distinct score thresholds.
     """
     qid = _qid_or_one_query(qid, group, scores)
-    return _over_queries(_average_precision_sorted, y_true, scores, qid, average, relevant_at=relevant_at)
+    return _over_queries(_average_precision_batched, y_true, scores, qid, average, relevant_at=relevant_at)
 
 
 def _exponential_gains(grades: np.ndarray) -> np.ndarray:
@@ -265,6 +332,36 @@ def _ndcg_at_k_sorted(grades, sorted_scores, k, gain) -> float:
     return float(dcg / ideal)
 
 
+def _ndcg_at_k_batched(grades, ties: _Ties, k, gain) -> np.ndarray:
+    """Each query's NDCG@k (``_ndcg_at_k_sorted``): a tie group shares its mean gain over its places."""
+    gains = _gains_per_query(grades, ties, gain)
+    discount = 1.0 / np.log2(np.arange(2, k + 2))
+    cumulative = np.concatenate(([0.0], np.cumsum(discount)))
+    mean_gain = np.add.reduceat(gains, ties.starts) / (ties.ends - ties.starts)
+    weight = cumulative[np.minimum(ties.local_ends, k)] - cumulative[np.minimum(ties.local_starts, k)]
+    dcg = ties.per_query(mean_gain * weight)
+    query_of_row = np.repeat(np.arange(ties.query_sizes.size), ties.query_sizes)
+    best_first = np.lexsort((-gains, query_of_row))
+    place = np.arange(gains.size) - np.repeat(ties.query_starts_rows, ties.query_sizes)
+    top = place < k
+    ideal = np.bincount(
+        query_of_row[top], weights=gains[best_first][top] * discount[place[top]], minlength=ties.query_sizes.size
+    )
+    return dcg / ideal
+
+
+def _gains_per_query(grades: np.ndarray, ties: _Ties, gain) -> np.ndarray:
+    """``gain`` of each query's grades, as ``_ndcg_at_k_sorted`` applies it to one query at a time (the
+    exponential gains' common factor is the query's own)."""
+    if gain is not _exponential_gains:
+        return gain(grades)
+    largest = np.maximum.reduceat(grades, ties.query_starts_rows)
+    shift = np.repeat(np.maximum(0, largest - 512), ties.query_sizes)
+    if not shift.any():
+        return np.exp2(grades) - 1.0
+    return np.exp2((grades - shift).astype(np.float64)) - np.exp2(-shift.astype(np.float64))
+
+
 def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential", *, average: bool = True, group=None):
     """Mean over queries of NDCG@k with graded gains.
 
@@ -297,7 +394,7 @@ def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential",
     if gains not in GAINS:
         raise ValueError(f"expected gains to be one of {sorted(GAINS)}, got {gains!r} instead")
     qid = _qid_or_one_query(qid, group, scores)
-    return _over_queries(_ndcg_at_k_sorted, y_true, scores, qid, average, k=k, gain=GAINS[gains])
+    return _over_queries(_ndcg_at_k_batched, y_true, scores, qid, average, k=k, gain=GAINS[gains])
 
 
 def loss_metric(

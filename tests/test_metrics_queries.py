@@ -230,3 +230,43 @@ def test_qids_beyond_int64_are_refused():
     qid = np.array([2**64 - 1, 2**64 - 1, 0, 0], dtype=np.uint64)
     with pytest.raises(ValueError, match="qid to hold integer query ids that fit in 64-bit integers"):
         mean_average_precision([1, 0, 1, 0], [0.1, 0.2, 0.3, 0.4], qid)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_batched_metrics_are_the_per_query_ones(seed):
+    """Issue 60: MAP, NDCG@k and P@k over queries run in whole-array passes; each query's value is what the
+    per-query definition (``_*_sorted``) gives it, on ties, one-document queries, queries shorter and longer
+    than k, grades past 512 (the exponential gains' shift) and queries with nothing relevant."""
+    from rankopt import metrics
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 40, 300)
+    qid = rng.permutation(np.repeat(np.arange(sizes.size) * 3 + 7, sizes))  # queries interleaved
+    scores = rng.integers(0, 6, qid.size).astype(float)  # many ties
+    grades = rng.integers(0, 5, qid.size) * (rng.random(qid.size) < 0.4)
+    if seed == 5:
+        grades[rng.random(qid.size) < 0.02] = 700
+    g, s, queries = metrics._grouped(grades, scores, qid)
+    for k in (1, 3, 10, 50):
+        for gain in ("exponential", "linear"):
+            batched = metrics.ndcg_at_k(grades, scores, qid, k=k, gains=gain, average=False)
+            loop = [
+                metrics._ndcg_at_k_sorted(g[a:b], s[a:b], k, metrics.GAINS[gain]) if g[a:b].any() else np.nan
+                for a, b in zip(queries.offsets[:-1], queries.offsets[1:], strict=True)
+            ]
+            np.testing.assert_allclose(batched, loop, rtol=1e-13, atol=0)
+        batched = metrics.precision_at_k(grades, scores, qid, k=k, relevant_at=2, average=False)
+        loop = [
+            metrics._precision_at_k_sorted(g[a:b] >= 2, s[a:b], k) if (g[a:b] >= 2).any() else np.nan
+            for a, b in zip(queries.offsets[:-1], queries.offsets[1:], strict=True)
+        ]
+        np.testing.assert_allclose(batched, loop, rtol=1e-13, atol=0)
+    for relevant_at in (1, 3):
+        batched = metrics.mean_average_precision(grades, scores, qid, relevant_at, average=False)
+        loop = [
+            metrics._average_precision_sorted(g[a:b] >= relevant_at, s[a:b])
+            if (g[a:b] >= relevant_at).any()
+            else np.nan
+            for a, b in zip(queries.offsets[:-1], queries.offsets[1:], strict=True)
+        ]
+        np.testing.assert_allclose(batched, loop, rtol=1e-13, atol=0)
