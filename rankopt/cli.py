@@ -406,6 +406,7 @@ def _read_data(path, args, *, n_features=None):
         zero_based=_ZERO_BASED[args.zero_based],
         max_features=max(args.max_features, n_features or 0),
         n_threads=args.threads,
+        progress=_worth_reporting(path),
     )
     if data.zero_based:
         logger.info("%s: feature index 0 occurs, read as zero-based", data.path)
@@ -422,6 +423,17 @@ def _read_data(path, args, *, n_features=None):
             "or write that file (one query size per line)"
         )
     return data, None
+
+
+#: Files from this size on report their reading on stderr (a few seconds and more); smaller ones read quietly.
+PROGRESS_BYTES = 256 << 20
+
+
+def _worth_reporting(path) -> bool:
+    try:
+        return os.path.getsize(path) >= PROGRESS_BYTES
+    except OSError:
+        return False
 
 
 def _with_sidecar_queries(data):
@@ -615,6 +627,7 @@ def _load_model_and_data(args, *, labels: bool):
             zero_based=_ZERO_BASED[args.zero_based],
             max_features=max(args.max_features, model.n_features_in_),
             n_threads=args.threads,
+            progress=_worth_reporting(args.data),
         )
         data = _with_sidecar_queries(data)  # checked and reported; each line is scored on its own
         relevant = None

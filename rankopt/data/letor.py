@@ -77,6 +77,7 @@ class ParsedBlock:
     first_line_without_qid: int
     largest_index: int  # -1 when the block names no feature
     smallest_index: int
+    bytes_read: int = 0  # of the file on disk, once this block was read (compressed bytes for gzip / bzip2)
 
     @property
     def n_rows(self) -> int:
@@ -288,6 +289,7 @@ def parse_blocks(
                 first_line_without_qid=first_line + counts[5] if counts[5] >= 0 else 0,
                 largest_index=counts[6],
                 smallest_index=counts[7],
+                bytes_read=done,
             )
             if max_index is not None and parsed.largest_index > max_index:
                 words = too_wide_message or (lambda index: too_wide(path, index, max_index))
@@ -369,7 +371,8 @@ def read_letor(
 
     path = os.fspath(path)
     dtype = np.dtype(dtype)
-    meter = Progress(os.path.getsize(path), f"reading {os.path.basename(path)}", enabled=progress)
+    size = os.path.getsize(path)
+    meter = Progress(size, f"reading {os.path.basename(path)}", enabled=progress)
     limit, words = max_features, None
     if n_features is not None:  # an index past n_features is too wide whichever the base
         limit = n_features
@@ -393,6 +396,12 @@ def read_letor(
         ):
             rows.append(y=block.y, qid=block.qid, indptr=block.indptr[:-1] + nnz)
             values.append(indices=block.indices, data=block.data)
+            if n_rows == 0 and block.n_rows and 0 < block.bytes_read < size:
+                # Room for the whole file at the first block's density: untouched pages cost nothing, and the
+                # arrays need not grow (ndarray.resize writes zeros over what it adds, a second pass).
+                share = size / block.bytes_read * _ROOM
+                rows.reserve(int(block.n_rows * share) + 1024)
+                values.reserve(int(block.indices.size * share) + 1024)
             n_rows, nnz = n_rows + block.n_rows, nnz + block.indices.size
             with_qid += block.rows_with_qid
             largest, smallest = max(largest, block.largest_index), min(smallest, block.smallest_index)
@@ -445,6 +454,10 @@ def _wider_than_asked(path: str, n_features: int, index: int, zero_based) -> str
     )
 
 
+#: The room read_letor makes after the first block, over the whole file at that block's density.
+_ROOM = 1.02
+
+
 class _Columns:
     """Arrays grown in place as blocks arrive (``ndarray.resize``: realloc, which moves large buffers by
     remapping their pages), so the whole file is never held twice; trimmed to their length at the end."""
@@ -454,6 +467,14 @@ class _Columns:
     def __init__(self, **dtypes):
         self._arrays = {name: np.empty(1 << 16, dtype=dtype) for name, dtype in dtypes.items()}
         self._length = 0
+
+    def reserve(self, n: int) -> None:
+        """Room for ``n`` values in all (the last value included), in fresh arrays holding what is there."""
+        for name, array in self._arrays.items():
+            if n + 1 > array.size:
+                room = np.empty(n + 1, dtype=array.dtype)
+                room[: self._length] = array[: self._length]
+                self._arrays[name] = room
 
     def append(self, **pieces) -> None:
         n = len(next(iter(pieces.values())))

@@ -132,6 +132,7 @@ def read_svmlight(
     dtype=np.float64,
     dense: bool = False,
     n_threads: int | None = None,
+    progress: bool = False,
 ) -> SvmLightData:
     """Read an SVM-light or LETOR file (optional ``qid:``, graded labels kept as written).
 
@@ -169,6 +170,9 @@ def read_svmlight(
         Return X as a dense ndarray (built block by block, never as a whole CSR first).
     n_threads : int, optional
         Threads parsing blocks; by default every core this process may use.
+    progress : bool, default False
+        Report the bytes read on standard error: a tqdm bar on a terminal, else a line per 5 % (or per
+        minute) with bytes, rows and rate.
 
     Raises
     ------
@@ -193,6 +197,7 @@ def read_svmlight(
         max_features=max_features,
         dense=dense,
         n_threads=_check_threads(n_threads),
+        progress=progress,
     )
     data = SvmLightData(
         X=read.X, y=read.y, qid=read.qid, path=path, zero_based=read.zero_based, file_width=read.file_width
