@@ -471,14 +471,14 @@ def _max_abs_scaled(X):
 
 
 def _train(args) -> None:
-    from rankopt.data.model_file import save_model
-    from rankopt.exceptions import ConvergenceWarning
-
-    if args.svm_rank_c is not None:
+    if args.svm_rank_c is not None:  # refused before anything heavy is imported: a typo answers at once
         raise CommandError(
             f"expected --C for the slack weight, got SVM^rank's -c {args.svm_rank_c} instead: rankopt scales C "
             "otherwise (docs/maths.md), so retune it, e.g. rankopt train --C 10 ..."
         )
+    from rankopt.data.model_file import save_model
+    from rankopt.exceptions import ConvergenceWarning
+
     _refuse_overwrite(args.model, args.data)
     if _is_store(args):
         _train_on_store(args)

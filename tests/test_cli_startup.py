@@ -53,7 +53,11 @@ def _modules_after(argv: list[str]) -> set[str]:
     return set(json.loads(line[len("MODULES=") :]))
 
 
-@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["plugins"], ["demo", "--help"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [["--version"], ["--help"], ["plugins"], ["demo", "--help"], ["train", "a.svm", "m.npz", "-c", "10"]],
+    ids=" ".join,
+)
 def test_light_commands_import_no_heavy_module(argv):
     modules = _modules_after(argv)
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY_PACKAGES or m in HEAVY_MODULES)
