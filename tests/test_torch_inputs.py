@@ -198,3 +198,28 @@ def test_the_last_preparation_is_let_go_before_the_next_is_built():
     cache.get(second_labels, None, config, lambda: seen.append(first() is None) or Preparation())
     assert seen == [True]
     assert cache.get(second_labels, None, config, lambda: 1 / 0) is not None  # the new one is kept
+
+
+@pytest.mark.parametrize("device", ["cpu", "torch"])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.uint16, torch.uint32, torch.uint64])
+def test_bool_and_unsigned_labels_are_taken_on_both_devices(device, dtype):
+    """Issue 61, points 6 and 9: bool labels are 0/1 on both devices (as structured_hinge and RankSVM take them),
+    and uint16/32/64 labels are taken on "torch" as on "cpu" (its reductions lacked those types)."""
+    from rankopt.torch import RankHingeLoss
+
+    scores = torch.tensor([[0.3, -0.2, 0.9, 0.1], [0.0, 0.5, -0.5, 0.2]], dtype=torch.float64)
+    labels = torch.tensor([[1, 0, 1, 0], [0, 0, 1, 1]])
+    for loss in ("ap", "ndcg", "pairwise"):
+        expected = RankHingeLoss(loss, device=device)(scores, labels)
+        got = RankHingeLoss(loss, device=device)(scores, labels.to(dtype))
+        assert float(got) == float(expected), (loss, dtype)
+
+
+def test_uint64_labels_past_int64_are_refused_by_name():
+    from rankopt.torch import RankHingeLoss
+
+    labels = torch.tensor([[1, 0, 1]], dtype=torch.uint64)
+    labels[0, 0] = torch.tensor(-1, dtype=torch.int64).view(torch.uint64)
+    for device in ("cpu", "torch"):
+        with pytest.raises(ValueError, match="uint64 labels of 2\\*\\*63 or more"):
+            RankHingeLoss("ap", device=device)(torch.zeros(1, 3, dtype=torch.float64), labels)

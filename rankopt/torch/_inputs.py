@@ -22,7 +22,7 @@ def checked_call(scores, y, mask, qid, group):
         raise TypeError(f"expected scores to be a torch.Tensor, got {type(scores).__name__} instead")
     if scores.dtype not in _FLOAT_DTYPES:
         raise TypeError(f"expected floating-point scores (float16/bfloat16/float32/float64), got {scores.dtype}")
-    y = _on_device(y, scores, "y")
+    y = _as_grades(_on_device(y, scores, "y"))
     mask = None if mask is None else _on_device(mask, scores, "mask")
     check_hinge_layout(
         tuple(scores.shape),
@@ -38,6 +38,28 @@ def checked_call(scores, y, mask, qid, group):
     if qid is not None:
         qid = torch.from_numpy(query_ids(qid, scores.shape[0], per="score"))
     return y, mask, qid
+
+
+#: Unsigned labels torch's reductions do not take (``min``, ``max``): widened to int64, which holds them all.
+_WIDENED = (torch.uint16, torch.uint32)
+
+
+def _as_grades(y: torch.Tensor) -> torch.Tensor:
+    """Labels every device takes: bool as 0/1 (BCE users pass ``y > 0``), unsigned types torch cannot reduce as
+    int64; uint64 labels past int64 are refused here, where they can still be named (the only read of data)."""
+    if y.dtype == torch.bool:
+        return y.to(torch.uint8)
+    if y.dtype in _WIDENED:
+        return y.to(torch.int64)
+    if y.dtype == torch.uint64:
+        signed = y.view(torch.int64)
+        if bool((signed < 0).any()):
+            raise ValueError(
+                "expected y to hold integer relevance grades >= 0 that fit in 64-bit integers, got uint64 labels of "
+                "2**63 or more instead"
+            )
+        return signed
+    return y
 
 
 def _on_device(value, scores: torch.Tensor, name: str) -> torch.Tensor:
