@@ -369,6 +369,15 @@ def check_positive_float(value, name: str) -> float:
     return float(value)
 
 
+def check_n_threads(n_threads) -> int | None:
+    """Threads for a compiled kernel or a reader: a positive integer, or None for the default."""
+    if n_threads is not None and (
+        isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) or n_threads < 1
+    ):
+        raise ValueError(f"expected n_threads to be a positive integer or None, got {n_threads!r} instead")
+    return None if n_threads is None else int(n_threads)
+
+
 def check_positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise ValueError(f"expected {name} to be a positive integer, got {value!r} instead")

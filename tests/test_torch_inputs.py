@@ -223,3 +223,19 @@ def test_uint64_labels_past_int64_are_refused_by_name():
     for device in ("cpu", "torch"):
         with pytest.raises(ValueError, match="uint64 labels of 2\\*\\*63 or more"):
             RankHingeLoss("ap", device=device)(torch.zeros(1, 3, dtype=torch.float64), labels)
+
+
+@pytest.mark.parametrize("n_threads", [0, -1, 2.5, "x", True])
+def test_threads_are_checked_alike_on_every_device(n_threads):
+    """Issue 61, point 15: device="torch" took any n_threads, where "cpu" refused them."""
+    from rankopt.torch import MetricHingeLoss, RankHingeLoss, rank_hinge
+
+    scores, labels = torch.zeros(1, 3, dtype=torch.float64), torch.tensor([[1, 0, 1]])
+    for device in ("cpu", "torch"):
+        message = "expected n_threads to be a positive integer or None"
+        with pytest.raises(ValueError, match=message):
+            RankHingeLoss("ap", n_threads=n_threads, device=device)
+        with pytest.raises(ValueError, match=message):
+            MetricHingeLoss("ap", n_threads=n_threads, device=device)
+        with pytest.raises(ValueError, match=message):
+            rank_hinge(scores, labels, loss="ap", n_threads=n_threads, device=device)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt._validation import query_ids_from_group
+from rankopt._validation import check_n_threads, query_ids_from_group
 from rankopt.data.backends import check_matrix
 
 logger = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ def read_svmlight(
         n_features=n_features,
         max_features=max_features,
         dense=dense,
-        n_threads=_check_threads(n_threads),
+        n_threads=check_n_threads(n_threads),
         progress=progress,
     )
     data = SvmLightData(
@@ -217,14 +217,6 @@ def check_read_options(*, zero_based="auto", max_features=DEFAULT_MAX_FEATURES, 
         raise ValueError(f"expected n_features to be a positive integer, got {n_features!r} instead")
     if np.dtype(dtype) not in (np.float32, np.float64):
         raise ValueError(f"expected dtype float32 or float64, got {np.dtype(dtype)} instead")
-
-
-def _check_threads(n_threads):
-    if n_threads is None:
-        return None
-    if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) or n_threads < 1:
-        raise ValueError(f"expected n_threads to be a positive integer or None, got {n_threads!r} instead")
-    return int(n_threads)
 
 
 #: LightGBM's sidecars of group sizes: FILE.query (or FILE.group) beside the data file FILE.

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 import os
 
 import numpy as np
@@ -50,6 +49,7 @@ import rankopt.inference._batched as _batched
 from rankopt._validation import (
     QueryIndex,
     as_float_vector,
+    check_n_threads,
     check_score_sums,
     check_whole_numbers,
     not_finite_error,
@@ -188,7 +188,7 @@ class PreparedRankings:
 
     def __call__(self, scores, *, n_threads: int | None = None) -> BatchedRankingInference:
         scores = _check_scores(scores, self.longest, self.relevance.size)
-        _check_n_threads(n_threads)
+        check_n_threads(n_threads)
         n_threads = _threads_for(scores.size, default_threads() if n_threads is None else int(n_threads))
         result = self._prepared(scores, n_threads, self.relative_to_truth)
         if not self.relative_to_truth or self._prepared.relative_inside:
@@ -314,13 +314,6 @@ def resolve_graded_method(loss, method) -> str:
     """The method the graded ``loss`` runs over grades ("auto" resolved), or a ValueError."""
     kernel, structure = kernel_for_loss(loss)
     return kernel.resolve_method(loss, structure, method, 0, None)
-
-
-def _check_n_threads(n_threads) -> None:
-    if n_threads is not None and (
-        isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) or n_threads < 1
-    ):
-        raise ValueError(f"expected n_threads to be a positive integer or None, got {n_threads!r} instead")
 
 
 def _check_batch(loss, scores, relevance, offsets, registry):

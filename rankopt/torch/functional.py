@@ -14,7 +14,7 @@ import warnings
 
 import torch
 
-from rankopt._validation import check_positive_float, check_reduction
+from rankopt._validation import check_n_threads, check_positive_float, check_reduction
 from rankopt.inference.structure_table import registered_devices
 from rankopt.torch._handles import loss_handle, named_loss_handle, resolved_loss
 from rankopt.torch._inputs import checked_call, describe, labels_on
@@ -100,7 +100,7 @@ def _loss_handle(loss, loss_params: dict) -> int:
 def hinge_of_handle(scores, y, loss: int, *, mask, qid, group, reduction, relevant_at, device, n_threads):
     """:func:`rank_hinge` of the loss with the handle ``loss`` (:mod:`rankopt.torch._op`): what the modules
     call, with their loss's handle kept as an integer, which a tracer reads as a constant."""
-    check_options(reduction, device)
+    check_options(reduction, device, n_threads)
     y, mask, qid = checked_call(scores, y, mask, qid, group)
     return rank_hinge_call(scores, y, mask, qid, loss, reduction, _relevant_from(relevant_at), n_threads, device)[0]
 
@@ -113,10 +113,12 @@ def _relevant_from(relevant_at) -> int:
     return integer_threshold(relevant_at)
 
 
-def check_options(reduction: str, device: str) -> None:
-    """Refuse an unknown reduction or device (the layers call it when they are made, not at the first call):
-    a device is "auto" or one that kernels are registered on (:data:`DEVICES`, or one a module added)."""
+def check_options(reduction: str, device: str, n_threads=None) -> None:
+    """Refuse an unknown reduction or device, or threads that are not a positive integer or None, on every
+    device alike (the layers call it when they are made, not at the first call): a device is "auto" or one
+    that kernels are registered on (:data:`DEVICES`, or one a module added)."""
     check_reduction(reduction)
+    check_n_threads(n_threads)
     devices = sorted({*DEVICES, *registered_devices()})
     if device not in devices:
         raise ValueError(f"expected device to be one of {devices}, got {device!r} instead")

@@ -68,7 +68,7 @@ class RankHingeLoss(_LossHandle, torch.nn.Module):
         self.relevant_at, self.reduction, self.n_threads = relevant_at, reduction, n_threads
         self.device = device_from_backend(device, backend, type(self).__name__)
         self.rank_loss  # noqa: B018 - an unknown loss is named here, not at the first call
-        check_options(reduction, self.device)
+        check_options(reduction, self.device, n_threads)
 
     @property
     def rank_loss(self):
@@ -163,7 +163,7 @@ class MetricHingeLoss(_LossHandle, torch.nn.Module):
         self.n_threads = n_threads
         self.device = device_from_backend(device, backend, type(self).__name__)
         self.rank_loss  # noqa: B018
-        check_options("mean", self.device)
+        check_options("mean", self.device, n_threads)
 
     @property
     def rank_loss(self):
