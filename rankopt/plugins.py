@@ -18,6 +18,7 @@ import enum
 import functools
 import importlib
 import importlib.metadata
+import inspect
 import os
 import warnings
 from dataclasses import dataclass
@@ -410,7 +411,15 @@ class PluginRegistry:
         return [info for k in kinds for _, info in sorted(catalogue[k].items())]
 
     def get_loss(self, name: str, **params) -> Loss:
-        return self._lookup(PluginKind.LOSS, name).cls(**params)
+        cls = self._lookup(PluginKind.LOSS, name).cls
+        unknown, accepted = _unknown_parameters(cls, params)
+        if unknown:
+            takes = f"takes {', '.join(accepted)}" if accepted else "takes no parameters"
+            raise TypeError(
+                f"expected keywords that the call or loss {name!r} takes, got {', '.join(map(repr, unknown))} "
+                f"instead: keywords the call does not know go to the loss, which {takes}"
+            )
+        return cls(**params)
 
     def resolve_loss(self, loss, **loss_params) -> Loss:
         """A loss instance from a registered name (built with ``loss_params``) or an instance (with none): the
@@ -518,6 +527,20 @@ def default_registry() -> PluginRegistry:
 def get_plugin_manager() -> RankoptPluginManager:
     """The default plugin manager; ``register`` on it to add a plugin at run time."""
     return default_registry().plugin_manager
+
+
+def _unknown_parameters(cls, params: dict) -> tuple[list[str], list[str]]:
+    """(the keywords of ``params`` that ``cls(...)`` does not take, the ones it takes); none unknown when it
+    takes ``**kwargs`` or has no signature to read."""
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
+        return [], []
+    taken = signature.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in taken):
+        return [], []
+    names = [p.name for p in taken if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return sorted(k for k in params if k not in names), names
 
 
 def get_loss(name: str, **params) -> Loss:

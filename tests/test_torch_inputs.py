@@ -239,3 +239,24 @@ def test_threads_are_checked_alike_on_every_device(n_threads):
             MetricHingeLoss("ap", n_threads=n_threads, device=device)
         with pytest.raises(ValueError, match=message):
             rank_hinge(scores, labels, loss="ap", n_threads=n_threads, device=device)
+
+
+def test_a_keyword_no_one_takes_is_named_with_who_takes_what():
+    """Issue 61, point 19: PML's keywords on the PML-free module, and a keyword a boosting objective does not
+    take, were "TypeError: APLoss() takes no arguments"."""
+    from rankopt.torch import MetricHingeLoss, RankHingeLoss
+
+    for keyword in ("reducer", "distance", "embedding_regularizer", "collect_stats"):
+        with pytest.raises(TypeError, match=f"PML's {keyword} instead: they belong to rankopt.pml.MetricHingeLoss"):
+            MetricHingeLoss("ap", **{keyword: None})
+    with pytest.raises(
+        TypeError, match="got 'C' instead: keywords the call does not know go to the loss, which takes no"
+    ):
+        RankHingeLoss("ap", C=1)
+    with pytest.raises(TypeError, match="got 'kk' instead: .* which takes k"):
+        RankHingeLoss("precision_at_k", kk=3)
+    pytest.importorskip("lightgbm")
+    from rankopt.lightgbm import hinge_objective
+
+    with pytest.raises(TypeError, match="got 'C' instead"):
+        hinge_objective("ap", C=1)
