@@ -115,6 +115,11 @@ class HingeObjective:
         else:
             hess = np.full(predictions.size, self.hessian)
         per_query_weight = query_weights(weights, group_sizes, predictions.size)
+        if per_query_weight is not None and per_query_weight.size and not per_query_weight.any():
+            raise ValueError(
+                f"expected a weight > 0 on some query, got weights of 0 on all {per_query_weight.size} queries: every "
+                "gradient would be 0 and the booster would learn nothing"
+            )
         if per_query_weight is not None:
             document_weight = np.repeat(per_query_weight, np.asarray(group_sizes, dtype=np.int64))
             grad, hess = grad * document_weight, hess * document_weight

@@ -170,7 +170,13 @@ def _mean_of_defined(values: np.ndarray, average: bool, what: str, weights=None)
         raise ValueError(f"expected some query (qid) to hold {what}, got none of the {values.size} queries")
     if weights is None:
         return float(np.mean(values[defined]))
-    return float(np.average(values[defined], weights=np.asarray(weights, dtype=np.float64)[defined]))
+    weights = np.asarray(weights, dtype=np.float64)[defined]
+    if not weights.sum() > 0:
+        raise ValueError(
+            f"expected a weight > 0 on some query that holds {what}, got weights of 0 on all {weights.size} of them "
+            "(a weighted mean over nothing)"
+        )
+    return float(np.average(values[defined], weights=weights))
 
 
 def _grouped(y_true, scores, qid):

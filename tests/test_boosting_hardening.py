@@ -185,3 +185,18 @@ def test_loss_metric_weighs_queries_and_checks_the_weights():
     assert weighted == pytest.approx(np.average(values, weights=[1.0, 3.0, 2.0]), rel=1e-12)
     with pytest.raises(ValueError, match="query_weights of shape \\(3,\\)"):
         rankopt.metrics.loss_metric(grades, scores, qid, loss="pairwise", query_weights=[1.0, 2.0])
+
+
+def test_weights_of_zero_on_every_query_are_refused():
+    """Issue 61, point 20: the metric raised NumPy's ZeroDivisionError, the objective returned zero gradients in
+    silence."""
+    _, grades, group = _ranking_data(n_queries=4, size=5)
+    predictions = np.random.default_rng(2).normal(size=grades.size)
+    zeros = np.zeros(grades.size)
+    with pytest.raises(ValueError, match="expected a weight > 0 on some query that holds two documents"):
+        lightgbm_metric("ap")(grades, predictions, zeros, group)
+    with pytest.raises(ValueError, match="expected a weight > 0 on some query, got weights of 0 on all 4"):
+        lightgbm_objective("ap")(grades, predictions, zeros, group)
+    some = np.repeat([0.0, 1.0, 0.0, 0.0], group)  # one query weighs: both run
+    grad, _ = lightgbm_objective("ap")(grades, predictions, some, group)
+    assert np.any(grad != 0) and np.all(grad[: group[0]] == 0)
