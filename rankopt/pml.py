@@ -39,7 +39,6 @@ from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
 from rankopt._validation import check_positive_float
 from rankopt.inference.batched import resolve_rank_loss
-from rankopt.inference.structure_table import reads_grades
 from rankopt.plugins import default_registry
 from rankopt.torch import RankHingeLoss
 from rankopt.torch.functional import device_from_backend
@@ -53,8 +52,10 @@ class MetricHingeLoss(pml_losses.BaseMetricLossFunction):
     Parameters
     ----------
     loss : str or RankLoss, default "ap"
-        Any registered binary rank loss ("ap", "ndcg", "auc", "precision_at_k", a plugin's), by name or as an
-        instance (``rankopt.get_loss("precision_at_k", k=5)``).
+        Any registered rank loss ("ap", "ndcg", "auc", "precision_at_k", a plugin's), by name or as an
+        instance (``rankopt.get_loss("precision_at_k", k=5)``).  A document is relevant to an anchor when it
+        shares its label: a graded loss ("ndcg_graded", "pairwise") sees grades 1 and 0, as
+        :class:`rankopt.torch.MetricHingeLoss` gives them.
     scale : float, default 1.0
         The scores are the similarities times ``scale``; the hinge weighs score differences against a loss in
         [0, 1], so its margin is 1/scale in similarity units.
@@ -86,11 +87,6 @@ class MetricHingeLoss(pml_losses.BaseMetricLossFunction):
         super().__init__(**kwargs)
         self.scale = check_positive_float(scale, "scale")
         rank_loss = resolve_rank_loss(loss, default_registry())
-        if reads_grades(rank_loss):
-            raise ValueError(
-                f"expected a binary rank loss (a document shares the anchor's label or not), got the graded loss "
-                f"{rank_loss.name!r} instead"
-            )
         device = device_from_backend(device, backend, type(self).__name__)
         self.hinge = RankHingeLoss(rank_loss, reduction="none", n_threads=n_threads, device=device)
         self.add_to_recordable_attributes(list_of_names=["scale"], is_stat=False)

@@ -224,13 +224,21 @@ def test_multiple_losses_regularizers_and_stats():
     assert "scale" in with_stats._record_these
 
 
+@pytest.mark.parametrize("loss", ["ndcg_graded", "pairwise"])
+def test_graded_losses_are_taken_as_the_torch_module_takes_them(loss):
+    """Issue 61, point 11: rankopt.torch.MetricHingeLoss took them, rankopt.pml.MetricHingeLoss refused them."""
+    embeddings, labels = _batch()
+    ours = _value_and_grad(MetricHingeLoss(loss, scale=3.0), embeddings, labels)
+    plain = _value_and_grad(TorchMetricHingeLoss(loss, scale=3.0), embeddings, labels)
+    assert ours[0] == pytest.approx(plain[0], rel=1e-9) and ours[0] > 0
+    torch.testing.assert_close(ours[1], plain[1], rtol=1e-7, atol=1e-10)
+
+
 def test_edges_a_batch_of_one_and_a_graded_loss():
     embeddings = torch.randn(1, 3, requires_grad=True)
     value = MetricHingeLoss()(embeddings, torch.tensor([0]))
     value.backward()
     assert float(value.detach()) == 0.0 and not embeddings.grad.any()
-    with pytest.raises(ValueError, match="binary rank loss"):
-        MetricHingeLoss("ndcg_graded")
     with pytest.raises(ValueError, match="PML distance object or one of \\['cosine', 'dot'\\]"):
         MetricHingeLoss(distance="euclid")
     assert MetricHingeLoss(rankopt.get_loss("precision_at_k", k=3)).hinge.rank_loss.k == 3
