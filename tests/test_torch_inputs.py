@@ -260,3 +260,19 @@ def test_a_keyword_no_one_takes_is_named_with_who_takes_what():
 
     with pytest.raises(TypeError, match="got 'C' instead"):
         hinge_objective("ap", C=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_zero_embedding_keeps_the_gradient_finite(dtype):
+    """Issue 61, point 4: a zero embedding's gradient was [inf, -inf, nan] under cosine similarity."""
+    from rankopt.torch import MetricHingeLoss
+
+    embeddings = torch.randn(4, 3, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    embeddings[0] = 0
+    embeddings.requires_grad_()
+    value = MetricHingeLoss("ap")(embeddings, torch.tensor([0, 1, 0, 1]))
+    value.backward()
+    assert torch.isfinite(value) and torch.isfinite(embeddings.grad).all()
+    big = torch.full((3, 2), 1e20, dtype=torch.float32).requires_grad_()  # the overflow the scaling is for
+    MetricHingeLoss("ap")(big * torch.tensor([[1.0, 2.0], [2.0, 1.0], [1.0, 1.0]]), torch.tensor([0, 1, 0])).backward()
+    assert torch.isfinite(big.grad).all()

@@ -216,10 +216,11 @@ def documents_ranked(n_queries: int, n_references: int, self_reference: bool) ->
 
 def _unit_rows(x: torch.Tensor) -> torch.Tensor:
     """The rows of ``x`` scaled to unit length, without overflow: each row is divided by its largest |entry|
-    first (the direction is the same), so a row of norm 1e20 in float32 stays itself, not a zero vector."""
+    first (the direction is the same), so a row of norm 1e20 in float32 stays itself, not a zero vector.  A row
+    of zeros is divided by 1: it stays zero, with the finite gradient ``normalize`` gives it (as in PML), where
+    a divisor of the smallest float made it infinite."""
     largest = x.detach().abs().amax(dim=1, keepdim=True)
-    tiny = torch.finfo(x.dtype).tiny if x.is_floating_point() else 1.0
-    return torch.nn.functional.normalize(x / largest.clamp_min(tiny), dim=1)
+    return torch.nn.functional.normalize(x / torch.where(largest > 0, largest, torch.ones_like(largest)), dim=1)
 
 
 def device_from_backend(device: str, backend: str | None, owner: str) -> str:
