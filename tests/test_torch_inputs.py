@@ -276,3 +276,18 @@ def test_a_zero_embedding_keeps_the_gradient_finite(dtype):
     big = torch.full((3, 2), 1e20, dtype=torch.float32).requires_grad_()  # the overflow the scaling is for
     MetricHingeLoss("ap")(big * torch.tensor([[1.0, 2.0], [2.0, 1.0], [1.0, 1.0]]), torch.tensor([0, 1, 0])).backward()
     assert torch.isfinite(big.grad).all()
+
+
+@pytest.mark.parametrize("device", ["cpu", "torch"])
+def test_a_parameter_changed_in_place_is_read_at_the_next_call(device):
+    """Issue 61, point 1: layer.loss_params["k"] = 1 was ignored (k = 3 kept) on both devices."""
+    from rankopt.torch import RankHingeLoss
+
+    scores = torch.tensor([[0.9, 0.8, 0.7, 0.1, 0.0]], dtype=torch.float64)
+    labels = torch.tensor([[0, 1, 1, 0, 1]])
+    layer = RankHingeLoss("precision_at_k", k=3, device=device)
+    at_three = float(layer(scores, labels))
+    layer.loss_params["k"] = 1
+    at_one = float(layer(scores, labels))
+    assert at_one == float(RankHingeLoss("precision_at_k", k=1, device=device)(scores, labels)) != at_three
+    assert layer.rank_loss.k == 1

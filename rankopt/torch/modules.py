@@ -209,11 +209,20 @@ class MetricHingeLoss(_LossHandle, torch.nn.Module):
 
 def _resolved(module: torch.nn.Module, loss, loss_params: dict) -> tuple:
     """(the loss instance, its handle) for ``loss`` (a name with ``loss_params``, or an instance): made once and
-    kept on ``module`` for as long as its ``loss`` and ``loss_params`` are the same objects, so that a traced
-    forward reads the handle as a constant."""
+    kept on ``module`` for as long as its ``loss`` and ``loss_params`` are the same objects holding the same
+    values (``layer.loss_params["k"] = 1`` is seen by the next call), so that a traced forward reads the handle
+    as a constant."""
     held = module.__dict__.get("_resolved")
-    if held is None or held[0] is not loss or held[1] is not loss_params:
+    if held is None or held[0] is not loss or held[1] is not loss_params or not _same_items(held[2], loss_params):
         resolved = resolved_loss(loss, loss_params)
-        held = (loss, loss_params, resolved, loss_handle(resolved))
+        held = (loss, loss_params, tuple(loss_params.items()), resolved, loss_handle(resolved))
         module.__dict__["_resolved"] = held
-    return held[2:]
+    return held[3:]
+
+
+def _same_items(items: tuple, params: dict) -> bool:
+    """Whether ``params`` holds the very values ``items`` were taken from, and nothing else."""
+    return len(items) == len(params) and all(params.get(key, _ABSENT) is value for key, value in items)
+
+
+_ABSENT = object()
