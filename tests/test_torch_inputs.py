@@ -291,3 +291,29 @@ def test_a_parameter_changed_in_place_is_read_at_the_next_call(device):
     at_one = float(layer(scores, labels))
     assert at_one == float(RankHingeLoss("precision_at_k", k=1, device=device)(scores, labels)) != at_three
     assert layer.rank_loss.k == 1
+
+
+def test_every_torch_door_runs_under_inference_mode():
+    """Issue 61, point 7: labels or masks made under torch.inference_mode (Lightning's validation loop) raised
+    "Inference tensors do not track version counter" on "cpu", and both MetricHingeLoss classes failed."""
+    from rankopt.torch import MetricHingeLoss, RankHingeLoss
+
+    scores = torch.randn(2, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    embeddings = torch.randn(6, 3, generator=torch.Generator().manual_seed(2))
+    labels = torch.tensor([0, 1, 0, 1, 2, 2])
+    y = torch.tensor([[1, 0, 1, 0], [0, 1, 1, 0]])
+    expected = {device: float(RankHingeLoss("ap", device=device)(scores, y)) for device in ("cpu", "torch")}
+    metric_expected = float(MetricHingeLoss("ap")(embeddings, labels))
+    layer = RankHingeLoss("ap", device="cpu")
+    with torch.inference_mode():
+        y_inference, mask = y.clone(), torch.ones(2, 4, dtype=torch.bool)
+        for device in ("cpu", "torch"):
+            assert float(RankHingeLoss("ap", device=device)(scores, y_inference, mask=mask)) == expected[device]
+        assert float(layer(scores, y_inference)) == expected["cpu"]
+        y_inference[0, 0] = 0  # changed in place, where no version counter says so: read again
+        assert float(layer(scores, y_inference)) != expected["cpu"]
+        assert float(MetricHingeLoss("ap")(embeddings, labels)) == metric_expected
+    pml = pytest.importorskip("rankopt.pml")
+    plain = float(pml.MetricHingeLoss("ap")(embeddings, labels))
+    with torch.inference_mode():
+        assert float(pml.MetricHingeLoss("ap")(embeddings, labels)) == plain

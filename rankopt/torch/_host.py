@@ -103,6 +103,10 @@ class PreparedBatch:
         loss_key = config.loss.cache_key()
         if loss_key is None:  # a loss whose parameters cannot be snapshotted: never reuse
             return build()
+        if y.is_inference() or (mask is not None and mask.is_inference()):
+            # Made under torch.inference_mode (an evaluation loop's): no version counter tells an in-place
+            # change, so such a batch is prepared at every call.
+            return build()
         # The loss's parameters by value: set_params between calls must not find the old preparation.
         key = (y._version, tuple(y.shape), None if mask is None else mask._version, loss_key, config.relevant_from)
         held = self._entry
