@@ -317,3 +317,16 @@ def test_every_torch_door_runs_under_inference_mode():
     plain = float(pml.MetricHingeLoss("ap")(embeddings, labels))
     with torch.inference_mode():
         assert float(pml.MetricHingeLoss("ap")(embeddings, labels)) == plain
+
+
+@pytest.mark.parametrize("loss, params", [("ndcg_graded", {"k": 3}), ("pairwise", {}), ("ap", {})])
+@pytest.mark.parametrize("label", [float("nan"), float("inf"), 2.0**63, 1e300, 1.5])
+def test_bad_float_labels_are_refused_on_the_tensor_device(loss, params, label):
+    """Issue 61, point 5: NaN, inf and float labels >= 2**63 crashed the graded kernels on "torch" with an
+    out-of-bounds index before the refusal; "cpu" refuses them with a ValueError."""
+    from rankopt.torch import RankHingeLoss
+
+    scores, labels = torch.zeros(1, 3, dtype=torch.float64), torch.tensor([[1.0, label, 0.0]])
+    for device in ("cpu", "torch"):
+        with pytest.raises(ValueError, match="expected y to hold integer relevance grades >= 0"):
+            RankHingeLoss(loss, device=device, **params)(scores, labels)

@@ -97,7 +97,11 @@ class _DeviceBatch:
         checks = [mask.any(), kept_scores.abs().max(), lowest, (mask & (labels != 1) & (labels != -1)).any()]
         if not integer:
             # Every float from 2**53 on is whole; below 2**63 it converts to int64 exactly, as on the host.
-            checks.append((torch.isfinite(kept) & (kept == torch.round(kept)) & (kept.abs() < 2.0**63)).all())
+            whole = torch.isfinite(kept) & (kept == torch.round(kept)) & (kept.abs() < 2.0**63)
+            checks.append(whole.all())
+            # A label read() refuses (NaN, infinity, a fraction, 2**63 and beyond) is 0 until then: cast as it is,
+            # it became a negative index the kernel's grade tables read out of bounds before the refusal.
+            kept = torch.where(whole, kept, zero_label)
         self.checks = torch.stack([c.double() for c in checks])
         # {−1, 1} labels read as {0, 1}; an invalid label gives garbage here, refused by read() before use.
         self.grades = torch.where(lowest < 0, (kept > 0).long(), kept.long())
