@@ -9,8 +9,10 @@
     ranker.fit(X, y, group=group_sizes)
 
 With early stopping on the loss's own metric (1 − Δ per validation query; LightGBM before 4.7 takes the
-validation set as ``eval_set=[(X_valid, y_valid)]``)::
+validation set as ``eval_set=[(X_valid, y_valid)]``). ``metric="None"`` turns LightGBM's default ndcg@1…@5 of
+a ranker off: without it, ``early_stopping`` stops on whichever of the six metrics stalls first::
 
+    ranker = LGBMRanker(objective=hinge_objective("ndcg_graded"), metric="None", n_estimators=100)
     ranker.fit(X, y, group=sizes, eval_X=(X_valid,), eval_y=(y_valid,), eval_group=[valid_sizes],
                eval_metric=eval_metric("ndcg_graded"), callbacks=[lightgbm.early_stopping(50)])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import textwrap
 
 import numpy as np
 import pytest
@@ -241,3 +242,37 @@ def test_a_lightgbm_too_old_for_callable_objectives_is_named():
     _check_lightgbm_version("4.0.0")
     with pytest.raises(ImportError, match="LightGBM >= 4.0 .*got LightGBM 3.3.5"):
         _check_lightgbm_version("3.3.5")
+
+
+def test_the_early_stopping_recipe_is_one_and_runs_from_the_docstring():
+    """Issue 61, point 21: rankopt.lightgbm's docstring gave the recipe without metric="None" (it stopped on
+    LightGBM's own ndcg@1..5); the README gave it with. Both say it, and the docstring's runs as written."""
+    import re
+    from pathlib import Path
+
+    lightgbm = pytest.importorskip("lightgbm")
+    import rankopt.lightgbm as module
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert 'LGBMRanker(objective=hinge_objective("pairwise"), metric="None"' in readme
+    blocks = re.findall(r"::\n\n((?:    .*\n|\n)+)", module.__doc__)  # the docstring's literal blocks
+    recipe = next(block for block in blocks if "early_stopping" in block)
+    assert 'metric="None"' in recipe
+    X, grades, group = _ranking_data(n_queries=30)
+    fit, valid = slice(0, 20 * 15), slice(20 * 15, None)
+    names = {
+        "LGBMRanker": lambda **kwargs: lightgbm.LGBMRanker(verbose=-1, **kwargs),
+        "hinge_objective": module.hinge_objective,
+        "eval_metric": module.eval_metric,
+        "lightgbm": lightgbm,
+        "X": X[fit],
+        "y": grades[fit],
+        "sizes": group[:20],
+        "X_valid": X[valid],
+        "y_valid": grades[valid],
+        "valid_sizes": group[20:],
+    }
+    if "eval_X" not in inspect.signature(lightgbm.LGBMRanker.fit).parameters:  # LightGBM before 4.7
+        recipe = recipe.replace("eval_X=(X_valid,), eval_y=(y_valid,)", "eval_set=[(X_valid, y_valid)]")
+    exec(textwrap.dedent(recipe), names)  # noqa: S102 - the documented recipe itself
+    assert set(names["ranker"].best_score_["valid_0"]) == {"ndcg_graded"}
