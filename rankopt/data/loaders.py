@@ -171,8 +171,7 @@ def read_svmlight(
     n_threads : int, optional
         Threads parsing blocks; by default every core this process may use.
     progress : bool, default False
-        Report the bytes read on standard error: a tqdm bar on a terminal, else a line per 5 % (or per
-        minute) with bytes, rows and rate.
+        Report the reading on stderr: a tqdm bar on a terminal, else a line per 5 % (or per minute).
 
     Raises
     ------
