@@ -8,7 +8,7 @@ import torch
 
 from rankopt._validation import check_hinge_layout, qid_or_group, query_ids
 
-__all__ = ["checked_call", "labels_on", "describe"]
+__all__ = ["checked_call", "describe", "labels_on", "refuse_pml_keywords"]
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -101,3 +101,19 @@ def labels_on(labels, embeddings: torch.Tensor, name: str) -> torch.Tensor:
     if labels.dim() != 1:
         raise ValueError(f"expected {name} to be 1-D, got shape {tuple(labels.shape)} instead")
     return labels
+
+
+#: The keywords of pytorch-metric-learning's BaseMetricLossFunction, which rankopt.pml.MetricHingeLoss takes.
+PML_KEYWORDS = frozenset({"reducer", "distance", "embedding_regularizer", "embedding_reg_weight", "collect_stats"})
+
+
+def refuse_pml_keywords(loss_params: dict) -> None:
+    """Refuse PML's keywords given to the PML-free metric loss (they would reach the rank loss as parameters),
+    naming the class that takes them."""
+    pml = sorted(set(loss_params) & PML_KEYWORDS)
+    if pml:
+        raise TypeError(
+            f"expected rankopt.torch.MetricHingeLoss's keywords, got PML's {', '.join(pml)} instead: they belong to "
+            "rankopt.pml.MetricHingeLoss, the same loss as a pytorch-metric-learning loss (reducers, distances, "
+            "regularizers, stats)"
+        )

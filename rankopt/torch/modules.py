@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from rankopt.torch._handles import loss_handle, resolved_loss
+from rankopt.torch._inputs import refuse_pml_keywords
 from rankopt.torch.functional import (
     SIMILARITIES,
     check_metric_options,
@@ -103,10 +104,6 @@ class RankHingeLoss(_LossHandle, torch.nn.Module):
         return hinge_of_handle(scores, y, handle, mask=mask, qid=qid, group=group, device=self.device, **options)
 
 
-#: The keywords of pytorch-metric-learning's BaseMetricLossFunction, which rankopt.pml.MetricHingeLoss takes.
-PML_KEYWORDS = frozenset({"reducer", "distance", "embedding_regularizer", "embedding_reg_weight", "collect_stats"})
-
-
 class MetricHingeLoss(_LossHandle, torch.nn.Module):
     """The structured hinge of a rank loss for metric learning: every embedding ranks the others.
 
@@ -158,13 +155,7 @@ class MetricHingeLoss(_LossHandle, torch.nn.Module):
         **loss_params,
     ):
         super().__init__()
-        pml = sorted(set(loss_params) & PML_KEYWORDS)
-        if pml:
-            raise TypeError(
-                f"expected rankopt.torch.MetricHingeLoss's keywords, got PML's {', '.join(pml)} instead: they belong "
-                "to rankopt.pml.MetricHingeLoss, the same loss as a pytorch-metric-learning loss (reducers, "
-                "distances, regularizers, stats)"
-            )
+        refuse_pml_keywords(loss_params)
         self.loss, self.loss_params = loss, loss_params
         self.similarity, self.scale, self.relevant = (
             similarity,
