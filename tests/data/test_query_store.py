@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
-
 import numpy as np
 import pytest
 
@@ -102,16 +98,8 @@ def test_files_and_paths_it_refuses(tmp_path, rng):
         QueryStoreWriter(tmp_path / "b.zarr", 2, dtype=np.int32)
 
 
-def test_the_command_line_writes_a_store_and_trains_on_it(letor_file, tmp_path):
-    def rankopt(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "rankopt", *map(str, args)],
-            capture_output=True,
-            text=True,
-            cwd=tempfile.gettempdir(),
-            check=False,
-        )
-
+def test_the_command_line_writes_a_store_and_trains_on_it(letor_file, tmp_path, rankopt_command):
+    rankopt = rankopt_command
     done = rankopt("store", letor_file, tmp_path / "s.zarr", "--partition-rows", 600)
     assert done.returncode == 0, done.stderr
     assert "rows in 150 queries x 5 features" in done.stdout

@@ -131,28 +131,18 @@ def test_gzip_lone_cr_and_sidecar_files_make_the_same_store(letor_file, tmp_path
             np.testing.assert_array_equal(qid, reference.qid)
 
 
-def _rankopt(*args, **kwargs):
-    return subprocess.run(
-        [sys.executable, "-m", "rankopt", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=tempfile.gettempdir(),
-        check=False,
-        **kwargs,
-    )
-
-
-def test_the_store_command_reports_progress_in_lines_and_takes_its_options(letor_file, tmp_path):
-    done = _rankopt("store", letor_file, tmp_path / "s.zarr", "--max-features", 3)
+def test_the_store_command_reports_progress_in_lines_and_takes_its_options(letor_file, tmp_path, rankopt_command):
+    rankopt = rankopt_command
+    done = rankopt("store", letor_file, tmp_path / "s.zarr", "--max-features", 3)
     assert done.returncode == 2 and "at most 3 features" in done.stderr
-    done = _rankopt("store", letor_file, tmp_path / "s.zarr", "--threads", 2)
+    done = rankopt("store", letor_file, tmp_path / "s.zarr", "--threads", 2)
     assert done.returncode == 0, done.stderr
     assert "rankopt: checking train.txt: 100%" in done.stderr and "rankopt: writing train.txt: 100%" in done.stderr
-    again = _rankopt("store", letor_file, tmp_path / "s.zarr")
+    again = rankopt("store", letor_file, tmp_path / "s.zarr")
     assert again.returncode == 2 and "which exists" in again.stderr and "--overwrite" in again.stderr
-    assert _rankopt("store", letor_file, tmp_path / "s.zarr", "--overwrite").returncode == 0
+    assert rankopt("store", letor_file, tmp_path / "s.zarr", "--overwrite").returncode == 0
     (tmp_path / "plain").mkdir()
-    refused = _rankopt("store", letor_file, tmp_path / "plain", "--overwrite")
+    refused = rankopt("store", letor_file, tmp_path / "plain", "--overwrite")
     assert refused.returncode == 2 and "not one" in refused.stderr
 
 
@@ -226,14 +216,15 @@ def test_evaluate_and_predict_read_a_store_as_they_read_the_file(model_and_files
     assert status == 2 and "expected --workers with a query store" in capsys.readouterr().err
 
 
-def test_evaluate_and_predict_on_workers(model_and_files, tmp_path):
+def test_evaluate_and_predict_on_workers(model_and_files, tmp_path, rankopt_command):
+    rankopt = rankopt_command
     model, path, store = model_and_files
-    done = _rankopt("predict", model, store, "-o", tmp_path / "w.scores", "--workers", 2, "-v")
+    done = rankopt("predict", model, store, "-o", tmp_path / "w.scores", "--workers", 2, "-v")
     assert done.returncode == 0, done.stderr
     # The scheduler's and nannies' INFO lines stay out of -v (its handler writes "name: message" lines).
     assert not [line for line in done.stderr.splitlines() if line.startswith("distributed.")]
-    file_scores = _rankopt("predict", model, path).stdout
+    file_scores = rankopt("predict", model, path).stdout
     assert (tmp_path / "w.scores").read_text() == file_scores
-    evaluated = _rankopt("evaluate", model, store, "--workers", 2)
-    assert evaluated.returncode == 0 and evaluated.stdout == _rankopt("evaluate", model, path).stdout
+    evaluated = rankopt("evaluate", model, store, "--workers", 2)
+    assert evaluated.returncode == 0 and evaluated.stdout == rankopt("evaluate", model, path).stdout
     assert [name for name in os.listdir(tmp_path) if name.startswith(".rankopt-scores-")] == []
