@@ -141,3 +141,24 @@ def test_a_ranking_fit_pays_for_no_graph_library():
     assert done.returncode == 0, done.stderr
     line = [line for line in done.stdout.splitlines() if line.startswith("MODULES=")][-1]
     assert "networkx" not in set(json.loads(line[len("MODULES=") :]))
+
+
+def test_python_in_an_unbuilt_checkout_says_why_it_cannot_import(tmp_path):
+    """Issue 61, point 22: the README's quickstart run from the checkout folder failed with "No module named
+    'rankopt.inference._observation'" deep in a fit; the source folder shadows the installed package."""
+    import shutil
+    from pathlib import Path
+
+    import rankopt
+
+    source = Path(rankopt.__file__).parent
+    checkout = tmp_path / "checkout"
+    shutil.copytree(source, checkout / "rankopt", ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    (checkout / "setup.py").write_text("# the checkout's build script\n")
+    done = subprocess.run(
+        [sys.executable, "-c", "import rankopt"], capture_output=True, text=True, timeout=120, cwd=checkout
+    )
+    assert done.returncode == 1
+    assert "rankopt is being imported from its source folder" in done.stderr and "cd .." in done.stderr
+    built = subprocess.run([sys.executable, "-c", "import rankopt"], capture_output=True, text=True, cwd=tmp_path)
+    assert built.returncode == 0, built.stderr  # elsewhere, the installed package
