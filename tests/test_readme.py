@@ -57,11 +57,14 @@ def test_rerunning_the_plugin_quickstart_in_one_process_gives_a_short_message():
     assert "'my-plugin', already registered" in message and "unregister(name='my-plugin')" in message
 
 
-def test_the_torch_block_runs_without_a_warning():
-    """Issue 38, point 18: it ended with ``print(float(loss))``, which warns about requires_grad."""
+def test_the_torch_blocks_run_without_a_warning():
+    """Issue 38, point 18: it ended with ``print(float(loss))``, which warns about requires_grad; issue 61,
+    point 26: a DataLoader's collate function (padding, mask, padding's labels), which runs as written."""
     pytest.importorskip("torch")
-    (block,) = [b for b in python_blocks(README) if "RankHingeLoss" in b]
-    _run_without_a_warning(block)
+    blocks = [b for b in python_blocks(README) if "RankHingeLoss" in b]
+    assert len(blocks) == 2 and "collate_fn=collate" in blocks[1] and "never read" in blocks[1]
+    for block in blocks:
+        _run_without_a_warning(block)
 
 
 def _run_without_a_warning(code: str) -> str:
