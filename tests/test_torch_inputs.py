@@ -330,3 +330,27 @@ def test_bad_float_labels_are_refused_on_the_tensor_device(loss, params, label):
     for device in ("cpu", "torch"):
         with pytest.raises(ValueError, match="expected y to hold integer relevance grades >= 0"):
             RankHingeLoss(loss, device=device, **params)(scores, labels)
+
+
+@pytest.mark.parametrize(
+    "dtype, big, width", [(torch.float64, 1e304, 100), (torch.float32, 1e34, 1000)], ids=["float64", "float32"]
+)
+def test_the_score_sum_bound_counts_the_kept_documents_on_both_devices(dtype, big, width):
+    """Issue 61, point 14: the tensor device bounded the score sums by the padded width, refusing scores the host
+    takes (two documents kept in a row of 100)."""
+    from rankopt.torch import RankHingeLoss
+
+    scores = torch.zeros(1, width, dtype=dtype)
+    scores[0, :2] = torch.tensor([big, -big], dtype=dtype)
+    labels = torch.zeros(1, width, dtype=torch.long)
+    labels[0, 0] = 1
+    mask = torch.zeros(1, width, dtype=torch.bool)
+    mask[0, :2] = True
+    values = {
+        device: float(RankHingeLoss("ap", device=device)(scores, labels, mask=mask)) for device in ("cpu", "torch")
+    }
+    assert values["cpu"] == values["torch"] == 0.0
+    mask[0, :] = True  # every document kept: the sums could overflow, both refuse
+    for device in ("cpu", "torch"):
+        with pytest.raises(ValueError, match="expected scores"):
+            RankHingeLoss("ap", device=device)(scores, labels, mask=mask)

@@ -94,7 +94,9 @@ class _DeviceBatch:
         kept = torch.where(mask, labels, zero_label)
         kept_scores = torch.where(mask, scores, torch.zeros((), dtype=scores.dtype, device=device))
         lowest = kept.min()
-        checks = [mask.any(), kept_scores.abs().max(), lowest, (mask & (labels != 1) & (labels != -1)).any()]
+        # The longest row's kept documents bound its score sums, as the host bounds a query's (not the padding's).
+        longest = mask.sum(dim=1).max() if mask.shape[0] else torch.zeros((), device=device)
+        checks = [mask.any(), kept_scores.abs().max(), lowest, (mask & (labels != 1) & (labels != -1)).any(), longest]
         if not integer:
             # Every float from 2**53 on is whole; below 2**63 it converts to int64 exactly, as on the host.
             whole = torch.isfinite(kept) & (kept == torch.round(kept)) & (kept.abs() < 2.0**63)
@@ -105,7 +107,7 @@ class _DeviceBatch:
         self.checks = torch.stack([c.double() for c in checks])
         # {−1, 1} labels read as {0, 1}; an invalid label gives garbage here, refused by read() before use.
         self.grades = torch.where(lowest < 0, (kept > 0).long(), kept.long())
-        self.mask, self.width = mask, scores.shape[1]
+        self.mask = mask
         self.score_dtype = np.float64 if scores.dtype == torch.float64 else np.float32
 
     def read(self, facts: torch.Tensor | None) -> np.ndarray | None:
@@ -120,13 +122,13 @@ class _DeviceBatch:
 
         values = self.checks if facts is None else torch.cat((self.checks, facts.double().reshape(-1)))
         host = np.asarray(values.tolist())  # the read
-        any_kept, largest, lowest, not_binary, *whole = host[: self.checks.shape[0]].tolist()
+        any_kept, largest, lowest, not_binary, longest, *whole = host[: self.checks.shape[0]].tolist()
         if not any_kept:
             raise nothing_kept_error()
         if not np.isfinite(largest):
             raise not_finite_error("scores")
-        if largest * self.width > score_sum_bound(self.score_dtype):
-            raise score_sums_error(largest, self.width, self.score_dtype)
+        if largest * longest > score_sum_bound(self.score_dtype):
+            raise score_sums_error(largest, int(longest), self.score_dtype)
         if whole and not whole[0]:
             raise ValueError(
                 "expected y to hold integer relevance grades >= 0 that fit in 64-bit integers, got NaN, infinity, "
