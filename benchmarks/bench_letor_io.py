@@ -11,7 +11,8 @@ LightGBM ``FILE.query`` of group sizes.  Every measurement runs in a fresh proce
   ``query_id=True`` on the qid file, without on the other) and LightGBM's ``Dataset`` construction from the
   no-qid file with its ``.query`` file (LightGBM's own text loading), one thread and every core;
 * ``rankopt store`` of the qid file (every core), ``rankopt evaluate`` / ``predict`` of the qid file and of
-  its store with ``--workers 2``.
+  its store with ``--workers 2``: wall time and the command's peak resident memory (the driver's; a cluster's
+  workers are processes apart).
 
 Full run (a line of JSON per measurement is appended to ``--out`` as it finishes; 10⁸ lines need about
 22 GB of disk)::
@@ -122,6 +123,16 @@ def _reader(case: dict) -> dict:
     return {"wall_s": wall, "cpu_s": cpu, "peak_mb": peak, "arrays_mb": arrays}
 
 
+#: ``rankopt ARGS`` run in this process, then its peak resident memory on stderr.
+_COMMAND_PROBE = """
+import resource, sys
+from rankopt.cli import main
+status = main(sys.argv[1:])
+print(f"PEAK_MB={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}", file=sys.stderr)
+sys.exit(status)
+"""
+
+
 def _measure(case: dict, timeout: float) -> dict:
     """``case`` run in a fresh process (the reader), or the ``rankopt`` command it names, timed from here."""
     size = os.path.getsize(case["path"])
@@ -130,7 +141,7 @@ def _measure(case: dict, timeout: float) -> dict:
         if "command" in case:
             start = time.perf_counter()
             done = subprocess.run(
-                [sys.executable, "-m", "rankopt", *case["command"]],
+                [sys.executable, "-c", _COMMAND_PROBE, *case["command"]],
                 capture_output=True,
                 text=True,
                 timeout=timeout,
@@ -138,6 +149,9 @@ def _measure(case: dict, timeout: float) -> dict:
                 check=False,
             )
             result = {"wall_s": time.perf_counter() - start, "returncode": done.returncode}
+            peaks = [line for line in done.stderr.splitlines() if line.startswith("PEAK_MB=")]
+            if peaks:  # the driver's (this command's process') peak; a cluster's workers are apart
+                result["peak_mb"] = float(peaks[-1][len("PEAK_MB=") :])
             if done.returncode:
                 result["stderr"] = done.stderr[-500:]
         else:
