@@ -11,32 +11,10 @@ once.  ``from rankopt import RankSVM`` works as usual.
 
 from __future__ import annotations
 
-import os as _os
-from importlib.machinery import EXTENSION_SUFFIXES as _EXTENSION_SUFFIXES
-
 from rankopt._lazy import lazy_attributes
 from rankopt.hookspecs import hookimpl as hookimpl
 
 __version__ = "0.1.0"
-
-
-def _refuse_an_unbuilt_source_folder() -> None:
-    """Python started in a checkout imports this folder, not the installed package: without the compiled
-    kernels (``pip install .`` puts them in site-packages) a fit would fail deep inside with "No module named
-    'rankopt.inference._observation'"; say so at the import instead."""
-    here = _os.path.dirname(_os.path.abspath(__file__))
-    if not _os.path.isfile(_os.path.join(here, _os.pardir, "setup.py")):
-        return  # an installed package
-    compiled = ("_observation" + suffix for suffix in _EXTENSION_SUFFIXES)
-    if not any(_os.path.isfile(_os.path.join(here, "inference", name)) for name in compiled):
-        raise ImportError(
-            f"rankopt is being imported from its source folder {here!r}, which holds no compiled kernels: Python "
-            "started in the checkout finds this folder before the installed package. Run Python from another "
-            "folder (cd ..), or build the kernels in place: pip install --no-build-isolation -e ."
-        )
-
-
-_refuse_an_unbuilt_source_folder()
 
 #: Public name -> the module that defines it, imported on first access.
 _LAZY = {
