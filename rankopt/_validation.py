@@ -496,6 +496,37 @@ def check_group_sizes(group, n_samples: int, name: str = "group") -> np.ndarray:
     return sizes.astype(np.int64)
 
 
+class QueryRuns:
+    """The runs of equal query ids in rows met a block at a time, refusing a query id met again after other
+    queries (its rows apart): the one check of a query store's writer, its file's first pass and the group
+    sizes of a read file.  ``where`` and ``fix`` go into the message."""
+
+    def __init__(self, where: str = "", fix: str = ""):
+        self.where, self.fix = where, fix
+        self.seen: set[int] = set()
+        self.last: int | None = None
+
+    def add(self, qid: np.ndarray, *, continues: bool = True) -> np.ndarray:
+        """The start of each run in these rows; ``continues``: the first run may go on from the last rows'."""
+        if qid.size == 0:
+            return np.empty(0, dtype=np.intp)
+        starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
+        ids = qid[starts].tolist()
+        new: set[int] = set()
+        for number, query in enumerate(ids):
+            if number == 0 and continues and query == self.last:
+                continue
+            if query in self.seen or query in new:
+                raise ValueError(
+                    f"expected the rows of each query together{self.where}, got query id {query} again after other "
+                    f"queries: sort the rows by qid (a stable sort keeps each query's order){self.fix}"
+                )
+            new.add(query)
+        self.seen |= new
+        self.last = ids[-1]
+        return starts
+
+
 def query_ids_from_group(group, n_samples: int, name: str = "group") -> np.ndarray:
     """One int64 query id per row from LightGBM's contiguous group sizes (:func:`check_group_sizes`)."""
     sizes = check_group_sizes(group, n_samples, name)

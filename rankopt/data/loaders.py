@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from rankopt._validation import check_n_threads, query_ids_from_group
+from rankopt._validation import QueryRuns, check_n_threads, query_ids_from_group
 from rankopt.data.backends import check_matrix
 
 logger = logging.getLogger(__name__)
@@ -106,17 +106,8 @@ class SvmLightData:
         """
         if self.qid is None:
             return None
-        starts = np.flatnonzero(np.r_[True, self.qid[1:] != self.qid[:-1]])
-        ids = self.qid[starts]
-        order = np.argsort(ids, kind="stable")
-        later = order[1:][ids[order][1:] == ids[order][:-1]]  # runs of a query met before
-        if later.size:
-            repeated = int(ids[later.min()])
-            raise ValueError(
-                f"expected the rows of each query together in {self.path!r} for group sizes, got query id "
-                f"{repeated} again after other queries: sort the rows by qid (a stable sort keeps each query's "
-                "order), or pass qid= where it is taken"
-            )
+        runs = QueryRuns(where=f" in {self.path!r} for group sizes", fix=", or pass qid= where it is taken")
+        starts = runs.add(self.qid)
         return np.diff(np.r_[starts, self.qid.size])
 
     query_file: str | None = None

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rankopt._validation import check_positive_int
+from rankopt._validation import QueryRuns, check_positive_int
 from rankopt.data.loaders import DEFAULT_MAX_FEATURES
 
 __all__ = ["QueryStoreWriter", "is_query_store", "open_query_store", "write_query_store"]
@@ -112,8 +112,7 @@ class QueryStoreWriter:
         self._pending_rows = 0
         self._partitions = [0]
         self.n_rows = self.n_queries = 0
-        self._last_qid: int | None = None
-        self._seen: set[int] = set()
+        self._runs = QueryRuns(fix=" before writing")
         self._signs = GradeSigns(False, False, False)
         self._closed = False
         self.info: QueryStoreInfo | None = None
@@ -140,21 +139,12 @@ class QueryStoreWriter:
             raise ValueError(f"expected finite features (as {self._X.dtype}), got NaN or infinity instead")
         self._signs |= check_grade_block(y, name="the labels")[1]
         qid = _integer_query_ids(qid)
-        starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
-        ids = qid[starts]
-        repeated = [int(i) for i in ids if int(i) in self._seen]
-        if np.unique(ids).size != ids.size or repeated:
-            again = repeated[0] if repeated else int(ids[np.argmax(np.unique(ids, return_counts=True)[1] > 1)])
-            raise ValueError(
-                f"expected the rows of each query together, got query id {again} again after other queries: "
-                "sort the rows by qid (a stable sort keeps each query's order) before writing"
-            )
-        self._seen.update(int(i) for i in ids)
+        starts = self._runs.add(qid, continues=False)  # each append holds whole queries
         self._close_partitions(self.n_rows + starts)
         self._pending.append((X, y.astype(self._y.dtype, copy=False), qid))
         self._pending_rows += X.shape[0]
         self.n_rows += X.shape[0]
-        self.n_queries += ids.size
+        self.n_queries += starts.size
         if self._pending_rows >= self._chunk_rows:
             self._flush(whole_chunks=True)
 
@@ -437,13 +427,13 @@ def _check_pass(source, dtype, zero_based, max_features, n_threads, meter, group
 
     largest, smallest, rows = -1, np.iinfo(np.int64).max, 0
     signs = GradeSigns(False, False, False)
-    checker = _QueryOrder(source)
+    runs = QueryRuns(where=f" in {source!r}")
     for block in _blocks(source, dtype, zero_based, max_features, n_threads, meter, groups):
         if block.n_rows == 0:  # blank lines and comments only
             continue
         _, block_signs = check_grade_block(block.y, name=f"the labels of {source!r}")
         signs |= block_signs
-        checker.add(block.qid)
+        runs.add(block.qid)  # a block's first query may go on from the last block's
         largest, smallest = max(largest, block.largest_index), min(smallest, block.smallest_index)
         rows += block.n_rows
     signs.check(f"the labels of {source!r}")
@@ -452,32 +442,6 @@ def _check_pass(source, dtype, zero_based, max_features, n_threads, meter, group
     if largest < 0:
         raise ValueError(f"expected feature:value pairs in {source!r}, got none")
     return largest, smallest
-
-
-class _QueryOrder:
-    """Refuses a query id met again after other queries, a block at a time (ids seen kept as a sorted array)."""
-
-    def __init__(self, source: str):
-        self.source, self.last = source, None
-        self.seen = np.empty(0, dtype=np.int64)
-
-    def add(self, qid: np.ndarray) -> None:
-        if qid.size == 0:
-            return
-        starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
-        ids = qid[starts]
-        if self.last is not None and ids[0] == self.last:
-            ids = ids[1:]  # the previous block's last query goes on
-        self.last = qid[-1]
-        merged = np.concatenate([self.seen, ids])
-        merged.sort(kind="stable")
-        repeated = merged[1:][merged[1:] == merged[:-1]]
-        if repeated.size:
-            raise ValueError(
-                f"expected the rows of each query together in {self.source!r}, got query id {int(repeated[0])} "
-                "again after other queries: sort the rows by qid (a stable sort keeps each query's order)"
-            )
-        self.seen = merged
 
 
 def _write_pass(source, writer, zero_based, max_features, n_threads, meter, groups) -> None:
