@@ -153,7 +153,7 @@ def _megabytes(n: int) -> str:
 
 
 def open_source(path: str):
-    """(the file opened for bytes, a function giving the bytes of ``path`` read so far).
+    """``path`` opened for bytes, with the bytes of the file on disk read so far (:class:`_Source`).
 
     Gzip and bzip2 are recognised by their first bytes, whatever the name; a pipe or FIFO is read as a file
     (its first bytes are peeked at, never sought back to).
@@ -378,7 +378,7 @@ def read_letor(
         limit = n_features
 
         def words(index: int) -> str:
-            return _wider_than_asked(path, n_features, index, zero_based)
+            return wider_than_asked(path, n_features, index, zero_based)
 
     rows = _Columns(y=np.float64, qid=np.int64, indptr=np.int64)
     values = _Columns(indices=np.int32, data=dtype)
@@ -408,15 +408,13 @@ def read_letor(
             first_without = first_without or block.first_line_without_qid
     finally:
         meter.close()
-    if n_rows == 0:
-        what = "an empty file" if os.path.getsize(path) == 0 else "no sample lines (only blank lines or comments)"
-        raise ValueError(f"expected at least one sample in {path!r}, got {what} instead")
+    refuse_no_rows(path, n_rows, size)
     if with_qid not in (0, n_rows):
         raise ValueError(
             f"expected qid: on every line of {path!r} or on none, got it on {with_qid} of {n_rows} lines "
             f"(the first line without it: {_line_text(path, first_without)})"
         )
-    zero_based, file_width = _base_and_width(path, largest, smallest, zero_based, n_features, max_features)
+    zero_based, file_width = base_and_width(path, largest, smallest, zero_based, n_features, max_features)
     shift = 0 if zero_based else 1
     width = file_width if n_features is None else n_features
     y, qid, indptr = rows.arrays(last={"indptr": nnz})
@@ -429,7 +427,14 @@ def read_letor(
     return LetorArrays(X=X, y=y, qid=qid if with_qid else None, zero_based=bool(zero_based), file_width=file_width)
 
 
-def _base_and_width(path: str, largest: int, smallest: int, zero_based, n_features, max_features):
+def refuse_no_rows(path: str, n_rows: int, size: int) -> None:
+    """Refuse a file of ``size`` bytes that held no sample line."""
+    if n_rows == 0:
+        what = "an empty file" if size == 0 else "no sample lines (only blank lines or comments)"
+        raise ValueError(f"expected at least one sample in {path!r}, got {what} instead")
+
+
+def base_and_width(path: str, largest: int, smallest: int, zero_based, n_features, max_features):
     """(whether indices are zero-based, the features the file spans), its width checked against the limits."""
     if zero_based == "auto":
         zero_based = largest >= 0 and smallest == 0
@@ -442,11 +447,11 @@ def _base_and_width(path: str, largest: int, smallest: int, zero_based, n_featur
             "feature); if it is LightGBM's group-size file (FILE.query), pass the data file FILE instead"
         )
     if n_features is not None and file_width > n_features:
-        raise ValueError(_wider_than_asked(path, n_features, largest, zero_based))
+        raise ValueError(wider_than_asked(path, n_features, largest, zero_based))
     return bool(zero_based), file_width
 
 
-def _wider_than_asked(path: str, n_features: int, index: int, zero_based) -> str:
+def wider_than_asked(path: str, n_features: int, index: int, zero_based) -> str:
     base = {True: "zero-based", False: "one-based"}.get(zero_based, "either base")
     return (
         f"expected {path!r} to use at most {n_features} features, got feature index {index} instead (read as "

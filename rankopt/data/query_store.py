@@ -351,7 +351,7 @@ def write_query_store(
         sidecar), a query whose rows are not together, a label that is not a grade, a feature beyond
         ``n_features`` or ``max_features``, or what :func:`rankopt.data.read_svmlight` refuses.
     """
-    from rankopt.data.letor import Progress
+    from rankopt.data.letor import Progress, base_and_width
     from rankopt.data.loaders import check_read_options
 
     source, path = os.fspath(source), os.fspath(path)
@@ -367,12 +367,9 @@ def write_query_store(
         )
     if n_features is None or zero_based == "auto":
         with contextlib.closing(Progress(size, f"checking {os.path.basename(source)}", enabled=progress)) as meter:
-            largest, smallest = _check_pass(source, dtype, zero_based, max_features, n_threads, meter, groups)
-        zero_based = smallest == 0 if zero_based == "auto" else zero_based
-        width = largest + (1 if zero_based else 0)
+            largest, smallest = _check_pass(source, dtype, zero_based, max_features, n_threads, meter, groups, size)
+        zero_based, width = base_and_width(source, largest, smallest, zero_based, n_features, max_features)
         n_features = width if n_features is None else n_features
-        if width > n_features:
-            raise ValueError(f"expected {source!r} to use at most {n_features} features, got {width} instead")
     with (
         contextlib.closing(Progress(size, f"writing {os.path.basename(source)}", enabled=progress)) as meter,
         QueryStoreWriter(path, n_features, dtype=dtype, partition_rows=partition_rows, overwrite=overwrite) as writer,
@@ -390,14 +387,13 @@ def write_query_store(
     return info
 
 
-def _blocks(source, dtype, zero_based, max_index, n_threads, meter, groups):
+def _blocks(source, dtype, zero_based, max_index, n_threads, meter, groups, too_wide_message=None):
     """The file's parsed blocks, with query ids from the sidecar's groups when the file has none."""
     from rankopt.data.letor import parse_blocks
 
     row, from_sidecar = 0, None
-    for block in parse_blocks(
-        source, dtype=dtype, zero_based=zero_based, n_threads=n_threads, progress=meter, max_index=max_index
-    ):
+    options = dict(dtype=dtype, zero_based=zero_based, n_threads=n_threads, progress=meter)
+    for block in parse_blocks(source, max_index=max_index, too_wide_message=too_wide_message, **options):
         if block.n_rows and from_sidecar is None:
             from_sidecar = groups is not None and block.rows_with_qid == 0
         if from_sidecar and block.rows_with_qid:
@@ -421,9 +417,10 @@ def _blocks(source, dtype, zero_based, max_index, n_threads, meter, groups):
         )
 
 
-def _check_pass(source, dtype, zero_based, max_features, n_threads, meter, groups) -> tuple[int, int]:
+def _check_pass(source, dtype, zero_based, max_features, n_threads, meter, groups, size) -> tuple[int, int]:
     """The file checked whole before anything is written: (largest, smallest) feature index as written."""
     from rankopt._validation import GradeSigns, check_grade_block
+    from rankopt.data.letor import refuse_no_rows
 
     largest, smallest, rows = -1, np.iinfo(np.int64).max, 0
     signs = GradeSigns(False, False, False)
@@ -437,18 +434,22 @@ def _check_pass(source, dtype, zero_based, max_features, n_threads, meter, group
         largest, smallest = max(largest, block.largest_index), min(smallest, block.smallest_index)
         rows += block.n_rows
     signs.check(f"the labels of {source!r}")
-    if rows == 0:
-        raise ValueError(f"expected at least one sample in {source!r}, got no sample lines instead")
-    if largest < 0:
-        raise ValueError(f"expected feature:value pairs in {source!r}, got none")
-    return largest, smallest
+    refuse_no_rows(source, rows, size)
+    return largest, smallest  # a file naming no feature is refused with its width (base_and_width)
 
 
 def _write_pass(source, writer, zero_based, max_features, n_threads, meter, groups) -> None:
     """The second pass: dense rows appended, the rows of a block's last query held for the next block."""
+    from rankopt.data.letor import wider_than_asked
+
     shift = 0 if zero_based else 1
+    largest = writer.n_features - 1 + shift  # the largest index the store's width holds, as written
+
+    def words(index: int) -> str:
+        return wider_than_asked(source, writer.n_features, index, zero_based)
+
     held = None
-    for block in _blocks(source, writer.dtype, zero_based, writer.n_features - 1 + shift, n_threads, meter, groups):
+    for block in _blocks(source, writer.dtype, zero_based, largest, n_threads, meter, groups, words):
         X, y, qid = block.dense(writer.n_features, shift), block.y, block.qid
         if held is not None:
             X, y, qid = np.concatenate([held[0], X]), np.concatenate([held[1], y]), np.concatenate([held[2], qid])
