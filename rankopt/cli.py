@@ -575,14 +575,13 @@ def _is_store(args) -> bool:
 def _cluster(args):
     """A local Dask cluster of --workers processes (its own logs at WARNING and above), or nothing."""
     import contextlib
-    import logging as logging_module
 
     from rankopt.data.dask_backend import dask_client
 
     if not args.workers:
         return contextlib.nullcontext()
     return dask_client(
-        n_workers=args.workers, threads_per_worker=1, dashboard_address=":0", silence_logs=logging_module.WARNING
+        n_workers=args.workers, threads_per_worker=1, dashboard_address=":0", silence_logs=logging.WARNING
     )
 
 
