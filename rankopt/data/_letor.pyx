@@ -31,36 +31,14 @@ cdef extern from *:
         1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
     /* The whole of [first, last) as a float in Python's syntax (sign, digits, point, exponent; inf and nan
-       too, which the caller refuses): 1 and the value, or 0.  Plain decimals of at most 19 digits whose
-       digits make an integer m <= 2**53 with at most 22 after the point are m / 10**k: both exact doubles,
-       so the one division is the correctly rounded value (Clinger's fast path).  Anything else goes to
-       std::from_chars, also correctly rounded; its overflow and underflow are told apart by strtod on a
-       copy (rare), as Python does: 1e400 is inf, 1e-400 is 0. */
+       too, which the caller refuses), through std::from_chars, correctly rounded and never the locale's: 1
+       and the value, or 0.  Its overflow and underflow are told apart by strtod on a copy (rare), as Python
+       does: 1e400 is inf, 1e-400 is 0. */
     static inline int rankopt_parse_double(const char* first, const char* last, double* out) {
         const char* p = first;
         bool negative = false;
         if (p < last && (*p == '+' || *p == '-')) { negative = (*p == '-'); ++p; }
         if (p == last || *p == '+' || *p == '-') return 0;
-        {
-            unsigned long long mantissa = 0;
-            int digits = 0, after_point = 0;
-            const char* q = p;
-            while (q < last && *q >= '0' && *q <= '9' && digits < 20) {
-                mantissa = mantissa * 10 + (unsigned long long)(*q - '0'); ++digits; ++q;
-            }
-            if (q < last && *q == '.') {
-                ++q;
-                while (q < last && *q >= '0' && *q <= '9' && digits < 20) {
-                    mantissa = mantissa * 10 + (unsigned long long)(*q - '0'); ++digits; ++after_point; ++q;
-                }
-            }
-            if (q == last && digits > 0 && digits <= 19 && mantissa <= (1ULL << 53) && after_point <= 22) {
-                double value = (double)mantissa;
-                if (after_point) value /= rankopt_powers_of_ten[after_point];
-                *out = negative ? -value : value;
-                return 1;
-            }
-        }
         double value = 0.0;
         std::from_chars_result result = std::from_chars(p, last, value, std::chars_format::general);
         if (result.ptr != last || result.ec == std::errc::invalid_argument) return 0;
@@ -77,7 +55,10 @@ cdef extern from *:
     }
 
     /* The number that starts at first and runs to the end of its token: 1 and the value, or 0; *stop is
-       the token's end either way.  A plain decimal is read in the same pass that finds its end. */
+       the token's end either way.  A plain decimal is read in the same pass that finds its end: at most 19
+       digits making an integer m <= 2**53, at most 22 of them after the point, is m / 10**k, both exact
+       doubles, so the one division is the correctly rounded value (Clinger's fast path).  Anything else
+       goes to rankopt_parse_double. */
     static inline int rankopt_scan_double(const char* first, const char* end, double* out, const char** stop) {
         const char* p = first;
         bool negative = false;
@@ -107,7 +88,6 @@ cdef extern from *:
         return rankopt_parse_double(first, q, out);
     }
     """
-    int rankopt_parse_double(const char* first, const char* last, double* out) nogil
     bint rankopt_ends_token(char c) nogil
     int rankopt_scan_double(const char* first, const char* end, double* out, const char** stop) nogil
 
@@ -135,12 +115,8 @@ cdef inline bint _is_space(char c) noexcept nogil:
     return c == b' ' or c == b'\t' or c == b'\v' or c == b'\f'
 
 
-cdef inline bint _ends_token(char c) noexcept nogil:
-    return c == b' ' or c == b'\t' or c == b'\v' or c == b'\f' or c == b'\r' or c == b'\n' or c == b'#'
-
-
 cdef inline const char* _token_end(const char* p, const char* end) noexcept nogil:
-    while p < end and not _ends_token(p[0]):
+    while p < end and not rankopt_ends_token(p[0]):
         p += 1
     return p
 
