@@ -30,8 +30,13 @@ def _weights_for(coef: np.ndarray, n_columns: int, path: str) -> np.ndarray:
     return coef[:n_columns]
 
 
+def _scores(X, coef: np.ndarray) -> np.ndarray:
+    """A partition's scores, in float64 whatever the store's dtype."""
+    return np.asarray(X, dtype=np.float64) @ coef
+
+
 def _score_partition(X, coef: np.ndarray, path: str) -> int:
-    scores = np.asarray(X, dtype=np.float64) @ coef
+    scores = _scores(X, coef)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(format_scores(scores))
     return scores.size
@@ -85,7 +90,7 @@ def query_metrics(grades, scores, qid, relevant_at, gains: str) -> tuple[np.ndar
 
 
 def _partition_metrics(X, y, qid, coef: np.ndarray, relevant_at, gains: str):
-    return query_metrics(y, np.asarray(X, dtype=np.float64) @ coef, qid, relevant_at, gains)
+    return query_metrics(y, _scores(X, coef), qid, relevant_at, gains)
 
 
 def store_query_metrics(store, coef: np.ndarray, *, relevant_at, gains: str) -> tuple[np.ndarray, np.ndarray, dict]:
