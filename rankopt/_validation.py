@@ -708,15 +708,17 @@ def relevant_from_grades(grades: np.ndarray, relevant_at: float, name: str = "y"
 
 #: How to train graded labels given without queries (the advice of :func:`check_one_query_labels`).
 TRAIN_GRADES_ADVICE = "relevance grades (integers >= 0) train with qid: pass qid=np.zeros(n_samples) for one query"
+#: The same advice for the metrics over queries (:mod:`rankopt.metrics`).
+SCORE_GRADES_ADVICE = "relevance grades (integers >= 0) are scored with qid: pass qid=np.zeros(n_samples) for one query"
 
 
-def check_one_query_labels(y, n_samples: int, advice: str = TRAIN_GRADES_ADVICE) -> np.ndarray:
+def check_one_query_labels(y, n_samples: int, advice: str = TRAIN_GRADES_ADVICE, name: str = "y") -> np.ndarray:
     """Binary labels of one query; graded labels without qid get an error that says how to pass them."""
     try:
-        return check_binary_labels(y, n_samples)
+        return check_binary_labels(y, n_samples, name=name)
     except ValueError as exc:
         try:
-            grades = check_grades(y, n_samples)
+            grades = check_grades(y, n_samples, name=name)
         except ValueError:
             raise exc from None
         if grades.max() > 1:

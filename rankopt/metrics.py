@@ -28,9 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from rankopt._validation import (
+    SCORE_GRADES_ADVICE,
     as_float_vector,
     check_binary_labels,
     check_grades,
+    check_one_query_labels,
     check_positive_int,
     check_qid,
     check_relevant_at,
@@ -130,8 +132,10 @@ def precision_at_k(y_true, scores, qid=None, k: int = 10, *, relevant_at=1, aver
     qid = _qid_or_group(qid, group, scores)
     if qid is not None:
         return _over_queries(_precision_at_k_batched, y_true, scores, qid, average, relevant_at=relevant_at, k=k)
-    positive, sorted_scores = _prepare(y_true, scores)
-    return _precision_at_k_sorted(positive, sorted_scores, k)
+    scores = as_float_vector(scores, "scores").astype(np.float64)
+    positive = check_one_query_labels(y_true, scores.size, SCORE_GRADES_ADVICE, name="y_true")
+    order = np.argsort(-scores, kind="stable")
+    return _precision_at_k_sorted(positive[order], scores[order], k)
 
 
 def _precision_at_k_sorted(positive, sorted_scores, k) -> float:
@@ -151,11 +155,22 @@ def _qid_or_group(qid, group, scores):
     return qid_or_group(qid, group, np.shape(scores)[0] if np.ndim(scores) == 1 else 0)
 
 
-def _qid_or_one_query(qid, group, scores):
-    """``qid``, the query ids of ``group``'s sizes, or, with neither, one query holding every row."""
+def _qid_or_one_query(qid, group, scores, y_true):
+    """``qid``, the query ids of ``group``'s sizes, or, with neither, one query holding every row.
+
+    With neither, labels above 1 are refused, as :class:`~rankopt.RankSVM` refuses them without qid: grades
+    come from files of many queries, and scoring such a file as one query is a silent wrong number.
+    """
     qid = _qid_or_group(qid, group, scores)
     if qid is None:
-        qid = np.zeros(np.shape(scores)[0] if np.ndim(scores) == 1 else 0, dtype=np.int64)
+        n_samples = np.shape(scores)[0] if np.ndim(scores) == 1 else 0
+        grades = check_grades(y_true, n_samples, name="y_true")
+        if grades.size and grades.max() > 1:
+            raise ValueError(
+                f"expected y_true to hold labels in {{0, 1}} without qid or group (one query), got grades up to "
+                f"{grades.max()} instead; {SCORE_GRADES_ADVICE}"
+            )
+        qid = np.zeros(n_samples, dtype=np.int64)
     return qid
 
 
@@ -290,7 +305,8 @@ def mean_average_precision(y_true, scores, qid=None, relevant_at=1, *, average: 
     scores : array-like of float, shape (n_samples,)
     qid : array-like of int, shape (n_samples,), optional
         The query of each sample (rows of a query need not be contiguous);
-        None for one query.
+        None for one query of labels in {0, 1} (grades need ``qid``, as in
+        :meth:`rankopt.RankSVM.fit`: pass ``np.zeros(n_samples)`` for one query).
     relevant_at : float, default 1
     average : bool, default True
         False returns each query's AP instead, queries by increasing qid,
@@ -300,7 +316,7 @@ def mean_average_precision(y_true, scores, qid=None, relevant_at=1, *, average: 
 
     Ties are scikit-learn's: AP steps at distinct score thresholds.
     """
-    qid = _qid_or_one_query(qid, group, scores)
+    qid = _qid_or_one_query(qid, group, scores, y_true)
     return _over_queries(_average_precision_batched, y_true, scores, qid, average, relevant_at=relevant_at)
 
 
@@ -380,7 +396,9 @@ def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential",
         Relevance grades ≥ 0.
     scores : array-like of float, shape (n_samples,)
     qid : array-like of int, shape (n_samples,), optional
-        The query of each sample; None for one query.
+        The query of each sample; None for one query of labels in {0, 1}
+        (grades need ``qid``, as in :meth:`rankopt.RankSVM.fit`: pass
+        ``np.zeros(n_samples)`` for one query).
     k : int, default 10
         The cutoff (a query shorter than k is scored over its full list).
     gains : {"exponential", "linear"}, default "exponential"
@@ -399,7 +417,7 @@ def ndcg_at_k(y_true, scores, qid=None, k: int = 10, gains: str = "exponential",
     k = check_positive_int(k, "k")
     if gains not in GAINS:
         raise ValueError(f"expected gains to be one of {sorted(GAINS)}, got {gains!r} instead")
-    qid = _qid_or_one_query(qid, group, scores)
+    qid = _qid_or_one_query(qid, group, scores, y_true)
     return _over_queries(_ndcg_at_k_batched, y_true, scores, qid, average, k=k, gain=GAINS[gains])
 
 
@@ -429,7 +447,8 @@ def loss_metric(
         Relevance grades ≥ 0; a binary loss counts a document relevant from ``relevant_at`` on.
     scores : array-like of float, shape (n_samples,)
     qid : array-like of int, shape (n_samples,), optional
-        The query of each sample; None for one query (or ``group``, LightGBM's group sizes).
+        The query of each sample, or ``group``, LightGBM's group sizes; None for one query of labels in {0, 1}
+        (grades need ``qid``: pass ``np.zeros(n_samples)`` for one query).
     loss : str or RankLoss, default "ndcg_graded"
         Any registered rank loss whose structure gives Δ of a ranking (every built-in one; a loss that
         declares only its own one-query inference is refused).
@@ -458,7 +477,7 @@ def loss_metric(
         registry = default_registry()
     rank_loss = resolve_rank_loss(loss, registry)
     kernel, structure = kernel_for_loss(rank_loss, device)
-    qid = _qid_or_one_query(qid, group, scores)
+    qid = _qid_or_one_query(qid, group, scores, y_true)
     scores = as_float_vector(scores, "scores").astype(np.float64)
     grades = check_grades(y_true, scores.size, name="y_true")
     queries = check_qid(qid, scores.size)

@@ -172,7 +172,7 @@ def test_the_metric_refuses_gains_the_hinge_refuses():
     """Grades near 1023 with exponential gains: 0.0, or "no two relevance levels", before."""
     for grades in ([1000, 1023, 1023, 1023, 5], [1023] * 4 + [0]):
         with pytest.raises(ValueError, match="2\\*\\*1000") as caught:
-            rankopt.metrics.loss_metric(np.array(grades), np.arange(5.0), loss="ndcg_graded")
+            rankopt.metrics.loss_metric(np.array(grades), np.arange(5.0), np.zeros(5), loss="ndcg_graded")
         with pytest.raises(ValueError, match="2\\*\\*1000") as hinge:
             rankopt.structured_hinge(np.arange(5.0), np.array(grades), loss="ndcg_graded")
         assert str(caught.value) == str(hinge.value)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, ndcg_score
 
 from rankopt import RankSVM
-from rankopt.metrics import average_precision, mean_average_precision, ndcg_at_k, precision_at_k
+from rankopt.metrics import average_precision, loss_metric, mean_average_precision, ndcg_at_k, precision_at_k
 
 ir_measures = pytest.importorskip("ir_measures")
 
@@ -211,7 +211,7 @@ def test_ndcg_with_grades_whose_gains_overflow_float64():
         s = np.array([0.3, 0.9, 0.5, 0.1])
         reference = sum((2.0 ** (int(x) - top)) / np.log2(i + 2) for i, x in enumerate(g[np.argsort(-s)]))
         ideal = sum((2.0 ** (int(x) - top)) / np.log2(i + 2) for i, x in enumerate(np.sort(g)[::-1]))
-        assert ndcg_at_k(g, s) == pytest.approx(reference / ideal, rel=1e-12)
+        assert ndcg_at_k(g, s, np.zeros(4)) == pytest.approx(reference / ideal, rel=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -270,3 +270,18 @@ def test_the_batched_metrics_are_the_per_query_ones(seed):
             for a, b in zip(queries.offsets[:-1], queries.offsets[1:], strict=True)
         ]
         np.testing.assert_allclose(batched, loop, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("metric", [ndcg_at_k, mean_average_precision, precision_at_k, loss_metric])
+def test_grades_without_qid_are_refused_as_the_estimator_refuses_them(metric):
+    """Issue 61, point 25: ndcg_at_k(graded_y, s, k=10) scored every row as one query in silence, where
+    RankSVM.fit refuses graded labels without qid; both now say to pass qid, and binary labels stay one query."""
+    grades, scores = np.array([0, 3, 1, 2, 0, 1]), np.array([0.1, 0.5, 0.3, 0.2, 0.9, 0.0])
+    with pytest.raises(ValueError, match=r"3\]? instead; .* pass qid=np.zeros\(n_samples\) for one query"):
+        metric(grades, scores)
+    with pytest.raises(ValueError, match=r"pass qid=np.zeros\(n_samples\) for one query"):
+        RankSVM().fit(np.c_[scores, scores**2], grades)
+    one_query = np.zeros(grades.size)
+    assert metric(grades, scores, one_query) == metric(grades, scores, group=[grades.size])
+    binary = (grades > 0).astype(int)
+    assert metric(binary, scores) == metric(binary, scores, one_query)
