@@ -572,14 +572,20 @@ def check_hinge_layout(
         raise ValueError("expected mask only with the padded (B, L) layout, got it with 1-D scores")
     if not y_numeric:
         raise ValueError(f"expected y to hold integer relevance grades >= 0, got dtype {y_dtype} instead")
-    if tuple(y_shape) != tuple(scores_shape):
-        what = "one label per score" if len(scores_shape) == 1 else "the scores' padded layout"
-        raise ValueError(f"expected y of shape {tuple(scores_shape)} ({what}), got {tuple(y_shape)} instead")
+    check_labels_shape(scores_shape, y_shape)
     if mask_shape is not None and (tuple(mask_shape) != tuple(scores_shape) or not mask_boolean):
         raise ValueError(
             f"expected a boolean mask of shape {tuple(scores_shape)}, got {mask_dtype} of shape {tuple(mask_shape)} "
             "instead"
         )
+
+
+def check_labels_shape(scores_shape: tuple, y_shape: tuple, name: str = "y") -> None:
+    """Labels of the scores' shape: the one message of every door that takes scores and labels (a hinge, a
+    metric, a booster's objective), where an estimator speaks of the rows of X."""
+    if tuple(y_shape) != tuple(scores_shape):
+        what = "one label per score" if len(scores_shape) == 1 else "the scores' padded layout"
+        raise ValueError(f"expected {name} of shape {tuple(scores_shape)} ({what}), got {tuple(y_shape)} instead")
 
 
 def check_whole_numbers(values: np.ndarray, name: str, what: str) -> None:
@@ -762,11 +768,6 @@ def refuse_queries_without_levels(n_queries: int, *, graded: bool, relevant_at=N
     else:
         need = f"both a relevant document (y >= relevant_at={relevant_at:g}) and a non-relevant one"
     raise ValueError(f"expected some query (qid) to hold {need}, got none of the {n_queries} queries instead")
-
-
-#: The largest |prediction| × scale the objective takes: the hinge's sums over a query of 10⁸ documents stay
-#: finite far beyond it, and a booster past it has diverged.
-MAX_PREDICTION = 1e200
 
 
 def check_predictions(predictions) -> np.ndarray:

@@ -25,10 +25,12 @@ import math
 import numpy as np
 
 from rankopt._validation import (
-    MAX_PREDICTION,
     check_group_sizes_given,
     check_positive_float,
     check_predictions,
+    check_relevant_at,
+    check_score_sums,
+    not_finite_error,
     query_weights,
 )
 from rankopt.inference.structure_table import reads_grades
@@ -70,6 +72,7 @@ class HingeObjective:
         self, loss="ndcg_graded", *, relevant_at=1, hessian="gradient", scale=0.3, n_threads=None, **loss_params
     ):
         self.loss = _resolve_loss(loss, loss_params)
+        check_relevant_at(relevant_at)
         self.relevant_at = relevant_at
         self.hessian = hessian if isinstance(hessian, str) and hessian in HESSIANS else _constant_hessian(hessian)
         self.scale = check_positive_float(scale, "scale")
@@ -87,18 +90,8 @@ class HingeObjective:
         from rankopt.hinge import hinge_per_query
 
         predictions = check_predictions(predictions)
-        largest = float(np.max(np.abs(predictions))) if predictions.size else 0.0
-        if not math.isfinite(largest):
-            raise ValueError(
-                "expected finite predictions, got NaN or infinity instead: the booster diverged (lower the "
-                "learning rate or raise the hessian)"
-            )
-        if self.scale * largest > MAX_PREDICTION:
-            raise ValueError(
-                f"expected predictions of magnitude at most {MAX_PREDICTION / self.scale:.3g} (scale={self.scale}), "
-                f"got {largest:.3g} instead: the booster diverged (lower the learning rate or raise the hessian)"
-            )
         group_sizes = check_group_sizes_given(group_sizes)
+        _check_not_diverged(self.scale * predictions, group_sizes)
         per_query = hinge_per_query(
             self.scale * predictions,
             labels,
@@ -126,6 +119,23 @@ class HingeObjective:
         return grad, hess
 
 
+#: What a booster's user reads under the hinge's refusal of its scores.
+DIVERGED = "the booster diverged: lower the learning rate or raise the hessian"
+
+
+def _check_not_diverged(scores: np.ndarray, group_sizes) -> None:
+    """The hinge's own refusal of ``scores`` (not finite, or sums past its bound), with :data:`DIVERGED` as a
+    note: the message is every door's, the note says what it means for a booster."""
+    largest = float(np.max(np.abs(scores))) if scores.size else 0.0
+    try:
+        if not math.isfinite(largest):
+            raise not_finite_error("scores")
+        check_score_sums(largest, int(np.max(group_sizes, initial=0)), np.float64)
+    except ValueError as exc:
+        exc.add_note(DIVERGED)
+        raise
+
+
 class LossMetric:
     """The metric ``loss`` stands for, 1 − Δ(R*, R) averaged over the queries, at a booster's predictions.
 
@@ -137,6 +147,7 @@ class LossMetric:
 
     def __init__(self, loss="ndcg_graded", *, relevant_at=1, **loss_params):
         self.loss = _resolve_loss(loss, loss_params)
+        check_relevant_at(relevant_at)
         self.relevant_at = relevant_at
         self.name = metric_name(self.loss, relevant_at)
 

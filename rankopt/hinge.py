@@ -21,7 +21,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rankopt._validation import QueryIndex, as_float_vector, check_grades, check_qid, check_reduction, qid_or_group
+from rankopt._validation import (
+    QueryIndex,
+    as_float_vector,
+    check_grades,
+    check_labels_shape,
+    check_qid,
+    check_reduction,
+    check_relevant_at,
+    qid_or_group,
+)
 from rankopt.inference.base import PluginLookup
 from rankopt.inference.batched import PreparedRankings, resolve_rank_loss
 from rankopt.losses.base import RankLoss
@@ -139,7 +148,10 @@ def hinge_per_query(
     scores, y, *, qid=None, group=None, loss="ap", relevant_at=1, n_threads=None, registry=None, device="cpu"
 ) -> HingeQueries:
     """:func:`structured_hinge` before its reduction: every query's hinge and each document's derivative."""
+    check_relevant_at(relevant_at)  # a graded loss does not read it, but it is checked at every door alike
     s = as_float_vector(scores, "scores")
+    if y is not None:
+        check_labels_shape(s.shape, np.shape(y))
     qid = qid_or_group(qid, group, s.size)
     queries = QueryIndex.single(s.size) if qid is None else check_qid(qid, s.size)
     grades = check_grades(y, s.size)

@@ -32,6 +32,7 @@ from rankopt._validation import (
     as_float_vector,
     check_binary_labels,
     check_grades,
+    check_labels_shape,
     check_one_query_labels,
     check_positive_int,
     check_qid,
@@ -51,6 +52,7 @@ __all__ = [
 
 
 def _prepare(y_true, scores):
+    _check_labels_shape(y_true, scores)
     scores = as_float_vector(scores, "scores").astype(np.float64)
     positive = check_binary_labels(y_true, scores.size, name="y_true")
     order = np.argsort(-scores, kind="stable")
@@ -129,7 +131,7 @@ def precision_at_k(y_true, scores, qid=None, k: int = 10, *, relevant_at=1, aver
             f"is the fourth argument, precision_at_k(y_true, scores, qid=None, k=10): pass k={qid!r}"
         )
     k = check_positive_int(k, "k")
-    qid = _qid_or_group(qid, group, scores)
+    qid = _qid_or_group(qid, group, scores, y_true)
     if qid is not None:
         return _over_queries(_precision_at_k_batched, y_true, scores, qid, average, relevant_at=relevant_at, k=k)
     scores = as_float_vector(scores, "scores").astype(np.float64)
@@ -150,9 +152,16 @@ def _precision_at_k_sorted(positive, sorted_scores, k) -> float:
 # ------------------------------------------------------------------ over queries
 
 
-def _qid_or_group(qid, group, scores):
-    """``qid``, or the query ids of LightGBM's ``group`` sizes over the rows of ``scores``."""
+def _qid_or_group(qid, group, scores, y_true):
+    """``qid``, or the query ids of LightGBM's ``group`` sizes over the rows of ``scores`` (and ``y_true``,
+    one label per score: checked first, as every door checks it)."""
+    _check_labels_shape(y_true, scores)
     return qid_or_group(qid, group, np.shape(scores)[0] if np.ndim(scores) == 1 else 0)
+
+
+def _check_labels_shape(y_true, scores) -> None:
+    if np.ndim(scores) == 1:  # other scores are refused by their own check
+        check_labels_shape(np.shape(scores), np.shape(y_true), "y_true")
 
 
 def _qid_or_one_query(qid, group, scores, y_true):
@@ -161,7 +170,7 @@ def _qid_or_one_query(qid, group, scores, y_true):
     With neither, labels above 1 are refused, as :class:`~rankopt.RankSVM` refuses them without qid: grades
     come from files of many queries, and scoring such a file as one query is a silent wrong number.
     """
-    qid = _qid_or_group(qid, group, scores)
+    qid = _qid_or_group(qid, group, scores, y_true)
     if qid is None:
         n_samples = np.shape(scores)[0] if np.ndim(scores) == 1 else 0
         grades = check_grades(y_true, n_samples, name="y_true")
@@ -476,6 +485,7 @@ def loss_metric(
 
         registry = default_registry()
     rank_loss = resolve_rank_loss(loss, registry)
+    check_relevant_at(relevant_at)  # a graded loss does not read it, but it is checked at every door alike
     kernel, structure = kernel_for_loss(rank_loss, device)
     qid = _qid_or_one_query(qid, group, scores, y_true)
     scores = as_float_vector(scores, "scores").astype(np.float64)

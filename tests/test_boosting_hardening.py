@@ -130,8 +130,11 @@ def test_misleading_messages_say_what_is_wrong():
     objective = lightgbm_objective("ap")
     with pytest.raises(ValueError, match="column of shape \\(300, 1\\).*ravel"):
         objective(grades, np.zeros((grades.size, 1)), None, group)
-    with pytest.raises(ValueError, match="magnitude at most.*diverged"):
-        objective(grades, np.full(grades.size, 1e305), None, group)
+    # the hinge's own refusals, as every door words them, with a note for the booster's user (issue 61, point 16)
+    for huge, words in ((1e308, "sums over a query stay finite"), (np.inf, "expected scores to be finite")):
+        with pytest.raises(ValueError, match=words) as caught:
+            objective(grades, np.full(grades.size, huge), None, group)
+        assert caught.value.__notes__ == ["the booster diverged: lower the learning rate or raise the hessian"]
     with pytest.raises(ValueError, match="relevant_at=9.*every gradient would be 0"):
         lightgbm_objective("ap", relevant_at=9)(grades, predictions, None, group)
 

@@ -137,9 +137,9 @@ ALL = [average_precision, ndcg, roc_auc, precision_at_k]
         (["a", "b"], [0.1, 0.2], r"labels in \{0, 1\}"),
         ([0, 1], [0.1, np.nan], "finite"),
         ([0, 1], [np.inf, 0.2], "finite"),
-        ([0, 1, 1], [0.1, 0.2], "3 entries|2 entries"),
-        ([0, 1], [0.1, 0.2, 0.3], "3 entries|2 entries"),
-        ([[0, 1]], [0.1, 0.2], "1-D"),
+        ([0, 1, 1], [0.1, 0.2], "y_true of shape \\(2,\\) \\(one label per score\\), got \\(3,\\)"),
+        ([0, 1], [0.1, 0.2, 0.3], "y_true of shape \\(3,\\) \\(one label per score\\), got \\(2,\\)"),
+        ([[0, 1]], [0.1, 0.2], "y_true of shape \\(2,\\) \\(one label per score\\), got \\(1, 2\\)"),
         ([0, 1], [[0.1, 0.2]], "1-D"),
         ([], [], "empty|both a positive"),
         ([0, 1], ["x", "y"], "real numbers"),
@@ -169,13 +169,14 @@ def test_precision_at_k_cutoff_in_the_place_of_qid_is_refused(k):
 
 
 def test_loss_metric_reads_relevant_at_only_where_the_kernel_thresholds():
-    """A graded loss's kernel reads the grades: relevant_at is not read (as before the kernel was asked), and a
-    binary loss's threshold is checked."""
+    """A graded loss's kernel reads the grades: relevant_at changes nothing, but is checked at every door alike
+    (issue 61, point 13); a binary loss thresholds at it."""
     from rankopt.metrics import loss_metric
 
     y, scores, qid = np.array([2, 0, 1, 0]), np.array([0.3, 0.9, 0.2, 0.1]), np.array([0, 0, 1, 1])
     graded = loss_metric(y, scores, qid=qid, loss="ndcg_graded")
-    assert loss_metric(y, scores, qid=qid, loss="ndcg_graded", relevant_at=-3) == graded
-    with pytest.raises(ValueError, match="relevant_at"):
-        loss_metric(y, scores, qid=qid, loss="ap", relevant_at=-3)
+    assert loss_metric(y, scores, qid=qid, loss="ndcg_graded", relevant_at=3) == graded
+    for loss in ("ndcg_graded", "ap"):
+        with pytest.raises(ValueError, match="expected relevant_at to be a positive finite number, got -3 instead"):
+            loss_metric(y, scores, qid=qid, loss=loss, relevant_at=-3)
     assert loss_metric(y, scores, qid=qid, loss="ap", relevant_at=2) != loss_metric(y, scores, qid=qid, loss="ap")

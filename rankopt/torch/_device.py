@@ -15,7 +15,7 @@ import torch
 from rankopt.hinge import reduce_hinges
 from rankopt.inference.kernel_base import say_once
 from rankopt.inference.tensor_kernels import TensorKernelUnsupported
-from rankopt.torch._host import value_dtype
+from rankopt.torch._host import host_array, value_dtype
 
 __all__ = ["tensor_hinges"]
 
@@ -107,12 +107,13 @@ class _DeviceBatch:
         self.checks = torch.stack([c.double() for c in checks])
         # {−1, 1} labels read as {0, 1}; an invalid label gives garbage here, refused by read() before use.
         self.grades = torch.where(lowest < 0, (kept > 0).long(), kept.long())
-        self.mask = mask
+        self.mask, self._labels = mask, y.detach()
         self.score_dtype = np.float64 if scores.dtype == torch.float64 else np.float32
 
     def read(self, facts: torch.Tensor | None) -> np.ndarray | None:
         """The one transfer from the device: the checks (a ValueError for a refused batch) and ``facts``."""
         from rankopt._validation import (
+            check_grades,
             negative_grade_error,
             not_finite_error,
             nothing_kept_error,
@@ -130,6 +131,8 @@ class _DeviceBatch:
         if largest * longest > score_sum_bound(self.score_dtype):
             raise score_sums_error(largest, int(longest), self.score_dtype)
         if whole and not whole[0]:
+            # A refused batch is read again, to name the first bad label as the host does.
+            check_grades(host_array(self._labels)[host_array(self.mask)], name="y")
             raise ValueError(
                 "expected y to hold integer relevance grades >= 0 that fit in 64-bit integers, got NaN, infinity, "
                 "fractions or grades from 2**63 on instead"

@@ -43,7 +43,7 @@ def host_hinges(config, scores: torch.Tensor, y: torch.Tensor, mask, qid):
     if s.ndim == 1:
         per_query = hinge_per_query(
             s,
-            _host_array(y),
+            host_array(y),
             qid=None if qid is None else qid.numpy(),
             loss=config.loss,
             relevant_at=config.relevant_from,
@@ -74,14 +74,14 @@ def _prepare(config, y: torch.Tensor, mask, shape) -> tuple:
     """The padded batch's labels checked and prepared (:func:`rankopt.hinge.prepare_hinges`), and where its
     kept documents sit in the flat scores."""
     options = dict(loss=config.loss, relevant_at=config.relevant_from, device=config.host_device)
-    labels = _host_array(y)
+    labels = host_array(y)
     n_rows, width = shape
     if mask is None:  # every document of every row: no gather
         offsets = np.arange(n_rows + 1, dtype=np.int64) * width
         return prepare_hinges(check_grades(labels.reshape(-1), n_rows * width), offsets, **options), AllKept()
     # Labels as narrow as the host kernel takes them: int8 for a binary loss's when they fit.
     narrow = np.dtype(np.int8) in kernel_for_loss(config.loss, config.host_device)[0].label_dtypes
-    kept, grades = Kept.with_grades(_host_array(mask), labels, narrow)
+    kept, grades = Kept.with_grades(host_array(mask), labels, narrow)
     if kept.n_kept == 0:
         raise nothing_kept_error()
     return prepare_hinges(grades, kept.offsets, **options), kept
@@ -127,7 +127,7 @@ class PreparedBatch:
         return value
 
 
-def _host_array(value: torch.Tensor) -> np.ndarray:
+def host_array(value: torch.Tensor) -> np.ndarray:
     """A tensor's values as a NumPy array on the host (float16 and bfloat16 through float32, which holds both
     exactly: NumPy has no bfloat16)."""
     value = value.detach()

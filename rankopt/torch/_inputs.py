@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rankopt._validation import check_hinge_layout, qid_or_group, query_ids
+from rankopt._validation import check_grades, check_hinge_layout, qid_or_group, query_ids
 
 __all__ = ["checked_call", "describe", "labels_on", "refuse_pml_keywords"]
 
@@ -54,10 +54,7 @@ def _as_grades(y: torch.Tensor) -> torch.Tensor:
     if y.dtype == torch.uint64:
         signed = y.view(torch.int64)
         if bool((signed < 0).any()):
-            raise ValueError(
-                "expected y to hold integer relevance grades >= 0 that fit in 64-bit integers, got uint64 labels of "
-                "2**63 or more instead"
-            )
+            check_grades(y.reshape(-1).cpu().numpy(), name="y")  # names the first label past int64, as the host does
         return signed
     return y
 
