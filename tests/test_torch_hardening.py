@@ -158,3 +158,21 @@ def test_a_loss_changed_after_a_call_leaves_its_old_parameters_answers_alone(dev
     expected = float(RankHingeLoss("precision_at_k", device="cpu", k=2)(later, later_y.clone()))
     fresh = RankHingeLoss("precision_at_k", device=device, k=2)
     assert float(fresh(later, later_y)) == pytest.approx(expected, rel=1e-12)
+
+
+def test_both_devices_bound_gains_alike():
+    """Issue 61, point 12: grade 1023 of ndcg_graded was refused on "cpu" (the gain-sum bound) and answered 0.4765 on
+    "torch"; the tensor device now takes the host's tables and bound, for the longest row it keeps (a row of two
+    kept documents, padded to three, is bounded by its two, as the host bounds the query)."""
+    scores = torch.tensor([[0.5, 2.0, -1.0, 0.0]], dtype=torch.float64)
+    messages = []
+    for device in ("cpu", "torch"):
+        with pytest.raises(ValueError, match="gains G whose sum over a query stays finite") as caught:
+            RankHingeLoss("ndcg_graded", k=3, device=device)(scores, torch.tensor([[0, 1023, 0, 1]]))
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+    # 2**999 × (D(1) + D(2)) is within 2**1000; with D(3) it is not: the padding must not count.
+    padded, mask = torch.tensor([[999, 0, 7]]), torch.tensor([[True, True, False]])
+    s = torch.tensor([[0.1, 0.4, 9.0]], dtype=torch.float64)
+    values = [float(RankHingeLoss("ndcg_graded", device=d)(s, padded, mask=mask)) for d in ("cpu", "torch")]
+    assert values[1] == pytest.approx(values[0], rel=1e-12) and values[0] > 0

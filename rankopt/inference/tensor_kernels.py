@@ -239,22 +239,30 @@ def _device_constant(constants: KeyedCache, values, dtype, device) -> torch.Tens
 PRESENCE_GRADES = MAX_PAIR_LEVELS
 
 
-def _grade_presence(relevance, mask):
-    """Which grades 0 … PRESENCE_GRADES − 1 the kept documents hold, and whether any holds a larger one: a
-    tensor of PRESENCE_GRADES + 1 flags on the device (fixed size: no read of the data to shape it)."""
+def _grade_facts(relevance, mask):
+    """Which grades 0 … PRESENCE_GRADES − 1 the kept documents hold, whether any holds a larger one, and the
+    most documents a row keeps: PRESENCE_GRADES + 2 numbers on the device (fixed size: no read of the data to
+    shape it).  The longest row bounds a query's sums of gains or pair weights, as the host's longest query does
+    (not the padded width)."""
     slot = torch.where(mask, relevance.clamp(max=PRESENCE_GRADES), PRESENCE_GRADES + 1)
     flags = torch.zeros(PRESENCE_GRADES + 2, dtype=torch.int64, device=relevance.device)
     flags.scatter_(0, slot.reshape(-1), 1)
-    return flags[: PRESENCE_GRADES + 1]
+    longest = mask.sum(dim=1).max() if mask.shape[0] else torch.zeros((), dtype=torch.int64, device=mask.device)
+    return torch.cat((flags[: PRESENCE_GRADES + 1], longest.reshape(1)))
 
 
 def _present_levels(facts) -> np.ndarray | None:
-    """The grades present (host, increasing) from :func:`_grade_presence`'s flags; None when some grade is
+    """The grades present (host, increasing) from :func:`_grade_facts`; None when some grade is
     PRESENCE_GRADES or more."""
     flags = np.asarray(facts, dtype=np.float64)
     if flags[PRESENCE_GRADES]:
         return None
     return np.flatnonzero(flags[:PRESENCE_GRADES]).astype(np.int64)
+
+
+def _longest_row(facts) -> int:
+    """The most documents a row keeps, from :func:`_grade_facts` (at least 1: a batch keeping none is refused)."""
+    return max(int(facts[PRESENCE_GRADES + 1]), 1)
 
 
 def _grade_table(constants, grades, mask, table_of_levels, levels):
@@ -524,16 +532,18 @@ class GradedPositionTensorKernel(TensorKernel):
     label = "graded position"
 
     def facts(self, loss, structure, relevance, mask):
-        return _grade_presence(relevance, mask)
+        return _grade_facts(relevance, mask)
 
     def hinge(self, loss, structure, scores, relevance, mask, facts):
         dtype, device = scores.dtype, scores.device
         levels = _present_levels(facts)
         if levels is None:  # grades from PRESENCE_GRADES on: the levels read from the data, a second read
             levels = np.unique(relevance[mask].cpu().numpy()).astype(np.int64)
-        level, level_gains = _grade_table(self.constants, relevance, mask, structure.gains, levels)
+        # The host's tables and their bound on a query's Σ G·D, for the longest row it keeps.
+        host_gains, host_discount = structure.tables(levels, _longest_row(facts))
+        level, level_gains = _grade_table(self.constants, relevance, mask, lambda _: host_gains, levels)
         gains = torch.where(mask, level_gains.to(dtype)[level], torch.zeros((), dtype=dtype, device=device))
-        discount = _device_constant(self.constants, structure.position_weights(scores.shape[1]), dtype, device)
+        discount = _device_constant(self.constants, host_discount, dtype, device)
         width = discount.shape[0]
         sizes = mask.sum(dim=1)
         kept = torch.clamp(sizes, max=width)
@@ -584,7 +594,7 @@ class GradedPairTensorKernel(TensorKernel):
     label = "graded pairwise"
 
     def facts(self, loss, structure, relevance, mask):
-        return _grade_presence(relevance, mask)
+        return _grade_facts(relevance, mask)
 
     def hinge(self, loss, structure, scores, relevance, mask, facts):
         dtype, device = scores.dtype, scores.device
@@ -592,7 +602,7 @@ class GradedPairTensorKernel(TensorKernel):
         if levels is None:
             raise TensorKernelUnsupported(f"grades of {PRESENCE_GRADES} or more in a batch")
         level, _ = _grade_table(self.constants, relevance, mask, lambda levels: np.arange(levels.size), levels)
-        weights = structure.weight_matrix(levels, scores.shape[1])
+        weights = structure.weight_matrix(levels, _longest_row(facts))
         member = [mask & (level == t) for t in range(levels.size)]
         count = torch.stack([m.sum(dim=1) for m in member], dim=1).to(dtype)  # (B, K)
         values = torch.zeros(scores.shape[0], dtype=dtype, device=device)
