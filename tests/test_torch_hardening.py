@@ -176,3 +176,38 @@ def test_both_devices_bound_gains_alike():
     s = torch.tensor([[0.1, 0.4, 9.0]], dtype=torch.float64)
     values = [float(RankHingeLoss("ndcg_graded", device=d)(s, padded, mask=mask)) for d in ("cpu", "torch")]
     assert values[1] == pytest.approx(values[0], rel=1e-12) and values[0] > 0
+
+
+@pytest.mark.parametrize(
+    "loss, params", [("ndcg_graded", {"k": 1}), ("ndcg_graded", {"k": 3}), ("ndcg_graded", {}), ("pairwise", {})]
+)
+def test_a_subgradient_on_ties_does_not_depend_on_the_documents_order(loss, params):
+    """Issue 61, point 10: on tied scores device="torch" returned another subgradient than "cpu", one that
+    depended on the documents' order (ndcg_graded, k = 1, s = 0, y = [1, 0, 0]: [-1, 1, 0] against
+    [-1, .5, .5]); both devices now give the host's symmetric one, and permuting a query's documents permutes
+    its gradient."""
+    rng = np.random.default_rng(3)
+    if params == {"k": 1}:
+        for device in ("cpu", "torch"):
+            s = torch.zeros(1, 3, dtype=torch.float64, requires_grad=True)
+            RankHingeLoss(loss, device=device, **params)(s, torch.tensor([[1, 0, 0]])).backward()
+            expected = [[-1.0, 0.5, 0.5]]
+            torch.testing.assert_close(s.grad, torch.tensor(expected, dtype=torch.float64))
+    for _ in range(150):
+        n = int(rng.integers(2, 8))
+        scores = torch.as_tensor(rng.integers(0, 3, (1, n)) * 0.5)
+        grades = torch.as_tensor(rng.integers(0, 3, (1, n)))
+        perm = torch.as_tensor(rng.permutation(n))
+        grads = {}
+        for device in ("cpu", "torch"):
+            layer = RankHingeLoss(loss, device=device, **params)
+            found = []
+            for order in (torch.arange(n), perm):
+                x = scores[:, order].clone().requires_grad_()
+                layer(x, grades[:, order]).backward()
+                back = torch.empty_like(x.grad)
+                back[:, order] = x.grad
+                found.append(back)
+            torch.testing.assert_close(found[1], found[0], rtol=1e-12, atol=1e-12)
+            grads[device] = found[0]
+        torch.testing.assert_close(grads["torch"], grads["cpu"], rtol=1e-12, atol=1e-12)

@@ -556,11 +556,19 @@ class GradedPositionTensorKernel(TensorKernel):
         safe_total = torch.where(total > 0, total, torch.ones_like(total))
         safe_ideal = torch.where(ideal > 0, ideal, torch.ones_like(ideal))
         utility = torch.where(mask, scores / safe_total - gains / safe_ideal, -torch.inf)
-        top, top_columns = torch.topk(utility, width, dim=1)
+        # Every document by utility, then gain (two stable sorts): a tie group (equal utility and gain) shares
+        # the weights of the positions it spans, as on the host, so that no subgradient depends on the order
+        # the documents come in.
+        by_gain = torch.sort(gains, dim=1, descending=True, stable=True).indices  # equal utility: higher gain first
+        ranked, at = torch.sort(utility.gather(1, by_gain), dim=1, descending=True, stable=True)
+        order = by_gain.gather(1, at)
+        ranked_gains = gains.gather(1, order)
         placed = position < kept[:, None]
-        best = 1.0 + torch.where(placed, weight * top, 0).sum(dim=1)
-        coef = _scatter_rows(scores.shape, scores, top_columns, torch.where(placed, weight / safe_total, 0))
-        truth = _position_truth(ideal_gains, ideal_order, weight / safe_total, mask)
+        best = 1.0 + torch.where(placed, weight * ranked[:, :width], 0).sum(dim=1)
+        tied = (ranked[:, 1:] == ranked[:, :-1]) & (ranked_gains[:, 1:] == ranked_gains[:, :-1])
+        coef = _tie_group_mean(order, tied, torch.where(placed, weight / safe_total, 0), mask)
+        ideal_tied = ideal_gains[:, 1:] == ideal_gains[:, :-1]
+        truth = _tie_group_mean(ideal_order, ideal_tied, weight / safe_total, mask)
         values = best - (truth * torch.where(mask, scores, 0)).sum(dim=1)
         zero = torch.zeros_like(values)
         return TensorHinge(
@@ -568,19 +576,21 @@ class GradedPositionTensorKernel(TensorKernel):
         )
 
 
-def _position_truth(ideal_gains, ideal_order, position_weight, mask):
-    """Ψ*'s coefficients: each document the mean position weight of its tie group (equal gains) in the
-    ideal order (the documents sorted by gain)."""
-    n_rows, n_docs = ideal_gains.shape
+def _tie_group_mean(order, tied, position_weight, mask):
+    """Each document's coefficient in a ranking ``order`` (B, L) whose position j holds ``position_weight[:, j]``
+    (0 past its width): the mean weight of its tie group, ``tied[:, j]`` saying that positions j and j + 1 tie.
+    Ψ*'s coefficients (the ideal order, ties of equal gain) and the most violated ranking's (ties of equal
+    utility and gain) alike."""
+    n_rows, n_docs = order.shape
     weight = torch.nn.functional.pad(position_weight, (0, n_docs - position_weight.shape[1]))
-    starts = torch.ones_like(ideal_gains, dtype=torch.long)
-    starts[:, 1:] = (ideal_gains[:, 1:] != ideal_gains[:, :-1]).long()
+    starts = torch.ones_like(order)
+    starts[:, 1:] = (~tied).long()
     group = torch.cumsum(starts, dim=1) - 1
     sums = torch.zeros_like(weight).scatter_add_(1, group, weight)
     counts = torch.zeros_like(weight).scatter_add_(1, group, torch.ones_like(weight))
     mean = (sums / counts.clamp(min=1.0)).gather(1, group)
-    truth = torch.zeros_like(weight).scatter_(1, ideal_order, mean)
-    return torch.where(mask, truth, 0)
+    coef = torch.zeros_like(weight).scatter_(1, order, mean)
+    return torch.where(mask, coef, 0)
 
 
 # ---------------------------------------------------------------- graded pair losses
