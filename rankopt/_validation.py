@@ -441,7 +441,7 @@ def query_ids(qid, n_samples: int, name: str = "qid", per: str = "row of X") -> 
         raise ValueError(f"expected {name} to hold one integer query id per sample, got None instead")
     arr = np.asarray(qid)
     if arr.dtype == object:
-        arr = _numbers_from_objects(arr, name)
+        arr = _query_ids_from_objects(arr, name)
     if arr.ndim != 1:
         raise ValueError(f"expected {name} to be 1-D, got an array of shape {arr.shape} instead")
     if arr.shape[0] != n_samples:
@@ -451,8 +451,36 @@ def query_ids(qid, n_samples: int, name: str = "qid", per: str = "row of X") -> 
             f"expected {name} to hold integer query ids, got {describe_values(arr)} (dtype {arr.dtype}) instead"
         )
     check_whole_numbers(arr, name, "integer query ids")
+    if np.issubdtype(arr.dtype, np.floating) and arr.size and np.max(np.abs(arr)) >= 2.0**53:
+        raise _float_ids_error(name, arr[np.abs(arr) >= 2.0**53])
     _check_fits_int64(arr, name, "integer query ids")
     return arr.astype(np.int64, copy=False)
+
+
+def _query_ids_from_objects(arr: np.ndarray, name: str) -> np.ndarray:
+    """An object array of query ids (Python ints, the numeric strings of a pandas or Dask string column) as
+    numbers, integers kept exact: through float64 alone, distinct ids from 2**53 on would merge into one query."""
+    as_float = _numbers_from_objects(arr, name)
+    if as_float.size == 0 or not np.all(np.isfinite(as_float)) or np.max(np.abs(as_float)) < 2.0**53:
+        return as_float  # exact below 2**53; NaN and infinity are refused by the caller's checks
+    check_whole_numbers(as_float, name, "integer query ids")
+    big = arr[np.abs(as_float) >= 2.0**53]
+    if any(isinstance(value, (float, np.floating)) for value in big.tolist()):
+        raise _float_ids_error(name, big)
+    try:
+        return arr.astype(np.int64)  # int() of each entry: exact for integers and integer strings
+    except OverflowError:
+        _check_fits_int64(as_float, name, "integer query ids")
+        raise
+    except (TypeError, ValueError):  # a float written as a string: "1e20"
+        raise _float_ids_error(name, big) from None
+
+
+def _float_ids_error(name: str, big: np.ndarray) -> ValueError:
+    return ValueError(
+        f"expected {name} to hold integer query ids, got floats from 2**53 on ({describe_values(big, limit=2)}), "
+        "where distinct ids may already have merged into one; pass them as integers (int64, or strings of integers)"
+    )
 
 
 def check_group_sizes(group, n_samples: int, name: str = "group") -> np.ndarray:

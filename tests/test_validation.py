@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
+from rankopt import RankSVM
 from rankopt._validation import (
     QueryIndex,
     check_hinge_layout,
@@ -87,3 +89,26 @@ def test_the_hinge_layout_is_checked_on_shapes_alone(call, message):
 @pytest.mark.parametrize("scores_shape, mask_shape", [((6,), None), ((2, 3), None), ((2, 3), (2, 3))])
 def test_a_sound_hinge_layout_passes(scores_shape, mask_shape):
     check_hinge_layout(scores_shape, scores_shape, y_dtype="int64", y_numeric=True, mask_shape=mask_shape)
+
+
+def test_query_ids_past_2_53_stay_apart_or_are_refused():
+    """Issue 61, point 5a: ids given as an object array (Python ints, a pandas or Dask string column's numeric
+    strings) went through float64, so 90 distinct ids from 2**60 on merged into one query in silence."""
+    from rankopt._validation import query_ids
+
+    ids = 2**60 + np.arange(90)
+    for given in (ids.astype(object), ids.astype(str).astype(object)):
+        np.testing.assert_array_equal(query_ids(given, 90), ids)
+    np.testing.assert_array_equal(query_ids(np.arange(90).astype(float).astype(object), 90), np.arange(90))
+    # floats from 2**53 on cannot say which ids they were: refused, whether a float array or objects
+    for floats in (ids.astype(float), ids.astype(float).astype(object), np.array(["1e20"] * 90, dtype=object)):
+        with pytest.raises(ValueError, match="floats from 2\\*\\*53 on .* may already have merged"):
+            query_ids(floats, 90)
+    with pytest.raises(ValueError, match="that fit in 64-bit integers"):
+        query_ids(np.array([2**64] * 90, dtype=object), 90)
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(3, 8, 90)
+    X, y = rng.normal(size=(sizes.sum(), 4)), rng.integers(0, 3, sizes.sum())
+    with pytest.warns(ConvergenceWarning):
+        model = RankSVM(max_iter=3).fit(X, y, qid=np.repeat(ids, sizes).astype(object))
+    assert model.n_queries_ == 90
