@@ -211,9 +211,10 @@ def _nothing_to_order(loss, relevant_at, n_queries) -> str:
 def _resolve_loss(loss, loss_params: dict):
     """A loss instance from a name (with its parameters) or an instance; no registry is kept, since boosters
     deep-copy their objective."""
+    from rankopt.inference.batched import resolve_rank_loss
     from rankopt.plugins import default_registry
 
-    return default_registry().resolve_loss(loss, **loss_params)
+    return resolve_rank_loss(loss, default_registry(), **loss_params)
 
 
 def _constant_hessian(hessian) -> float:

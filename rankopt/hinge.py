@@ -33,7 +33,6 @@ from rankopt._validation import (
 )
 from rankopt.inference.base import PluginLookup
 from rankopt.inference.batched import PreparedRankings, resolve_rank_loss
-from rankopt.losses.base import RankLoss
 
 __all__ = ["HingeQueries", "grouped_hinges", "hinge_per_query", "prepare_hinges", "prepared_hinges", "structured_hinge"]
 
@@ -85,6 +84,7 @@ def structured_hinge(
     n_threads: int | None = None,
     registry: PluginLookup | None = None,
     device: str = "cpu",
+    **loss_params,
 ):
     """The structured hinge of ``loss`` at ``scores`` and a subgradient: ``(value, grad)``.
 
@@ -100,7 +100,8 @@ def structured_hinge(
         The queries, as in :meth:`rankopt.RankSVM.fit`: one id per document, or LightGBM's contiguous
         group sizes.
     loss : str or RankLoss, default "ap"
-        Any registered rank loss, built-in or plugin, binary or graded.
+        Any registered rank loss, built-in or plugin, binary or graded: a name (with ``loss_params``, as
+        :func:`rankopt.torch.rank_hinge` takes them) or an instance.
     relevant_at : float, default 1
     reduction : {"mean", "sum", "none"}, default "mean"
         "mean": over the queries with something to order (0 when none has); "sum"; "none": one value per
@@ -121,6 +122,12 @@ def structured_hinge(
         document's derivative of its own query's hinge.
     """
     check_reduction(reduction)
+    if loss_params:
+        if registry is None:
+            from rankopt.plugins import default_registry
+
+            registry = default_registry()
+        loss = resolve_rank_loss(loss, registry, **loss_params)
     options = dict(loss=loss, relevant_at=relevant_at, n_threads=n_threads, registry=registry, device=device)
     per_query = hinge_per_query(scores, y, qid=qid, group=group, **options)
     if reduction == "none":
@@ -192,7 +199,7 @@ def prepare_hinges(
         from rankopt.plugins import default_registry
 
         registry = default_registry()
-    rank_loss = _rank_loss(loss, registry)
+    rank_loss = resolve_rank_loss(loss, registry)
     # A query (or a whole mini-batch) with one relevance level is not an error here: its hinge is 0.
     options = dict(relative_to_truth=True, relevant_at=relevant_at, registry=registry, device=device)
     return PreparedRankings(rank_loss, grades, offsets, "auto", **options)
@@ -204,13 +211,3 @@ def prepared_hinges(prepared: PreparedRankings, scores: np.ndarray, n_threads=No
     # max(0, ·): R = R* gives 0, so h ≥ 0; the subtraction may round a hair below.
     values = np.maximum(result.values, 0.0)
     return HingeQueries(values, result.coef, result.usable, None, prepared.offsets)
-
-
-def _rank_loss(loss, registry) -> RankLoss:
-    if not isinstance(loss, (str, RankLoss)):
-        raise TypeError(f"expected loss to be a rank-loss name or a RankLoss instance, got {type(loss).__name__}")
-    if isinstance(loss, str):
-        names = sorted(info.name for info in registry.list("loss") if issubclass(info.cls, RankLoss))
-        if loss not in names:
-            raise ValueError(f"unknown rank loss {loss!r}: expected one of {names}")
-    return resolve_rank_loss(loss, registry)

@@ -442,6 +442,7 @@ def loss_metric(
     registry=None,
     query_weights=None,
     device: str = "cpu",
+    **loss_params,
 ):
     """Mean over queries of 1 − Δ(R*, R): the metric a registered rank loss stands for, exactly as it defines it.
 
@@ -460,7 +461,8 @@ def loss_metric(
         (grades need ``qid``: pass ``np.zeros(n_samples)`` for one query).
     loss : str or RankLoss, default "ndcg_graded"
         Any registered rank loss whose structure gives Δ of a ranking (every built-in one; a loss that
-        declares only its own one-query inference is refused).
+        declares only its own one-query inference is refused): a name (with ``loss_params``, as
+        :func:`rankopt.structured_hinge` takes them) or an instance.
     relevant_at : float, default 1
     average : bool, default True
         False returns each query's value, queries by increasing qid, NaN for a query with nothing to order
@@ -484,7 +486,7 @@ def loss_metric(
         from rankopt.plugins import default_registry
 
         registry = default_registry()
-    rank_loss = resolve_rank_loss(loss, registry)
+    rank_loss = resolve_rank_loss(loss, registry, **loss_params)
     check_relevant_at(relevant_at)  # a graded loss does not read it, but it is checked at every door alike
     kernel, structure = kernel_for_loss(rank_loss, device)
     qid = _qid_or_one_query(qid, group, scores, y_true)

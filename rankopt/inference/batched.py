@@ -300,9 +300,17 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLooku
     return kernel.ground_truth(loss, structure, relevance, offsets)
 
 
-def resolve_rank_loss(loss, registry: PluginLookup) -> RankLoss:
-    """The rank loss named by or given as ``loss``, or a ValueError for a labeling loss."""
-    loss = registry.resolve_loss(loss)
+def resolve_rank_loss(loss, registry: PluginLookup, **loss_params) -> RankLoss:
+    """The rank loss named by (with ``loss_params``) or given as ``loss``: the one resolution of every door that
+    takes a rank loss (the hinges, the metrics, the boosting objectives), so that each refuses alike — an
+    unknown name with the rank losses it could be, a labeling loss by what it is."""
+    if not isinstance(loss, (str, RankLoss)):
+        raise TypeError(f"expected loss to be a rank-loss name or a RankLoss instance, got {type(loss).__name__}")
+    if isinstance(loss, str):
+        names = sorted(info.name for info in registry.list("loss") if issubclass(info.cls, RankLoss))
+        if loss not in names:
+            raise ValueError(f"unknown rank loss {loss!r}: expected one of {names}")
+    loss = registry.resolve_loss(loss, **loss_params)
     if not isinstance(loss, RankLoss):
         raise ValueError(
             f"expected loss to be a rank loss, got the {loss.output_kind.value} loss {loss.name!r} instead"

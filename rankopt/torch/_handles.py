@@ -66,7 +66,7 @@ def resolved_loss(loss, loss_params: dict):
     from rankopt.plugins import default_registry
 
     registry = default_registry()
-    return resolve_rank_loss(registry.resolve_loss(loss, **loss_params), registry)
+    return resolve_rank_loss(loss, registry, **loss_params)
 
 
 def _parameter_bytes(loss_params: tuple) -> bytes:

@@ -22,7 +22,7 @@ def checked_call(scores, y, mask, qid, group):
         raise TypeError(f"expected scores to be a torch.Tensor, got {type(scores).__name__} instead")
     if scores.dtype not in _FLOAT_DTYPES:
         raise TypeError(f"expected floating-point scores (float16/bfloat16/float32/float64), got {scores.dtype}")
-    y = _as_grades(_on_device(y, scores, "y"))
+    y = _as_grades(_on_device(y if isinstance(y, torch.Tensor) else _label_array(y), scores, "y"))
     mask = None if mask is None else _on_device(mask, scores, "mask")
     check_hinge_layout(
         tuple(scores.shape),
@@ -57,6 +57,15 @@ def _as_grades(y: torch.Tensor) -> torch.Tensor:
             check_grades(y.reshape(-1).cpu().numpy(), name="y")  # names the first label past int64, as the host does
         return signed
     return y
+
+
+def _label_array(y) -> np.ndarray:
+    """Labels given as an array or a list: numbers as they are; an object array of numbers (a pandas column's)
+    read as the host reads it, and anything else refused with the host's words (strings, None)."""
+    array = np.asarray(y)
+    if array.dtype.kind in "biuf" or array.ndim == 0:
+        return array
+    return check_grades(array.reshape(-1), name="y").reshape(array.shape)
 
 
 def _on_device(value, scores: torch.Tensor, name: str) -> torch.Tensor:
