@@ -62,15 +62,28 @@ def test_the_torch_blocks_run_without_a_warning():
     point 26: a DataLoader's collate function (padding, mask, padding's labels), which runs as written."""
     pytest.importorskip("torch")
     blocks = [b for b in python_blocks(README) if "RankHingeLoss" in b]
-    assert len(blocks) == 2 and "collate_fn=collate" in blocks[1] and "never read" in blocks[1]
-    for block in blocks:
+    assert len(blocks) == 3 and "collate_fn=collate" in blocks[1] and "never read" in blocks[1]
+    for block in blocks[:2]:  # the third, torch.compile's, runs in test_the_compiled_step_runs_as_written
         _run_without_a_warning(block)
 
 
-def _run_without_a_warning(code: str) -> str:
-    """Run ``code`` in a fresh interpreter with warnings as errors; its standard output."""
+def test_the_compiled_step_runs_as_written():
+    """Issue 61, point 23: the README said that torch.compile takes a whole training step with the hinge
+    (fullgraph=True), and a step with optimizer.zero_grad() inside broke the graph (for BCE too); it now compiles
+    the forward and the loss, as users write it, and the step around them runs as written."""
+    pytest.importorskip("torch")
+    (block,) = [b for b in python_blocks(README) if "torch.compile(fullgraph=True)" in b]
+    assert "optimizer.zero_grad()" in block.split("def forward_loss")[1].split("for step")[1]  # outside the graph
+    inductor_import = "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"  # as in test_torch_compile
+    float(_run_without_a_warning(block, inductor_import).strip().splitlines()[-1])
+
+
+def _run_without_a_warning(code: str, *torch_own: str) -> str:
+    """Run ``code`` in a fresh interpreter with warnings as errors (but ``torch_own``, filters of warnings that
+    torch raises inside itself); its standard output."""
+    ignored = [option for warning in torch_own for option in ("-W", warning)]
     done = subprocess.run(
-        [sys.executable, "-W", "error", "-c", code],
+        [sys.executable, "-W", "error", *ignored, "-c", code],
         capture_output=True,
         text=True,
         timeout=300,
