@@ -21,6 +21,7 @@ early stopping.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -132,7 +133,8 @@ def _check_not_diverged(scores: np.ndarray, group_sizes) -> None:
             raise not_finite_error("scores")
         check_score_sums(largest, int(np.max(group_sizes, initial=0)), np.float64)
     except ValueError as exc:
-        exc.add_note(DIVERGED)
+        if sys.version_info >= (3, 11):  # notes are Python 3.11's; 3.10 shows the message alone
+            exc.add_note(DIVERGED)
         raise
 
 

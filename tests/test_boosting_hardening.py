@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -134,7 +136,8 @@ def test_misleading_messages_say_what_is_wrong():
     for huge, words in ((1e308, "sums over a query stay finite"), (np.inf, "expected scores to be finite")):
         with pytest.raises(ValueError, match=words) as caught:
             objective(grades, np.full(grades.size, huge), None, group)
-        assert caught.value.__notes__ == ["the booster diverged: lower the learning rate or raise the hessian"]
+        if sys.version_info >= (3, 11):
+            assert caught.value.__notes__ == ["the booster diverged: lower the learning rate or raise the hessian"]
     with pytest.raises(ValueError, match="relevant_at=9.*every gradient would be 0"):
         lightgbm_objective("ap", relevant_at=9)(grades, predictions, None, group)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -46,7 +46,11 @@ class PluginLookup(Protocol):
     resolved on top (:mod:`rankopt.api`) and objects flow down.
     """
 
-    def resolve_loss(self, loss: str | Loss) -> Loss: ...
+    def resolve_loss(self, loss: str | Loss, **loss_params: Any) -> Loss: ...
+
+    def list(self, kind: str) -> list[Any]:
+        """The plugins registered as ``kind`` (each with its ``name`` and ``cls``): the names a door offers."""
+        ...
 
     def resolve_method(
         self, method: str, loss: RankLoss, n_pos: int | None = None, n_neg: int | None = None
