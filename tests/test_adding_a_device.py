@@ -5,6 +5,8 @@ compiled kernels."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -25,6 +27,9 @@ BATCHES: list[int] = []
 class ReferencePrepared(PreparedKernel):
     """A batch on the reference device: each query by the host kernel's one-query reference method."""
 
+    #: Who subtracts the ground truth when a call asks for the hinge's form: this device, in its call.
+    relative_inside = True
+
     def __init__(self, host: Kernel, loss, structure, relevance, offsets, registry):
         self.host, self.loss, self.structure, self.registry = host, loss, structure, registry
         self.relevance, self.offsets = relevance, offsets
@@ -42,6 +47,12 @@ class ReferencePrepared(PreparedKernel):
             if found is not None:
                 coef[start:stop], losses[q], values[q] = found
                 usable[q] = True
+        if relative_to_truth:  # the hinge's form: Ψ(R̂) − Ψ(R*) and Δ + w·(Ψ(R̂) − Ψ(R*))
+            truth = self.host.ground_truth(self.loss, self.structure, self.relevance, self.offsets)
+            for q in np.flatnonzero(usable):
+                start, stop = self.offsets[q], self.offsets[q + 1]
+                values[q] -= float(truth[start:stop] @ scores[start:stop])
+            coef = coef - truth
         return BatchedRankingInference(coef, losses, values, usable)
 
 
@@ -163,3 +174,22 @@ def test_a_tensor_device_that_hands_a_call_back_runs_it_on_the_compiled_kernels(
         assert RankHingeLoss("ap", device="tensor-twin")(scores, y).item() == RankHingeLoss("ap")(scores, y).item()
     finally:
         unregister_kernel(None, device="tensor-twin")
+
+
+def test_a_device_says_who_subtracts_the_ground_truth():
+    """Issue 61, points 3 and 18: a device written from CONTRIBUTING alone failed on an attribute the host read and
+    CONTRIBUTING never named (relevance), and one whose call honoured relative_to_truth=True got the truth
+    subtracted a second time ([0.0, 1.1] for [0.0, 0.9]), relative_inside defaulting to False.  Now the host
+    reads no attribute but relative_inside, which every prepared batch must declare; the reference device above
+    subtracts the truth itself and says so, and its hinges equal the compiled kernels' (the tests above)."""
+
+    class Undeclared(PreparedKernel):
+        def __call__(self, scores, n_threads, relative_to_truth):
+            raise AssertionError("never called")
+
+    with pytest.raises(TypeError, match="relative_inside"):
+        Undeclared()
+    assert ReferencePrepared.relative_inside is True
+    text = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    recipe = text.split("## Adding a device", 1)[1].split("\n## ", 1)[0]
+    assert "relative_inside" in recipe and "who subtracts" in recipe

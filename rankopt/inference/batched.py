@@ -176,6 +176,7 @@ class PreparedRankings:
         self.longest = int(np.max(np.diff(self.offsets), initial=0))
         self.method, self.registry, self.relative_to_truth = method, registry, relative_to_truth
         relevant_from = integer_threshold(relevant_at) if thresholded else 1
+        self._relevant_from = relevant_from if thresholded else None
         self._prepared = self.kernel.prepare(
             self.loss,
             self.structure,
@@ -194,13 +195,20 @@ class PreparedRankings:
         if not self.relative_to_truth or self._prepared.relative_inside:
             return result
         offsets = self.offsets
-        truth = self.kernel.ground_truth(self.loss, self.structure, self._prepared.relevance, offsets)
+        truth = self.kernel.ground_truth(self.loss, self.structure, self._truth_relevance(), offsets)
         values = np.zeros_like(result.values)
         terms = truth * scores.astype(np.float64)
         nonempty = offsets[1:] > offsets[:-1]
         values[nonempty] = np.add.reduceat(terms, offsets[:-1][nonempty]) if terms.size else 0.0
         values = np.where(result.usable, result.values - values, 0.0)
         return BatchedRankingInference(result.coef - truth, result.losses, values, result.usable)
+
+    def _truth_relevance(self) -> np.ndarray:
+        """The relevance the ground truth is of: the checked grades, or a binary loss's 0/1 thresholded here,
+        as its kernel thresholds them (the host subtracts the truth for a device that does not)."""
+        if self._relevant_from is None:
+            return self.relevance
+        return (self.relevance >= self._relevant_from).astype(np.int64)
 
 
 #: Documents per thread below which a batch does not start more threads:

@@ -250,6 +250,8 @@ class _CompiledBinary(PreparedKernel):
 class _PerQueryBinary(PreparedKernel):
     """A binary loss's batch by its single-query method, one Python call per query."""
 
+    relative_inside = False  # the one-query methods give Ψ(R̂): the host subtracts the truth
+
     def __init__(self, kernel, loss, relevance, offsets, method, registry):
         self.kernel, self.loss, self.relevance, self.offsets = kernel, loss, relevance, offsets
         self.method, self.registry = method, registry

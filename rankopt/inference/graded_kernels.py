@@ -82,7 +82,11 @@ class _Batch(PreparedKernel):
     ``relative_inside`` False the caller subtracts the ground truth when asked, and the run ignores the flag."""
 
     def __init__(self, run, relevance, relative_inside: bool = False):
-        self.run, self.relevance, self.relative_inside = run, relevance, relative_inside
+        self.run, self.relevance, self._relative_inside = run, relevance, relative_inside
+
+    @property
+    def relative_inside(self) -> bool:
+        return self._relative_inside
 
     def __call__(self, scores, n_threads, relative_to_truth):
         return self.run(scores, n_threads, relative_to_truth)

@@ -86,18 +86,24 @@ class ReusedOutput:
 
 
 class PreparedKernel(abc.ABC):
-    """A kernel ready for one batch (loss, relevance, layout, method): infers for any scores."""
+    """A kernel ready for one batch (loss, relevance, layout, method): infers for any scores.
 
-    #: Whether the results already subtract the ground truth (the hinge's form), when asked to.
-    relative_inside: bool = False
-    #: The relevance the batch's results refer to (0/1 where a binary loss's grades were thresholded), in the
-    #: batch's array type.
-    relevance: Any
+    A subclass answers :attr:`relative_inside` (a class attribute will do) and implements ``__call__``."""
+
+    @property
+    @abc.abstractmethod
+    def relative_inside(self) -> bool:
+        """Who subtracts the ground truth when a call asks for the hinge's form (``relative_to_truth=True``).
+
+        True: the call itself, whose ``coef`` are then Ψ(R̂) − Ψ(R*)'s coefficients and ``values``
+        Δ + w·(Ψ(R̂) − Ψ(R*)).  False: the host, with :meth:`Kernel.ground_truth`, after a call that ignores
+        the flag.  Declared by every device, so that the truth is subtracted exactly once."""
 
     @abc.abstractmethod
     def __call__(self, scores, n_threads: int, relative_to_truth: bool) -> BatchedRankingInference:
         """The batch's inference for checked ``scores`` on ``n_threads`` threads, its fields in the batch's own
-        array type (NumPy arrays on the host, tensors on a tensor device)."""
+        array type (NumPy arrays on the host, tensors on a tensor device); relative to the ground truth when
+        ``relative_to_truth`` and :attr:`relative_inside` are both true."""
 
 
 class Kernel(abc.ABC):

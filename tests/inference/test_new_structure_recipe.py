@@ -80,6 +80,8 @@ class EvenPairLoss(PairwiseLoss):
 
 
 class _Batch(PreparedKernel):
+    relative_inside = False  # per_query gives Ψ(R̂): the host subtracts the ground truth
+
     def __init__(self, kernel, loss, structure, relevance, offsets, method, registry):
         self.kernel, self.loss, self.structure, self.relevance = kernel, loss, structure, relevance
         self.offsets, self.method, self.registry = offsets, method, registry
