@@ -83,7 +83,10 @@ def _on_device(value, scores: torch.Tensor, name: str) -> torch.Tensor:
 def _host_ids(value):
     """Query ids or group sizes as the host validation reads them."""
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
+        # Read outside any torch.func transform: under jacfwd even a captured tensor's storage cannot be read.
+        # Ids are data, never differentiated or batched, so the transforms have nothing to see here.
+        with torch._C._DisableFuncTorch():
+            return value.detach().cpu().numpy()
     return value
 
 

@@ -19,6 +19,7 @@ gradient is 1 (a loss backpropagated as it is).
 from __future__ import annotations
 
 import torch
+from torch.autograd import forward_ad
 
 from rankopt.torch import _device, _host
 from rankopt.torch._handles import config
@@ -106,6 +107,7 @@ def _is_one(factor: torch.Tensor) -> bool:
     return (
         type(factor) is torch.Tensor
         and not torch.compiler.is_compiling()
+        and not torch._C._are_functorch_transforms_active()  # vmap's batched tensors are plain ones to Python
         and factor.dim() == 0
         and factor.device.type == "cpu"
         and factor.item() == 1.0
@@ -133,10 +135,63 @@ class _EagerHinge(torch.autograd.Function):
         return _backward(ctx, *grads)
 
 
+class _TransformedHinge(torch.autograd.Function):
+    """The operator under a ``torch.func`` transform or ``torch.autograd.forward_ad``: ``grad``, ``jacrev`` and
+    ``vjp`` take its backward, ``jvp``, ``jacfwd`` and dual numbers its forward-mode derivative (the same
+    subgradient, applied to a tangent: the operator alone gave zero tangents), ``vmap`` the operator's own rule."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(*inputs):
+        return rank_hinge_op(*inputs)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _setup_context(ctx, inputs, output)
+        _save_for_forward(ctx, inputs, output)
+        ctx.mark_non_differentiable(*output[1:])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _backward(ctx, *grads)
+
+    @staticmethod
+    def jvp(ctx, scores_tangent, *_):
+        return _jvp(ctx, scores_tangent)
+
+
+def _save_for_forward(ctx, inputs, output) -> None:
+    value, coef, query_of = output
+    ctx.save_for_forward(coef, query_of)
+    ctx.flat, ctx.n_values = inputs[0].dim() == 1, value.shape[0] if value.dim() else 0
+
+
+def _jvp(ctx, scores_tangent):
+    """The forward-mode derivative: the backward's subgradient applied to the scores' tangent, reduced as the
+    value is (a scalar, one value per row, per query id, or the one flat query's)."""
+    coef, query_of = ctx.saved_tensors  # in forward mode, what save_for_forward kept
+    terms = coef * scores_tangent.to(coef.dtype)
+    if ctx.reduction != "none":
+        tangent = terms.sum()
+    elif not ctx.flat:
+        tangent = terms.sum(dim=1)
+    elif query_of.numel():  # each query's value: the terms of its documents
+        tangent = terms.new_zeros(ctx.n_values).index_add_(0, query_of, terms)
+    else:  # one flat query: one value
+        tangent = terms.sum().reshape(1)
+    return tangent.to(_host.value_dtype(scores_tangent.dtype)), None, None
+
+
 def rank_hinge_call(*inputs):
-    """The hinge's (value, coef, query_of): the custom operator where ``torch.compile`` or another tracer or
-    transform sees the call, its implementation directly in plain eager code."""
-    if torch.compiler.is_compiling() or _transformed(inputs[:4]):
+    """The hinge's (value, coef, query_of): the custom operator where ``torch.compile`` or another tracer sees
+    the call, the operator with its derivatives under a ``torch.func`` transform, and its implementation directly
+    in plain eager code."""
+    if torch.compiler.is_compiling():
+        return rank_hinge_op(*inputs)
+    if torch._C._are_functorch_transforms_active() or forward_ad._current_level >= 0:  # a transform, dual numbers
+        return _TransformedHinge.apply(*inputs)
+    if _transformed(inputs[:4]):
         return rank_hinge_op(*inputs)
     return _EagerHinge.apply(*inputs)
 
@@ -164,11 +219,18 @@ def _vmap(info, in_dims, scores, y, mask, qid, *options):
 
 
 class _NoSecondDerivative(torch.autograd.Function):
-    """Identity whose own backward refuses: the hinge's Hessian is 0 almost everywhere."""
+    """Identity whose own backward refuses: the hinge's Hessian is 0 almost everywhere.  (A separate
+    ``setup_context``, so that ``torch.func.grad`` and its kin take it.)"""
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, grad: torch.Tensor, scores: torch.Tensor):
+    def forward(grad: torch.Tensor, scores: torch.Tensor):
         return grad.clone()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
 
     @staticmethod
     def backward(ctx, grad_output):
