@@ -31,7 +31,7 @@ from rankopt import hookspecs
 from rankopt.exceptions import PluginContractError, PluginLoadWarning, brief
 from rankopt.features.base import FeatureMap
 from rankopt.inference.base import InferenceMethod
-from rankopt.losses.base import LabelingLoss, Loss, RankLoss
+from rankopt.losses.base import LabelingLoss, Loss, RankLoss, loss_from_metric_name
 from rankopt.models.base import Model
 
 __all__ = [
@@ -424,7 +424,8 @@ class PluginRegistry:
     def resolve_loss(self, loss, **loss_params) -> Loss:
         """A loss instance from a registered name (built with ``loss_params``) or an instance (with none): the
         one place where every front door (estimators, the hinge, the torch layer, the boosting objectives)
-        turns what a user wrote into a loss."""
+        turns what a user wrote into a loss.  A metric's name spells a loss with its cutoff: ``"ndcg@5"`` is
+        ``"ndcg_graded"`` with ``k=5`` (:func:`rankopt.losses.base.loss_from_metric_name`)."""
         if isinstance(loss, Loss):
             if loss_params:
                 raise ValueError(
@@ -432,7 +433,13 @@ class PluginRegistry:
                 )
             return loss
         if isinstance(loss, str):
-            return self.get_loss(loss, **loss_params)
+            name, spelled = loss_from_metric_name(loss)
+            twice = sorted(set(spelled) & set(loss_params))
+            if twice:
+                raise TypeError(
+                    f"expected {', '.join(twice)} once, got it in the name {loss!r} and as a keyword instead"
+                )
+            return self.get_loss(name, **spelled, **loss_params)
         raise ValueError(f"expected loss to be a loss name or a Loss instance, got {loss!r} instead")
 
     def get_model(self, name: str) -> Model:

@@ -336,6 +336,7 @@ def test_model_file_records_how_it_was_trained(model_file):
         assert str(archive["model_type"]) == "RankSVM"
         assert json.loads(str(archive["params"])) == {
             "loss": "ap",
+            "loss_params": None,
             "C": 1.0,
             "tol": 1e-3,
             "max_iter": 1000,

@@ -172,3 +172,42 @@ def test_an_empty_batch_is_refused_alike_by_every_hinge():
     case = (np.zeros(0), np.zeros(0, dtype=int), "ap", {})
     outcomes = {_outcome(door, case)[:2] for door in HINGES.values()}
     assert outcomes == {("ValueError", "expected a non-empty y, got an empty array instead")}
+
+
+def test_one_vocabulary_for_losses_and_metrics():
+    """Issue 61, point 24: RankSVM(eval_metric=...) and RankSVMCV(scoring=...) took "ndcg@10", the loss doors
+    "ndcg_graded" with k=, and RankSVM(loss="ndcg_graded", k=5) was a TypeError.  Every loss door now takes a
+    metric's spelling ("ndcg@5", "p@3", "map"), RankSVM the loss's keywords as loss_params (scikit-learn's
+    metric_params), and every metric door a rank loss's name (the metric it stands for)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from rankopt import RankSVM, RankSVMCV, get_loss
+    from rankopt.lightgbm import hinge_objective
+
+    rng = np.random.default_rng(0)
+    qid = np.repeat(np.arange(12), 8)
+    X, grades = rng.normal(size=(qid.size, 4)), rng.integers(0, 3, qid.size)
+    for spelled, name, params in (("ndcg@5", "ndcg_graded", {"k": 5}), ("p@3", "precision_at_k", {"k": 3})):
+        assert repr(RankHingeLoss(spelled).rank_loss) == repr(get_loss(name, **params))
+        assert repr(hinge_objective(spelled).loss) == repr(get_loss(name, **params))
+        hinge = rankopt.structured_hinge(X[:, 0], grades, qid=qid, loss=spelled)
+        np.testing.assert_array_equal(
+            hinge[1], rankopt.structured_hinge(X[:, 0], grades, qid=qid, loss=name, **params)[1]
+        )
+        metric = rankopt.metrics.loss_metric(grades, X[:, 0], qid, loss=spelled)
+        assert metric == rankopt.metrics.loss_metric(grades, X[:, 0], qid, loss=name, **params)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            by_name = RankSVM(loss=spelled, max_iter=20).fit(X, grades, qid=qid)
+            by_params = RankSVM(loss=name, loss_params=params, max_iter=20).fit(X, grades, qid=qid)
+        np.testing.assert_array_equal(by_name.coef_, by_params.coef_)
+    assert repr(RankHingeLoss("map").rank_loss) == repr(get_loss("ap"))
+    with pytest.raises(TypeError, match="expected k once, got it in the name 'ndcg@5' and as a keyword"):
+        RankHingeLoss("ndcg@5", k=3)
+    model = RankSVM(eval_metric=["ndcg@10", "ndcg_graded", "pairwise"], max_iter=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, grades, qid=qid, eval_set=[(X, grades, qid)])
+        search = RankSVMCV(Cs=[1.0], cv=2, scoring="pairwise", max_iter=5).fit(X, grades, qid=qid)
+    assert set(model.evals_result_["valid_0"]) == {"ndcg@10", "ndcg_graded", "pairwise"}
+    assert 0.0 <= search.best_score_ <= 1.0

@@ -3,9 +3,11 @@
 The names follow LightGBM's ranking metrics: ``"map"`` (mean average
 precision over queries, documents relevant from ``relevant_at``),
 ``"ndcg@k"`` (NDCG@k with gains 2^grade − 1, averaged over queries) and
-``"p@k"`` (precision@k); a callable ``metric(y_true, scores, qid)`` (``qid``
-None for one query) returning a float, higher better, names itself by its
-``__name__``.
+``"p@k"`` (precision@k); a rank loss's name (``"ndcg_graded"``, ``"pairwise"``,
+a plugin's) is the metric it stands for, 1 − Δ averaged over queries
+(:func:`rankopt.metrics.loss_metric`, the boosting doors' metric); a callable
+``metric(y_true, scores, qid)`` (``qid`` None for one query) returning a
+float, higher better, names itself by its ``__name__``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rankopt.metrics import average_precision, mean_average_precision, ndcg_at_k, precision_at_k
+from rankopt.losses.base import RankLoss
+from rankopt.metrics import average_precision, loss_metric, mean_average_precision, ndcg_at_k, precision_at_k
 
 __all__ = ["KNOWN_METRICS", "eval_metrics", "plot_metric"]
 
@@ -36,14 +39,26 @@ def _metric(name: str, relevant_at) -> Metric:
         return mean_ap
     match = re.fullmatch(r"(ndcg|p)@(\d+)", name)
     if match is None or int(match.group(2)) < 1:
-        raise ValueError(
-            f"expected eval_metric to be one of {list(KNOWN_METRICS)} (k a positive integer, e.g. 'ndcg@10') "
-            f"or a callable metric(y_true, scores, qid), got {name!r} instead"
-        )
+        return _loss_metric(name, relevant_at)
     k = int(match.group(2))
     if match.group(1) == "ndcg":
         return lambda y, scores, qid: ndcg_at_k(y, scores, qid, k=k)
     return lambda y, scores, qid: precision_at_k(y, scores, qid, k=k, relevant_at=1 if qid is None else relevant_at)
+
+
+def _loss_metric(name: str, relevant_at) -> Metric:
+    """The metric a rank loss's name stands for, 1 − Δ (:func:`rankopt.metrics.loss_metric`): a loss door's
+    spelling at a metric door."""
+    from rankopt.plugins import default_registry
+
+    rank_losses = sorted(info.name for info in default_registry().list("loss") if issubclass(info.cls, RankLoss))
+    if name not in rank_losses:
+        raise ValueError(
+            f"expected eval_metric to be one of {list(KNOWN_METRICS)} (k a positive integer, e.g. 'ndcg@10'), a "
+            f"rank loss's name (the metric it stands for: one of {rank_losses}) or a callable "
+            f"metric(y_true, scores, qid), got {name!r} instead"
+        )
+    return lambda y, scores, qid: loss_metric(y, scores, qid, loss=name, relevant_at=relevant_at)
 
 
 def eval_metrics(spec, relevant_at=1) -> list[tuple[str, Metric]]:

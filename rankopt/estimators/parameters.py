@@ -25,6 +25,7 @@ __all__ = [
     "eta",
     "fraction",
     "initial_point",
+    "loss_parameters",
     "loss_spec",
     "metric_spec",
     "method_name",
@@ -82,6 +83,15 @@ def loss_spec(value, name: str):
     """A loss name or a Loss instance (resolved in ``fit``, where the registry is)."""
     if not isinstance(value, (str, Loss)):
         raise ValueError(f"expected {name} to be a loss name or a Loss instance, got {value!r} instead")
+    return value
+
+
+def loss_parameters(value, name: str):
+    """A loss's keyword arguments as a dict (None: the loss's defaults), as scikit-learn's ``metric_params``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+        raise ValueError(f"expected {name} to be a dict of the loss's parameters or None, got {value!r} instead")
     return value
 
 

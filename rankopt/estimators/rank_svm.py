@@ -35,6 +35,7 @@ from rankopt.estimators.evaluation import eval_metrics
 from rankopt.estimators.parameters import (
     boolean,
     check_parameters,
+    loss_parameters,
     loss_spec,
     method_name,
     metric_spec,
@@ -75,7 +76,14 @@ class RankSVM(LinearRanker):
     loss : str or Loss, default "ap"
         ``"ap"`` (AP-SVM), ``"ndcg"`` (NDCG-SVM), ``"auc"`` (ROC-area SVM),
         ``"zero_one"`` (the class-weighted binary SVM baseline), any loss a
-        plugin registers, or a :class:`~rankopt.losses.Loss` instance.
+        plugin registers, or a :class:`~rankopt.losses.Loss` instance.  A
+        metric's name spells a loss with its cutoff, as ``eval_metric``
+        writes it: ``"ndcg@5"`` is ``"ndcg_graded"`` with ``k=5``, ``"p@5"``
+        ``"precision_at_k"`` with ``k=5``, ``"map"`` is ``"ap"``.
+    loss_params : dict, optional
+        The loss's parameters, for a loss given by name (the keywords
+        ``RankHingeLoss("ndcg_graded", k=5)`` takes):
+        ``RankSVM(loss="ndcg_graded", loss_params={"k": 5})``.
     C : float, default 1.0
         Weight of the slack; larger fits the training ranking harder.
     tol : float, default 1e-3
@@ -248,6 +256,7 @@ class RankSVM(LinearRanker):
 
     _parameter_checks = {
         "loss": loss_spec,
+        "loss_params": loss_parameters,
         "C": positive_float,
         "tol": positive_float,
         "max_iter": positive_int,
@@ -267,6 +276,7 @@ class RankSVM(LinearRanker):
         self,
         *,
         loss="ap",
+        loss_params=None,
         C=1.0,
         tol=1e-3,
         max_iter=1000,
@@ -282,6 +292,7 @@ class RankSVM(LinearRanker):
         feature_map="linear",
     ):
         self.loss = loss
+        self.loss_params = loss_params
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -340,7 +351,7 @@ class RankSVM(LinearRanker):
         params = check_parameters(self)
         C, tol, max_iter, patience = params["C"], params["tol"], params["max_iter"], params["early_stopping_patience"]
         registry = plugin_registry()
-        loss = registry.resolve_loss(params["loss"])
+        loss = registry.resolve_loss(params["loss"], **params["loss_params"])
         approx = check_approx(self.approx, loss)
         model = _resolve_model(registry, params["model"], loss, approx)
         row_chunks = self._row_chunks(X, labels, qid, loss, model, approx)

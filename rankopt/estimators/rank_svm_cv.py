@@ -24,6 +24,7 @@ from rankopt.data.backends import check_matrix
 from rankopt.estimators.evaluation import eval_metrics
 from rankopt.estimators.parameters import (
     check_parameters,
+    loss_parameters,
     loss_spec,
     method_name,
     n_jobs,
@@ -61,9 +62,10 @@ class RankSVMCV(BaseEstimator):
         query ids as ``groups``; it must not split a query.
     scoring : str or callable, default None ("map")
         The validation score, higher is better: ``"map"`` (AP for one
-        query), ``"ndcg@k"``, ``"p@k"``, or ``metric(y_true, scores, qid)``
-        (as ``eval_metric`` of :class:`RankSVM`).
-    loss, tol, max_iter, inference, relevant_at :
+        query), ``"ndcg@k"``, ``"p@k"``, a rank loss's name (the metric it
+        stands for), or ``metric(y_true, scores, qid)`` (as ``eval_metric``
+        of :class:`RankSVM`).
+    loss, loss_params, tol, max_iter, inference, relevant_at :
         As for :class:`RankSVM`, for every fit.
     n_jobs : int or None, default None
         Folds walked in parallel (joblib; None is one process, -1 every core).
@@ -101,6 +103,7 @@ class RankSVMCV(BaseEstimator):
         "cv": splitter,
         "scoring": scoring_spec,
         "loss": loss_spec,
+        "loss_params": loss_parameters,
         "tol": positive_float,
         "max_iter": positive_int,
         "inference": method_name,
@@ -116,6 +119,7 @@ class RankSVMCV(BaseEstimator):
         cv=3,
         scoring=None,
         loss="ap",
+        loss_params=None,
         tol=1e-3,
         max_iter=1000,
         inference="auto",
@@ -127,6 +131,7 @@ class RankSVMCV(BaseEstimator):
         self.cv = cv
         self.scoring = scoring
         self.loss = loss
+        self.loss_params = loss_params
         self.tol = tol
         self.max_iter = max_iter
         self.inference = inference
@@ -231,6 +236,7 @@ class RankSVMCV(BaseEstimator):
     def _path_model(self) -> RankSVM:
         return RankSVM(
             loss=self.loss,
+            loss_params=self.loss_params,
             tol=self.tol,
             max_iter=self.max_iter,
             inference=self.inference,

@@ -61,7 +61,7 @@ from rankopt.inference.base import PluginLookup
 from rankopt.inference.binary_kernels import integer_threshold, per_query
 from rankopt.inference.kernel_base import BatchedRankingInference
 from rankopt.inference.structure_table import device_array_type, kernel_for_loss, reads_grades
-from rankopt.losses.base import RankLoss
+from rankopt.losses.base import RankLoss, loss_from_metric_name
 
 __all__ = [
     "DOCS_PER_THREAD",
@@ -316,7 +316,7 @@ def resolve_rank_loss(loss, registry: PluginLookup, **loss_params) -> RankLoss:
         raise TypeError(f"expected loss to be a rank-loss name or a RankLoss instance, got {type(loss).__name__}")
     if isinstance(loss, str):
         names = sorted(info.name for info in registry.list("loss") if issubclass(info.cls, RankLoss))
-        if loss not in names:
+        if loss_from_metric_name(loss)[0] not in names:
             raise ValueError(f"unknown rank loss {loss!r}: expected one of {names}")
     loss = registry.resolve_loss(loss, **loss_params)
     if not isinstance(loss, RankLoss):

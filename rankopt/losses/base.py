@@ -50,6 +50,7 @@ __all__ = [
     "RankLoss",
     "checked_delta_diff",
     "first_concave_position",
+    "loss_from_metric_name",
     "pattern_counts",
 ]
 
@@ -496,3 +497,20 @@ def checked_delta_diff(loss: RankLoss, j, i, n_pos: int, n_neg: int) -> np.ndarr
             f"non-finite {float(out[k])!r} at j={jj}, i={ii} for n_pos={n_pos}, n_neg={n_neg} instead"
         )
     return out
+
+
+#: The metric spellings of rank losses (LightGBM's and ``RankSVM(eval_metric=...)``'s): the loss and its parameter.
+_METRIC_SPELLINGS = {"ndcg": "ndcg_graded", "p": "precision_at_k"}
+
+
+def loss_from_metric_name(name: str) -> tuple[str, dict]:
+    """The rank loss a metric's name spells, and the parameters the name holds: ``"ndcg@5"`` is
+    ``("ndcg_graded", {"k": 5})``, ``"p@5"`` ``("precision_at_k", {"k": 5})``, ``"map"`` ``("ap", {})``; any
+    other name is itself, with none.  One vocabulary for every door: a loss door takes a metric's name, a
+    metric door a loss's."""
+    if name == "map":
+        return "ap", {}
+    head, at, cutoff = name.partition("@")
+    if at and head in _METRIC_SPELLINGS and cutoff.isdigit() and cutoff.isascii() and int(cutoff) >= 1:
+        return _METRIC_SPELLINGS[head], {"k": int(cutoff)}
+    return name, {}

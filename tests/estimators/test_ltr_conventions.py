@@ -117,7 +117,7 @@ def test_eval_group_gives_the_validation_queries(data):
         RankSVM().fit(X, y, qid=qid, eval_group=groups)
 
 
-@pytest.mark.parametrize("metric", ["ndcg", "ndcg@0", "auc", 3, ["map", "map"], []])
+@pytest.mark.parametrize("metric", ["ndgc", "ndcg@0", "zero_one", 3, ["map", "map"], []])
 def test_unknown_metrics_list_the_known_ones(data, metric):
     (X, y, qid, _), valid = data
     with pytest.raises(ValueError, match="eval_metric"):

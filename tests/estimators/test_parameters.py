@@ -63,6 +63,7 @@ def test_every_parameter_is_in_the_declarative_table(name):
 #: A value each parameter refuses.
 BAD = {
     "loss": 3,
+    "loss_params": [("k", 3)],
     "C": -1.0,
     "tol": 0.0,
     "max_iter": 0,

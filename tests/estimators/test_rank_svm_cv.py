@@ -65,7 +65,7 @@ def test_bad_input_gets_clear_errors(rng):
     for cv in (1, True, "3", 2.5):
         with pytest.raises(ValueError, match="expected cv to be"):
             RankSVMCV(cv=cv).fit(X, grades, qid=qid)
-    for scoring in ("ndcg@0", "auc", ["map", "ndcg@5"]):
+    for scoring in ("ndcg@0", "zero_one", ["map", "ndcg@5"]):
         with pytest.raises(ValueError, match="scoring"):
             RankSVMCV(cv=2, scoring=scoring).fit(X, grades, qid=qid)
     with pytest.raises(ValueError, match=r"expected qid to have 16 entries \(one per row of X\)"):
