@@ -23,6 +23,8 @@ What each PML feature does with it:
   (each embedding ranks the others, itself excluded), as in PML.  A reference set that holds the batch makes
   each embedding rank itself unless the tuples leave the pair out: :class:`CrossBatchMemory` (PML's memory
   bank, with this loss in its list of supported losses) passes tuples without self-comparisons.
+* **SelfSupervisedLoss**: :class:`SelfSupervisedLoss` (PML's wrapper, with this loss in its list) labels each
+  embedding and its augmentation alike; ``symmetric=True`` ranks within both, ``False`` the augmentations.
 * **DistributedLossWrapper**: gathers the embeddings of every process; the loss of the gathered batch, times
   the world size, as PML does for its own losses.
 * **embedding_regularizer**, **collect_stats**: as for every ``BaseMetricLossFunction``.
@@ -43,7 +45,7 @@ from rankopt.plugins import default_registry
 from rankopt.torch import RankHingeLoss
 from rankopt.torch.functional import device_from_backend
 
-__all__ = ["CrossBatchMemory", "MetricHingeLoss"]
+__all__ = ["CrossBatchMemory", "MetricHingeLoss", "SelfSupervisedLoss"]
 
 
 class MetricHingeLoss(pml_losses.BaseMetricLossFunction):
@@ -138,3 +140,16 @@ class CrossBatchMemory(pml_losses.CrossBatchMemory):
     @staticmethod
     def supported_losses():
         return [*pml_losses.CrossBatchMemory.supported_losses(), MetricHingeLoss.__name__]
+
+
+class SelfSupervisedLoss(pml_losses.SelfSupervisedLoss):
+    """PML's self-supervised wrapper, with :class:`MetricHingeLoss` among the losses it takes.
+
+    ``SelfSupervisedLoss(MetricHingeLoss("ap"))(embeddings, ref_emb)``: each embedding's augmentation is its one
+    relevant item, labelled by position.  PML keeps a list of the loss classes its wrapper supports (as for
+    ``CrossBatchMemory``); this subclass adds ``MetricHingeLoss`` and changes nothing else.
+    """
+
+    @staticmethod
+    def supported_losses():
+        return [*pml_losses.SelfSupervisedLoss.supported_losses(), MetricHingeLoss.__name__]

@@ -242,3 +242,28 @@ def test_edges_a_batch_of_one_and_a_graded_loss():
     with pytest.raises(ValueError, match="PML distance object or one of \\['cosine', 'dot'\\]"):
         MetricHingeLoss(distance="euclid")
     assert MetricHingeLoss(rankopt.get_loss("precision_at_k", k=3)).hinge.rank_loss.k == 3
+
+
+def test_the_self_supervised_wrapper_takes_the_loss_as_pml_tests_its_own():
+    """Issue 61, point 19a: PML's SelfSupervisedLoss refused the loss ("not supported for MetricHingeLoss");
+    rankopt.pml.SelfSupervisedLoss takes it, and passes PML's own test of the wrapper (the wrapped loss equals
+    the loss given position labels, and identical embeddings and augmentations cost ~0)."""
+    from rankopt.pml import SelfSupervisedLoss
+
+    with pytest.raises(Exception, match="not supported"):
+        losses.SelfSupervisedLoss(MetricHingeLoss())  # PML's own list: the subclass is the way
+    generator = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.float64):
+        embeddings = torch.nn.functional.normalize(torch.randn(40, 32, generator=generator, dtype=dtype))
+        ref_emb = torch.nn.functional.normalize(torch.randn(40, 32, generator=generator, dtype=dtype))
+        labels = torch.arange(40)
+        for name in ("ap", "ndcg", "precision_at_k"):
+            loss = MetricHingeLoss(name, scale=2.0)
+            wrapped = SelfSupervisedLoss(loss, symmetric=False)(embeddings, ref_emb)
+            direct = loss(embeddings, labels, ref_emb=ref_emb, ref_labels=labels)
+            torch.testing.assert_close(wrapped, direct)
+            both = SelfSupervisedLoss(loss)(embeddings, ref_emb)
+            torch.testing.assert_close(both, loss(torch.cat([embeddings, ref_emb]), torch.cat([labels, labels])))
+            # the hinge weighs a swap by 1/|N|: its margin, 1/scale per pair, needs a large scale to be met
+            same = SelfSupervisedLoss(MetricHingeLoss(name, scale=1000.0))(embeddings, embeddings)
+            assert float(same) == pytest.approx(0.0, abs=1e-2)
