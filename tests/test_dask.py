@@ -316,3 +316,20 @@ def test_malformed_scheduler_address(address, fragment):
 def test_cluster_options_need_a_local_cluster():
     with pytest.raises(ValueError, match="no LocalCluster options"):
         dask_client("tcp://127.0.0.1:9", n_workers=2)
+
+
+def test_a_dask_frame_with_a_bool_column_fits_as_the_pandas_frame_does():
+    """Issue 61, point 8c: a Dask DataFrame with a bool column was refused as "got dtype object" (its values
+    were an object array); the same pandas frame fits.  A column of strings is named."""
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    from rankopt import RankSVM
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=200), "b": rng.normal(size=200) > 0, "c": rng.integers(0, 5, 200)})
+    y = (frame["a"] + rng.normal(size=200) > 0.5).astype(int).to_numpy()
+    in_memory = RankSVM().fit(frame, y)
+    chunked = RankSVM().fit(dd.from_pandas(frame, npartitions=2), dd.from_pandas(pd.Series(y), npartitions=2))
+    np.testing.assert_allclose(chunked.coef_, in_memory.coef_, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="got column 's' of dtype"):
+        RankSVM().fit(dd.from_pandas(frame.assign(s=["x"] * 200), npartitions=2), y)

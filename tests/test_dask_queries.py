@@ -224,3 +224,47 @@ def test_an_empty_chunk_and_a_chunk_with_nothing_to_order(rng, no_gather):
     )
     assert_same_fit(in_memory, chunked)
     assert chunked.n_queries_used_ < chunked.n_queries_
+
+
+def _in_process_client():
+    """A dask.distributed client in this process: NumPy labels and query ids are scattered to its worker."""
+    return dask_client(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0")
+
+
+def test_an_empty_chunk_with_numpy_labels_on_a_client():
+    """Issue 61, point 8a: an empty row chunk with NumPy y and qid on a dask.distributed client raised
+    IndexError in RowChunks.open (the scattered pieces left the empty chunk out, X's chunks did not)."""
+    rng = np.random.default_rng(0)
+    qid = np.repeat(np.arange(40), 5)
+    X, y = rng.normal(size=(qid.size, 4)), rng.integers(0, 3, qid.size)
+    with _in_process_client():
+        chunked = RankSVM().fit(da.from_array(X, chunks=((50, 50, 0, 50, 50), 4)), y, qid=qid)
+    assert chunked.n_queries_ == 40
+    np.testing.assert_allclose(chunked.coef_, RankSVM().fit(X, y, qid=qid).coef_, rtol=1e-9, atol=1e-12)
+
+
+def test_scattered_labels_lost_with_a_worker_are_named_with_the_way_out(monkeypatch):
+    """Issue 61, point 8b: a worker killed mid-fit with NumPy y and qid (scattered) ended in "FutureCancelledError
+    … already forgotten"; Dask y and qid recover.  The scattered pieces cannot be computed again: the fit now
+    says so, and how to pass them.  (The loss of a worker is simulated by cancelling the scattered pieces.)"""
+    distributed = pytest.importorskip("distributed")
+    rng = np.random.default_rng(0)
+    qid = np.repeat(np.arange(40), 5)
+    X, y = rng.normal(size=(qid.size, 4)), rng.integers(0, 3, qid.size)
+    scattered = []
+    real_scatter, real_map = distributed.Client.scatter, RowChunks.map
+
+    def recording_scatter(self, *args, **kwargs):
+        futures = real_scatter(self, *args, **kwargs)
+        scattered.extend(futures)
+        return futures
+
+    def losing_map(self, *args, **kwargs):
+        distributed.get_client().cancel(scattered)  # what a lost worker does to the pieces it held
+        return real_map(self, *args, **kwargs)
+
+    monkeypatch.setattr(distributed.Client, "scatter", recording_scatter)
+    monkeypatch.setattr(RowChunks, "map", losing_map)
+    with _in_process_client(), pytest.raises(RuntimeError, match="holding a piece of y and qid was lost") as caught:
+        RankSVM().fit(da.from_array(X, chunks=(50, 4)), y, qid=qid)
+    assert scattered and "da.from_array(y, chunks=(X.chunks[0],))" in str(caught.value)

@@ -21,6 +21,8 @@ keep their behaviour and precision exactly.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import logging
 import os
 import sys
@@ -197,12 +199,15 @@ class RowChunks:
     def __init__(self, X, columns: dict):
         if X.numblocks[1] > 1:  # one block per row chunk: a chunk's task sees all of its rows' features
             X = X.rechunk({1: X.shape[1]})
+        if 0 in X.chunks[0]:  # an empty chunk holds no query: left out, as the columns' pieces leave it out
+            X = X.rechunk({0: tuple(size for size in X.chunks[0] if size)})
         self.X = X
         self.row_chunks = X.chunks[0]
         self.n_chunks = len(self.row_chunks)
         self._blocks = list(X.to_delayed().ravel())
         # The arrays are kept: a NumPy column is scattered, and its futures must outlive the delayed blocks.
         self._column_arrays = [_rows_like(column, name, self.row_chunks) for name, column in columns.items()]
+        self._scattered = [name for name, column in columns.items() if not _is_dask_column(column)]
         self._columns = [list(column.to_delayed()) for column in self._column_arrays]
         self._states: list | None = None
         self.sent_bytes = self.received_bytes = 0
@@ -235,19 +240,45 @@ class RowChunks:
         while len(values) > 1:
             pairs = zip(values[0::2], values[1::2], strict=False)
             values = [dask.delayed(combine)(a, b) for a, b in pairs] + values[len(values) // 2 * 2 :]
-        result = dask.delayed(finish)(values[0]).compute()
+        with self._lost_scattered_columns():
+            result = dask.delayed(finish)(values[0]).compute()
         self.steps += 1
         self.received_bytes += len(cloudpickle.dumps(result))
         return result
 
     def _settle(self, tasks, args) -> list:
-        pairs = dask.persist(*tasks)
-        self._states = [pair[0] for pair in pairs]
-        results = list(dask.compute(*(pair[1] for pair in pairs)))
+        with self._lost_scattered_columns():
+            pairs = dask.persist(*tasks)
+            self._states = [pair[0] for pair in pairs]
+            results = list(dask.compute(*(pair[1] for pair in pairs)))
         self.steps += 1
         self.sent_bytes += self.n_chunks * len(cloudpickle.dumps(args))
         self.received_bytes += len(cloudpickle.dumps(results))
         return results
+
+    @contextlib.contextmanager
+    def _lost_scattered_columns(self):
+        """A cancelled future of a fit whose NumPy columns were scattered: a worker holding a piece was lost, and a
+        scattered piece, unlike a Dask array's chunk, cannot be computed again: say so, and how to avoid it."""
+        try:
+            yield
+        except concurrent.futures.CancelledError as exc:
+            if not self._scattered:
+                raise
+            names = " and ".join(self._scattered)
+            raise RuntimeError(
+                f"a Dask worker holding a piece of {names} was lost mid-fit: NumPy {names} are scattered to the "
+                "workers once and cannot be recomputed, so the fit cannot go on; pass them as Dask arrays chunked "
+                f"like X's rows (da.from_array({self._scattered[0]}, chunks=(X.chunks[0],))), which a cluster "
+                "recomputes after a lost worker, as it does X's chunks"
+            ) from exc
+
+
+def _is_dask_column(column) -> bool:
+    """A column a cluster can compute again: a Dask array, or a Dask Series or frame (X's column)."""
+    frames = sys.modules.get("dask.dataframe")
+    frame_types = () if frames is None else (frames.Series, frames.DataFrame)
+    return isinstance(column, (da.Array, *frame_types))
 
 
 def _on_aligned_rows(fn, state, block, *args):
