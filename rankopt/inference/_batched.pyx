@@ -26,6 +26,7 @@ import numpy as np
 
 from cython cimport floating
 from cython.parallel cimport prange, threadid
+from libc.math cimport INFINITY
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcpy, memset
@@ -463,7 +464,66 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
             w.neg_desc64[k] = discount[k + above]  # D at the positive's position k + 1 + above
     loss[0] = _query_loss(method, code, count_delta, w.neg_desc64, n_pos, n_neg, above_sum, z)
     value[0] = dot + loss[0]
+    if relative_to_truth:  # the hinge's subgradient: the one that does not depend on the documents' order
+        _mean_over_runs(pos_desc, n_pos, w.pos_order, w.pos_idx, coef)
+        if _negatives_split_by_ties(neg, n_neg, n_pos, w):
+            _sort_descending(neg, n_neg, w, neg_desc, w.pos_order + n_pos)
+            _mean_over_runs(neg_desc, n_neg, w.pos_order + n_pos, w.neg_idx, coef)
     return 1
+
+
+cdef inline void _mean_over_runs(const floating* sorted_scores, Py_ssize_t m, const Py_ssize_t* order,
+                                 const Py_ssize_t* index, double* coef) noexcept nogil:
+    """Each document's coefficient averaged over its run of equal scores: documents of one relevance and one
+    score are interchangeable in a most violated ranking, so the mean is a subgradient too (a convex
+    combination of optimal rankings' Ψ), and the one permuting the documents permutes.  ``sorted_scores[j]``
+    is document ``index[order[j]]``'s; Σ coef·s is unchanged, the scores of a run being equal."""
+    cdef Py_ssize_t start = 0, j, i
+    cdef double total
+    for j in range(1, m + 1):
+        if j == m or sorted_scores[j] != sorted_scores[start]:
+            if j - start > 1:
+                total = 0.0
+                for i in range(start, j):
+                    total += coef[index[order[i]]]
+                total /= <double>(j - start)
+                for i in range(start, j):
+                    coef[index[order[i]]] = total
+            start = j
+
+
+cdef bint _negatives_split_by_ties(const floating* neg, Py_ssize_t n_neg, Py_ssize_t n_pos,
+                                   BinaryWork* w) noexcept nogil:
+    """Whether negatives of one score got different interleaving ranks (``w.ranks``), in two linear passes.
+
+    A negative's rank never falls as its score rises, so such a tie group spans consecutive used ranks r < r'
+    with the lowest score at r equal to the highest at r'.  The rare query that has one pays a sort of its
+    negatives (the caller's); the others, none.  Work: ``w.neg_desc64`` and ``w.table`` (free once the query's
+    loss is computed) hold each rank's lowest and highest score."""
+    cdef double* lowest = w.neg_desc64
+    cdef double* highest = w.table
+    cdef Py_ssize_t k, r, previous = -1
+    cdef double x
+    if n_neg < 2:
+        return False
+    # Ranks run 0 … |P| + 1 (w.prefix's entries): |P| + 2 ≤ n entries, with two negatives or more.
+    for r in range(n_pos + 2):
+        lowest[r] = INFINITY
+        highest[r] = -INFINITY
+    for k in range(n_neg):
+        r = w.ranks[k]
+        x = <double>neg[k]
+        if x < lowest[r]:
+            lowest[r] = x
+        if x > highest[r]:
+            highest[r] = x
+    for r in range(n_pos + 2):
+        if highest[r] < lowest[r]:
+            continue  # no negative at this rank
+        if previous >= 0 and lowest[previous] == highest[r]:
+            return True
+        previous = r
+    return False
 
 
 cdef inline double _query_loss(int method, int code, double count_delta, const double* terms, Py_ssize_t n_pos,

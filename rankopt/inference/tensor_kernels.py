@@ -199,6 +199,19 @@ def _sorted_members(scores, members, width: int):
     return torch.where(valid, values, 0), columns, valid
 
 
+def _tie_runs_mean(sorted_scores, coef, valid):
+    """``coef`` of sorted members (:func:`_sorted_members`), each averaged over its run of equal scores: tied
+    documents of one relevance are interchangeable in a most violated ranking, so the mean of their
+    coefficients is a subgradient too, and the one that does not depend on the order they come in."""
+    same = (sorted_scores[:, 1:] == sorted_scores[:, :-1]) & valid[:, 1:] & valid[:, :-1]
+    starts = torch.ones(coef.shape, dtype=torch.long, device=coef.device)
+    starts[:, 1:] = (~same).long()
+    group = torch.cumsum(starts, dim=1) - 1
+    sums = torch.zeros_like(coef).scatter_add_(1, group, coef)
+    counts = torch.zeros_like(coef).scatter_add_(1, group, torch.ones_like(coef))
+    return (sums / counts.clamp(min=1.0)).gather(1, group)
+
+
 def _prefix(values):
     """Prefix sums with a leading 0: out[:, r] = Σ_{a<r} values[:, a]."""
     return torch.nn.functional.pad(torch.cumsum(values, dim=1), (1, 0))
@@ -396,6 +409,7 @@ def _binary_rows(code, table, scores, positive, negative, counts, longest: tuple
     placed.scatter_add_(1, rank, neg_valid.to(dtype))
     above = torch.cumsum(placed, dim=1)[:, :longest_pos]
     pos_coef = torch.where(pos_valid, -row_scale * above, 0)
+    pos_coef, neg_coef = _tie_runs_mean(pos, pos_coef, pos_valid), _tie_runs_mean(neg, neg_coef, neg_valid)
     coef = _scatter_rows(scores.shape, scores, pos_columns, pos_coef)
     coef.scatter_add_(1, neg_columns, neg_coef)
     return values.clamp(min=0.0), coef
@@ -516,6 +530,7 @@ def _topk_rows(scores, positive, negative, deltas, k: int, counts, longest: tupl
     pos_top = index < best_m
     pos_coef = torch.where(pos_top, torch.minimum(best_q, neg_above), (neg_above - best_q).clamp(min=0) + best_q)
     pos_coef = torch.where(pos_valid, -scale * pos_coef.to(dtype), 0)
+    pos_coef, neg_coef = _tie_runs_mean(pos, pos_coef, pos_valid), _tie_runs_mean(neg, neg_coef, neg_valid)
     coef = _scatter_rows(scores.shape, scores, pos_columns, pos_coef)
     coef.scatter_add_(1, neg_columns, neg_coef)
     return values, coef

@@ -361,7 +361,9 @@ def test_batched_equals_per_query_property(sizes, data, pair, dtype):
 )
 def test_relative_to_truth_subtracts_the_ground_truth(loss, method, graded):
     """The hinge form: coefficients minus the ground truth's, values minus its score, on every path
-    (subtracted inside the compiled binary kernel, after the inference elsewhere)."""
+    (subtracted inside the compiled binary kernel, after the inference elsewhere).  Its coefficients are the
+    symmetric subgradient: a most violated ranking's, averaged over each tie group of one score and one
+    relevance (issue 61, point 10), which the plain form, a ranking's Ψ, need not be."""
     rng = np.random.default_rng(7)
     for _ in range(150):
         scores, relevance, grades, offsets = random_query_set(rng, np.float64)
@@ -369,13 +371,25 @@ def test_relative_to_truth_subtracts_the_ground_truth(loss, method, graded):
         plain = most_violated_rankings(loss, scores, labels, offsets, method)
         relative = most_violated_rankings(loss, scores, labels, offsets, method, relative_to_truth=True)
         truth = ground_truth_coefficients(loss, labels, offsets)
-        np.testing.assert_array_equal(relative.coef, plain.coef - truth)
+        symmetric = _mean_over_tie_groups(plain.coef, scores, labels, offsets)
+        np.testing.assert_allclose(relative.coef, symmetric - truth, rtol=1e-12, atol=1e-15)
         np.testing.assert_array_equal(relative.losses, plain.losses)
         np.testing.assert_array_equal(relative.usable, plain.usable)
         truth_dot = np.array([truth[lo:hi] @ scores[lo:hi] for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)])
         expected = np.where(plain.usable, plain.values - truth_dot, 0.0)
         np.testing.assert_allclose(relative.values, expected, rtol=1e-12, atol=1e-12)
         assert np.all(relative.values[relative.usable] >= -1e-12)  # R = R* is a candidate
+
+
+def _mean_over_tie_groups(coef, scores, labels, offsets):
+    """``coef`` averaged over each query's documents of one score and one label (the slow reference)."""
+    out = np.array(coef, dtype=np.float64)
+    for lo, hi in zip(offsets[:-1], offsets[1:], strict=True):
+        keys = list(zip(scores[lo:hi].tolist(), np.asarray(labels)[lo:hi].tolist(), strict=True))
+        for key in set(keys):
+            members = lo + np.flatnonzero([k == key for k in keys])
+            out[members] = out[members].mean()
+    return out
 
 
 @pytest.mark.parametrize("n_grades", [3, 64, 65, 300])
