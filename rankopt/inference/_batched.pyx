@@ -465,11 +465,18 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
     loss[0] = _query_loss(method, code, count_delta, w.neg_desc64, n_pos, n_neg, above_sum, z)
     value[0] = dot + loss[0]
     if relative_to_truth:  # the hinge's subgradient: the one that does not depend on the documents' order
-        _mean_over_runs(pos_desc, n_pos, w.pos_order, w.pos_idx, coef)
-        if _negatives_split_by_ties(neg, n_neg, n_pos, w):
-            _sort_descending(neg, n_neg, w, neg_desc, w.pos_order + n_pos)
-            _mean_over_runs(neg_desc, n_neg, w.pos_order + n_pos, w.neg_idx, coef)
+        _share_within_ties(pos_desc, n_pos, neg, neg_desc, n_neg, w, coef)
     return 1
+
+
+cdef inline void _share_within_ties(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg,
+                                    floating* neg_desc, Py_ssize_t n_neg, BinaryWork* w, double* coef) noexcept nogil:
+    """Each tie group of one relevance shares its mean coefficient (:func:`_mean_over_runs`): the positives,
+    sorted already, and the negatives, sorted only for the query whose ranking split a tie group of them."""
+    _mean_over_runs(pos_desc, n_pos, w.pos_order, w.pos_idx, coef)
+    if _negatives_split_by_ties(neg, n_neg, n_pos, w):
+        _sort_descending(neg, n_neg, w, neg_desc, w.pos_order + n_pos)
+        _mean_over_runs(neg_desc, n_neg, w.pos_order + n_pos, w.neg_idx, coef)
 
 
 cdef inline void _mean_over_runs(const floating* sorted_scores, Py_ssize_t m, const Py_ssize_t* order,
