@@ -51,10 +51,15 @@ __all__ = [
 ]
 
 
-def _prepare(y_true, scores):
+def _prepare(y_true, scores, advice: str | None = None):
+    """One query's relevance and scores, sorted by score (high first, ties in input order); with ``advice``,
+    graded labels are refused with it (a function that takes qid)."""
     _check_labels_shape(y_true, scores)
     scores = as_float_vector(scores, "scores").astype(np.float64)
-    positive = check_binary_labels(y_true, scores.size, name="y_true")
+    if advice is None:
+        positive = check_binary_labels(y_true, scores.size, name="y_true")
+    else:
+        positive = check_one_query_labels(y_true, scores.size, advice, name="y_true")
     order = np.argsort(-scores, kind="stable")
     return positive[order], scores[order]
 
@@ -134,10 +139,8 @@ def precision_at_k(y_true, scores, qid=None, k: int = 10, *, relevant_at=1, aver
     qid = _qid_or_group(qid, group, scores, y_true)
     if qid is not None:
         return _over_queries(_precision_at_k_batched, y_true, scores, qid, average, relevant_at=relevant_at, k=k)
-    scores = as_float_vector(scores, "scores").astype(np.float64)
-    positive = check_one_query_labels(y_true, scores.size, SCORE_GRADES_ADVICE, name="y_true")
-    order = np.argsort(-scores, kind="stable")
-    return _precision_at_k_sorted(positive[order], scores[order], k)
+    positive, sorted_scores = _prepare(y_true, scores, SCORE_GRADES_ADVICE)
+    return _precision_at_k_sorted(positive, sorted_scores, k)
 
 
 def _precision_at_k_sorted(positive, sorted_scores, k) -> float:

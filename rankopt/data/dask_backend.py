@@ -276,9 +276,13 @@ class RowChunks:
 
 def _is_dask_column(column) -> bool:
     """A column a cluster can compute again: a Dask array, or a Dask Series or frame (X's column)."""
+    return isinstance(column, (da.Array, *_frame_types()))
+
+
+def _frame_types() -> tuple:
+    """Dask's Series and DataFrame types, when dask.dataframe has been imported (nothing imports it here)."""
     frames = sys.modules.get("dask.dataframe")
-    frame_types = () if frames is None else (frames.Series, frames.DataFrame)
-    return isinstance(column, (da.Array, *frame_types))
+    return () if frames is None else (frames.Series, frames.DataFrame)
 
 
 def _on_aligned_rows(fn, state, block, *args):
@@ -289,8 +293,7 @@ def _on_aligned_rows(fn, state, block, *args):
 
 def _rows_like(column, name: str, row_chunks):
     """A label or query-id column as a Dask array chunked like X's rows (a NumPy one is scattered)."""
-    frames = sys.modules.get("dask.dataframe")
-    if frames is not None and isinstance(column, (frames.Series, frames.DataFrame)):  # a column of X's frame
+    if isinstance(column, _frame_types()):  # a column of X's frame
         column = column.to_dask_array(lengths=True)
     if not isinstance(column, da.Array):
         column = np.asarray(column)

@@ -17,7 +17,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rankopt.losses.base import RankLoss
 from rankopt.metrics import average_precision, loss_metric, mean_average_precision, ndcg_at_k, precision_at_k
 
 __all__ = ["KNOWN_METRICS", "eval_metrics", "plot_metric"]
@@ -49,9 +48,10 @@ def _metric(name: str, relevant_at) -> Metric:
 def _loss_metric(name: str, relevant_at) -> Metric:
     """The metric a rank loss's name stands for, 1 − Δ (:func:`rankopt.metrics.loss_metric`): a loss door's
     spelling at a metric door."""
+    from rankopt.inference.batched import rank_loss_names
     from rankopt.plugins import default_registry
 
-    rank_losses = sorted(info.name for info in default_registry().list("loss") if issubclass(info.cls, RankLoss))
+    rank_losses = rank_loss_names(default_registry())
     if name not in rank_losses:
         raise ValueError(
             f"expected eval_metric to be one of {list(KNOWN_METRICS)} (k a positive integer, e.g. 'ndcg@10'), a "

@@ -308,6 +308,11 @@ def ground_truth_coefficients(loss, relevance, offsets, *, registry: PluginLooku
     return kernel.ground_truth(loss, structure, relevance, offsets)
 
 
+def rank_loss_names(registry: PluginLookup) -> list[str]:
+    """The registered rank losses' names, sorted: what a door that takes a rank loss by name offers."""
+    return sorted(info.name for info in registry.list("loss") if issubclass(info.cls, RankLoss))
+
+
 def resolve_rank_loss(loss, registry: PluginLookup, **loss_params) -> RankLoss:
     """The rank loss named by (with ``loss_params``) or given as ``loss``: the one resolution of every door that
     takes a rank loss (the hinges, the metrics, the boosting objectives), so that each refuses alike — an
@@ -315,7 +320,7 @@ def resolve_rank_loss(loss, registry: PluginLookup, **loss_params) -> RankLoss:
     if not isinstance(loss, (str, RankLoss)):
         raise TypeError(f"expected loss to be a rank-loss name or a RankLoss instance, got {type(loss).__name__}")
     if isinstance(loss, str):
-        names = sorted(info.name for info in registry.list("loss") if issubclass(info.cls, RankLoss))
+        names = rank_loss_names(registry)
         if loss_from_metric_name(loss)[0] not in names:
             raise ValueError(f"unknown rank loss {loss!r}: expected one of {names}")
     loss = registry.resolve_loss(loss, **loss_params)

@@ -204,11 +204,17 @@ def _tie_runs_mean(sorted_scores, coef, valid):
     documents of one relevance are interchangeable in a most violated ranking, so the mean of their
     coefficients is a subgradient too, and the one that does not depend on the order they come in."""
     same = (sorted_scores[:, 1:] == sorted_scores[:, :-1]) & valid[:, 1:] & valid[:, :-1]
-    starts = torch.ones(coef.shape, dtype=torch.long, device=coef.device)
-    starts[:, 1:] = (~same).long()
+    return _run_means(coef, same)
+
+
+def _run_means(values, tied):
+    """Each entry of ``values`` (B, L) replaced by the mean of its run, ``tied[:, j]`` saying that entries j and
+    j + 1 of a row are in one run."""
+    starts = torch.ones(values.shape, dtype=torch.long, device=values.device)
+    starts[:, 1:] = (~tied).long()
     group = torch.cumsum(starts, dim=1) - 1
-    sums = torch.zeros_like(coef).scatter_add_(1, group, coef)
-    counts = torch.zeros_like(coef).scatter_add_(1, group, torch.ones_like(coef))
+    sums = torch.zeros_like(values).scatter_add_(1, group, values)
+    counts = torch.zeros_like(values).scatter_add_(1, group, torch.ones_like(values))
     return (sums / counts.clamp(min=1.0)).gather(1, group)
 
 
@@ -596,15 +602,8 @@ def _tie_group_mean(order, tied, position_weight, mask):
     (0 past its width): the mean weight of its tie group, ``tied[:, j]`` saying that positions j and j + 1 tie.
     Ψ*'s coefficients (the ideal order, ties of equal gain) and the most violated ranking's (ties of equal
     utility and gain) alike."""
-    n_rows, n_docs = order.shape
-    weight = torch.nn.functional.pad(position_weight, (0, n_docs - position_weight.shape[1]))
-    starts = torch.ones_like(order)
-    starts[:, 1:] = (~tied).long()
-    group = torch.cumsum(starts, dim=1) - 1
-    sums = torch.zeros_like(weight).scatter_add_(1, group, weight)
-    counts = torch.zeros_like(weight).scatter_add_(1, group, torch.ones_like(weight))
-    mean = (sums / counts.clamp(min=1.0)).gather(1, group)
-    coef = torch.zeros_like(weight).scatter_(1, order, mean)
+    weight = torch.nn.functional.pad(position_weight, (0, order.shape[1] - position_weight.shape[1]))
+    coef = torch.zeros_like(weight).scatter_(1, order, _run_means(weight, tied))
     return torch.where(mask, coef, 0)
 
 

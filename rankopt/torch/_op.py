@@ -191,16 +191,14 @@ def rank_hinge_call(*inputs):
         return rank_hinge_op(*inputs)
     if torch._C._are_functorch_transforms_active() or forward_ad._current_level >= 0:  # a transform, dual numbers
         return _TransformedHinge.apply(*inputs)
-    if _transformed(inputs[:4]):
+    if _traced(inputs[:4]):
         return rank_hinge_op(*inputs)
     return _EagerHinge.apply(*inputs)
 
 
-def _transformed(tensors) -> bool:
-    """Whether a tracer or a transform sees the call: a torch.func transform is active (vmap's batched tensors
-    are plain tensors to Python), or a tensor is a tracer's subclass (fake, functional)."""
-    if torch._C._are_functorch_transforms_active():
-        return True
+def _traced(tensors) -> bool:
+    """Whether a tracer sees the call: a tensor is a tracer's subclass (fake, functional).  (A torch.func
+    transform, whose batched tensors are plain ones to Python, is told by its own flag in rank_hinge_call.)"""
     return any(t is not None and type(t) not in (torch.Tensor, torch.nn.Parameter) for t in tensors)
 
 
