@@ -27,7 +27,7 @@ import numpy as np
 from cython cimport floating
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcpy, memset
 
@@ -43,7 +43,7 @@ from rankopt.inference._pairwise cimport (
     weighted_query_f32,
     weighted_query_f64,
 )
-from rankopt.inference._qs cimport fill_discount_bends, qs_ranks_f32, qs_ranks_f64
+from rankopt.inference._qs cimport fill_discount_bends, qs_sorted_ranks_f32, qs_sorted_ranks_f64
 from rankopt.inference._scan cimport ScoreScan, scan_block, scan_start
 from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed, descending_keyed_down_to
 from rankopt.inference._sums cimport numpy_sum
@@ -76,15 +76,12 @@ METHOD_CODES = {
 cdef struct BinaryWork:
     # Work arrays for queries of up to ``size`` documents (scores as float64:
     # wide enough for either score type).
-    double* pos
-    double* neg
     double* pos_desc
     double* neg_desc
     double* neg_desc64
     double* table
     Py_ssize_t* pos_idx
     Py_ssize_t* neg_idx
-    Py_ssize_t* pos_order
     Keyed* items
     int32_t* sort_ids     # work space of the distribution sort (_sorting.pxd)
     int32_t* sort_ends
@@ -100,22 +97,19 @@ cdef struct BinaryWork:
 
 
 cdef void _binary_work_free(BinaryWork* w) noexcept nogil:
-    free(w.pos); free(w.neg); free(w.pos_desc); free(w.neg_desc); free(w.neg_desc64); free(w.table)
-    free(w.pos_idx); free(w.neg_idx); free(w.pos_order); free(w.items); free(w.ranks); free(w.ranks_sorted)
+    free(w.pos_desc); free(w.neg_desc); free(w.neg_desc64); free(w.table)
+    free(w.pos_idx); free(w.neg_idx); free(w.items); free(w.ranks); free(w.ranks_sorted)
     free(w.counts); free(w.prefix); free(w.sort_ids); free(w.sort_ends); free(w.tables); free(w.table_sums)
 
 
 cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size, bint keep_tables) noexcept nogil:
     cdef Py_ssize_t n = size if size > 0 else 1, k
-    w.pos = <double*>malloc(n * sizeof(double))
-    w.neg = <double*>malloc(n * sizeof(double))
     w.pos_desc = <double*>malloc(n * sizeof(double))
     w.neg_desc = <double*>malloc(n * sizeof(double))
     w.neg_desc64 = <double*>malloc(n * sizeof(double))
     w.table = <double*>malloc(n * sizeof(double))
     w.pos_idx = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
     w.neg_idx = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
-    w.pos_order = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
     w.items = <Keyed*>malloc(n * sizeof(Keyed))
     w.sort_ids = <int32_t*>malloc(n * sizeof(int32_t))
     w.sort_ends = <int32_t*>malloc((SORT_BUCKETS_PER_SCORE * n + 1) * sizeof(int32_t))
@@ -134,8 +128,8 @@ cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size, bint keep_tables) noe
             return -1
         for k in range(n + 1):
             w.table_sums[k] = 0.0
-    if (w.pos == NULL or w.neg == NULL or w.pos_desc == NULL or w.neg_desc == NULL or w.neg_desc64 == NULL
-            or w.table == NULL or w.pos_idx == NULL or w.neg_idx == NULL or w.pos_order == NULL
+    if (w.pos_desc == NULL or w.neg_desc == NULL or w.neg_desc64 == NULL
+            or w.table == NULL or w.pos_idx == NULL or w.neg_idx == NULL
             or w.items == NULL or w.ranks == NULL or w.ranks_sorted == NULL or w.counts == NULL
             or w.prefix == NULL or w.sort_ids == NULL or w.sort_ends == NULL):
         _binary_work_free(w)
@@ -153,22 +147,21 @@ cdef enum:
     RANK_SORT_MAX = 16
 
 cdef enum:
-    # Score lists up to this long are put in order by insertion (no mispredicted
-    # partitioning: a query's few relevant documents); longer ones by std::sort.
+    # Score lists up to this long are put in order by insertion; longer ones by distribution.
     INSERTION_MAX = 32
 
 
-cdef inline void _sort_descending(const floating* scores, Py_ssize_t n, BinaryWork* w,
-                                  floating* desc, Py_ssize_t* order) noexcept nogil:
-    """rankopt's order (descending, ties by index): ``desc`` the sorted scores, ``order`` their indices.
+cdef inline void _keyed_order(const floating* scores, Py_ssize_t n, BinaryWork* w) noexcept nogil:
+    """rankopt's order (descending, ties by index) of the n scores in ``w.items`` (key −score, index).
 
     Longer lists go through the distribution sort of ``_sorting.pxd`` (a few ns per score, against tens for
     a std::sort of the pairs)."""
     cdef Py_ssize_t k, t, rank
     cdef floating x
+    cdef Keyed item
     if n <= RANK_SORT_MAX:
         # Each score's place is the count of those before it in the order: comparisons without branches
-        # (a query's few relevant documents, whose insertion would mispredict about every other step).
+        # (a short list, whose insertion would mispredict about every other step).
         for k in range(n):
             x = scores[k]
             rank = 0
@@ -176,25 +169,21 @@ cdef inline void _sort_descending(const floating* scores, Py_ssize_t n, BinaryWo
                 rank += scores[t] >= x
             for t in range(k + 1, n):
                 rank += scores[t] > x
-            desc[rank] = x
-            order[rank] = k
+            w.items[rank].key = -(<double>x)
+            w.items[rank].idx = k
         return
     if n <= INSERTION_MAX:
         # Stable by score: equal scores stay in index order.
         for k in range(n):
-            x = scores[k]
+            item.key = -(<double>scores[k])
+            item.idx = k
             t = k
-            while t > 0 and x > desc[t - 1]:
-                desc[t] = desc[t - 1]
-                order[t] = order[t - 1]
+            while t > 0 and item.key < w.items[t - 1].key:
+                w.items[t] = w.items[t - 1]
                 t -= 1
-            desc[t] = x
-            order[t] = k
+            w.items[t] = item
         return
     descending_keyed(scores, n, w.items, w.sort_ids, w.sort_ends)
-    for k in range(n):
-        order[k] = w.items[k].idx
-        desc[k] = scores[w.items[k].idx]
 
 
 cdef inline Py_ssize_t _count_above(const floating* desc, Py_ssize_t lo, Py_ssize_t hi, double x,
@@ -330,88 +319,109 @@ cdef const double* _normalised_table(const double* discount, Py_ssize_t n_pos, P
     return row
 
 
-cdef inline Py_ssize_t _split_by_relevance(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n,
-                                           BinaryWork* w, floating* pos, floating* neg) noexcept nogil:
-    """The scores of the relevant documents to ``pos``, the others' to ``neg`` (input order, their indices in
-    ``w.pos_idx`` and ``w.neg_idx``); the number of relevant ones.  Branch-free: each document is written to
-    both lists, and only one of them advances."""
-    cdef Py_ssize_t k, n_pos = 0, n_neg = 0, is_pos
-    for k in range(n):
-        is_pos = rel[k] >= relevant_from
-        pos[n_pos] = s[k]
-        w.pos_idx[n_pos] = k
-        neg[n_neg] = s[k]
-        w.neg_idx[n_neg] = k
+cdef inline Py_ssize_t _split_in_order(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n,
+                                       const uint64_t* keys, BinaryWork* w, floating* pos_desc,
+                                       floating* neg_desc) noexcept nogil:
+    """The query's documents in rankopt's order, split by relevance: the positives' scores to ``pos_desc`` and
+    their documents to ``w.pos_idx``, the negatives' to ``neg_desc``, ``w.neg_idx`` and ``w.items`` (key
+    −score, index its place among the negatives); the number of positives.
+
+    The order is ``keys`` (:func:`packed_descending_keys`, sorted: a document's index in the low 32 bits)
+    when given, else one distribution sort of the n scores (``_sorting.pxd``).  Branch-free: each document
+    is written to both lists, and only one of them advances."""
+    cdef Py_ssize_t t, d, n_pos = 0, n_neg = 0, is_pos
+    cdef floating x
+    if keys == NULL:
+        _keyed_order(s, n, w)
+    for t in range(n):
+        # w.items[t] is read before the write at n_neg ≤ t.
+        d = <Py_ssize_t><uint32_t>keys[t] if keys != NULL else w.items[t].idx
+        x = s[d]
+        is_pos = rel[d] >= relevant_from
+        pos_desc[n_pos] = x
+        w.pos_idx[n_pos] = d
+        neg_desc[n_neg] = x
+        w.neg_idx[n_neg] = d
+        w.items[n_neg].key = -(<double>x)
+        w.items[n_neg].idx = n_neg
         n_pos += is_pos
         n_neg += 1 - is_pos
     return n_pos
 
 
-cdef inline int _negative_ranks(const floating* pos_desc, Py_ssize_t n_pos, floating* neg, floating* neg_desc,
+cdef inline int _negative_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg_desc,
                                 Py_ssize_t n_neg, int method, int code, const double* table, bint unimodal,
                                 const double* bends, double z, Py_ssize_t top_k, const double* count_loss,
                                 BinaryWork* w, double* count_delta) except -1 nogil:
-    """Each negative's interleaving rank in ``w.ranks`` (input order), by ``method``; a top-k method's Δ in
-    ``count_delta``."""
+    """Each negative's interleaving rank in ``w.ranks``, the negatives in rankopt's order (``w.items``), by
+    ``method``; a top-k method's Δ in ``count_delta``."""
     cdef Py_ssize_t k
     if method == METHOD_QS:
         if floating is double:
-            qs_ranks_f64(pos_desc, n_pos, neg, n_neg, code, table, unimodal, bends, z, w.ranks)
+            qs_sorted_ranks_f64(pos_desc, n_pos, w.items, n_neg, code, table, unimodal, bends, z, w.ranks)
         else:
-            qs_ranks_f32(pos_desc, n_pos, neg, n_neg, code, table, unimodal, bends, z, w.ranks)
-    elif method == METHOD_SELECT:
+            qs_sorted_ranks_f32(pos_desc, n_pos, w.items, n_neg, code, table, unimodal, bends, z, w.ranks)
+    elif method == METHOD_SELECT:  # the negatives' input order is their sorted one here: ties by index still
         if floating is double:
-            select_ranks_f64(pos_desc, n_pos, neg, n_neg, w.ranks)
+            select_ranks_f64(pos_desc, n_pos, neg_desc, n_neg, w.ranks)
         else:
-            select_ranks_f32(pos_desc, n_pos, neg, n_neg, w.ranks)
-    elif method == METHOD_TOPK:  # the negatives in order as the sort leaves them, each rank to its input place
-        # _topk_ranks reads in order the top's negatives and those at or above the lowest positive; the rest
-        # only as the group every positive is above.
-        descending_keyed_down_to(neg, n_neg, w.items, w.sort_ids, w.sort_ends, <double>pos_desc[n_pos - 1],
-                                 min(min(top_k, n_pos + n_neg), n_neg))
+            select_ranks_f32(pos_desc, n_pos, neg_desc, n_neg, w.ranks)
+    elif method == METHOD_TOPK:
         count_delta[0] = _topk_ranks(pos_desc, n_pos, w.items, n_neg, top_k, count_loss, w.prefix, w.ranks, True)
-    else:  # search and greedy take the negatives sorted
-        _sort_descending(neg, n_neg, w, neg_desc, w.pos_order + n_pos)
-        if method == METHOD_SEARCH:
-            for k in range(n_neg):
-                w.neg_desc64[k] = <double>neg_desc[k]
-            if floating is double:
-                search_sorted_f64(pos_desc, n_pos, w.neg_desc64, n_neg, w.ranks_sorted)
-            else:
-                search_sorted_f32(pos_desc, n_pos, w.neg_desc64, n_neg, w.ranks_sorted)
-        else:
-            if floating is double:
-                greedy_ranks_f64(pos_desc, n_pos, neg_desc, n_neg, code, table, w.ranks_sorted)
-            else:
-                greedy_ranks_f32(pos_desc, n_pos, neg_desc, n_neg, code, table, w.ranks_sorted)
+    elif method == METHOD_SEARCH:
         for k in range(n_neg):
-            w.ranks[w.pos_order[n_pos + k]] = w.ranks_sorted[k]
+            w.neg_desc64[k] = <double>neg_desc[k]
+        if floating is double:
+            search_sorted_f64(pos_desc, n_pos, w.neg_desc64, n_neg, w.ranks)
+        else:
+            search_sorted_f32(pos_desc, n_pos, w.neg_desc64, n_neg, w.ranks)
+    elif floating is double:
+        greedy_ranks_f64(pos_desc, n_pos, neg_desc, n_neg, code, table, w.ranks)
+    else:
+        greedy_ranks_f32(pos_desc, n_pos, neg_desc, n_neg, code, table, w.ranks)
     return 0
+
+
+cdef inline double _negatives_dot(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n,
+                                  const double* coef) noexcept nogil:
+    """Σ coef·score over the query's negatives in input order, in two running sums by the negative's parity
+    (the order rankopt has always summed in: ``_terms.pxd``), without a branch on the labels: every coefficient
+    is written (finite), and a positive's product, times 0, adds ±0.0 to a sum, which leaves it as it was (the
+    sums start at +0.0, and a sum of doubles is −0.0 only when both terms are)."""
+    cdef Py_ssize_t d, k = 0, is_neg
+    cdef double c, even = 0.0, odd = 0.0
+    for d in range(n):
+        is_neg = rel[d] < relevant_from
+        c = coef[d] * s[d]
+        even += c * <double>(is_neg & (1 - (k & 1)))
+        odd += c * <double>(is_neg & k & 1)
+        k += is_neg
+    return even + odd
 
 
 cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n, int method,
                        int code,
                        const double* discount, const double* bends, bint unimodal, Py_ssize_t top_k,
-                       const double* count_loss, bint relative_to_truth, BinaryWork* w, double* coef, double* loss,
-                       double* value) except -1 nogil:
+                       const double* count_loss, bint relative_to_truth, const uint64_t* keys, BinaryWork* w,
+                       double* coef, double* loss, double* value) except -1 nogil:
     """One query of a binary rank loss; returns 1 when usable, 0 when one class only.
 
-    A document is relevant when its label is ≥ ``relevant_from`` (1 for 0/1 labels).
+    A document is relevant when its label is ≥ ``relevant_from`` (1 for 0/1 labels).  The documents are put
+    in order once (``keys``, sorted, or a sort here: :func:`_split_in_order`); every method reads both
+    classes sorted, and the rest is linear passes.
 
     With ``relative_to_truth`` the ground truth's coefficients (1/|P| for a positive, −1/|N| for a
     negative, ``ground_truth_coefficients``'s expressions) are subtracted from ``coef`` and their
     product with the scores from ``value``: the structured hinge's subgradient and value.
     """
-    cdef floating* pos = <floating*>w.pos
-    cdef floating* neg = <floating*>w.neg
     cdef floating* pos_desc = <floating*>w.pos_desc
     cdef floating* neg_desc = <floating*>w.neg_desc
     cdef const double* table = discount
     cdef Py_ssize_t k, n_pos, n_neg, r
     cdef int64_t above = 0, above_sum = 0
-    cdef double scale, c, dot = 0.0, dot_odd = 0.0, z = 1.0, count_delta = 0.0
+    cdef double scale, dot, z = 1.0, count_delta = 0.0
     cdef double truth_pos = 0.0, truth_neg = 0.0
-    n_pos = _split_by_relevance(s, rel, relevant_from, n, w, pos, neg)
+    n_pos = _count_relevant(rel, n, relevant_from)
     n_neg = n - n_pos
     if n_pos == 0 or n_neg == 0:
         for k in range(n):
@@ -419,15 +429,15 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
         loss[0] = 0.0
         value[0] = 0.0
         return 0
+    _split_in_order(s, rel, relevant_from, n, keys, w, pos_desc, neg_desc)
     if relative_to_truth:
         truth_pos = 1.0 / (<double>n_pos)
         truth_neg = -1.0 / (<double>n_neg)
-    _sort_descending(pos, n_pos, w, pos_desc, w.pos_order)
     if code == LOSS_POSITION_DISCOUNT and method != METHOD_TOPK:
         table = _normalised_table(discount, n_pos, n, w, &z)
 
-    _negative_ranks(pos_desc, n_pos, neg, neg_desc, n_neg, method, code, table, unimodal, bends, z, top_k,
-                    count_loss, w, &count_delta)
+    _negative_ranks(pos_desc, n_pos, neg_desc, n_neg, method, code, table, unimodal, bends, z, top_k, count_loss,
+                    w, &count_delta)
 
     # Observation 2, with base.ranking_from_ranks's expressions.
     scale = 1.0 / ((<double>n_pos) * (<double>n_neg))
@@ -435,25 +445,15 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
         w.counts[k] = 0
         # A negative's coefficient at each rank, computed once (w.prefix is free again).
         w.prefix[k] = negative_coefficient(n_pos, scale, k) - truth_neg
-    # Two running sums, so that consecutive additions do not wait on each other
-    # (the value is defined up to its summation order).
     for k in range(n_neg):
         r = w.ranks[k]
         w.counts[r] += 1
-        c = w.prefix[r]
-        coef[w.neg_idx[k]] = c
-        if k & 1:
-            dot_odd += c * neg[k]
-        else:
-            dot += c * neg[k]
-    dot += dot_odd
+        coef[w.neg_idx[k]] = w.prefix[r]
     # The k-th highest positive has every negative of rank ≤ k above it; w.neg_desc64
     # (free again) collects the loss's terms for NumPy's summation order.
     for k in range(n_pos):
         above += w.counts[k + 1]
-        c = ((<double>n_neg) + 2.0 - 2.0 * (above + 1)) * scale - truth_pos
-        coef[w.pos_idx[w.pos_order[k]]] = c
-        dot += c * pos_desc[k]
+        coef[w.pos_idx[k]] = ((<double>n_neg) + 2.0 - 2.0 * (above + 1)) * scale - truth_pos
         if method == METHOD_TOPK:
             continue  # Δ came with the count
         if code == LOSS_AP:
@@ -462,29 +462,25 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
             above_sum += above
         else:
             w.neg_desc64[k] = discount[k + above]  # D at the positive's position k + 1 + above
+    # Σ coef·score: the negatives in input order, then the positives from the highest down (_terms.pxd).
+    dot = _negatives_dot(s, rel, relevant_from, n, coef)
+    for k in range(n_pos):
+        dot += coef[w.pos_idx[k]] * pos_desc[k]
     loss[0] = _query_loss(method, code, count_delta, w.neg_desc64, n_pos, n_neg, above_sum, z)
     value[0] = dot + loss[0]
     if relative_to_truth:  # the hinge's subgradient: the one that does not depend on the documents' order
-        _share_within_ties(pos_desc, n_pos, neg, neg_desc, n_neg, w, coef)
+        _mean_over_runs(pos_desc, n_pos, w.pos_idx, coef)
+        if _ranks_split_a_tie(neg_desc, n_neg, w.ranks):
+            _mean_over_runs(neg_desc, n_neg, w.neg_idx, coef)
     return 1
 
 
-cdef inline void _share_within_ties(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg,
-                                    floating* neg_desc, Py_ssize_t n_neg, BinaryWork* w, double* coef) noexcept nogil:
-    """Each tie group of one relevance shares its mean coefficient (:func:`_mean_over_runs`): the positives,
-    sorted already, and the negatives, sorted only for the query whose ranking split a tie group of them."""
-    _mean_over_runs(pos_desc, n_pos, w.pos_order, w.pos_idx, coef)
-    if _negatives_split_by_ties(neg, n_neg, n_pos, w):
-        _sort_descending(neg, n_neg, w, neg_desc, w.pos_order + n_pos)
-        _mean_over_runs(neg_desc, n_neg, w.pos_order + n_pos, w.neg_idx, coef)
-
-
-cdef inline void _mean_over_runs(const floating* sorted_scores, Py_ssize_t m, const Py_ssize_t* order,
-                                 const Py_ssize_t* index, double* coef) noexcept nogil:
+cdef inline void _mean_over_runs(const floating* sorted_scores, Py_ssize_t m, const Py_ssize_t* doc,
+                                 double* coef) noexcept nogil:
     """Each document's coefficient averaged over its run of equal scores: documents of one relevance and one
     score are interchangeable in a most violated ranking, so the mean is a subgradient too (a convex
     combination of optimal rankings' Ψ), and the one permuting the documents permutes.  ``sorted_scores[j]``
-    is document ``index[order[j]]``'s; Σ coef·s is unchanged, the scores of a run being equal."""
+    is document ``doc[j]``'s; Σ coef·s is unchanged, the scores of a run being equal."""
     cdef Py_ssize_t start = 0, j, i
     cdef double total
     for j in range(1, m + 1):
@@ -492,45 +488,21 @@ cdef inline void _mean_over_runs(const floating* sorted_scores, Py_ssize_t m, co
             if j - start > 1:
                 total = 0.0
                 for i in range(start, j):
-                    total += coef[index[order[i]]]
+                    total += coef[doc[i]]
                 total /= <double>(j - start)
                 for i in range(start, j):
-                    coef[index[order[i]]] = total
+                    coef[doc[i]] = total
             start = j
 
 
-cdef bint _negatives_split_by_ties(const floating* neg, Py_ssize_t n_neg, Py_ssize_t n_pos,
-                                   BinaryWork* w) noexcept nogil:
-    """Whether negatives of one score got different interleaving ranks (``w.ranks``), in two linear passes.
-
-    A negative's rank never falls as its score rises, so such a tie group spans consecutive used ranks r < r'
-    with the lowest score at r equal to the highest at r'.  The rare query that has one pays a sort of its
-    negatives (the caller's); the others, none.  Work: ``w.neg_desc64`` and ``w.table`` (free once the query's
-    loss is computed) hold each rank's lowest and highest score."""
-    cdef double* lowest = w.neg_desc64
-    cdef double* highest = w.table
-    cdef Py_ssize_t k, r, previous = -1
-    cdef double x
-    if n_neg < 2:
-        return False
-    # Ranks run 0 … |P| + 1 (w.prefix's entries): |P| + 2 ≤ n entries, with two negatives or more.
-    for r in range(n_pos + 2):
-        lowest[r] = INFINITY
-        highest[r] = -INFINITY
-    for k in range(n_neg):
-        r = w.ranks[k]
-        x = <double>neg[k]
-        if x < lowest[r]:
-            lowest[r] = x
-        if x > highest[r]:
-            highest[r] = x
-    for r in range(n_pos + 2):
-        if highest[r] < lowest[r]:
-            continue  # no negative at this rank
-        if previous >= 0 and lowest[previous] == highest[r]:
-            return True
-        previous = r
-    return False
+cdef inline bint _ranks_split_a_tie(const floating* neg_desc, Py_ssize_t n_neg, const int* ranks) noexcept nogil:
+    """Whether negatives of one score (sorted, ``ranks`` in their order) got different interleaving ranks: only
+    then are their coefficients averaged (a tie group at one rank shares its coefficient already)."""
+    cdef Py_ssize_t j
+    cdef bint split = False
+    for j in range(1, n_neg):
+        split |= (neg_desc[j] == neg_desc[j - 1]) & (ranks[j] != ranks[j - 1])
+    return split
 
 
 cdef inline double _query_loss(int method, int code, double count_delta, const double* terms, Py_ssize_t n_pos,
@@ -894,11 +866,39 @@ def largest_magnitude(const floating[::1] scores):
     return max(-scan.lo, scan.hi)
 
 
+def packed_descending_keys(const float[::1] scores, const int64_t[::1] offsets, uint64_t[:, ::1] keys):
+    """Row q of ``keys``: query q's documents as keys whose ascending order is rankopt's order (descending score,
+    ties by index) — the score's bits, mapped so that a larger float gives a smaller integer, in the high 32
+    bits, the document's index in the query in the low 32 — then ``UINT64_MAX`` to the row's end.  NumPy's
+    sort of the rows (a SIMD sort of integers, several times faster than an argsort of the scores) is then
+    the order :func:`binary_batch` reads (``sorted_keys``).
+
+    The caller checks: scores finite (no key is ``UINT64_MAX``: that would take a NaN's bits), one row per
+    query, every query at most the rows' width and below 2³² documents.  −0.0 is keyed as +0.0, its equal."""
+    cdef Py_ssize_t q, t, lo, n, width = keys.shape[1]
+    cdef float x
+    cdef uint32_t bits
+    cdef uint64_t* row
+    with nogil:
+        for q in range(offsets.shape[0] - 1):
+            lo = offsets[q]
+            n = offsets[q + 1] - lo
+            row = &keys[q, 0]
+            for t in range(n):
+                x = scores[lo + t] + <float>0.0
+                memcpy(&bits, &x, 4)
+                # Descending: a positive float's bits, inverted below the sign bit; a negative one's, as they are.
+                bits = bits if bits >> 31 else (~bits) & 0x7FFFFFFFU
+                row[t] = ((<uint64_t>bits) << 32) | <uint64_t>t
+            for t in range(n, width):
+                row[t] = 0xFFFFFFFFFFFFFFFFULL
+
+
 def binary_batch(const floating[::1] scores, const label_t[::1] rel, const int64_t[::1] offsets, int method,
                  int code, const double[::1] discount, bint unimodal, double[::1] coef, double[::1] losses,
                  double[::1] values, uint8_t[::1] usable, int n_threads, Py_ssize_t top_k=0,
                  const double[::1] count_loss=None, const int64_t[::1] count_offsets=None,
-                 bint relative_to_truth=False, int64_t relevant_from=1):
+                 bint relative_to_truth=False, int64_t relevant_from=1, const uint64_t[:, ::1] sorted_keys=None):
     """Every query of a binary rank loss; outputs written in place.
 
     The caller (``rankopt.inference.batched``) validates everything: offsets
@@ -911,7 +911,8 @@ def binary_batch(const floating[::1] scores, const label_t[::1] rel, const int64
     ``top_k`` ≥ 1 (its declared structure), ``count_loss[count_offsets[q] + t]``
     Δ of query q with m_lo + t of them (m_lo = max(0, k' − |N_q|) … min(k', |P_q|)).
     With ``relative_to_truth`` the coefficients and values are taken relative to the ground truth
-    (see ``_binary_query``).
+    (see ``_binary_query``).  ``sorted_keys`` (float32 scores only): row q the query's
+    :func:`packed_descending_keys`, sorted, its first |q| entries read; None: each query sorts its own.
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef BinaryWork* works
@@ -943,7 +944,9 @@ def binary_batch(const floating[::1] scores, const label_t[::1] rel, const int64
             usable[q] = <uint8_t>_binary_query(&scores[lo], &rel[lo], relevant_from, hi - lo, method, code,
                                                &discount[0], bends, unimodal, top_k,
                                                counted + counted_at[q] if counted != NULL else NULL,
-                                               relative_to_truth, &works[threadid()], &coef[lo], &losses[q], &values[q])
+                                               relative_to_truth,
+                                               &sorted_keys[q, 0] if sorted_keys is not None and hi > lo else NULL,
+                                               &works[threadid()], &coef[lo], &losses[q], &values[q])
     finally:
         for t in range(n_ready):
             _binary_work_free(&works[t])

@@ -718,9 +718,17 @@ cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floatin
                        int* ranks, Keyed* items, int32_t* ids, int32_t* ends) noexcept nogil:
     """The small-input strategy (see above), on work arrays sized for n_neg; ``bends`` (NULL: none) as for
     :func:`_discount_walk_start`."""
+    descending_keyed(neg, n_neg, items, ids, ends)
+    _sweep_sorted(pos_desc, n_pos, items, n_neg, code, table, unimodal, bends, bend_z, ranks)
+
+
+cdef void _sweep_sorted(const floating* pos_desc, Py_ssize_t n_pos, const Keyed* items, Py_ssize_t n_neg, int code,
+                        const double* table, bint unimodal, const double* bends, double bend_z,
+                        int* ranks) noexcept nogil:
+    """The sweep on negatives in rankopt's order already (``items``: their keys −score and where each rank
+    goes): the walk where f_j is concave, the block above it scanned or split by Algorithm 2."""
     cdef Py_ssize_t j, j_walk = _walk_start(code, unimodal, n_pos, n_neg), i = 1, p1 = n_pos + 1, rp, n_block
     cdef double s, scale = 2.0 / ((<double>n_pos) * n_neg), largest
-    descending_keyed(neg, n_neg, items, ids, ends)
     if code == LOSS_POSITION_DISCOUNT and bends != NULL:
         largest = max(max(fabs(<double>pos_desc[0]), fabs(<double>pos_desc[n_pos - 1])),
                       max(fabs(items[0].key), fabs(items[n_neg - 1].key)))
@@ -739,10 +747,30 @@ cdef void _swept_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floatin
             _sorted_block_ranks(pos_desc, items, 0.0, n_block, 1, rp, n_pos, n_neg, code, table, unimodal,
                                 ranks, NULL)
             return
-        i = 1
-        for j in range(1, n_block + 1):
-            i = _best_rank(pos_desc, -items[j - 1].key, j, i, rp, code, n_pos, n_neg, table, scale, unimodal)
-            ranks[items[j - 1].idx] = <int>i
+        _scanned_block_ranks(pos_desc, items, n_block, rp, n_pos, n_neg, code, table, unimodal, ranks)
+
+
+cdef inline void _scanned_block_ranks(const floating* pos_desc, const Keyed* items, Py_ssize_t n_block, Py_ssize_t rp,
+                                      Py_ssize_t n_pos, Py_ssize_t n_neg, int code, const double* table,
+                                      bint unimodal, int* ranks) noexcept nogil:
+    """The sweep's block above the walk, negative by negative: each one's best rank from the one before's up.
+
+    For AP and AUC the scan stops at the first positive not above the negative: there and below, a step is
+    a negative δ-difference plus a score term ≤ 0, so negative, and f_j only falls (the highest maximiser
+    found is the same, to the bit, as a scan to ``rp``).  That bound takes the |P|·|N| term out of a
+    query with many relevant documents, whose scan ran to ``rp`` for every negative."""
+    cdef Py_ssize_t j, i = 1, above = 0, stop
+    cdef double s, scale = 2.0 / ((<double>n_pos) * n_neg)
+    cdef bint bounded = code == LOSS_AP or code == LOSS_AUC
+    for j in range(1, n_block + 1):
+        s = -items[j - 1].key
+        stop = rp
+        if bounded:
+            while above < n_pos and <double>pos_desc[above] > s:
+                above += 1
+            stop = min(rp, above + 1)
+        i = _best_rank(pos_desc, s, j, i, stop, code, n_pos, n_neg, table, scale, unimodal)
+        ranks[items[j - 1].idx] = <int>i
 
 
 cdef int _tied_ranks(const floating* pos_desc, Py_ssize_t n_pos, double tied_score, Py_ssize_t n_neg, int code,
@@ -899,6 +927,18 @@ cdef int _selected_ranks(const floating* pos_desc, Py_ssize_t n_pos, const float
     finally:
         free(items)
     return 0
+
+
+cdef void qs_sorted_ranks_f64(const double* pos_desc, Py_ssize_t n_pos, const Keyed* items, Py_ssize_t n_neg,
+                              int code, const double* table, bint unimodal, const double* bends, double bend_z,
+                              int* ranks) noexcept nogil:
+    _sweep_sorted(pos_desc, n_pos, items, n_neg, code, table, unimodal, bends, bend_z, ranks)
+
+
+cdef void qs_sorted_ranks_f32(const float* pos_desc, Py_ssize_t n_pos, const Keyed* items, Py_ssize_t n_neg,
+                              int code, const double* table, bint unimodal, const double* bends, double bend_z,
+                              int* ranks) noexcept nogil:
+    _sweep_sorted(pos_desc, n_pos, items, n_neg, code, table, unimodal, bends, bend_z, ranks)
 
 
 cdef int qs_ranks_f64(const double* pos_desc, Py_ssize_t n_pos, const double* neg_scores, Py_ssize_t n_neg,
