@@ -280,6 +280,8 @@ cdef inline int64_t _sorted_sweeps(const floating* scores, Py_ssize_t n, Py_ssiz
     # Descending; ascending position k is descending position n − 1 − k, and −key is the score.
     descending_keyed(scores, n, w.by_score, w.sort_ids, w.sort_ends)
     cdef const Keyed* desc = w.by_score
+    if n_levels <= DENSE_LEVELS:
+        return _merged_sweeps(desc, n, n_levels, w, coef, scale, relative)
 
     # A_i, ascending: admit every j with s_i − s_j ≥ 1/2.
     for t in range(n_levels + 1):
@@ -307,6 +309,54 @@ cdef inline int64_t _sorted_sweeps(const floating* scores, Py_ssize_t n, Py_ssiz
         i = desc[k].idx
         kept_higher = admitted - _admitted_below(w.tree, n_levels, w.level[i] + 1)
         coef[i] = _coefficient(w, n, i, kept_higher, scale, relative)
+        swapped += w.level_below[w.level[i]] - w.kept_lower[i]
+    return swapped
+
+
+cdef inline int64_t _merged_sweeps(const Keyed* desc, Py_ssize_t n, Py_ssize_t n_levels, PairwiseWork* w,
+                                   double* coef, double scale, bint relative) noexcept nogil:
+    """:func:`_sorted_sweeps` for few levels (≤ DENSE_LEVELS) without a branch on the scores: each sweep is a
+    merge of the documents with themselves shifted by 1/2, one step per document admitted or passed (at most
+    2n), and each step does both sides' work, masked — the admission into the dense counts and the passed
+    document's count, written at every step and final at the step that passes it; the coefficients in a pass
+    after.  The loops of
+    :func:`_sorted_sweeps` exit on the scores, which a processor cannot predict (half of them mispredicted on
+    a balanced query).  The same counts, so the same coefficients to the bit."""
+    cdef Py_ssize_t k = 0, p = 0, t, i, j, level_j
+    cdef int64_t swapped = 0, admitted = 0, take
+    cdef int64_t* below = w.tree
+    # A_i, ascending (position k is desc[n − 1 − k]): admit j while s_i − s_j ≥ 1/2, which holds only for
+    # j below i, so p < k whenever it is admitted.
+    for t in range(n_levels + 1):
+        below[t] = 0
+    while k < n:
+        i = desc[n - 1 - k].idx
+        j = desc[n - 1 - p].idx
+        take = (-desc[n - 1 - k].key) - (-desc[n - 1 - p].key) >= 0.5
+        level_j = w.level[j]
+        for t in range(n_levels + 1):
+            below[t] += take & (t > level_j)
+        w.kept_lower[i] = below[w.level[i]]
+        p += take
+        k += 1 - take
+    # B_i, descending: admit j while s_j − s_i ≥ 1/2 (j above i); then the coefficients.
+    for t in range(n_levels + 1):
+        below[t] = 0
+    k = 0
+    p = 0
+    while k < n:
+        i = desc[k].idx
+        j = desc[p].idx
+        take = (-desc[p].key) - (-desc[k].key) >= 0.5
+        level_j = w.level[j]
+        for t in range(n_levels + 1):
+            below[t] += take & (t > level_j)
+        admitted += take
+        w.low_kept[i] = admitted - below[w.level[i] + 1]  # B_i (w.low_kept is the dense path's, free here)
+        p += take
+        k += 1 - take
+    for i in range(n):
+        coef[i] = _coefficient(w, n, i, w.low_kept[i], scale, relative)
         swapped += w.level_below[w.level[i]] - w.kept_lower[i]
     return swapped
 

@@ -755,20 +755,23 @@ cdef inline void _scanned_block_ranks(const floating* pos_desc, const Keyed* ite
                                       bint unimodal, int* ranks) noexcept nogil:
     """The sweep's block above the walk, negative by negative: each one's best rank from the one before's up.
 
-    For AP and AUC the scan stops at the first positive not above the negative: there and below, a step is
-    a negative δ-difference plus a score term ≤ 0, so negative, and f_j only falls (the highest maximiser
-    found is the same, to the bit, as a scan to ``rp``).  That bound takes the |P|·|N| term out of a
-    query with many relevant documents, whose scan ran to ``rp`` for every negative."""
-    cdef Py_ssize_t j, i = 1, above = 0, stop
+    The scan stops at the first positive not above the negative where every δ-difference from there to ``rp``
+    is negative (AP's and AUC's always; a position discount's while its table strictly falls): there a step is
+    a negative δ-difference plus a score term ≤ 0, so negative, and f_j only falls — the highest maximiser found
+    is the same, to the bit, as a scan to ``rp``.  That bound takes the |P|·|N| term out of a query with many
+    relevant documents, whose scan ran to ``rp`` for every negative."""
+    cdef Py_ssize_t j, i = 1, above = 0, stop, falls_to = n_pos + n_neg
     cdef double s, scale = 2.0 / ((<double>n_pos) * n_neg)
-    cdef bint bounded = code == LOSS_AP or code == LOSS_AUC
+    if code == LOSS_POSITION_DISCOUNT:
+        # δ_j(i) = T(i + j) − T(i + j − 1) < 0 for i + j − 1 < falls_to: the table's first rise or flat step.
+        falls_to = 1
+        while falls_to < min(n_pos + n_neg, rp + n_block) and table[falls_to] < table[falls_to - 1]:
+            falls_to += 1
     for j in range(1, n_block + 1):
         s = -items[j - 1].key
-        stop = rp
-        if bounded:
-            while above < n_pos and <double>pos_desc[above] > s:
-                above += 1
-            stop = min(rp, above + 1)
+        while above < n_pos and <double>pos_desc[above] > s:
+            above += 1
+        stop = min(rp, above + 1) if rp + j - 2 < falls_to else rp
         i = _best_rank(pos_desc, s, j, i, stop, code, n_pos, n_neg, table, scale, unimodal)
         ranks[items[j - 1].idx] = <int>i
 
