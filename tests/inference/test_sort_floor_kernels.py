@@ -1,0 +1,139 @@
+"""The binary and pairwise kernels of issue 59 (one sort, then linear passes) against the slower exact paths.
+
+The batch reads each query in one order — NumPy's sort of packed float32 keys, or the kernel's own sort — and
+the QS sweep scans the block above its walk only as far as a step can still be positive.  Both orders, at every
+share of relevant documents, with ties, must give the single-query methods' answers bit for bit (those sort
+their negatives themselves and, on long queries, select instead of sorting), and the brute force's optimum.
+"""
+
+import numpy as np
+import pytest
+
+from rankopt.api import most_violated_rankings, most_violated_rankings_per_query
+from rankopt.inference import _batched, binary_kernels
+from rankopt.inference.brute_force import brute_force_most_violated
+from rankopt.plugins import default_registry
+
+SHARES = [0.01, 0.1, 0.5, 0.9]
+#: Every binary loss with the methods its batch runs compiled, and the top-k count.
+BINARY = [
+    ("ap", "auto"),
+    ("ap", "select"),
+    ("ap", "search"),
+    ("ap", "greedy"),
+    ("ndcg", "auto"),
+    ("ndcg", "greedy"),
+    ("auc", "auto"),
+    ("precision_at_k", "auto"),
+]
+
+
+@pytest.fixture(params=["packed", "kernel"])
+def order(request, monkeypatch):
+    """The two ways a batch is put in order: NumPy's sort of packed keys (forced on every batch of float32
+    scores), or each query sorted in the kernel."""
+    if request.param == "packed":
+        monkeypatch.setattr(binary_kernels, "PACKED_SORT_MIN", 0)
+        monkeypatch.setattr(binary_kernels, "PACKED_SORT_MIN_WIDTH", 0)
+    else:
+        monkeypatch.setattr(binary_kernels, "PACKED_SORT_MIN", np.iinfo(np.int64).max)
+    return request.param
+
+
+def _batch(rng, share, sizes, kind):
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    n = int(offsets[-1])
+    relevance = (rng.random(n) < share).astype(np.int64)
+    if kind == "ties":  # exact ties within and across classes, differences of exactly 1/2
+        scores = rng.integers(-4, 5, n) / 4.0
+    elif kind == "labels":
+        scores = rng.normal(0, 1, n) + relevance
+    else:
+        scores = rng.normal(0, 1, n)
+    return scores.astype(np.float32), relevance, offsets
+
+
+def assert_same(fast, slow):
+    np.testing.assert_array_equal(fast.usable, slow.usable)
+    np.testing.assert_array_equal(fast.coef, slow.coef)
+    np.testing.assert_array_equal(fast.losses, slow.losses)
+    np.testing.assert_allclose(fast.values, slow.values, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["normal", "labels", "ties"])
+@pytest.mark.parametrize("share", SHARES)
+@pytest.mark.parametrize(("loss", "method"), BINARY)
+def test_one_order_per_query_gives_the_single_query_methods_answers(order, loss, method, share, kind):
+    rng = np.random.default_rng([int(share * 100), len(kind), len(loss), len(method)])
+    sizes = rng.integers(20, 121, 60)
+    scores, relevance, offsets = _batch(rng, share, sizes, kind)
+    fast = most_violated_rankings(loss, scores, relevance, offsets, method)
+    assert_same(fast, most_violated_rankings_per_query(loss, scores, relevance, offsets, method))
+
+
+@pytest.mark.parametrize("share", SHARES)
+def test_long_queries_swept_in_one_order_equal_the_selection(order, share):
+    """Queries of 3·10⁴ documents: the single-query path selects (its distribution level), the batch sweeps the
+    sorted negatives."""
+    rng = np.random.default_rng(int(share * 100))
+    scores, relevance, offsets = _batch(rng, share, [30_000, 20_000], "normal")
+    for loss in ["ap", "ndcg", "auc"]:
+        fast = most_violated_rankings(loss, scores, relevance, offsets)
+        assert_same(fast, most_violated_rankings_per_query(loss, scores, relevance, offsets))
+
+
+@pytest.mark.parametrize("share", SHARES)
+@pytest.mark.parametrize("loss", ["ap", "ndcg", "auc", "precision_at_k"])
+def test_the_batchs_optimum_is_the_brute_forces(order, loss, share):
+    """Queries of up to 6 documents, tied scores often: the batch's value is the enumeration's maximum."""
+    rng = np.random.default_rng([int(share * 100), len(loss)])
+    sizes = rng.integers(1, 7, 60)
+    scores, relevance, offsets = _batch(rng, share, sizes, "ties")
+    relevance[offsets[:-1]] = 1  # at least one relevant document a query, and one other when there are two
+    relevance[offsets[1:] - 1] = np.where(sizes > 1, 0, 1)
+    fast = most_violated_rankings(loss, scores, relevance, offsets)
+    rank_loss = default_registry().get_loss(loss)
+    for q in np.flatnonzero(fast.usable):
+        lo, hi = offsets[q], offsets[q + 1]
+        s, y = scores[lo:hi].astype(np.float64), relevance[lo:hi].astype(bool)
+        assert fast.values[q] == pytest.approx(brute_force_most_violated(rank_loss, s[y], s[~y]), abs=1e-12)
+    assert np.count_nonzero(fast.usable) > 40
+
+
+@pytest.mark.parametrize("share", SHARES)
+@pytest.mark.parametrize("kind", ["normal", "ties"])
+def test_the_merged_pairwise_sweeps_equal_the_pair_matrix(share, kind):
+    """Queries with more than 32 graded documents take the merged sweeps; the reference is the O(n²) definition."""
+    rng = np.random.default_rng([int(share * 100), len(kind)])
+    sizes = rng.integers(40, 140, 40)
+    scores, relevance, offsets = _batch(rng, share, sizes, kind)
+    grades = relevance * rng.integers(1, 5, relevance.size)
+    fast = most_violated_rankings("pairwise", scores, grades, offsets)
+    assert_same(fast, most_violated_rankings_per_query("pairwise", scores, grades, offsets))
+
+
+def test_packed_keys_sort_in_rankopts_order():
+    """Keys of ±0.0, subnormals, ±FLT_MAX and ties: their ascending order is descending score, ties by index,
+    and every key of a document is below the padding's."""
+    rng = np.random.default_rng(0)
+    special = np.array([0.0, -0.0, 1e-45, -1e-45, 3.4028235e38, -3.4028235e38, 1.0, -1.0], dtype=np.float32)
+    scores = np.concatenate([special, rng.choice(special, 40), rng.normal(0, 1, 20).astype(np.float32)])
+    offsets = np.array([0, scores.size], dtype=np.int64)
+    keys = np.empty((1, scores.size + 3), dtype=np.uint64)
+    _batched.packed_descending_keys(scores, offsets, keys)
+    keys.sort(axis=1)
+    index = np.arange(scores.size)
+    expected = np.lexsort((index, -scores.astype(np.float64)))
+    np.testing.assert_array_equal(keys[0, : scores.size] & np.uint64(0xFFFFFFFF), expected)
+    assert np.all(keys[0, scores.size :] == np.iinfo(np.uint64).max)
+    assert np.all(keys[0, : scores.size] < np.iinfo(np.uint64).max)
+
+
+def test_the_packed_sort_is_used_where_it_pays():
+    """float32 batches of rows of 17 documents or more; never float64, short rows or mostly padding."""
+    offsets = np.arange(0, 8_001, 100, dtype=np.int64)
+    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), offsets) is not None
+    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float64), offsets) is None
+    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), np.arange(0, 8_001, 10, dtype=np.int64)) is None
+    unequal = np.array([0, 4_000, *range(4_001, 8_001)], dtype=np.int64)  # one long query, 4,000 of one document
+    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), unequal) is None
