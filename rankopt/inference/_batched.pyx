@@ -94,6 +94,7 @@ cdef struct BinaryWork:
     double* tables
     double* table_sums   # Σ_{i≤|P|} T(i) of each filled row; 0 for a row not filled yet
     Py_ssize_t tables_width
+    bint tied            # the last query split in order had two documents of one score
 
 
 cdef void _binary_work_free(BinaryWork* w) noexcept nogil:
@@ -328,11 +329,14 @@ cdef inline Py_ssize_t _split_in_order(const floating* s, const label_t* rel, in
 
     The order is ``keys`` (:func:`packed_descending_keys`, sorted: a document's index in the low 32 bits)
     when given, else one distribution sort of the n scores (``_sorting.pxd``).  Branch-free: each document
-    is written to both lists, and only one of them advances."""
+    is written to both lists, and only one of them advances.  ``w.tied``: whether two documents share a score.
+    """
     cdef Py_ssize_t t, d, n_pos = 0, n_neg = 0, is_pos
-    cdef floating x
+    cdef floating x, previous
+    cdef bint any_tie = False
     if keys == NULL:
         _keyed_order(s, n, w)
+    previous = s[<Py_ssize_t><uint32_t>keys[0] if keys != NULL else w.items[0].idx]
     for t in range(n):
         # w.items[t] is read before the write at n_neg ≤ t.
         d = <Py_ssize_t><uint32_t>keys[t] if keys != NULL else w.items[t].idx
@@ -346,6 +350,9 @@ cdef inline Py_ssize_t _split_in_order(const floating* s, const label_t* rel, in
         w.items[n_neg].idx = n_neg
         n_pos += is_pos
         n_neg += 1 - is_pos
+        any_tie |= (t > 0) & (x == previous)
+        previous = x
+    w.tied = any_tie
     return n_pos
 
 
@@ -468,7 +475,8 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
         dot += coef[w.pos_idx[k]] * pos_desc[k]
     loss[0] = _query_loss(method, code, count_delta, w.neg_desc64, n_pos, n_neg, above_sum, z)
     value[0] = dot + loss[0]
-    if relative_to_truth:  # the hinge's subgradient: the one that does not depend on the documents' order
+    # The hinge's subgradient: the one that does not depend on the documents' order (nothing to do untied).
+    if relative_to_truth and w.tied:
         _mean_over_runs(pos_desc, n_pos, w.pos_idx, coef)
         if _ranks_split_a_tie(neg_desc, n_neg, w.ranks):
             _mean_over_runs(neg_desc, n_neg, w.neg_idx, coef)
@@ -693,6 +701,31 @@ cdef inline uint64_t _narrow_run(const int64_t* source, int8_t* target, Py_ssize
     return bits
 
 
+cdef inline Py_ssize_t _compact_rest(const uint8_t* row, const kept_value* source, kept_value* target,
+                                     int8_t* narrow_target, Py_ssize_t k, Py_ssize_t width, Py_ssize_t at,
+                                     uint64_t* bits) noexcept nogil:
+    """The kept entries of places k … width − 1 of a row with holes, to ``target`` (or, narrowed, to
+    ``narrow_target``) from ``at`` on, without a branch on the mask: each entry is written and only a kept one
+    advances (room for the whole rest is the caller's check); int64 entries' OR to ``bits``.  Returns the new
+    ``at``.  A row whose documents were filtered at random has a run every few places, and runs found by
+    searching cost tens of nanoseconds each."""
+    cdef Py_ssize_t i, keep
+    cdef uint64_t ones
+    for i in range(k, width):
+        keep = row[i] != 0
+        if kept_value is int64_t:
+            ones = <uint64_t>0 - <uint64_t>keep
+            bits[0] |= <uint64_t>source[i] & ones
+            if narrow_target != NULL:
+                narrow_target[at] = <int8_t>source[i]
+            else:
+                target[at] = source[i]
+        else:
+            target[at] = source[i]
+        at += keep
+    return at
+
+
 def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept,
                 int64_t[::1] bits=None, bint narrow=False, int64_t[::1] offsets=None, uint8_t[::1] leading=None):
     """The ``n_kept`` entries of ``values`` that ``mask`` keeps (:func:`kept_offsets`' total), row by row: the
@@ -764,6 +797,9 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
                 at += run
                 k = _next_kept(row, end, width)
                 rows_lead = rows_lead and k == width  # no second run
+                if k < width and at + (width - k) <= n_kept:  # a hole: the rest of the row in one pass
+                    at = _compact_rest(row, source, target, narrow_target, k, width, at, &kept_bits)
+                    break
             if offsets is not None:
                 offsets[q + 1] = at
     if bits is not None:
@@ -850,6 +886,24 @@ def scatter_kept(const double[::1] values, double factor, const uint8_t[:, ::1] 
                 at += kept_end - k
                 memset(target + kept_end, 0, (end - kept_end) * sizeof(floating))
                 k = end
+                if k < width and at + (width - k) <= n_values:  # a hole: the rest of the row in one pass
+                    at = _spread_rest(row, source, factor, target, k, width, at)
+                    break
+
+
+cdef inline Py_ssize_t _spread_rest(const uint8_t* row, const double* source, double factor, floating* target,
+                                    Py_ssize_t k, Py_ssize_t width, Py_ssize_t at) noexcept nogil:
+    """:func:`scatter_kept` on places k … width − 1 of a row with holes, without a branch on the mask: each
+    place reads the next value (the caller has checked that the rest of the row cannot read past them) and
+    keeps it or 0; returns the new ``at``."""
+    cdef Py_ssize_t i, keep
+    cdef floating value
+    for i in range(k, width):
+        keep = row[i] != 0
+        value = <floating>(source[at] * factor)
+        target[i] = value if keep else 0
+        at += keep
+    return at
 
 
 def largest_magnitude(const floating[::1] scores):
@@ -887,8 +941,9 @@ def packed_descending_keys(const float[::1] scores, const int64_t[::1] offsets, 
             for t in range(n):
                 x = scores[lo + t] + <float>0.0
                 memcpy(&bits, &x, 4)
-                # Descending: a positive float's bits, inverted below the sign bit; a negative one's, as they are.
-                bits = bits if bits >> 31 else (~bits) & 0x7FFFFFFFU
+                # Descending: a positive float's bits, inverted below the sign bit; a negative one's, as they are
+                # (a mask from the sign, without a branch: the loop vectorises).
+                bits = bits ^ (~(<uint32_t>(<int32_t>bits >> 31)) & 0x7FFFFFFFU)
                 row[t] = ((<uint64_t>bits) << 32) | <uint64_t>t
             for t in range(n, width):
                 row[t] = 0xFFFFFFFFFFFFFFFFULL
