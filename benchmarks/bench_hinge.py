@@ -256,6 +256,47 @@ def test_hinge_at_the_sort_floor(benchmark, request, loss):
     )
 
 
+METRIC_BATCHES = {"small": [64], "full": [256, 1_024, 4_096]}
+
+
+def _metric_step(loss, embeddings, labels):
+    e = embeddings.detach().requires_grad_(True)
+    loss(e, labels).backward()
+
+
+@pytest.mark.parametrize("batch", [pytest.param(b, id=str(b)) for b in sorted({*METRIC_BATCHES["small"], *METRIC_BATCHES["full"]})])
+def test_metric_hinge_against_contrastive(benchmark, request, batch):
+    """``rankopt.pml.MetricHingeLoss("ap")`` forward and backward against PML's ``ContrastiveLoss`` (the cheapest
+    pair loss PML has) on the same batch: ``batch`` embeddings of dimension 128 in 16 classes, one thread, in
+    alternation; must: ≤ 1× at 1,024 and 4,096."""
+    scale = request.config.rankopt_bench_scale
+    if batch not in METRIC_BATCHES[scale]:
+        pytest.skip(f"batch {batch} runs at the other scale")
+    pml_losses = pytest.importorskip("pytorch_metric_learning.losses")
+    from rankopt.pml import MetricHingeLoss
+
+    rng = np.random.default_rng(0)
+    embeddings = torch.tensor(rng.standard_normal((batch, 128)), dtype=torch.float32)
+    labels = torch.tensor(rng.integers(0, 16, batch))
+    rounds, seconds = ROUNDS[scale]
+    timer = load_timer(request.config.getoption("benchmark_timer")).target
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        hinge = functools.partial(_metric_step, MetricHingeLoss("ap", n_threads=1), embeddings, labels)
+        contrastive = functools.partial(_metric_step, pml_losses.ContrastiveLoss(), embeddings, labels)
+        benchmark.group = "metric-hinge"
+        times_hinge, times_pml = benchmark.pedantic(
+            _alternate, args=(hinge, contrastive, timer, rounds, seconds), rounds=1
+        )
+    finally:
+        torch.set_num_threads(previous)
+    num, den = float(np.median(times_hinge)), float(np.median(times_pml))
+    benchmark.extra_info.update(
+        bench="metric-hinge", batch=batch, numerator_median=num, denominator_median=den, ratio=num / den
+    )
+
+
 def grid_table(rows: list[dict]) -> str:
     """The grid as Markdown: one row per cell, one column per hinge (loop / floor), the worst cell per hinge, and
     the cost's spread over the relevant shares at 10⁴ × 100."""

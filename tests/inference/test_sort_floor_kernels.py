@@ -137,3 +137,29 @@ def test_the_packed_sort_is_used_where_it_pays():
     assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), np.arange(0, 8_001, 10, dtype=np.int64)) is None
     unequal = np.array([0, 4_000, *range(4_001, 8_001)], dtype=np.int64)  # one long query, 4,000 of one document
     assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), unequal) is None
+
+
+@pytest.mark.parametrize("share", SHARES)
+@pytest.mark.parametrize("kind", ["normal", "labels", "ties", "close"])
+def test_the_swept_ap_ranks_equal_the_bisecting_recursion(share, kind):
+    """AP's sweep walks the concave part and bounds its scans (``_best_rank_walked``); Algorithm 2's recursion
+    (``n_buckets=0``) bisects and scans to the end: the same ranks, on scores tied or a few ulps apart."""
+    from rankopt.inference import _qs
+
+    rng = np.random.default_rng([int(share * 100), len(kind)])
+    for _ in range(150):
+        n = int(rng.integers(2, 160))
+        y = rng.random(n) < share
+        y[0], y[-1] = True, False
+        if kind == "ties":
+            s = rng.integers(-3, 4, n) / 4.0
+        elif kind == "close":  # steps within rounding of 0: differences of a few ulps around the AP terms
+            s = 0.25 + rng.integers(-3, 4, n) * np.finfo(np.float64).eps
+        else:
+            s = rng.normal(0, 1, n) + (y if kind == "labels" else 0.0)
+        pos = np.sort(s[y])[::-1].copy()
+        neg = s[~y].copy()
+        swept, recursed = (np.empty(neg.size, dtype=np.intc) for _ in range(2))
+        _qs.qs_ranks(pos, neg, 1, np.zeros(1), True, swept)
+        _qs.qs_ranks(pos, neg, 1, np.zeros(1), True, recursed, n_buckets=0)
+        np.testing.assert_array_equal(swept, recursed)
