@@ -129,6 +129,9 @@ cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size, bint keep_tables) noe
             return -1
         for k in range(n + 1):
             w.table_sums[k] = 0.0
+    if w.items != NULL:
+        for k in range(n):
+            w.items[k].idx = k
     if (w.pos_desc == NULL or w.neg_desc == NULL or w.neg_desc64 == NULL
             or w.table == NULL or w.pos_idx == NULL or w.neg_idx == NULL
             or w.items == NULL or w.ranks == NULL or w.ranks_sorted == NULL or w.counts == NULL
@@ -321,48 +324,68 @@ cdef const double* _normalised_table(const double* discount, Py_ssize_t n_pos, P
 
 
 cdef inline Py_ssize_t _split_in_order(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n,
-                                       const uint64_t* keys, BinaryWork* w, floating* pos_desc,
-                                       floating* neg_desc) noexcept nogil:
+                                       const uint64_t* keys, BinaryWork* w, floating* pos_desc) noexcept nogil:
     """The query's documents in rankopt's order, split by relevance: the positives' scores to ``pos_desc`` and
-    their documents to ``w.pos_idx``, the negatives' to ``neg_desc``, ``w.neg_idx`` and ``w.items`` (key
-    −score, index its place among the negatives); the number of positives.
+    their documents to ``w.pos_idx``, the negatives' keys (−score) to ``w.items`` and documents to ``w.neg_idx``
+    (``w.items[j].idx`` is j, set once by :func:`_binary_work_init`, or here after the kernel's own sort); the
+    number of positives.  ``w.tied``: whether two documents share a score.
 
     The order is ``keys`` (:func:`packed_descending_keys`, sorted: a document's index in the low 32 bits)
     when given, else one distribution sort of the n scores (``_sorting.pxd``).  Branch-free: each document
-    is written to both lists, and only one of them advances.  ``w.tied``: whether two documents share a score.
-    """
+    is written to both lists, and only one of them advances; four stores a document, the loop's limit."""
     cdef Py_ssize_t t, d, n_pos = 0, n_neg = 0, is_pos
     cdef floating x, previous
     cdef bint any_tie = False
     if keys == NULL:
         _keyed_order(s, n, w)
-    previous = s[<Py_ssize_t><uint32_t>keys[0] if keys != NULL else w.items[0].idx]
-    for t in range(n):
-        # w.items[t] is read before the write at n_neg ≤ t.
-        d = <Py_ssize_t><uint32_t>keys[t] if keys != NULL else w.items[t].idx
-        x = s[d]
-        is_pos = rel[d] >= relevant_from
-        pos_desc[n_pos] = x
-        w.pos_idx[n_pos] = d
-        neg_desc[n_neg] = x
-        w.neg_idx[n_neg] = d
-        w.items[n_neg].key = -(<double>x)
-        w.items[n_neg].idx = n_neg
-        n_pos += is_pos
-        n_neg += 1 - is_pos
-        any_tie |= (t > 0) & (x == previous)
-        previous = x
+        previous = s[w.items[0].idx]
+        for t in range(n):
+            d = w.items[t].idx  # read before the write at n_neg ≤ t
+            x = s[d]
+            is_pos = rel[d] >= relevant_from
+            pos_desc[n_pos] = x
+            w.pos_idx[n_pos] = d
+            w.items[n_neg].key = -(<double>x)
+            w.items[n_neg].idx = n_neg
+            w.neg_idx[n_neg] = d
+            n_pos += is_pos
+            n_neg += 1 - is_pos
+            any_tie |= (t > 0) & (x == previous)
+            previous = x
+    else:
+        previous = s[<Py_ssize_t><uint32_t>keys[0]]
+        for t in range(n):
+            d = <Py_ssize_t><uint32_t>keys[t]
+            x = s[d]
+            is_pos = rel[d] >= relevant_from
+            pos_desc[n_pos] = x
+            w.pos_idx[n_pos] = d
+            w.items[n_neg].key = -(<double>x)
+            w.neg_idx[n_neg] = d
+            n_pos += is_pos
+            n_neg += 1 - is_pos
+            any_tie |= (t > 0) & (x == previous)
+            previous = x
     w.tied = any_tie
     return n_pos
 
 
-cdef inline int _negative_ranks(const floating* pos_desc, Py_ssize_t n_pos, const floating* neg_desc,
+cdef inline void _negative_scores(const Keyed* items, Py_ssize_t n_neg, floating* neg_desc) noexcept nogil:
+    """The sorted negatives' scores from their keys, exactly (a key is −score, the score widened)."""
+    cdef Py_ssize_t k
+    for k in range(n_neg):
+        neg_desc[k] = <floating>(-items[k].key)
+
+
+cdef inline int _negative_ranks(const floating* pos_desc, Py_ssize_t n_pos, floating* neg_desc,
                                 Py_ssize_t n_neg, int method, int code, const double* table, bint unimodal,
                                 const double* bends, double z, Py_ssize_t top_k, const double* count_loss,
                                 BinaryWork* w, double* count_delta) except -1 nogil:
     """Each negative's interleaving rank in ``w.ranks``, the negatives in rankopt's order (``w.items``), by
     ``method``; a top-k method's Δ in ``count_delta``."""
     cdef Py_ssize_t k
+    if method == METHOD_SELECT or method == METHOD_SEARCH or method == METHOD_GREEDY:
+        _negative_scores(w.items, n_neg, neg_desc)
     if method == METHOD_QS:
         if floating is double:
             qs_sorted_ranks_f64(pos_desc, n_pos, w.items, n_neg, code, table, unimodal, bends, z, w.ranks)
@@ -436,7 +459,7 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
         loss[0] = 0.0
         value[0] = 0.0
         return 0
-    _split_in_order(s, rel, relevant_from, n, keys, w, pos_desc, neg_desc)
+    _split_in_order(s, rel, relevant_from, n, keys, w, pos_desc)
     if relative_to_truth:
         truth_pos = 1.0 / (<double>n_pos)
         truth_neg = -1.0 / (<double>n_neg)
@@ -478,6 +501,7 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
     # The hinge's subgradient: the one that does not depend on the documents' order (nothing to do untied).
     if relative_to_truth and w.tied:
         _mean_over_runs(pos_desc, n_pos, w.pos_idx, coef)
+        _negative_scores(w.items, n_neg, neg_desc)
         if _ranks_split_a_tie(neg_desc, n_neg, w.ranks):
             _mean_over_runs(neg_desc, n_neg, w.neg_idx, coef)
     return 1

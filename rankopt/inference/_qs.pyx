@@ -735,6 +735,9 @@ cdef void _sweep_sorted(const floating* pos_desc, Py_ssize_t n_pos, const Keyed*
         j_walk = _discount_walk_start(
             pos_desc, n_pos, n_neg, bends, bend_z, scale,
             WALK_MARGIN * (fabs(table[0]) + fabs(table[n_pos + n_neg - 1]) + scale * largest))
+    if code == LOSS_AUC:
+        _auc_walk(pos_desc, n_pos, items, n_neg, scale, ranks)
+        return
     for j in range(j_walk, n_neg + 1):
         s = -items[j - 1].key
         while i < p1 and _step_nonnegative(pos_desc, s, j, i, code, n_pos, n_neg, table, scale):
@@ -748,6 +751,19 @@ cdef void _sweep_sorted(const floating* pos_desc, Py_ssize_t n_pos, const Keyed*
                                 ranks, NULL)
             return
         _scanned_block_ranks(pos_desc, items, n_block, rp, n_pos, n_neg, code, table, unimodal, ranks)
+
+
+cdef inline void _auc_walk(const floating* pos_desc, Py_ssize_t n_pos, const Keyed* items, Py_ssize_t n_neg,
+                           double scale, int* ranks) noexcept nogil:
+    """The walk for AUC, whose f_j is concave everywhere (the walk starts at j = 1): the same steps as
+    ``_step``'s, δ = −1/(|P||N|) (``_loss.pxd``) computed once, not divided again at every step."""
+    cdef Py_ssize_t j, i = 1, p1 = n_pos + 1
+    cdef double s, delta = -1.0 / ((<double>n_pos) * n_neg)
+    for j in range(1, n_neg + 1):
+        s = -items[j - 1].key
+        while i < p1 and delta + scale * (<double>pos_desc[i - 1] - s) >= 0.0:
+            i += 1
+        ranks[items[j - 1].idx] = <int>i
 
 
 cdef inline void _scanned_block_ranks(const floating* pos_desc, const Keyed* items, Py_ssize_t n_block, Py_ssize_t rp,
