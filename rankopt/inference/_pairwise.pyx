@@ -178,6 +178,10 @@ cdef enum:
     # branch-free loop four pairs at a time (``rankopt_kept_above``): |upper| · n tests against the sweeps'
     # n data-dependent loop exits (a LETOR query: 10 graded documents of 100, 1,000 tests).
     DENSE_UPPER = 32
+    # Queries up to this long sweep by merging (_merged_sweeps): its two-sided steps beat the loops' mispredicted
+    # exits on a query of hundreds of documents, but on 10⁵ (the grid of bench_hinge.py) the loops' exits come
+    # regularly enough to be predicted, and the merge's masked work costs twice the loops'.
+    MERGED_MAX = 4096
 
 
 cdef inline void _admit(int64_t* tree, Py_ssize_t n_levels, Py_ssize_t level) noexcept nogil:
@@ -280,7 +284,7 @@ cdef inline int64_t _sorted_sweeps(const floating* scores, Py_ssize_t n, Py_ssiz
     # Descending; ascending position k is descending position n − 1 − k, and −key is the score.
     descending_keyed(scores, n, w.by_score, w.sort_ids, w.sort_ends)
     cdef const Keyed* desc = w.by_score
-    if n_levels <= DENSE_LEVELS:
+    if n_levels <= DENSE_LEVELS and n <= MERGED_MAX:
         return _merged_sweeps(desc, n, n_levels, w, coef, scale, relative)
 
     # A_i, ascending: admit every j with s_i − s_j ≥ 1/2.
