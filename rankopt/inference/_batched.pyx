@@ -753,8 +753,9 @@ cdef inline Py_ssize_t _compact_rest(const uint8_t* row, const kept_value* sourc
 def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept,
                 int64_t[::1] bits=None, bint narrow=False, int64_t[::1] offsets=None, uint8_t[::1] leading=None):
     """The ``n_kept`` entries of ``values`` that ``mask`` keeps (:func:`kept_offsets`' total), row by row: the
-    flat layout of a padded batch in one pass, without NumPy's index array.  Each row's runs of kept entries
-    are copied whole (a padded batch's row is one run), and never past ``n_kept`` entries.
+    flat layout of a padded batch in one pass, without NumPy's index array.  A row's first run of kept entries
+    is copied whole (a padded batch's row is one run), the rest of a row with holes in one branch-free pass
+    (:func:`_compact_rest`), never past ``n_kept`` entries.
 
     int64 values only: ``bits[0]`` receives the bitwise OR of the kept entries, negative exactly when one of
     them is, else at least the largest (0 when none is kept): integer labels gathered and their sign and size
@@ -765,10 +766,8 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
     the mask's size as ``n_kept`` and keeps the first ``offsets[B]`` entries.  ``leading[0]`` (one entry)
     receives 1 when the pass finds every row keeping one run of places from its first on (padding at the ends
     of rows, as a ``DataLoader``'s collation leaves it), else 0 (0 too when ``n_kept`` leaves nothing to read):
-    then :func:`gather_leading` and :func:`scatter_leading` can move that batch's values without reading the
-    mask."""
-    cdef Py_ssize_t q, k, end, run, at = 0, width = mask.shape[1]
-    cdef bint rows_lead = True
+    then :func:`gather_leading` and :func:`scatter_leading` move that batch's values without reading the mask."""
+    cdef Py_ssize_t q, k, end, run, at = 0, width = mask.shape[1], rows_lead = 1  # every row one leading run
     cdef const uint8_t* row
     cdef const kept_value* source
     cdef kept_value* target = NULL
@@ -781,9 +780,9 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
     if offsets is not None and (offsets.shape[0] != mask.shape[0] + 1 or n_kept < mask.size):
         raise ValueError(f"expected offsets of {mask.shape[0] + 1} entries and room for every document, got "
                          f"{offsets.shape[0]} entries and {n_kept}")
-    work = np.empty(n_kept, dtype=np.int8 if narrow else np.asarray(values).dtype)
     if leading is not None and leading.shape[0] < 1:
         raise ValueError("expected leading to hold one entry, got none")
+    work = np.empty(n_kept, dtype=np.int8 if narrow else np.asarray(values).dtype)
     if mask.size == 0 or n_kept <= 0:
         if bits is not None:
             bits[0] = 0

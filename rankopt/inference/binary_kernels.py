@@ -262,9 +262,9 @@ PACKED_SORT_MIN_WIDTH = 17
 def _sorted_keys(scores: np.ndarray, offsets: np.ndarray, buffer: ReusedOutput | None = None) -> np.ndarray | None:
     """Each query's documents in rankopt's order as ``_batched.packed_descending_keys`` sorted by NumPy, one row
     per query; None where the kernel sorts instead: float64 scores (a double and its index do not fit 64 bits),
-    a small batch, short queries only, a query of 2³² documents or more, or queries so unequal that the rows would hold more padding
-    than documents.  The keys live in ``buffer`` (the batch's own, reused from call to call: fresh pages cost
-    more than the packing)."""
+    a small batch, short queries only, a query of 2³² documents or more, or queries so unequal that the rows
+    would hold more padding than documents.  The keys live in ``buffer`` (the batch's own, reused from call to
+    call: fresh pages cost more than the packing)."""
     n_queries, n_docs = offsets.size - 1, scores.size
     if scores.dtype != np.float32 or n_docs < PACKED_SORT_MIN or n_queries == 0:
         return None
