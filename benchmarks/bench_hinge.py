@@ -101,6 +101,25 @@ def _loop_unmasked_bce_step(scores, y, mask):
 LOOP_BCE = {"masked": _loop_bce_step, "unmasked": _loop_unmasked_bce_step}
 
 
+def _paired(benchmark, request, group: str, numerator, denominator, threads: int = 1, rounds=None, **info) -> None:
+    """``numerator()`` against ``denominator()`` in alternation (``_alternate``) with torch on ``threads``
+    threads, ``rounds`` (per scale: rounds and seconds at least; this module's ``ROUNDS`` by default); their
+    medians and ratio in ``extra_info`` with ``info``."""
+    rounds, seconds = (rounds or ROUNDS)[request.config.rankopt_bench_scale]
+    timer = load_timer(request.config.getoption("benchmark_timer")).target
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        benchmark.group = group
+        times_num, times_den = benchmark.pedantic(
+            _alternate, args=(numerator, denominator, timer, rounds, seconds), rounds=1
+        )
+    finally:
+        torch.set_num_threads(previous)
+    num, den = float(np.median(times_num)), float(np.median(times_den))
+    benchmark.extra_info.update(**info, numerator_median=num, denominator_median=den, ratio=num / den)
+
+
 #: Every built-in hinge and a graded plugin's (the example package's dcg_zipf); precision_at_k and
 #: ndcg_graded at their default cutoff, k = 10.
 HINGES = ["ap", "ndcg", "auc", "precision_at_k", "ndcg_graded", "pairwise", "dcg_zipf"]
@@ -109,22 +128,19 @@ HINGES = ["ap", "ndcg", "auc", "precision_at_k", "ndcg_graded", "pairwise", "dcg
 @pytest.mark.parametrize("n_threads", [1, 2])
 @pytest.mark.parametrize("loss", HINGES)
 def test_hinge_against_bce(benchmark, request, loss, n_threads):
-    scale = request.config.rankopt_bench_scale
-    scores, y = _batch(scale)
-    rounds, seconds = ROUNDS[scale]
-    timer = load_timer(request.config.getoption("benchmark_timer")).target
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
-    try:
-        hinge = functools.partial(_hinge_step, RankHingeLoss(loss, n_threads=n_threads), scores, y)
-        bce = functools.partial(_bce_step, scores, y)
-        benchmark.group = f"hinge-{n_threads}-threads"
-        times_hinge, times_bce = benchmark.pedantic(_alternate, args=(hinge, bce, timer, rounds, seconds), rounds=1)
-    finally:
-        torch.set_num_threads(previous)
-    num, den = float(np.median(times_hinge)), float(np.median(times_bce))
-    benchmark.extra_info.update(
-        bench="hinge", loss=loss, n_threads=n_threads, numerator_median=num, denominator_median=den, ratio=num / den
+    scores, y = _batch(request.config.rankopt_bench_scale)
+    hinge = functools.partial(_hinge_step, RankHingeLoss(loss, n_threads=n_threads), scores, y)
+    bce = functools.partial(_bce_step, scores, y)
+    _paired(
+        benchmark,
+        request,
+        f"hinge-{n_threads}-threads",
+        hinge,
+        bce,
+        n_threads,
+        bench="hinge",
+        loss=loss,
+        n_threads=n_threads,
     )
 
 
@@ -132,24 +148,11 @@ def test_hinge_against_bce(benchmark, request, loss, n_threads):
 @pytest.mark.parametrize("loss", HINGES)
 def test_training_loop_against_bce(benchmark, request, loss, bce):
     """New labels and a mask at every call, one thread (the ``loop`` protocol of the module docstring)."""
-    scale = request.config.rankopt_bench_scale
-    scores, y, mask = _padded_batch(scale)
-    rounds, seconds = ROUNDS[scale]
-    timer = load_timer(request.config.getoption("benchmark_timer")).target
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        hinge = functools.partial(_loop_hinge_step, RankHingeLoss(loss, n_threads=1), scores, y, mask)
-        baseline = functools.partial(LOOP_BCE[bce], scores, y, mask)
-        benchmark.group = f"hinge-training-loop-{bce}-bce"
-        times_hinge, times_bce = benchmark.pedantic(
-            _alternate, args=(hinge, baseline, timer, rounds, seconds), rounds=1
-        )
-    finally:
-        torch.set_num_threads(previous)
-    num, den = float(np.median(times_hinge)), float(np.median(times_bce))
-    benchmark.extra_info.update(
-        bench="hinge-loop", loss=loss, bce=bce, numerator_median=num, denominator_median=den, ratio=num / den
+    scores, y, mask = _padded_batch(request.config.rankopt_bench_scale)
+    hinge = functools.partial(_loop_hinge_step, RankHingeLoss(loss, n_threads=1), scores, y, mask)
+    baseline = functools.partial(LOOP_BCE[bce], scores, y, mask)
+    _paired(
+        benchmark, request, f"hinge-training-loop-{bce}-bce", hinge, baseline, bench="hinge-loop", loss=loss, bce=bce
     )
 
 
@@ -280,23 +283,9 @@ def test_metric_hinge_against_contrastive(benchmark, request, batch):
     rng = np.random.default_rng(0)
     embeddings = torch.tensor(rng.standard_normal((batch, 128)), dtype=torch.float32)
     labels = torch.tensor(rng.integers(0, 16, batch))
-    rounds, seconds = ROUNDS[scale]
-    timer = load_timer(request.config.getoption("benchmark_timer")).target
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        hinge = functools.partial(_metric_step, MetricHingeLoss("ap", n_threads=1), embeddings, labels)
-        contrastive = functools.partial(_metric_step, pml_losses.ContrastiveLoss(), embeddings, labels)
-        benchmark.group = "metric-hinge"
-        times_hinge, times_pml = benchmark.pedantic(
-            _alternate, args=(hinge, contrastive, timer, rounds, seconds), rounds=1
-        )
-    finally:
-        torch.set_num_threads(previous)
-    num, den = float(np.median(times_hinge)), float(np.median(times_pml))
-    benchmark.extra_info.update(
-        bench="metric-hinge", batch=batch, numerator_median=num, denominator_median=den, ratio=num / den
-    )
+    hinge = functools.partial(_metric_step, MetricHingeLoss("ap", n_threads=1), embeddings, labels)
+    contrastive = functools.partial(_metric_step, pml_losses.ContrastiveLoss(), embeddings, labels)
+    _paired(benchmark, request, "metric-hinge", hinge, contrastive, bench="metric-hinge", batch=batch)
 
 
 def grid_table(rows: list[dict]) -> str:

@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import pytest
-from bench_hinge import _batch, _hinge_step
-from bench_inference import _alternate
-from pytest_benchmark.utils import load_timer
+from bench_hinge import _batch, _hinge_step, _paired
 
 torch = pytest.importorskip("torch")
 from experiments.neural_losses import allrank_lambda_loss, lambda_loss  # noqa: E402
@@ -38,33 +35,28 @@ def _lambda_step(loss, k, scores, y, chunk=CHUNK):
     total.backward()
 
 
-def _paired(benchmark, request, numerator, denominator, group: str, **info):
-    scale = request.config.rankopt_bench_scale
-    rounds, seconds = ROUNDS[scale]
-    timer = load_timer(request.config.getoption("benchmark_timer")).target
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        benchmark.group = group
-        times_num, times_den = benchmark.pedantic(
-            _alternate, args=(numerator, denominator, timer, rounds, seconds), rounds=1
-        )
-    finally:
-        torch.set_num_threads(previous)
-    num, den = float(np.median(times_num)), float(np.median(times_den))
-    benchmark.extra_info.update(bench=group, numerator_median=num, denominator_median=den, ratio=num / den, **info)
-
-
 @pytest.mark.parametrize("k", [10, None])
 def test_lambdaloss_against_allrank(benchmark, request, k):
     scores, y = _batch(request.config.rankopt_bench_scale)
     ours = functools.partial(_lambda_step, lambda_loss, k, scores, y)
     theirs = functools.partial(_lambda_step, allrank_lambda_loss, k, scores, y)
-    _paired(benchmark, request, ours, theirs, "lambdaloss-vs-allrank", k=k)
+    _paired(
+        benchmark, request, "lambdaloss-vs-allrank", ours, theirs, rounds=ROUNDS, bench="lambdaloss-vs-allrank", k=k
+    )
 
 
 def test_graded_hinge_against_lambdaloss(benchmark, request):
     scores, y = _batch(request.config.rankopt_bench_scale)
     hinge = functools.partial(_hinge_step, RankHingeLoss("ndcg_graded", n_threads=1), scores, y)
     fastest = functools.partial(_lambda_step, lambda_loss, 10, scores, y, len(y))
-    _paired(benchmark, request, hinge, fastest, "hinge-vs-lambdaloss", loss="ndcg_graded", k=10)
+    _paired(
+        benchmark,
+        request,
+        "hinge-vs-lambdaloss",
+        hinge,
+        fastest,
+        rounds=ROUNDS,
+        bench="hinge-vs-lambdaloss",
+        loss="ndcg_graded",
+        k=10,
+    )

@@ -158,9 +158,7 @@ cdef Py_ssize_t _best_rank_unimodal(const floating* pos_desc, double s_neg, Py_s
     # Clamped to lp: an interval above the concave part is scanned from lp, not
     # from min(|P|, j) + 1 (which would rescan ranks outside it, O(|P|) per median).
     cdef Py_ssize_t concave_end = max(lp, min(rp, min(n_pos, j) + 1))
-    cdef Py_ssize_t low = lp, high = concave_end, mid, i, t
-    cdef Py_ssize_t i1, i2
-    cdef double above_best = 0.0, best_g = 0.0, drop = 0.0
+    cdef Py_ssize_t low = lp, high = concave_end, mid, i1
     # Steps are non-increasing on lp … concave_end − 1: find the first negative one.
     while low < high:
         mid = low + (high - low) // 2
@@ -171,16 +169,28 @@ cdef Py_ssize_t _best_rank_unimodal(const floating* pos_desc, double s_neg, Py_s
     i1 = low
     if concave_end >= rp:
         return i1
-    # Algorithm 3, lines 3–4: the rest by a scan, measured from concave_end (best_g = f_j(i2) −
-    # f_j(concave_end), the steps summed from the best rank so far as in _best_rank_linear) …
-    i2 = concave_end
+    return _past_the_concave_part(pos_desc, s_neg, j, i1, concave_end, rp, code, n_pos, n_neg, table, scale, False)
+
+
+cdef inline Py_ssize_t _past_the_concave_part(const floating* pos_desc, double s_neg, Py_ssize_t j, Py_ssize_t i1,
+                                              Py_ssize_t concave_end, Py_ssize_t rp, int code, Py_ssize_t n_pos,
+                                              Py_ssize_t n_neg, const double* table, double scale,
+                                              bint falls_after_i1) noexcept nogil:
+    """Algorithm 3, lines 3–4: the ranks concave_end … rp by a scan, measured from concave_end (best_g = f_j(i2)
+    − f_j(concave_end), the steps summed from the best rank so far as in _best_rank_linear), and the best of
+    them compared with i1, the concave part's: f_j(i2) − f_j(i1) = Σ_{t=i1}^{concave_end−1} step(t) + best_g.
+    ``falls_after_i1``: every computed step from i1 to concave_end is negative, so a scan that finds nothing
+    past concave_end leaves i1 without the sum."""
+    cdef Py_ssize_t i2 = concave_end, i, t
+    cdef double above_best = 0.0, best_g = 0.0, drop = 0.0
     for i in range(concave_end, rp):
         above_best += _step(pos_desc, s_neg, j, i, code, n_pos, n_neg, table, scale)
         if above_best >= 0.0:
             best_g += above_best
             above_best = 0.0
             i2 = i + 1
-    # … and compared with f_j(i1): f_j(i2) − f_j(i1) = Σ_{t=i1}^{concave_end−1} step(t) + best_g.
+    if falls_after_i1 and i2 == concave_end:
+        return i1
     for t in range(i1, concave_end):
         drop += _step(pos_desc, s_neg, j, t, code, n_pos, n_neg, table, scale)
     return i2 if drop + best_g >= 0.0 else i1
@@ -809,24 +819,12 @@ cdef inline Py_ssize_t _best_rank_walked(const floating* pos_desc, double s_neg,
     computed step, a correctly rounded sum of two correctly rounded non-increasing terms, is non-increasing on
     the concave part; the first negative one is the search's, and every step after it is negative, so when
     the scan past the concave part finds nothing, f_j(concave end) < f_j(i1) needs no sum."""
-    cdef Py_ssize_t concave_end = max(lp, min(rp, min(n_pos, j) + 1)), i1 = lp, i2, i, t
-    cdef double above_best = 0.0, best_g = 0.0, drop = 0.0
+    cdef Py_ssize_t concave_end = max(lp, min(rp, min(n_pos, j) + 1)), i1 = lp
     while i1 < concave_end and _step_nonnegative(pos_desc, s_neg, j, i1, LOSS_AP, n_pos, n_neg, NULL, scale):
         i1 += 1
     if concave_end >= rp:
         return i1
-    i2 = concave_end
-    for i in range(concave_end, rp):
-        above_best += _step(pos_desc, s_neg, j, i, LOSS_AP, n_pos, n_neg, NULL, scale)
-        if above_best >= 0.0:
-            best_g += above_best
-            above_best = 0.0
-            i2 = i + 1
-    if i2 == concave_end:
-        return i1
-    for t in range(i1, concave_end):
-        drop += _step(pos_desc, s_neg, j, t, LOSS_AP, n_pos, n_neg, NULL, scale)
-    return i2 if drop + best_g >= 0.0 else i1
+    return _past_the_concave_part(pos_desc, s_neg, j, i1, concave_end, rp, LOSS_AP, n_pos, n_neg, NULL, scale, True)
 
 
 cdef int _tied_ranks(const floating* pos_desc, Py_ssize_t n_pos, double tied_score, Py_ssize_t n_neg, int code,
