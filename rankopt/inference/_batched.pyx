@@ -86,7 +86,6 @@ cdef struct BinaryWork:
     int32_t* sort_ids     # work space of the distribution sort (_sorting.pxd)
     int32_t* sort_ends
     int* ranks
-    int* ranks_sorted
     int64_t* counts
     double* prefix     # prefix sums of the sorted positives and negatives (top-k method)
     # A position discount's normalised tables T / Σ_{i≤|P|} T(i), one row of ``size`` entries per |P| once a
@@ -99,7 +98,7 @@ cdef struct BinaryWork:
 
 cdef void _binary_work_free(BinaryWork* w) noexcept nogil:
     free(w.pos_desc); free(w.neg_desc); free(w.neg_desc64); free(w.table)
-    free(w.pos_idx); free(w.neg_idx); free(w.items); free(w.ranks); free(w.ranks_sorted)
+    free(w.pos_idx); free(w.neg_idx); free(w.items); free(w.ranks)
     free(w.counts); free(w.prefix); free(w.sort_ids); free(w.sort_ends); free(w.tables); free(w.table_sums)
 
 
@@ -115,7 +114,6 @@ cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size, bint keep_tables) noe
     w.sort_ids = <int32_t*>malloc(n * sizeof(int32_t))
     w.sort_ends = <int32_t*>malloc((SORT_BUCKETS_PER_SCORE * n + 1) * sizeof(int32_t))
     w.ranks = <int*>malloc(n * sizeof(int))
-    w.ranks_sorted = <int*>malloc(n * sizeof(int))
     w.counts = <int64_t*>malloc((n + 2) * sizeof(int64_t))
     w.prefix = <double*>malloc((n + 2) * sizeof(double))
     w.tables = NULL
@@ -134,7 +132,7 @@ cdef int _binary_work_init(BinaryWork* w, Py_ssize_t size, bint keep_tables) noe
             w.items[k].idx = k
     if (w.pos_desc == NULL or w.neg_desc == NULL or w.neg_desc64 == NULL
             or w.table == NULL or w.pos_idx == NULL or w.neg_idx == NULL
-            or w.items == NULL or w.ranks == NULL or w.ranks_sorted == NULL or w.counts == NULL
+            or w.items == NULL or w.ranks == NULL or w.counts == NULL
             or w.prefix == NULL or w.sort_ids == NULL or w.sort_ends == NULL):
         _binary_work_free(w)
         return -1
