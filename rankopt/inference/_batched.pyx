@@ -321,6 +321,15 @@ cdef const double* _normalised_table(const double* discount, Py_ssize_t n_pos, P
     return row
 
 
+cdef inline float _key_score(uint64_t key) noexcept nogil:
+    """The score a :func:`packed_descending_keys` key was made from (+0.0 for −0.0): the bit mapping undone."""
+    cdef uint32_t bits = <uint32_t>(key >> 32)
+    cdef float x
+    bits = bits ^ (~(<uint32_t>(<int32_t>bits >> 31)) & 0x7FFFFFFFU)
+    memcpy(&x, &bits, 4)
+    return x
+
+
 cdef inline Py_ssize_t _split_in_order(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n,
                                        const uint64_t* keys, BinaryWork* w, floating* pos_desc) noexcept nogil:
     """The query's documents in rankopt's order, split by relevance: the positives' scores to ``pos_desc`` and
@@ -328,8 +337,8 @@ cdef inline Py_ssize_t _split_in_order(const floating* s, const label_t* rel, in
     (``w.items[j].idx`` is j, set once by :func:`_binary_work_init`, or here after the kernel's own sort); the
     number of positives.  ``w.tied``: whether two documents share a score.
 
-    The order is ``keys`` (:func:`packed_descending_keys`, sorted: a document's index in the low 32 bits)
-    when given, else one distribution sort of the n scores (``_sorting.pxd``).  Branch-free: each document
+    The order is ``keys`` (:func:`packed_descending_keys`, sorted: each document's index, score and class in
+    its key) when given, else one distribution sort of the n scores (``_sorting.pxd``).  Branch-free: each document
     is written to both lists, and only one of them advances; four stores a document, the loop's limit."""
     cdef Py_ssize_t t, d, n_pos = 0, n_neg = 0, is_pos
     cdef floating x, previous
@@ -350,12 +359,12 @@ cdef inline Py_ssize_t _split_in_order(const floating* s, const label_t* rel, in
             n_neg += 1 - is_pos
             any_tie |= (t > 0) & (x == previous)
             previous = x
-    else:
-        previous = s[<Py_ssize_t><uint32_t>keys[0]]
+    else:  # document, score and class from the key: no gather from the scores and labels
+        previous = <floating>_key_score(keys[0])
         for t in range(n):
-            d = <Py_ssize_t><uint32_t>keys[t]
-            x = s[d]
-            is_pos = rel[d] >= relevant_from
+            d = <Py_ssize_t>((<uint32_t>keys[t]) >> 1)
+            x = <floating>_key_score(keys[t])
+            is_pos = <Py_ssize_t>(keys[t] & 1)
             pos_desc[n_pos] = x
             w.pos_idx[n_pos] = d
             w.items[n_neg].key = -(<double>x)
@@ -941,15 +950,18 @@ def largest_magnitude(const floating[::1] scores):
     return max(-scan.lo, scan.hi)
 
 
-def packed_descending_keys(const float[::1] scores, const int64_t[::1] offsets, uint64_t[:, ::1] keys):
+def packed_descending_keys(const float[::1] scores, const label_t[::1] rel, int64_t relevant_from,
+                           const int64_t[::1] offsets, uint64_t[:, ::1] keys):
     """Row q of ``keys``: query q's documents as keys whose ascending order is rankopt's order (descending score,
-    ties by index) — the score's bits, mapped so that a larger float gives a smaller integer, in the high 32
-    bits, the document's index in the query in the low 32 — then ``UINT64_MAX`` to the row's end.  NumPy's
-    sort of the rows (a SIMD sort of integers, several times faster than an argsort of the scores) is then
-    the order :func:`binary_batch` reads (``sorted_keys``).
+    ties by index) — the score's bits, mapped so that a larger float is a smaller integer, in the high 32 bits,
+    the document's index in the query in the next 31, and whether it is relevant (``rel`` ≥ ``relevant_from``)
+    in the lowest — then ``UINT64_MAX`` to the row's end.  NumPy's sort of the rows (a SIMD sort of integers,
+    several times faster than an argsort of the scores) is then the order :func:`binary_batch` reads
+    (``sorted_keys``), and each key tells it the document, its score and its class: reading them in order
+    gathers nothing from the scores or labels (:func:`_split_in_order`), which on a long query miss the cache.
 
     The caller checks: scores finite (no key is ``UINT64_MAX``: that would take a NaN's bits), one row per
-    query, every query at most the rows' width and below 2³² documents.  −0.0 is keyed as +0.0, its equal."""
+    query, every query at most the rows' width and below 2³¹ documents.  −0.0 is keyed as +0.0, its equal."""
     cdef Py_ssize_t q, t, lo, n, width = keys.shape[1]
     cdef float x
     cdef uint32_t bits
@@ -965,7 +977,7 @@ def packed_descending_keys(const float[::1] scores, const int64_t[::1] offsets, 
                 # Descending: a positive float's bits, inverted below the sign bit; a negative one's, as they are
                 # (a mask from the sign, without a branch: the loop vectorises).
                 bits = bits ^ (~(<uint32_t>(<int32_t>bits >> 31)) & 0x7FFFFFFFU)
-                row[t] = ((<uint64_t>bits) << 32) | <uint64_t>t
+                row[t] = ((<uint64_t>bits) << 32) | ((<uint64_t>t) << 1) | <uint64_t>(rel[lo + t] >= relevant_from)
             for t in range(n, width):
                 row[t] = 0xFFFFFFFFFFFFFFFFULL
 

@@ -153,8 +153,13 @@ cdef Py_ssize_t _best_rank_linear(const floating* pos_desc, double s_neg, Py_ssi
 
 cdef Py_ssize_t _best_rank_unimodal(const floating* pos_desc, double s_neg, Py_ssize_t j,
                                     Py_ssize_t lp, Py_ssize_t rp, int code, Py_ssize_t n_pos,
-                                    Py_ssize_t n_neg, const double* table, double scale) noexcept nogil:
-    """Highest maximiser of f_j on lp … rp for a loss whose f_j is concave up to min(|P|, j) + 1."""
+                                    Py_ssize_t n_neg, const double* table, double scale,
+                                    Py_ssize_t scan_end=-1) noexcept nogil:
+    """Highest maximiser of f_j on lp … rp for a loss whose f_j is concave up to min(|P|, j) + 1.
+
+    ``scan_end`` (−1: rp) bounds the scan past the concave part where the caller knows f_j to fall from
+    there to rp (:func:`_falling_from`); the concave part's search and the comparison of its best with the
+    scan's are those of the whole interval, so the rank is the same to the bit."""
     # Clamped to lp: an interval above the concave part is scanned from lp, not
     # from min(|P|, j) + 1 (which would rescan ranks outside it, O(|P|) per median).
     cdef Py_ssize_t concave_end = max(lp, min(rp, min(n_pos, j) + 1))
@@ -169,7 +174,8 @@ cdef Py_ssize_t _best_rank_unimodal(const floating* pos_desc, double s_neg, Py_s
     i1 = low
     if concave_end >= rp:
         return i1
-    return _past_the_concave_part(pos_desc, s_neg, j, i1, concave_end, rp, code, n_pos, n_neg, table, scale, False)
+    return _past_the_concave_part(pos_desc, s_neg, j, i1, concave_end, rp if scan_end < 0 else scan_end, code,
+                                  n_pos, n_neg, table, scale, False)
 
 
 cdef inline Py_ssize_t _past_the_concave_part(const floating* pos_desc, double s_neg, Py_ssize_t j, Py_ssize_t i1,
@@ -682,6 +688,37 @@ cdef inline Py_ssize_t _discount_walk_start(const floating* pos_desc, Py_ssize_t
     return j
 
 
+cdef inline Py_ssize_t _falls_to(int code, const double* table, Py_ssize_t n_pos, Py_ssize_t n_neg,
+                                 Py_ssize_t limit) noexcept nogil:
+    """The first k (up to ``limit``) from which δ_j(i) = step's δ part may be ≥ 0 at i + j − 1 = k: for AP's and
+    AUC's never (|P| + |N|); for a position discount the table's first rise or flat step (δ_j(i) = T(i + j) −
+    T(i + j − 1) < 0 while i + j − 1 < it), its only δ that does not always fall (NDCG@k's flat tail)."""
+    cdef Py_ssize_t falls_to = 1
+    if code != LOSS_POSITION_DISCOUNT:
+        return n_pos + n_neg
+    while falls_to < limit and table[falls_to] < table[falls_to - 1]:
+        falls_to += 1
+    return falls_to
+
+
+cdef inline Py_ssize_t _falling_from(const floating* pos_desc, double s_neg, Py_ssize_t lp,
+                                     Py_ssize_t rp) noexcept nogil:
+    """The first rank i in lp … rp whose positive is not above s_neg (rp when every one is), by bisection.
+
+    Where δ falls (:func:`_falls_to`), every step from there on is a negative δ plus a score term ≤ 0, so
+    negative, and every sum of them too: a scan for the highest maximiser finds nothing past it, and may stop
+    there with the same rank, to the bit.  That takes the |P| per median out of Algorithm 2's scans when most
+    documents are relevant (the scans past AP's concave part, a discount's whole interval)."""
+    cdef Py_ssize_t low = lp, high = rp, mid
+    while low < high:
+        mid = low + (high - low) // 2
+        if <double>pos_desc[mid - 1] > s_neg:
+            low = mid + 1
+        else:
+            high = mid
+    return low
+
+
 cdef void _sorted_block_ranks(const floating* pos_desc, const Keyed* items, double tied_score, Py_ssize_t n,
                               Py_ssize_t lp, Py_ssize_t rp, Py_ssize_t n_pos, Py_ssize_t n_neg, int code,
                               const double* table, bint unimodal, int* ranks, int64_t* counts) noexcept nogil:
@@ -693,8 +730,9 @@ cdef void _sorted_block_ranks(const floating* pos_desc, const Keyed* items, doub
     """
     cdef Frame stack[STACK_SIZE]
     cdef Frame fr
-    cdef Py_ssize_t top = 1, k, m, opt
-    cdef double scale = 2.0 / ((<double>n_pos) * n_neg)
+    cdef Py_ssize_t top = 1, k, m, opt, scan_end
+    cdef Py_ssize_t falls_to = _falls_to(code, table, n_pos, n_neg, min(n_pos + n_neg, rp + n))
+    cdef double s, scale = 2.0 / ((<double>n_pos) * n_neg)
     stack[0] = Frame(0, n, lp, rp)
     while top > 0:
         top -= 1
@@ -706,8 +744,14 @@ cdef void _sorted_block_ranks(const floating* pos_desc, const Keyed* items, doub
                 counts[fr.lp] += fr.hi - fr.lo
             continue
         m = fr.lo + (fr.hi - fr.lo) // 2
-        opt = _best_rank(pos_desc, -items[m].key if items != NULL else tied_score, m + 1, fr.lp, fr.rp, code,
-                         n_pos, n_neg, table, scale, unimodal)
+        s = -items[m].key if items != NULL else tied_score
+        scan_end = fr.rp
+        if fr.rp + m - 1 < falls_to:  # f_m+1 falls from the first positive not above the negative on
+            scan_end = _falling_from(pos_desc, s, fr.lp, fr.rp)
+        if unimodal:
+            opt = _best_rank_unimodal(pos_desc, s, m + 1, fr.lp, fr.rp, code, n_pos, n_neg, table, scale, scan_end)
+        else:
+            opt = _best_rank_linear(pos_desc, s, m + 1, fr.lp, scan_end, code, n_pos, n_neg, table, scale)
         ranks[items[m].idx if items != NULL else m] = <int>opt
         if counts != NULL:
             counts[opt] += 1
@@ -786,16 +830,12 @@ cdef inline void _scanned_block_ranks(const floating* pos_desc, const Keyed* ite
     a negative δ-difference plus a score term ≤ 0, so negative, and f_j only falls — the highest maximiser found
     is the same, to the bit, as a scan to ``rp``.  That bound takes the |P|·|N| term out of a query with many
     relevant documents, whose scan ran to ``rp`` for every negative."""
-    cdef Py_ssize_t j, i = 1, above = 0, stop, falls_to = n_pos + n_neg
+    cdef Py_ssize_t j, i = 1, above = 0, stop
+    cdef Py_ssize_t falls_to = _falls_to(code, table, n_pos, n_neg, min(n_pos + n_neg, rp + n_block))
     cdef double s, scale = 2.0 / ((<double>n_pos) * n_neg)
     # AP's steps fall monotonically on the concave part while their denominators are exact integers.
     cdef bint walked = (code == LOSS_AP and unimodal
                         and (<double>n_pos) * (<double>(n_pos + n_neg)) * (<double>(n_pos + n_neg)) < 2.0 ** 52)
-    if code == LOSS_POSITION_DISCOUNT:
-        # δ_j(i) = T(i + j) − T(i + j − 1) < 0 for i + j − 1 < falls_to: the table's first rise or flat step.
-        falls_to = 1
-        while falls_to < min(n_pos + n_neg, rp + n_block) and table[falls_to] < table[falls_to - 1]:
-            falls_to += 1
     for j in range(1, n_block + 1):
         s = -items[j - 1].key
         while above < n_pos and <double>pos_desc[above] > s:

@@ -226,7 +226,7 @@ class _CompiledBinary(PreparedKernel):
         usable = np.zeros(n_queries, dtype=np.uint8)
         kernel = self.kernel
         count_loss, count_offsets = self.count_tables
-        keys = _sorted_keys(scores, offsets, self._keys)
+        keys = _sorted_keys(scores, offsets, self.relevance, self.relevant_from, self._keys)
         _batched.binary_batch(
             scores,
             self.relevance,
@@ -259,20 +259,27 @@ PACKED_SORT_MIN = 1 << 12
 PACKED_SORT_MIN_WIDTH = 17
 
 
-def _sorted_keys(scores: np.ndarray, offsets: np.ndarray, buffer: ReusedOutput | None = None) -> np.ndarray | None:
+def _sorted_keys(
+    scores: np.ndarray,
+    offsets: np.ndarray,
+    relevance: np.ndarray,
+    relevant_from: int,
+    buffer: ReusedOutput | None = None,
+) -> np.ndarray | None:
     """Each query's documents in rankopt's order as ``_batched.packed_descending_keys`` sorted by NumPy, one row
-    per query; None where the kernel sorts instead: float64 scores (a double and its index do not fit 64 bits),
-    a small batch, short queries only, a query of 2³² documents or more, or queries so unequal that the rows
-    would hold more padding than documents.  The keys live in ``buffer`` (the batch's own, reused from call to
-    call: fresh pages cost more than the packing)."""
+    per query, each key with the document's class (``relevance`` ≥ ``relevant_from``); None where the kernel
+    sorts instead: float64 scores (a double and its index do not fit 64 bits), a small batch, short queries
+    only, a query of 2³¹ documents or more, or queries so unequal that the rows would hold more padding than
+    documents.  The keys live in ``buffer`` (the batch's own, reused from call to call: fresh pages cost more
+    than the packing)."""
     n_queries, n_docs = offsets.size - 1, scores.size
     if scores.dtype != np.float32 or n_docs < PACKED_SORT_MIN or n_queries == 0:
         return None
     width = int(np.max(np.diff(offsets)))
-    if width < PACKED_SORT_MIN_WIDTH or width >= 1 << 32 or n_queries * width > 2 * n_docs:
+    if width < PACKED_SORT_MIN_WIDTH or width >= 1 << 31 or n_queries * width > 2 * n_docs:
         return None
     keys = (buffer or ReusedOutput()).empty(n_queries * width, np.uint64).reshape(n_queries, width)
-    _batched.packed_descending_keys(scores, offsets, keys)
+    _batched.packed_descending_keys(scores, relevance, relevant_from, offsets, keys)
     keys.sort(axis=1)
     return keys
 

@@ -114,29 +114,33 @@ def test_the_merged_pairwise_sweeps_equal_the_pair_matrix(share, kind):
 
 def test_packed_keys_sort_in_rankopts_order():
     """Keys of ±0.0, subnormals, ±FLT_MAX and ties: their ascending order is descending score, ties by index,
-    and every key of a document is below the padding's."""
+    each key holds its document's index and class, and every key of a document is below the padding's."""
     rng = np.random.default_rng(0)
     special = np.array([0.0, -0.0, 1e-45, -1e-45, 3.4028235e38, -3.4028235e38, 1.0, -1.0], dtype=np.float32)
     scores = np.concatenate([special, rng.choice(special, 40), rng.normal(0, 1, 20).astype(np.float32)])
+    grades = rng.integers(0, 4, scores.size).astype(np.int64)
     offsets = np.array([0, scores.size], dtype=np.int64)
     keys = np.empty((1, scores.size + 3), dtype=np.uint64)
-    _batched.packed_descending_keys(scores, offsets, keys)
+    _batched.packed_descending_keys(scores, grades, 2, offsets, keys)
     keys.sort(axis=1)
     index = np.arange(scores.size)
     expected = np.lexsort((index, -scores.astype(np.float64)))
-    np.testing.assert_array_equal(keys[0, : scores.size] & np.uint64(0xFFFFFFFF), expected)
+    low = keys[0, : scores.size] & np.uint64(0xFFFFFFFF)
+    np.testing.assert_array_equal(low >> np.uint64(1), expected)
+    np.testing.assert_array_equal(low & np.uint64(1), grades[expected] >= 2)
     assert np.all(keys[0, scores.size :] == np.iinfo(np.uint64).max)
     assert np.all(keys[0, : scores.size] < np.iinfo(np.uint64).max)
 
 
 def test_the_packed_sort_is_used_where_it_pays():
     """float32 batches of rows of 17 documents or more; never float64, short rows or mostly padding."""
-    offsets = np.arange(0, 8_001, 100, dtype=np.int64)
-    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), offsets) is not None
-    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float64), offsets) is None
-    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), np.arange(0, 8_001, 10, dtype=np.int64)) is None
+    offsets, labels = np.arange(0, 8_001, 100, dtype=np.int64), np.zeros(8_000, np.int8)
+    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), offsets, labels, 1) is not None
+    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float64), offsets, labels, 1) is None
+    short = np.arange(0, 8_001, 10, dtype=np.int64)
+    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), short, labels, 1) is None
     unequal = np.array([0, 4_000, *range(4_001, 8_001)], dtype=np.int64)  # one long query, 4,000 of one document
-    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), unequal) is None
+    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), unequal, labels, 1) is None
 
 
 @pytest.mark.parametrize("share", SHARES)
@@ -163,3 +167,34 @@ def test_the_swept_ap_ranks_equal_the_bisecting_recursion(share, kind):
         _qs.qs_ranks(pos, neg, 1, np.zeros(1), True, swept)
         _qs.qs_ranks(pos, neg, 1, np.zeros(1), True, recursed, n_buckets=0)
         np.testing.assert_array_equal(swept, recursed)
+
+
+@pytest.mark.parametrize("share", [0.5, 0.9])
+@pytest.mark.parametrize("kind", ["labels", "ties", "close"])
+def test_the_bounded_recursion_equals_the_scan_to_the_end(share, kind):
+    """A block above the walk too large to scan goes through Algorithm 2's recursion, whose scans stop at the
+    first positive not above the median (``_falling_from``): the same ranks as the selection recursion, which
+    scans each median's interval to its end, with most documents relevant, ties and steps within rounding."""
+    from rankopt.inference import _qs
+
+    rng = np.random.default_rng([int(share * 100), len(kind)])
+    for _ in range(6):
+        n = int(rng.integers(1_000, 4_000))
+        y = rng.random(n) < share
+        y[0], y[-1] = True, False
+        if kind == "ties":
+            s = rng.integers(-3, 4, n) / 4.0
+        elif kind == "close":
+            s = 0.25 + rng.integers(-3, 4, n) * np.finfo(np.float64).eps
+        else:
+            s = rng.normal(0, 1, n) + y
+        pos = np.sort(s[y])[::-1].copy()
+        neg = s[~y].copy()
+        bounded, to_the_end = (np.empty(neg.size, dtype=np.intc) for _ in range(2))
+        _qs.qs_ranks(pos, neg, 1, np.zeros(1), True, bounded)
+        _qs.qs_ranks(pos, neg, 1, np.zeros(1), True, to_the_end, n_buckets=0)
+        np.testing.assert_array_equal(bounded, to_the_end)
+        offsets = np.array([0, n], dtype=np.int64)
+        for loss in ["ndcg", "ap"]:
+            fast = most_violated_rankings(loss, s.astype(np.float32), y.astype(np.int64), offsets)
+            assert_same(fast, most_violated_rankings_per_query(loss, s.astype(np.float32), y.astype(np.int64), offsets))
