@@ -34,6 +34,7 @@ from libc.string cimport memchr, memcpy, memset
 from rankopt.inference._ap cimport search_sorted_f32, search_sorted_f64, select_ranks_f32, select_ranks_f64
 from rankopt.inference._greedy cimport greedy_ranks_f32, greedy_ranks_f64
 from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT
+from rankopt.inference._masked_moves cimport compress_f32, compress_f64, expand_f32, expand_f64, moves_vectorised
 from rankopt.inference._pairwise cimport (
     PairwiseWork,
     pairwise_query_f32,
@@ -48,6 +49,9 @@ from rankopt.inference._scan cimport ScoreScan, scan_block, scan_start
 from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed, descending_keyed_down_to
 from rankopt.inference._sums cimport numpy_sum
 from rankopt.inference._terms cimport negative_coefficient
+
+#: Whether this machine moves a mask's kept values by AVX-512 (``_masked_moves.pxd``), asked once.
+cdef bint VECTOR_MOVES = moves_vectorised()
 
 cdef enum:
     # Queries a thread takes at a time: one at a time, the threads would
@@ -758,7 +762,8 @@ cdef inline Py_ssize_t _compact_rest(const uint8_t* row, const kept_value* sourc
 
 
 def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept,
-                int64_t[::1] bits=None, bint narrow=False, int64_t[::1] offsets=None, uint8_t[::1] leading=None):
+                int64_t[::1] bits=None, bint narrow=False, int64_t[::1] offsets=None, uint8_t[::1] leading=None,
+                bint vectorised=True):
     """The ``n_kept`` entries of ``values`` that ``mask`` keeps (:func:`kept_offsets`' total), row by row: the
     flat layout of a padded batch in one pass, without NumPy's index array.  A row's first run of kept entries
     is copied whole (a padded batch's row is one run), the rest of a row with holes in one branch-free pass
@@ -773,7 +778,11 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
     the mask's size as ``n_kept`` and keeps the first ``offsets[B]`` entries.  ``leading[0]`` (one entry)
     receives 1 when the pass finds every row keeping one run of places from its first on (padding at the ends
     of rows, as a ``DataLoader``'s collation leaves it), else 0 (0 too when ``n_kept`` leaves nothing to read):
-    then :func:`gather_leading` and :func:`scatter_leading` move that batch's values without reading the mask."""
+    then :func:`gather_leading` and :func:`scatter_leading` move that batch's values without reading the mask.
+
+    float32 and float64 values without ``offsets`` or ``leading`` (a later gather of the same mask: the
+    scores) move by AVX-512's compress where the machine has it (``_masked_moves.pxd``) and ``vectorised``
+    (the tests' switch to the loops), the same values."""
     cdef Py_ssize_t q, k, end, run, at = 0, width = mask.shape[1], rows_lead = 1  # every row one leading run
     cdef const uint8_t* row
     cdef const kept_value* source
@@ -806,6 +815,14 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
     else:
         out = work
         target = &out[0]
+    if kept_value is not int64_t:
+        if vectorised and VECTOR_MOVES and offsets is None and leading is None:
+            with nogil:
+                if kept_value is float:
+                    compress_f32(&values[0, 0], &mask[0, 0], mask.shape[0] * width, n_kept, target)
+                else:
+                    compress_f64(&values[0, 0], &mask[0, 0], mask.shape[0] * width, n_kept, target)
+            return work
     with nogil:
         if offsets is not None:
             offsets[0] = 0
@@ -889,15 +906,26 @@ def scatter_leading(const double[::1] values, double factor, const int64_t[::1] 
             memset(row + n, 0, (width - n) * sizeof(floating))
 
 
-def scatter_kept(const double[::1] values, double factor, const uint8_t[:, ::1] mask, floating[:, ::1] out):
+def scatter_kept(const double[::1] values, double factor, const uint8_t[:, ::1] mask, floating[:, ::1] out,
+                 bint vectorised=True):
     """``out[q, k]`` = ``values`` (the flat layout's entries, in order) times ``factor`` where ``mask`` keeps a
     document, 0 elsewhere, rounded to ``out``'s type once: the padded gradient in one pass, a row's runs of
-    kept and of padded places at a time.  Reads at most ``values.shape[0]`` entries (0 past them)."""
+    kept and of padded places at a time, or by AVX-512's expand where the machine has it and ``vectorised``
+    (``_masked_moves.pxd``, the same values).  Reads at most ``values.shape[0]`` entries (0 past them)."""
     cdef Py_ssize_t q, k, end, kept_end, at = 0, width = mask.shape[1], n_values = values.shape[0]
     cdef const uint8_t* row
     cdef const double* source = &values[0] if n_values > 0 else NULL
     cdef floating* target
+    if mask.shape[0] != out.shape[0] or mask.shape[1] != out.shape[1]:
+        raise ValueError(f"expected an output of the mask's shape {tuple(mask.shape)[:2]}, got {tuple(out.shape)[:2]}")
     if mask.size == 0:
+        return
+    if vectorised and VECTOR_MOVES and n_values > 0:
+        with nogil:
+            if floating is float:
+                expand_f32(source, n_values, factor, &mask[0, 0], mask.shape[0] * width, &out[0, 0])
+            else:
+                expand_f64(source, n_values, factor, &mask[0, 0], mask.shape[0] * width, &out[0, 0])
         return
     with nogil:
         for q in range(mask.shape[0]):

@@ -231,3 +231,31 @@ def test_a_mask_of_other_nonzero_bytes_keeps_each_document_once(rng):
     _batched.scatter_kept(flat, 2.0, raw, out)
     expected[clean] = flat * 2.0
     np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.1, 0.5, 0.9, 1.0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_vectorised_moves_are_the_loops_to_the_bit(rng, share, dtype):
+    """AVX-512's compress and expand (``_masked_moves.pxd``, where the machine has them) against the row-by-row
+    loops: masks of every density with bytes other than 1, widths off the vectors' 8 and 16, a gather told to
+    stop early, a scatter whose values run out (0 past them), a negative factor (signed zeros)."""
+    for shape in [(37, 29), (3, 1000), (500, 10)]:
+        mask = ((rng.random(shape) < share) * rng.integers(1, 256, shape)).astype(np.uint8)
+        values = rng.normal(size=shape).astype(dtype)
+        kept = int(np.count_nonzero(mask))
+        for n_kept in {kept, kept // 2, max(kept - 13, 0)}:
+            vector = _batched.gather_kept(values, mask, n_kept)
+            loops = _batched.gather_kept(values, mask, n_kept, vectorised=False)
+            assert vector.tobytes() == loops.tobytes() == values[mask != 0][:n_kept].tobytes()
+        flat = np.concatenate([rng.normal(size=kept), [0.0, -0.0]])[:kept]
+        for n_values in {kept, kept // 2, max(kept - 5, 0)}:
+            for factor in (0.5, -1.0 / 3.0):
+                outs = [np.full(shape, np.nan, dtype=dtype) for _ in range(2)]
+                _batched.scatter_kept(flat[:n_values], factor, mask, outs[0])
+                _batched.scatter_kept(flat[:n_values], factor, mask, outs[1], vectorised=False)
+                assert outs[0].tobytes() == outs[1].tobytes()
+                expected = np.zeros(shape, dtype=dtype)
+                expected[mask != 0] = np.concatenate([flat[:n_values] * factor, np.zeros(kept - n_values)]).astype(
+                    dtype
+                )
+                np.testing.assert_array_equal(outs[0], expected)
