@@ -34,7 +34,14 @@ from libc.string cimport memchr, memcpy, memset
 from rankopt.inference._ap cimport search_sorted_f32, search_sorted_f64, select_ranks_f32, select_ranks_f64
 from rankopt.inference._greedy cimport greedy_ranks_f32, greedy_ranks_f64
 from rankopt.inference._loss cimport LOSS_AP, LOSS_AUC, LOSS_POSITION_DISCOUNT
-from rankopt.inference._masked_moves cimport compress_f32, compress_f64, expand_f32, expand_f64, moves_vectorised
+from rankopt.inference._masked_moves cimport (
+    compress_f32,
+    compress_f64,
+    compress_labels,
+    expand_f32,
+    expand_f64,
+    moves_vectorised,
+)
 from rankopt.inference._pairwise cimport (
     PairwiseWork,
     pairwise_query_f32,
@@ -761,6 +768,29 @@ cdef inline Py_ssize_t _compact_rest(const uint8_t* row, const kept_value* sourc
     return at
 
 
+cdef inline void _rows_kept(const uint8_t[:, ::1] mask, int64_t[::1] offsets, uint8_t[::1] leading) noexcept nogil:
+    """:func:`gather_kept`'s ``offsets`` and ``leading`` (either None) from the mask alone, in passes the
+    compiler vectorises: each row's kept count, and whether one of its kept places follows a dropped one (every
+    row keeps one run from its first place, or nothing, when none does)."""
+    cdef Py_ssize_t q, k, width = mask.shape[1]
+    cdef int64_t kept = 0
+    cdef const uint8_t* row
+    cdef uint8_t rises = 0
+    if offsets is not None:
+        offsets[0] = 0
+    for q in range(mask.shape[0]):
+        row = &mask[0, 0] + q * width
+        if offsets is not None:
+            for k in range(width):
+                kept += row[k] != 0
+            offsets[q + 1] = kept
+        if leading is not None:
+            for k in range(1, width):
+                rises |= (row[k] != 0) & (row[k - 1] == 0)
+    if leading is not None:
+        leading[0] = rises == 0
+
+
 def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept,
                 int64_t[::1] bits=None, bint narrow=False, int64_t[::1] offsets=None, uint8_t[::1] leading=None,
                 bint vectorised=True):
@@ -815,8 +845,16 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
     else:
         out = work
         target = &out[0]
-    if kept_value is not int64_t:
-        if vectorised and VECTOR_MOVES and offsets is None and leading is None:
+    if vectorised and VECTOR_MOVES:
+        if kept_value is int64_t:
+            if bits is not None:
+                with nogil:
+                    _rows_kept(mask, offsets, leading)
+                    compress_labels(&values[0, 0], &mask[0, 0], mask.shape[0] * width, n_kept, narrow_target,
+                                    target, &kept_bits)
+                bits[0] = <int64_t>kept_bits
+                return work
+        elif offsets is None and leading is None:
             with nogil:
                 if kept_value is float:
                     compress_f32(&values[0, 0], &mask[0, 0], mask.shape[0] * width, n_kept, target)

@@ -8,7 +8,7 @@
 # The same values to the bit: a gather copies; a scatter rounds source · factor to the output's type once, as
 # the scalar loop does (one IEEE multiplication, one conversion), and writes +0.0 where the mask drops a place.
 # Neither moves past ``n_kept`` / ``n_source`` values, whatever the mask holds.
-from libc.stdint cimport uint8_t
+from libc.stdint cimport int8_t, int64_t, uint8_t, uint64_t
 
 
 cdef extern from *:
@@ -104,7 +104,39 @@ cdef extern from *:
         }
         return at;
     }
+    RANKOPT_MOVES_TARGET static ptrdiff_t rankopt_compress_labels(
+            const int64_t* source, const uint8_t* keep, ptrdiff_t n, ptrdiff_t n_kept, int8_t* narrow,
+            int64_t* wide, uint64_t* bits) {
+        ptrdiff_t i = 0, at = 0;
+        uint64_t ored_tail = 0;
+        __m512i ored = _mm512_setzero_si512();
+        for (; i + 8 <= n && at + 8 <= n_kept; i += 8) {
+            __m512i flags = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i*)(keep + i)));
+            __mmask8 k = _mm512_test_epi64_mask(flags, flags);
+            int count = __builtin_popcount((unsigned)k);
+            __m512i values = _mm512_loadu_si512((const void*)(source + i));
+            __m512i packed = _mm512_maskz_compress_epi64(k, values);
+            ored = _mm512_mask_or_epi64(ored, k, ored, values);
+            if (narrow != NULL)  /* eight bytes, room for them checked: the low byte of each, as a cast */
+                _mm_storel_epi64((__m128i*)(narrow + at), _mm512_cvtepi64_epi8(packed));
+            else
+                _mm512_mask_storeu_epi64(wide + at, (__mmask8)((1u << count) - 1u), packed);
+            at += count;
+        }
+        for (; i < n && at < n_kept; ++i) {
+            if (!keep[i]) continue;
+            ored_tail |= (uint64_t)source[i];
+            if (narrow != NULL) narrow[at] = (int8_t)source[i]; else wide[at] = source[i];
+            ++at;
+        }
+        *bits |= ored_tail | (uint64_t)_mm512_reduce_or_epi64(ored);
+        return at;
+    }
     #else
+    static ptrdiff_t rankopt_compress_labels(const int64_t* s, const uint8_t* k, ptrdiff_t n, ptrdiff_t m,
+                                             int8_t* narrow, int64_t* wide, uint64_t* bits) {
+        return 0;
+    }
     static ptrdiff_t rankopt_compress_f32(const float* s, const uint8_t* k, ptrdiff_t n, ptrdiff_t m, float* t) {
         return 0;
     }
@@ -128,6 +160,11 @@ cdef extern from *:
                                                    Py_ssize_t n_kept, float* target) noexcept nogil
     Py_ssize_t compress_f64 "rankopt_compress_f64"(const double* source, const uint8_t* keep, Py_ssize_t n,
                                                    Py_ssize_t n_kept, double* target) noexcept nogil
+    # Labels: compress_f64's move of int64 values, to ``narrow`` as their low byte (NULL: to ``wide`` as they
+    # are), their bitwise OR added to ``bits``.
+    Py_ssize_t compress_labels "rankopt_compress_labels"(const int64_t* source, const uint8_t* keep, Py_ssize_t n,
+                                                         Py_ssize_t n_kept, int8_t* narrow, int64_t* wide,
+                                                         uint64_t* bits) noexcept nogil
     # target[i] = the next source value · factor where keep[i] ≠ 0 (while source lasts), else +0.0, for i < n;
     # returns how many source values were read.
     Py_ssize_t expand_f32 "rankopt_expand_f32"(const double* source, Py_ssize_t n_source, double factor,

@@ -259,3 +259,32 @@ def test_vectorised_moves_are_the_loops_to_the_bit(rng, share, dtype):
                     dtype
                 )
                 np.testing.assert_array_equal(outs[0], expected)
+
+
+@pytest.mark.parametrize("layout", ["holes", "leading", "late start", "empty rows"])
+@pytest.mark.parametrize("narrow", [False, True])
+def test_vectorised_label_gather_is_the_loops(rng, layout, narrow):
+    """The labels' gather with its counts, lead test and bitwise OR (``Kept.with_grades``' call), by AVX-512's
+    compress where the machine has it, against the loops: the same labels, offsets, ``leading`` and bits."""
+    for shape in [(37, 29), (3, 1000), (500, 10), (1, 1)]:
+        if layout == "holes":
+            mask = rng.random(shape) < 0.9
+        else:
+            mask = _leading_mask(rng, shape)
+            if layout == "late start" and shape[1] > 1:
+                mask[-1, 0] = False
+                mask[-1, 1] = True
+            if layout == "empty rows":
+                mask[::2] = False
+        mask = (mask * rng.integers(1, 256, shape)).astype(np.uint8)
+        labels = rng.integers(0, 5 if narrow else 300, shape).astype(np.int64)
+        results = []
+        for vectorised in (True, False):
+            offsets, bits, leading = np.empty(shape[0] + 1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint8)
+            flat = _batched.gather_kept(labels, mask, mask.size, bits, narrow, offsets, leading, vectorised=vectorised)
+            results.append((flat[: offsets[-1]].tobytes(), offsets.tolist(), int(bits[0]), int(leading[0])))
+        assert results[0] == results[1]
+        kept = labels[mask != 0]
+        assert results[0][0] == (kept.astype(np.int8) if narrow else kept).tobytes()
+        kept_rows = mask != 0
+        assert results[0][3] == all(row[: row.sum()].all() for row in kept_rows)
