@@ -791,6 +791,42 @@ cdef inline void _rows_kept(const uint8_t[:, ::1] mask, int64_t[::1] offsets, ui
         leading[0] = rises == 0
 
 
+cdef bint _gather_rows(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept,
+                       int64_t[::1] offsets, kept_value* target, int8_t* narrow_target,
+                       uint64_t* kept_bits) noexcept nogil:
+    """:func:`gather_kept`'s loops, row by row (its docstring); returns whether every row keeps one leading run."""
+    cdef Py_ssize_t q, k, end, run, at = 0, width = mask.shape[1]
+    cdef bint rows_lead = True
+    cdef const uint8_t* row
+    cdef const kept_value* source
+    if offsets is not None:
+        offsets[0] = 0
+    for q in range(mask.shape[0]):
+        row = &mask[0, 0] + q * width
+        source = &values[0, 0] + q * width
+        k = _next_kept(row, 0, width)
+        rows_lead = rows_lead and (k == 0 or k == width)
+        while k < width:
+            end = _next_dropped(row, k, width)
+            run = min(end - k, n_kept - at)
+            if kept_value is int64_t:
+                if narrow_target != NULL:
+                    kept_bits[0] |= _narrow_run(source + k, narrow_target + at, run)
+                else:
+                    kept_bits[0] |= _copy_run(source + k, target + at, run)
+            else:
+                _copy_run(source + k, target + at, run)
+            at += run
+            k = _next_kept(row, end, width)
+            rows_lead = rows_lead and k == width  # no second run
+            if k < width and at + (width - k) <= n_kept:  # a hole: the rest of the row in one pass
+                at = _compact_rest(row, source, target, narrow_target, k, width, at, kept_bits)
+                break
+        if offsets is not None:
+            offsets[q + 1] = at
+    return rows_lead
+
+
 def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept,
                 int64_t[::1] bits=None, bint narrow=False, int64_t[::1] offsets=None, uint8_t[::1] leading=None,
                 bint vectorised=True):
@@ -813,9 +849,8 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
     float32 and float64 values without ``offsets`` or ``leading`` (a later gather of the same mask: the
     scores) move by AVX-512's compress where the machine has it (``_masked_moves.pxd``) and ``vectorised``
     (the tests' switch to the loops), the same values."""
-    cdef Py_ssize_t q, k, end, run, at = 0, width = mask.shape[1], rows_lead = 1  # every row one leading run
-    cdef const uint8_t* row
-    cdef const kept_value* source
+    cdef Py_ssize_t width = mask.shape[1]
+    cdef bint rows_lead
     cdef kept_value* target = NULL
     cdef int8_t* narrow_target = NULL
     cdef uint64_t kept_bits = 0
@@ -862,31 +897,7 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
                     compress_f64(&values[0, 0], &mask[0, 0], mask.shape[0] * width, n_kept, target)
             return work
     with nogil:
-        if offsets is not None:
-            offsets[0] = 0
-        for q in range(mask.shape[0]):
-            row = &mask[0, 0] + q * width
-            source = &values[0, 0] + q * width
-            k = _next_kept(row, 0, width)
-            rows_lead = rows_lead and (k == 0 or k == width)
-            while k < width:
-                end = _next_dropped(row, k, width)
-                run = min(end - k, n_kept - at)
-                if kept_value is int64_t:
-                    if narrow:
-                        kept_bits |= _narrow_run(source + k, narrow_target + at, run)
-                    else:
-                        kept_bits |= _copy_run(source + k, target + at, run)
-                else:
-                    _copy_run(source + k, target + at, run)
-                at += run
-                k = _next_kept(row, end, width)
-                rows_lead = rows_lead and k == width  # no second run
-                if k < width and at + (width - k) <= n_kept:  # a hole: the rest of the row in one pass
-                    at = _compact_rest(row, source, target, narrow_target, k, width, at, &kept_bits)
-                    break
-            if offsets is not None:
-                offsets[q + 1] = at
+        rows_lead = _gather_rows(values, mask, n_kept, offsets, target, narrow_target, &kept_bits)
     if bits is not None:
         bits[0] = <int64_t>kept_bits
     if leading is not None:
