@@ -23,6 +23,7 @@ cdef struct PairwiseWork:
     int64_t* low_kept      # higher documents that stay above each,
     Py_ssize_t* low_index  # and their positions in the query;
     Py_ssize_t* high_index # the positions of the others
+    int32_t* below_table   # _tabled_sweeps' counts: TABLE_LANES a document, for queries up to TABLED_MAX
     Py_ssize_t n_grade_values  # > 0: grades lie in 0 … n_grade_values − 1, levels found by counting
     int64_t* grade_level   # COUNT_TABLES · n_grade_values entries: a grade's count (count_values), then its level
 

@@ -91,6 +91,42 @@ cdef extern from *:
     int64_t rankopt_kept_above(double score, const double* low, int64_t* kept_by, Py_ssize_t n) noexcept nogil
 
 
+# The merge's table (``_tabled_sweeps``): row c + 1 = row c + [t > level of the c-th highest document], sixteen
+# 32-bit lanes a row, one vector add (four SSE2 ones, two in the AVX2 clone) where a Cython loop stays scalar.
+cdef extern from *:
+    """
+    #include <stddef.h>
+    #include <stdint.h>
+    #include <string.h>
+
+    RANKOPT_DENSE_CLONES static void rankopt_below_table(const int32_t* level, ptrdiff_t n, int32_t* table) {
+    #if defined(__GNUC__) || defined(__clang__)
+        /* Two halves of eight lanes (one AVX2 register each; a 64-byte vector goes through the stack). */
+        typedef int32_t rankopt_v8i __attribute__((vector_size(32)));
+        rankopt_v8i low_step[16], high_step[16], low = {0}, high = {0};  /* 1 in the lanes t > v */
+        for (int v = 0; v < 16; ++v)
+            for (int t = 0; t < 8; ++t) {
+                low_step[v][t] = t > v;
+                high_step[v][t] = t + 8 > v;
+            }
+        memcpy(table, &low, sizeof low);
+        memcpy(table + 8, &high, sizeof high);
+        for (ptrdiff_t c = 0; c < n; ++c) {
+            low += low_step[level[c]];
+            high += high_step[level[c]];
+            memcpy(table + (c + 1) * 16, &low, sizeof low);
+            memcpy(table + (c + 1) * 16 + 8, &high, sizeof high);
+        }
+    #else
+        for (int t = 0; t < 16; ++t) table[t] = 0;
+        for (ptrdiff_t c = 0; c < n; ++c)
+            for (int t = 0; t < 16; ++t) table[(c + 1) * 16 + t] = table[c * 16 + t] + (t > level[c]);
+    #endif
+    }
+    """
+    void rankopt_below_table(const int32_t* level, Py_ssize_t n, int32_t* table) noexcept nogil
+
+
 cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size, Py_ssize_t n_grade_values) noexcept nogil:
     """Allocate ``work`` for queries of up to ``size`` documents; 0 on success, −1 when out of memory.
 
@@ -120,7 +156,8 @@ cdef int pairwise_work_init(PairwiseWork* work, Py_ssize_t size, Py_ssize_t n_gr
     work.low_kept = <int64_t*>malloc(n * sizeof(int64_t))
     work.low_index = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
     work.high_index = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
-    if (work.by_score == NULL or work.sort_ids == NULL or work.sort_ends == NULL or work.by_grade == NULL
+    work.below_table = <int32_t*>malloc((min(n, <Py_ssize_t>TABLED_MAX) + 1) * TABLE_LANES * sizeof(int32_t))
+    if (work.below_table == NULL or work.by_score == NULL or work.sort_ids == NULL or work.sort_ends == NULL or work.by_grade == NULL
             or work.level == NULL or work.level_size == NULL or work.level_below == NULL or work.level_truth == NULL or work.tree == NULL
             or work.kept_lower == NULL or work.low_scores == NULL or work.low_kept == NULL
             or work.low_index == NULL or work.high_index == NULL):
@@ -144,6 +181,7 @@ cdef void pairwise_work_free(PairwiseWork* work) noexcept nogil:
     free(work.low_kept)
     free(work.low_index)
     free(work.high_index)
+    free(work.below_table)
     free(work.grade_level)
     work.grade_level = NULL
     work.by_score = NULL
@@ -160,6 +198,7 @@ cdef void pairwise_work_free(PairwiseWork* work) noexcept nogil:
     work.low_kept = NULL
     work.low_index = NULL
     work.high_index = NULL
+    work.below_table = NULL
 
 
 cdef inline void _tree_add(int64_t* tree, Py_ssize_t n_levels, Py_ssize_t level) noexcept nogil:
@@ -178,10 +217,13 @@ cdef enum:
     # branch-free loop four pairs at a time (``rankopt_kept_above``): |upper| · n tests against the sweeps'
     # n data-dependent loop exits (a LETOR query: 10 graded documents of 100, 1,000 tests).
     DENSE_UPPER = 32
-    # Queries up to this long sweep by merging (_merged_sweeps): its two-sided steps beat the loops' mispredicted
+    # Queries up to this long sweep by merging (_tabled_sweeps): its two-sided steps beat the loops' mispredicted
     # exits on a query of hundreds of documents, but on 10⁵ (the grid of bench_hinge.py) the loops' exits come
-    # regularly enough to be predicted, and the merge's masked work costs twice the loops'.
-    MERGED_MAX = 4096
+    # regularly enough to be predicted, and the merge's table would outgrow the caches.
+    TABLED_MAX = 4096
+    # The merge's table holds the counts below levels 0 … TABLE_LANES − 1 for each document: queries of fewer
+    # levels take it (LETOR's five), one vector of int32 a document.
+    TABLE_LANES = 16
 
 
 cdef inline void _admit(int64_t* tree, Py_ssize_t n_levels, Py_ssize_t level) noexcept nogil:
@@ -284,8 +326,8 @@ cdef inline int64_t _sorted_sweeps(const floating* scores, Py_ssize_t n, Py_ssiz
     # Descending; ascending position k is descending position n − 1 − k, and −key is the score.
     descending_keyed(scores, n, w.by_score, w.sort_ids, w.sort_ends)
     cdef const Keyed* desc = w.by_score
-    if n_levels <= DENSE_LEVELS and n <= MERGED_MAX:
-        return _merged_sweeps(desc, n, n_levels, w, coef, scale, relative)
+    if n_levels < TABLE_LANES and n <= TABLED_MAX:
+        return _tabled_sweeps(desc, n, w, coef, scale, relative)
 
     # A_i, ascending: admit every j with s_i − s_j ≥ 1/2.
     for t in range(n_levels + 1):
@@ -317,46 +359,40 @@ cdef inline int64_t _sorted_sweeps(const floating* scores, Py_ssize_t n, Py_ssiz
     return swapped
 
 
-cdef inline int64_t _merged_sweeps(const Keyed* desc, Py_ssize_t n, Py_ssize_t n_levels, PairwiseWork* w,
-                                   double* coef, double scale, bint relative) noexcept nogil:
-    """:func:`_sorted_sweeps` for few levels (≤ DENSE_LEVELS) without a branch on the scores: each sweep is a
-    merge of the documents with themselves shifted by 1/2, one step per document admitted or passed (at most
-    2n), and each step does both sides' work, masked — the admission into the dense counts and the passed
-    document's count, written at every step and final at the step that passes it; the coefficients in a pass
-    after.  The loops of
-    :func:`_sorted_sweeps` exit on the scores, which a processor cannot predict (half of them mispredicted on
-    a balanced query).  The same counts, so the same coefficients to the bit."""
-    cdef Py_ssize_t k = 0, p = 0, t, i, j, level_j
-    cdef int64_t swapped = 0, admitted = 0, take
-    cdef int64_t* below = w.tree
+cdef inline int64_t _tabled_sweeps(const Keyed* desc, Py_ssize_t n, PairwiseWork* w, double* coef, double scale,
+                                   bint relative) noexcept nogil:
+    """:func:`_sorted_sweeps` for fewer than TABLE_LANES levels without a branch on the scores: a table T[c][t]
+    = the documents among the c highest whose level is below t (``rankopt_below_table``, a vector add a
+    document); then each sweep is a merge of the documents with themselves shifted by 1/2, one step per
+    document admitted or passed (at most 2n), whose pointer p tells how many are admitted: A_i = (documents
+    below level_i) − T[n − p][level_i] (the p lowest are the complement of the n − p highest) and B_i = p −
+    T[p][level_i + 1], written at every step and final at the step that passes i.  The loops of
+    :func:`_sorted_sweeps` exit on the scores, which a processor cannot predict (half of them mispredicted on a
+    balanced query), and a merge that counted each admission by level (one add per level a step) waited on
+    those counts; here a step is a comparison and a lookup.  The same counts, so the same coefficients to the
+    bit."""
+    cdef Py_ssize_t k = 0, p = 0, c, i, level
+    cdef int64_t swapped = 0, take
+    cdef int32_t* table = w.below_table
+    cdef int32_t* levels = <int32_t*>w.sort_ids  # free once the documents are sorted
+    for c in range(n):
+        levels[c] = <int32_t>w.level[desc[c].idx]
+    rankopt_below_table(levels, n, table)
     # A_i, ascending (position k is desc[n − 1 − k]): admit j while s_i − s_j ≥ 1/2, which holds only for
     # j below i, so p < k whenever it is admitted.
-    for t in range(n_levels + 1):
-        below[t] = 0
     while k < n:
         i = desc[n - 1 - k].idx
-        j = desc[n - 1 - p].idx
         take = (-desc[n - 1 - k].key) - (-desc[n - 1 - p].key) >= 0.5
-        level_j = w.level[j]
-        for t in range(n_levels + 1):
-            below[t] += take & (t > level_j)
-        w.kept_lower[i] = below[w.level[i]]
+        level = w.level[i]
+        w.kept_lower[i] = w.level_below[level] - table[(n - p) * TABLE_LANES + level]
         p += take
         k += 1 - take
-    # B_i, descending: admit j while s_j − s_i ≥ 1/2 (j above i); then the coefficients.
-    for t in range(n_levels + 1):
-        below[t] = 0
     k = 0
     p = 0
     while k < n:
         i = desc[k].idx
-        j = desc[p].idx
         take = (-desc[p].key) - (-desc[k].key) >= 0.5
-        level_j = w.level[j]
-        for t in range(n_levels + 1):
-            below[t] += take & (t > level_j)
-        admitted += take
-        w.low_kept[i] = admitted - below[w.level[i] + 1]  # B_i (w.low_kept is the dense path's, free here)
+        w.low_kept[i] = p - table[p * TABLE_LANES + w.level[i] + 1]  # B_i (w.low_kept is the dense path's)
         p += take
         k += 1 - take
     for i in range(n):

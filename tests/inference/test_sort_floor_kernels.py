@@ -102,12 +102,16 @@ def test_the_batchs_optimum_is_the_brute_forces(order, loss, share):
 
 @pytest.mark.parametrize("share", SHARES)
 @pytest.mark.parametrize("kind", ["normal", "ties"])
-def test_the_merged_pairwise_sweeps_equal_the_pair_matrix(share, kind):
-    """Queries with more than 32 graded documents take the merged sweeps; the reference is the O(n²) definition."""
-    rng = np.random.default_rng([int(share * 100), len(kind)])
+@pytest.mark.parametrize("top_grade", [4, 14, 15, 16])
+def test_the_tabled_pairwise_sweeps_equal_the_pair_matrix(share, kind, top_grade):
+    """Queries with more than 32 graded documents take the tabled sweeps below 16 levels (grades 0 … 14), the
+    loops from 16 levels on and past 4,096 documents; the reference is the O(n²) definition."""
+    rng = np.random.default_rng([int(share * 100), len(kind), top_grade])
     sizes = rng.integers(40, 140, 40)
+    if top_grade == 4:
+        sizes = np.append(sizes, [4_096, 4_097])
     scores, relevance, offsets = _batch(rng, share, sizes, kind)
-    grades = relevance * rng.integers(1, 5, relevance.size)
+    grades = relevance * rng.integers(1, top_grade + 1, relevance.size)
     fast = most_violated_rankings("pairwise", scores, grades, offsets)
     assert_same(fast, most_violated_rankings_per_query("pairwise", scores, grades, offsets))
 
