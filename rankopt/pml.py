@@ -100,12 +100,24 @@ class MetricHingeLoss(pml_losses.BaseMetricLossFunction):
         if labels is None:
             raise ValueError("expected labels (the documents of an anchor's label are relevant to it), got None")
         scores, relevant, ranked = self.rankings(embeddings, labels, indices_tuple, ref_emb, ref_labels)
-        usable = (ranked & relevant).any(dim=1) & (ranked & ~relevant).any(dim=1)
+        usable = self._usable(relevant, ranked, mined=indices_tuple is not None, self_reference=ref_emb is embeddings)
         anchors = torch.nonzero(usable).reshape(-1)
         if anchors.numel() == 0:
             return self.zero_losses()
-        hinges = self.hinge(scores[anchors], relevant[anchors].long(), mask=ranked[anchors])
+        if anchors.numel() < usable.numel():  # the anchors with both kinds of reference to rank, alone
+            scores, relevant, ranked = scores[anchors], relevant[anchors], ranked[anchors]
+        hinges = self.hinge(scores, relevant.long(), mask=ranked)
         return {"loss": {"losses": hinges.to(embeddings.dtype), "indices": anchors, "reduction_type": "element"}}
+
+    @staticmethod
+    def _usable(relevant, ranked, mined: bool, self_reference: bool):
+        """Which anchors rank a relevant reference and an irrelevant one.  Without a miner an anchor ranks every
+        reference but itself, so one pass counting its relevant references tells (itself among them when the
+        references are the batch); a miner's pairs are read from ``ranked``."""
+        if mined:
+            return (ranked & relevant).any(dim=1) & (ranked & ~relevant).any(dim=1)
+        n_relevant = relevant.sum(dim=1)
+        return (n_relevant > int(self_reference)) & (n_relevant < relevant.shape[1])
 
     def rankings(self, embeddings, labels, indices_tuple, ref_emb, ref_labels):
         """(scores, relevant, ranked), each (batch, references): each anchor's scores of the references, which

@@ -91,6 +91,25 @@ def test_every_reducer_gets_the_per_anchor_hinges(reducer, expected):
     assert float(reduced) == pytest.approx(float(expected(values.detach())), rel=1e-9)
 
 
+@pytest.mark.parametrize("labels", [[0, 0, 1, 1, 2, 2], [0, 0, 1, 1, 1, 7], [3, 3, 3, 3, 3, 3]], ids=str)
+def test_the_anchors_are_those_with_both_kinds_of_reference(labels):
+    """Without a miner the anchors come from one count of each row's relevant references (itself among them);
+    they are those a miner of every pair finds too, with the same losses and gradients: a class of one has no
+    positive, a batch of one class no negative."""
+    labels = torch.tensor(labels)
+    embeddings = torch.randn(labels.numel(), 5, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    every_pair = miners.BatchEasyHardMiner(pos_strategy="all", neg_strategy="all")
+    loss_fn = MetricHingeLoss("ap", scale=2.0)
+    values, anchors = _per_anchor(loss_fn, embeddings, labels)
+    expected = [q for q in range(labels.numel()) if 1 < int((labels == labels[q]).sum()) < labels.numel()]
+    if not expected:  # PML's zero loss
+        assert anchors is None and float(values) == 0.0
+        return
+    mined = loss_fn.compute_loss(embeddings, labels, every_pair(embeddings, labels), embeddings, labels)
+    assert anchors.tolist() == mined["loss"]["indices"].tolist() == expected
+    torch.testing.assert_close(values, mined["loss"]["losses"], rtol=1e-12, atol=0)
+
+
 def test_lp_distance_ranks_the_nearest_first():
     embeddings, labels = _batch(2)
     value, grad = _value_and_grad(

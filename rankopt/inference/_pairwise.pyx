@@ -217,10 +217,10 @@ cdef enum:
     # branch-free loop four pairs at a time (``rankopt_kept_above``): |upper| · n tests against the sweeps'
     # n data-dependent loop exits (a LETOR query: 10 graded documents of 100, 1,000 tests).
     DENSE_UPPER = 32
-    # Queries up to this long sweep by merging (_tabled_sweeps): its two-sided steps beat the loops' mispredicted
-    # exits on a query of hundreds of documents, but on 10⁵ (the grid of bench_hinge.py) the loops' exits come
-    # regularly enough to be predicted, and the merge's table would outgrow the caches.
-    TABLED_MAX = 4096
+    # Queries up to this long sweep by merging (_tabled_sweeps): its steps beat the loops' mispredicted exits
+    # (in-process A/B: 0.7× at 10³ and 10⁴ documents), but on 10⁵ (the grid of bench_hinge.py) the loops' exits
+    # come regularly enough to be predicted and the two cost the same, with a table of 6 MB a thread.
+    TABLED_MAX = 1 << 15
     # The merge's table holds the counts below levels 0 … TABLE_LANES − 1 for each document: queries of fewer
     # levels take it (LETOR's five), one vector of int32 a document.
     TABLE_LANES = 16

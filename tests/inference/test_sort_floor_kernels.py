@@ -105,7 +105,7 @@ def test_the_batchs_optimum_is_the_brute_forces(order, loss, share):
 @pytest.mark.parametrize("top_grade", [4, 14, 15, 16])
 def test_the_tabled_pairwise_sweeps_equal_the_pair_matrix(share, kind, top_grade):
     """Queries with more than 32 graded documents take the tabled sweeps below 16 levels (grades 0 … 14), the
-    loops from 16 levels on and past 4,096 documents; the reference is the O(n²) definition."""
+    loops from 16 levels on; the reference is the O(n²) definition."""
     rng = np.random.default_rng([int(share * 100), len(kind), top_grade])
     sizes = rng.integers(40, 140, 40)
     if top_grade == 4:
@@ -114,6 +114,45 @@ def test_the_tabled_pairwise_sweeps_equal_the_pair_matrix(share, kind, top_grade
     grades = relevance * rng.integers(1, top_grade + 1, relevance.size)
     fast = most_violated_rankings("pairwise", scores, grades, offsets)
     assert_same(fast, most_violated_rankings_per_query("pairwise", scores, grades, offsets))
+
+
+def _pairwise_counts_reference(scores, grades):
+    """Each document's pairs kept above a lower grade (A) and kept below a higher one (B), by sorting: for float32
+    scores ``(double)s_i − (double)s_j >= 0.5`` is exact, so the documents s_i keeps below it are those of
+    ascending scores up to s_i − 0.5."""
+    s, levels = scores.astype(np.float64), np.unique(grades, return_inverse=True)[1]
+    order = np.argsort(s, kind="stable")
+    below_per_level = np.cumsum(levels[order][:, None] < np.arange(levels.max() + 2)[None, :], axis=0)
+    below_per_level = np.vstack([np.zeros(levels.max() + 2, dtype=np.int64), below_per_level])
+    kept_below = np.searchsorted(s[order], s - 0.5, side="right")  # s_j ≤ s_i − 1/2
+    above_from = np.searchsorted(s[order], s + 0.5, side="left")  # s_j ≥ s_i + 1/2
+    lower = below_per_level[kept_below, levels]
+    n = s.size
+    not_higher = below_per_level[n, levels + 1] - below_per_level[above_from, levels + 1]
+    return lower, (n - above_from) - not_higher
+
+
+@pytest.mark.parametrize("top_grade", [4, 14])
+def test_long_pairwise_queries_on_both_sides_of_the_tables_length(top_grade):
+    """Queries of 2¹⁵ documents sweep with the table, one more with the loops: each one's loss and Σ coef·s are
+    those of the pairs' counts (a sorting reference; the pair matrix would hold 10⁹ pairs)."""
+    rng = np.random.default_rng(top_grade)
+    sizes = [2**15, 2**15 + 1]
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    scores = rng.normal(0, 2, offsets[-1]).astype(np.float32)
+    grades = (rng.random(offsets[-1]) < 0.5) * rng.integers(1, top_grade + 1, offsets[-1])
+    fast = most_violated_rankings("pairwise", scores, grades, offsets)
+    for q in range(2):
+        s, g = scores[offsets[q] : offsets[q + 1]], grades[offsets[q] : offsets[q + 1]]
+        lower_kept, higher_kept = _pairwise_counts_reference(s, g)
+        levels = np.unique(g, return_inverse=True)[1]
+        sizes_by_level = np.bincount(levels)
+        lower = np.concatenate(([0], np.cumsum(sizes_by_level)))[levels]
+        higher = s.size - lower - sizes_by_level[levels]
+        n_pairs = int(np.sum(lower))
+        coef = ((2 * lower_kept - lower) - (2 * higher_kept - higher)) / n_pairs
+        np.testing.assert_allclose(fast.coef[offsets[q] : offsets[q + 1]], coef, rtol=0, atol=1e-15)
+        assert fast.losses[q] == pytest.approx(np.sum(lower - lower_kept) / n_pairs, rel=1e-12)
 
 
 def test_packed_keys_sort_in_rankopts_order():
