@@ -118,6 +118,7 @@ cdef struct NDCGWork:
     const double* level_gains
     Py_ssize_t n_levels
     double* level_truth  # the ground truth's coefficient of each level, per query
+    double* weights      # D[j] / S of the query's top k' positions, divided once in a loop that vectorises
     int64_t* level_counts  # the query's documents per level (COUNT_TABLES tables while counting)
 
 
@@ -133,12 +134,13 @@ cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
     work.run_gain = <double*>malloc(size * sizeof(double))
     work.run_mean = <double*>malloc(size * sizeof(double))
     work.keys = <double*>malloc(size * sizeof(double))
+    work.weights = <double*>malloc(size * sizeof(double))
     work.bucket = <int32_t*>malloc(size * sizeof(int32_t))
     work.bucket_count = <int32_t*>malloc(size * sizeof(int32_t))
     work.found_keys = <double*>malloc(size * sizeof(double))
     work.found_index = <Py_ssize_t*>malloc(size * sizeof(Py_ssize_t))
     if (work.negated == NULL or work.pairs == NULL or work.keyed == NULL or work.run_gain == NULL
-            or work.run_mean == NULL or work.keys == NULL or work.level_truth == NULL
+            or work.run_mean == NULL or work.keys == NULL or work.weights == NULL or work.level_truth == NULL
             or work.level_counts == NULL or work.bucket == NULL or work.bucket_count == NULL
             or work.found_keys == NULL or work.found_index == NULL):
         return -1
@@ -152,6 +154,7 @@ cdef void work_free(NDCGWork* work) noexcept nogil:
     free(work.run_gain)
     free(work.run_mean)
     free(work.keys)
+    free(work.weights)
     free(work.bucket)
     free(work.bucket_count)
     free(work.found_keys)
@@ -332,7 +335,7 @@ cdef double _subtract_truth(const floating* scores, const double* gains, Py_ssiz
             end += 1
         run_sum = 0.0
         for j in range(start, end):
-            run_sum += discount[j] / total
+            run_sum += work.weights[j]  # discount[j] / total
         count = end - start
         if end == kk:  # the last group may go on beyond k' (a group ending before k' holds every document of its gain)
             if work.n_levels > 0:  # every document of that gain, from the level counts
@@ -457,6 +460,8 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
     for j in range(kk):
         ideal -= discount[j] * work.negated[j]
         total += discount[j]
+    for j in range(kk):  # the same divisions as one at a time, four to an instruction
+        work.weights[j] = discount[j] / total
     if floating is double:
         rankopt_position_keys_f64(gains, scores, n, ideal, total, work.keys)
     else:
@@ -472,7 +477,7 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
     if not ties:
         for j in range(kk):
             i = work.pairs[j].second
-            weight = discount[j] / total
+            weight = work.weights[j]
             coef[i] = weight
             psi += weight * <double>scores[i]
             dcg += discount[j] * gains[i]
@@ -523,6 +528,7 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
             works[t].run_gain = NULL
             works[t].run_mean = NULL
             works[t].keys = NULL
+            works[t].weights = NULL
             works[t].bucket = NULL
             works[t].bucket_count = NULL
             works[t].found_keys = NULL

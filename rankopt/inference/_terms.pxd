@@ -91,6 +91,12 @@ cdef inline void count_values(const int64_t* values, Py_ssize_t n, Py_ssize_t n_
     into the tables in turn, as in :func:`count_ranks` (most of a query's documents share one value), and
     the tables summed into the first n_values."""
     cdef Py_ssize_t k = 0, t
+    if n < COUNT_TABLES * n_values:  # a short query: one table, without the tables' zeroing and sum
+        for t in range(n_values):
+            counts[t] = 0
+        for k in range(n):
+            counts[values[k]] += 1
+        return
     for t in range(COUNT_TABLES * n_values):
         counts[t] = 0
     while k + COUNT_TABLES <= n:
