@@ -217,10 +217,9 @@ cdef enum:
     # branch-free loop four pairs at a time (``rankopt_kept_above``): |upper| · n tests against the sweeps'
     # n data-dependent loop exits (a LETOR query: 10 graded documents of 100, 1,000 tests).
     DENSE_UPPER = 32
-    # Queries up to this long sweep by merging (_tabled_sweeps): its steps beat the loops' mispredicted exits
-    # (in-process A/B: 0.7× at 10³ and 10⁴ documents), but on 10⁵ (the grid of bench_hinge.py) the loops' exits
-    # come regularly enough to be predicted and the two cost the same, with a table of 6 MB a thread.
-    TABLED_MAX = 1 << 15
+    # Queries up to this long sweep by merging (_tabled_sweeps; in-process A/B against the loops: 0.7× at 10³
+    # and 10⁴ documents, 0.75–0.78× at 10⁵), its table up to 8 MB a thread; longer ones take the loops.
+    TABLED_MAX = 1 << 17
     # The merge's table holds the counts below levels 0 … TABLE_LANES − 1 for each document: queries of fewer
     # levels take it (LETOR's five), one vector of int32 a document.
     TABLE_LANES = 16
@@ -369,35 +368,45 @@ cdef inline int64_t _tabled_sweeps(const Keyed* desc, Py_ssize_t n, PairwiseWork
     T[p][level_i + 1], written at every step and final at the step that passes i.  The loops of
     :func:`_sorted_sweeps` exit on the scores, which a processor cannot predict (half of them mispredicted on a
     balanced query), and a merge that counted each admission by level (one add per level a step) waited on
-    those counts; here a step is a comparison and a lookup.  The same counts, so the same coefficients to the
-    bit."""
-    cdef Py_ssize_t k = 0, p = 0, c, i, level
-    cdef int64_t swapped = 0, take
+    those counts; here a step is a comparison and a lookup, and A, B and the coefficients are written in the
+    descending order (a long query's documents in their own order would be a cache miss each).  The same
+    counts and ``_coefficient``'s expressions, so the same coefficients to the bit."""
+    cdef Py_ssize_t k = 0, p = 0, c, level
+    cdef int64_t swapped = 0, take, lower, higher
     cdef int32_t* table = w.below_table
     cdef int32_t* levels = <int32_t*>w.sort_ids  # free once the documents are sorted
+    cdef int64_t* kept_lower = w.kept_lower  # A and B in descending order: written in sequence
+    cdef int64_t* kept_higher = w.low_kept
+    cdef double coefficient
     for c in range(n):
         levels[c] = <int32_t>w.level[desc[c].idx]
     rankopt_below_table(levels, n, table)
-    # A_i, ascending (position k is desc[n − 1 − k]): admit j while s_i − s_j ≥ 1/2, which holds only for
+    # A, ascending (position k is desc[n − 1 − k]): admit j while s_i − s_j ≥ 1/2, which holds only for
     # j below i, so p < k whenever it is admitted.
     while k < n:
-        i = desc[n - 1 - k].idx
         take = (-desc[n - 1 - k].key) - (-desc[n - 1 - p].key) >= 0.5
-        level = w.level[i]
-        w.kept_lower[i] = w.level_below[level] - table[(n - p) * TABLE_LANES + level]
+        level = levels[n - 1 - k]
+        kept_lower[n - 1 - k] = w.level_below[level] - table[(n - p) * TABLE_LANES + level]
         p += take
         k += 1 - take
+    # B, descending: admit j while s_j − s_i ≥ 1/2 (j above i).
     k = 0
     p = 0
     while k < n:
-        i = desc[k].idx
         take = (-desc[p].key) - (-desc[k].key) >= 0.5
-        w.low_kept[i] = p - table[p * TABLE_LANES + w.level[i] + 1]  # B_i (w.low_kept is the dense path's)
+        kept_higher[k] = p - table[p * TABLE_LANES + levels[k] + 1]
         p += take
         k += 1 - take
-    for i in range(n):
-        coef[i] = _coefficient(w, n, i, w.low_kept[i], scale, relative)
-        swapped += w.level_below[w.level[i]] - w.kept_lower[i]
+    # The coefficients (_coefficient's expressions), in descending order: one write a document in the query's.
+    for c in range(n):
+        level = levels[c]
+        lower = w.level_below[level]
+        higher = n - lower - w.level_size[level]
+        coefficient = (<double>(2 * kept_lower[c] - lower - 2 * kept_higher[c] + higher)) * scale
+        if relative:
+            coefficient -= w.level_truth[level]
+        coef[desc[c].idx] = coefficient
+        swapped += lower - kept_lower[c]
     return swapped
 
 

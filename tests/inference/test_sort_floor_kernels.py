@@ -134,10 +134,10 @@ def _pairwise_counts_reference(scores, grades):
 
 @pytest.mark.parametrize("top_grade", [4, 14])
 def test_long_pairwise_queries_on_both_sides_of_the_tables_length(top_grade):
-    """Queries of 2¹⁵ documents sweep with the table, one more with the loops: each one's loss and Σ coef·s are
-    those of the pairs' counts (a sorting reference; the pair matrix would hold 10⁹ pairs)."""
+    """Queries of 2¹⁷ documents sweep with the table, one more with the loops: each one's coefficients and loss
+    are those of the pairs' counts (a sorting reference; the pair matrix would hold 10¹⁰ pairs)."""
     rng = np.random.default_rng(top_grade)
-    sizes = [2**15, 2**15 + 1]
+    sizes = [2**17, 2**17 + 1]
     offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
     scores = rng.normal(0, 2, offsets[-1]).astype(np.float32)
     grades = (rng.random(offsets[-1]) < 0.5) * rng.integers(1, top_grade + 1, offsets[-1])
