@@ -186,30 +186,41 @@ def test_the_packed_sort_is_used_where_it_pays():
     assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), unequal, labels, 1) is None
 
 
+def _ap_query(rng, n, share, kind):
+    """One query's (scores, relevance, positives descending, negatives), a relevant first and an irrelevant last
+    document: scores at random, following the labels, tied on a grid, or a few ulps apart ("close": steps
+    within rounding of 0 around the AP terms)."""
+    y = rng.random(n) < share
+    y[0], y[-1] = True, False
+    if kind == "ties":
+        s = rng.integers(-3, 4, n) / 4.0
+    elif kind == "close":
+        s = 0.25 + rng.integers(-3, 4, n) * np.finfo(np.float64).eps
+    else:
+        s = rng.normal(0, 1, n) + (y if kind == "labels" else 0.0)
+    return s, y, np.sort(s[y])[::-1].copy(), s[~y].copy()
+
+
+def _assert_the_sweep_is_the_recursion(pos, neg):
+    """AP's ranks by the sorted sweep (``qs_ranks``' automatic strategy) and by Algorithm 2's selection
+    recursion (``n_buckets=0``), which bisects the concave part and scans each interval to its end."""
+    from rankopt.inference import _qs
+
+    swept, recursed = (np.empty(neg.size, dtype=np.intc) for _ in range(2))
+    _qs.qs_ranks(pos, neg, 1, np.zeros(1), True, swept)
+    _qs.qs_ranks(pos, neg, 1, np.zeros(1), True, recursed, n_buckets=0)
+    np.testing.assert_array_equal(swept, recursed)
+
+
 @pytest.mark.parametrize("share", SHARES)
 @pytest.mark.parametrize("kind", ["normal", "labels", "ties", "close"])
 def test_the_swept_ap_ranks_equal_the_bisecting_recursion(share, kind):
     """AP's sweep walks the concave part and bounds its scans (``_best_rank_walked``); Algorithm 2's recursion
     (``n_buckets=0``) bisects and scans to the end: the same ranks, on scores tied or a few ulps apart."""
-    from rankopt.inference import _qs
-
     rng = np.random.default_rng([int(share * 100), len(kind)])
     for _ in range(150):
-        n = int(rng.integers(2, 160))
-        y = rng.random(n) < share
-        y[0], y[-1] = True, False
-        if kind == "ties":
-            s = rng.integers(-3, 4, n) / 4.0
-        elif kind == "close":  # steps within rounding of 0: differences of a few ulps around the AP terms
-            s = 0.25 + rng.integers(-3, 4, n) * np.finfo(np.float64).eps
-        else:
-            s = rng.normal(0, 1, n) + (y if kind == "labels" else 0.0)
-        pos = np.sort(s[y])[::-1].copy()
-        neg = s[~y].copy()
-        swept, recursed = (np.empty(neg.size, dtype=np.intc) for _ in range(2))
-        _qs.qs_ranks(pos, neg, 1, np.zeros(1), True, swept)
-        _qs.qs_ranks(pos, neg, 1, np.zeros(1), True, recursed, n_buckets=0)
-        np.testing.assert_array_equal(swept, recursed)
+        _, _, pos, neg = _ap_query(rng, int(rng.integers(2, 160)), share, kind)
+        _assert_the_sweep_is_the_recursion(pos, neg)
 
 
 @pytest.mark.parametrize("share", [0.5, 0.9])
@@ -218,26 +229,11 @@ def test_the_bounded_recursion_equals_the_scan_to_the_end(share, kind):
     """A block above the walk too large to scan goes through Algorithm 2's recursion, whose scans stop at the
     first positive not above the median (``_falling_from``): the same ranks as the selection recursion, which
     scans each median's interval to its end, with most documents relevant, ties and steps within rounding."""
-    from rankopt.inference import _qs
-
     rng = np.random.default_rng([int(share * 100), len(kind)])
     for _ in range(6):
-        n = int(rng.integers(1_000, 4_000))
-        y = rng.random(n) < share
-        y[0], y[-1] = True, False
-        if kind == "ties":
-            s = rng.integers(-3, 4, n) / 4.0
-        elif kind == "close":
-            s = 0.25 + rng.integers(-3, 4, n) * np.finfo(np.float64).eps
-        else:
-            s = rng.normal(0, 1, n) + y
-        pos = np.sort(s[y])[::-1].copy()
-        neg = s[~y].copy()
-        bounded, to_the_end = (np.empty(neg.size, dtype=np.intc) for _ in range(2))
-        _qs.qs_ranks(pos, neg, 1, np.zeros(1), True, bounded)
-        _qs.qs_ranks(pos, neg, 1, np.zeros(1), True, to_the_end, n_buckets=0)
-        np.testing.assert_array_equal(bounded, to_the_end)
-        offsets = np.array([0, n], dtype=np.int64)
+        s, y, pos, neg = _ap_query(rng, int(rng.integers(1_000, 4_000)), share, kind)
+        _assert_the_sweep_is_the_recursion(pos, neg)
+        offsets = np.array([0, s.size], dtype=np.int64)
         for loss in ["ndcg", "ap"]:
             fast = most_violated_rankings(loss, s.astype(np.float32), y.astype(np.int64), offsets)
             assert_same(fast, most_violated_rankings_per_query(loss, s.astype(np.float32), y.astype(np.int64), offsets))
