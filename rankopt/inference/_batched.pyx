@@ -332,11 +332,17 @@ cdef const double* _normalised_table(const double* discount, Py_ssize_t n_pos, P
     return row
 
 
+cdef inline uint32_t _descending_bits(uint32_t bits) noexcept nogil:
+    """A float's bits mapped so that a larger float is a smaller integer — a positive one's inverted below the
+    sign bit, a negative one's as they are (a mask from the sign, without a branch) — and back: the map is its
+    own inverse, the sign bit being kept."""
+    return bits ^ (~(<uint32_t>(<int32_t>bits >> 31)) & 0x7FFFFFFFU)
+
+
 cdef inline float _key_score(uint64_t key) noexcept nogil:
-    """The score a :func:`packed_descending_keys` key was made from (+0.0 for −0.0): the bit mapping undone."""
-    cdef uint32_t bits = <uint32_t>(key >> 32)
+    """The score a :func:`packed_descending_keys` key was made from (+0.0 for −0.0)."""
+    cdef uint32_t bits = _descending_bits(<uint32_t>(key >> 32))
     cdef float x
-    bits = bits ^ (~(<uint32_t>(<int32_t>bits >> 31)) & 0x7FFFFFFFU)
     memcpy(&x, &bits, 4)
     return x
 
@@ -622,13 +628,21 @@ def kept_offsets(const uint8_t[:, ::1] mask, int64_t[::1] offsets):
     bytes, as :func:`gather_kept` and :func:`scatter_kept` read them: a bool tensor made from other bytes keeps
     a document once), ``offsets[0]`` = 0 (B + 1 entries): the flat layout's queries, in one pass.  Returns the
     total."""
-    cdef Py_ssize_t q, k, kept = 0
+    cdef int64_t kept
     with nogil:
-        offsets[0] = 0
-        for q in range(mask.shape[0]):
-            for k in range(mask.shape[1]):
-                kept += mask[q, k] != 0
-            offsets[q + 1] = kept
+        kept = _count_kept(mask, offsets)
+    return kept
+
+
+cdef inline int64_t _count_kept(const uint8_t[:, ::1] mask, int64_t[::1] offsets) noexcept nogil:
+    """:func:`kept_offsets`' counts into ``offsets``; returns the total."""
+    cdef Py_ssize_t q, k
+    cdef int64_t kept = 0
+    offsets[0] = 0
+    for q in range(mask.shape[0]):
+        for k in range(mask.shape[1]):
+            kept += mask[q, k] != 0
+        offsets[q + 1] = kept
     return kept
 
 
@@ -770,25 +784,20 @@ cdef inline Py_ssize_t _compact_rest(const uint8_t* row, const kept_value* sourc
 
 cdef inline void _rows_kept(const uint8_t[:, ::1] mask, int64_t[::1] offsets, uint8_t[::1] leading) noexcept nogil:
     """:func:`gather_kept`'s ``offsets`` and ``leading`` (either None) from the mask alone, in passes the
-    compiler vectorises: each row's kept count, and whether one of its kept places follows a dropped one (every
-    row keeps one run from its first place, or nothing, when none does)."""
+    compiler vectorises: each row's kept count (:func:`_count_kept`), and whether one of its kept places follows
+    a dropped one (every row keeps one run from its first place, or nothing, when none does)."""
     cdef Py_ssize_t q, k, width = mask.shape[1]
-    cdef int64_t kept = 0
     cdef const uint8_t* row
     cdef uint8_t rises = 0
     if offsets is not None:
-        offsets[0] = 0
+        _count_kept(mask, offsets)
+    if leading is None:
+        return
     for q in range(mask.shape[0]):
         row = &mask[0, 0] + q * width
-        if offsets is not None:
-            for k in range(width):
-                kept += row[k] != 0
-            offsets[q + 1] = kept
-        if leading is not None:
-            for k in range(1, width):
-                rises |= (row[k] != 0) & (row[k - 1] == 0)
-    if leading is not None:
-        leading[0] = rises == 0
+        for k in range(1, width):
+            rises |= (row[k] != 0) & (row[k - 1] == 0)
+    leading[0] = rises == 0
 
 
 cdef bint _gather_rows(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_ssize_t n_kept,
@@ -1051,9 +1060,7 @@ def packed_descending_keys(const float[::1] scores, const label_t[::1] rel, int6
             for t in range(n):
                 x = scores[lo + t] + <float>0.0
                 memcpy(&bits, &x, 4)
-                # Descending: a positive float's bits, inverted below the sign bit; a negative one's, as they are
-                # (a mask from the sign, without a branch: the loop vectorises).
-                bits = bits ^ (~(<uint32_t>(<int32_t>bits >> 31)) & 0x7FFFFFFFU)
+                bits = _descending_bits(bits)
                 row[t] = ((<uint64_t>bits) << 32) | ((<uint64_t>t) << 1) | <uint64_t>(rel[lo + t] >= relevant_from)
             for t in range(n, width):
                 row[t] = 0xFFFFFFFFFFFFFFFFULL

@@ -1,9 +1,9 @@
 # cython: language_level=3
 # A padded batch's kept documents moved by AVX-512's compress and expand, sixteen (eight) values an instruction:
-# the gather of the scores into the flat layout and the scatter of the gradient back, where a mask with holes
-# left the row-by-row moves of ``_batched.pyx`` a dependent store per document (2–4 ns each, measured: 2.3 and
-# 3.6 ms at 10⁴ × 100 with a tenth masked out, against the kernels' 30–60 ms).  x86-64 with GCC ≥ 7 or
-# clang ≥ 14 only, chosen at run time (``moves_vectorised``); elsewhere the callers keep their own loops.
+# the gather of the scores and labels into the flat layout and the scatter of the gradient back, where a mask
+# with holes leaves the row-by-row moves of ``_batched.pyx`` one store a document that waits on the count of
+# the kept ones before it.  x86-64 with GCC ≥ 7 or clang ≥ 14 only, chosen at run time (``moves_vectorised``);
+# elsewhere the callers keep their own loops.
 #
 # The same values to the bit: a gather copies; a scatter rounds source · factor to the output's type once, as
 # the scalar loop does (one IEEE multiplication, one conversion), and writes +0.0 where the mask drops a place.
@@ -36,12 +36,22 @@ cdef extern from *:
     }
 
     #if RANKOPT_MOVES_AVX512
+    /* The lanes whose mask byte is nonzero, of the sixteen (eight) bytes from ``keep``. */
+    RANKOPT_MOVES_TARGET static inline __mmask16 rankopt_kept16(const uint8_t* keep) {
+        __m512i flags = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)keep));
+        return _mm512_test_epi32_mask(flags, flags);
+    }
+
+    RANKOPT_MOVES_TARGET static inline __mmask8 rankopt_kept8(const uint8_t* keep) {
+        __m512i flags = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i*)keep));
+        return _mm512_test_epi64_mask(flags, flags);
+    }
+
     RANKOPT_MOVES_TARGET static ptrdiff_t rankopt_compress_f32(
             const float* source, const uint8_t* keep, ptrdiff_t n, ptrdiff_t n_kept, float* target) {
         ptrdiff_t i = 0, at = 0;
         for (; i + 16 <= n && at + 16 <= n_kept; i += 16) {
-            __m512i flags = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(keep + i)));
-            __mmask16 k = _mm512_test_epi32_mask(flags, flags);
+            __mmask16 k = rankopt_kept16(keep + i);
             int count = __builtin_popcount((unsigned)k);
             _mm512_mask_storeu_ps(target + at, (__mmask16)((1u << count) - 1u),
                                   _mm512_maskz_compress_ps(k, _mm512_loadu_ps(source + i)));
@@ -56,8 +66,7 @@ cdef extern from *:
             const double* source, const uint8_t* keep, ptrdiff_t n, ptrdiff_t n_kept, double* target) {
         ptrdiff_t i = 0, at = 0;
         for (; i + 8 <= n && at + 8 <= n_kept; i += 8) {
-            __m512i flags = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i*)(keep + i)));
-            __mmask8 k = _mm512_test_epi64_mask(flags, flags);
+            __mmask8 k = rankopt_kept8(keep + i);
             int count = __builtin_popcount((unsigned)k);
             _mm512_mask_storeu_pd(target + at, (__mmask8)((1u << count) - 1u),
                                   _mm512_maskz_compress_pd(k, _mm512_loadu_pd(source + i)));
@@ -73,8 +82,7 @@ cdef extern from *:
         ptrdiff_t i = 0, at = 0;
         __m512d times = _mm512_set1_pd(factor);
         for (; i + 8 <= n && at + 8 <= n_source; i += 8) {
-            __m512i flags = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i*)(keep + i)));
-            __mmask8 k = _mm512_test_epi64_mask(flags, flags);
+            __mmask8 k = rankopt_kept8(keep + i);
             __m512d values = _mm512_maskz_mul_pd(k, _mm512_maskz_expandloadu_pd(k, source + at), times);
             _mm256_storeu_ps(target + i, _mm512_cvtpd_ps(values));
             at += __builtin_popcount((unsigned)k);
@@ -92,8 +100,7 @@ cdef extern from *:
         ptrdiff_t i = 0, at = 0;
         __m512d times = _mm512_set1_pd(factor);
         for (; i + 8 <= n && at + 8 <= n_source; i += 8) {
-            __m512i flags = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i*)(keep + i)));
-            __mmask8 k = _mm512_test_epi64_mask(flags, flags);
+            __mmask8 k = rankopt_kept8(keep + i);
             _mm512_storeu_pd(target + i, _mm512_maskz_mul_pd(k, _mm512_maskz_expandloadu_pd(k, source + at), times));
             at += __builtin_popcount((unsigned)k);
         }
@@ -111,8 +118,7 @@ cdef extern from *:
         uint64_t ored_tail = 0;
         __m512i ored = _mm512_setzero_si512();
         for (; i + 8 <= n && at + 8 <= n_kept; i += 8) {
-            __m512i flags = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i*)(keep + i)));
-            __mmask8 k = _mm512_test_epi64_mask(flags, flags);
+            __mmask8 k = rankopt_kept8(keep + i);
             int count = __builtin_popcount((unsigned)k);
             __m512i values = _mm512_loadu_si512((const void*)(source + i));
             __m512i packed = _mm512_maskz_compress_epi64(k, values);

@@ -217,8 +217,8 @@ cdef enum:
     # branch-free loop four pairs at a time (``rankopt_kept_above``): |upper| · n tests against the sweeps'
     # n data-dependent loop exits (a LETOR query: 10 graded documents of 100, 1,000 tests).
     DENSE_UPPER = 32
-    # Queries up to this long sweep by merging (_tabled_sweeps; in-process A/B against the loops: 0.7× at 10³
-    # and 10⁴ documents, 0.75–0.78× at 10⁵), its table up to 8 MB a thread; longer ones take the loops.
+    # Queries up to this long sweep by merging (_tabled_sweeps), whose steps cost less than the loops' from 10³
+    # to 10⁵ documents; its table takes 64 bytes a document, so it stops at 8 MB a thread.
     TABLED_MAX = 1 << 17
     # The merge's table holds the counts below levels 0 … TABLE_LANES − 1 for each document: queries of fewer
     # levels take it (LETOR's five), one vector of int32 a document.
@@ -292,15 +292,15 @@ cdef void _dense_kept(const floating* scores, Py_ssize_t n, PairwiseWork* w) noe
         w.tree[w.low_index[j]] = low_kept[j]
 
 
-cdef inline double _coefficient(PairwiseWork* w, Py_ssize_t n, Py_ssize_t i, int64_t kept_higher, double scale,
-                                bint relative) noexcept nogil:
+cdef inline double _coefficient(PairwiseWork* w, Py_ssize_t n, Py_ssize_t level, int64_t kept_lower,
+                                int64_t kept_higher, double scale, bint relative) noexcept nogil:
     """coef_i = ((2 A_i − L_i) − (2 B_i − H_i)) / #pairs, less the ground truth's (L_i − H_i) / #pairs when
-    ``relative``; A_i in ``w.kept_lower``, B_i given."""
-    cdef int64_t lower = w.level_below[w.level[i]]
-    cdef int64_t higher = n - lower - w.level_size[w.level[i]]
-    cdef double coef = (<double>(2 * w.kept_lower[i] - lower - 2 * kept_higher + higher)) * scale
+    ``relative``, for a document of ``level`` with A_i = ``kept_lower`` and B_i = ``kept_higher``."""
+    cdef int64_t lower = w.level_below[level]
+    cdef int64_t higher = n - lower - w.level_size[level]
+    cdef double coef = (<double>(2 * kept_lower - lower - 2 * kept_higher + higher)) * scale
     if relative:
-        coef -= w.level_truth[w.level[i]]
+        coef -= w.level_truth[level]
     return coef
 
 
@@ -353,7 +353,7 @@ cdef inline int64_t _sorted_sweeps(const floating* scores, Py_ssize_t n, Py_ssiz
             p += 1
         i = desc[k].idx
         kept_higher = admitted - _admitted_below(w.tree, n_levels, w.level[i] + 1)
-        coef[i] = _coefficient(w, n, i, kept_higher, scale, relative)
+        coef[i] = _coefficient(w, n, w.level[i], w.kept_lower[i], kept_higher, scale, relative)
         swapped += w.level_below[w.level[i]] - w.kept_lower[i]
     return swapped
 
@@ -370,14 +370,13 @@ cdef inline int64_t _tabled_sweeps(const Keyed* desc, Py_ssize_t n, PairwiseWork
     balanced query), and a merge that counted each admission by level (one add per level a step) waited on
     those counts; here a step is a comparison and a lookup, and A, B and the coefficients are written in the
     descending order (a long query's documents in their own order would be a cache miss each).  The same
-    counts and ``_coefficient``'s expressions, so the same coefficients to the bit."""
+    counts, so the same coefficients to the bit."""
     cdef Py_ssize_t k = 0, p = 0, c, level
-    cdef int64_t swapped = 0, take, lower, higher
+    cdef int64_t swapped = 0, take
     cdef int32_t* table = w.below_table
     cdef int32_t* levels = <int32_t*>w.sort_ids  # free once the documents are sorted
     cdef int64_t* kept_lower = w.kept_lower  # A and B in descending order: written in sequence
     cdef int64_t* kept_higher = w.low_kept
-    cdef double coefficient
     for c in range(n):
         levels[c] = <int32_t>w.level[desc[c].idx]
     rankopt_below_table(levels, n, table)
@@ -397,16 +396,10 @@ cdef inline int64_t _tabled_sweeps(const Keyed* desc, Py_ssize_t n, PairwiseWork
         kept_higher[k] = p - table[p * TABLE_LANES + levels[k] + 1]
         p += take
         k += 1 - take
-    # The coefficients (_coefficient's expressions), in descending order: one write a document in the query's.
+    # The coefficients in descending order: one write a document in the query's.
     for c in range(n):
-        level = levels[c]
-        lower = w.level_below[level]
-        higher = n - lower - w.level_size[level]
-        coefficient = (<double>(2 * kept_lower[c] - lower - 2 * kept_higher[c] + higher)) * scale
-        if relative:
-            coefficient -= w.level_truth[level]
-        coef[desc[c].idx] = coefficient
-        swapped += lower - kept_lower[c]
+        coef[desc[c].idx] = _coefficient(w, n, levels[c], kept_lower[c], kept_higher[c], scale, relative)
+        swapped += w.level_below[levels[c]] - kept_lower[c]
     return swapped
 
 
@@ -459,7 +452,7 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
     if n - w.level_size[0] <= DENSE_UPPER:
         _dense_kept(scores, n, w)
         for i in range(n):
-            coef[i] = _coefficient(w, n, i, w.tree[i], scale, relative)
+            coef[i] = _coefficient(w, n, w.level[i], w.kept_lower[i], w.tree[i], scale, relative)
             swapped += w.level_below[w.level[i]] - w.kept_lower[i]
         _finish(scores, n, coef, swapped, n_pairs, loss, value)
         return True
