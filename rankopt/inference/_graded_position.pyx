@@ -20,6 +20,11 @@ discounts D (``rankopt/losses/graded_position.py`` has the model):
   (−u, index) pairs finds the top k'; only when two of them tie in u (or
   the k'-th ties a document below) does a second sort by (−u, gain, score)
   form the tie groups, so queries without ties pay for one sort.
+* a query of at most 16 documents, all within the cutoff (lists of ten
+  under NDCG@10), needs no partial sort: each document's place among the
+  gains and among the keys is a count of the values below it, sixteen
+  lanes compared at a time, and its position weights and its tie groups'
+  mean weights come from tables built once per batch.
 
 That is the n × k' assignment maximising Σ D(π(i)) u_i, solved by sorting
 because its weight matrix is the product of u and D (D positive and
@@ -35,7 +40,7 @@ import numpy as np
 
 from cython cimport floating
 from cython.parallel cimport prange, threadid
-from libc.math cimport isfinite
+from libc.math cimport INFINITY, isfinite
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport partial_sort
@@ -50,7 +55,10 @@ from rankopt.inference._terms cimport COUNT_TABLES, count_values
 # subtraction either way, so the same keys to the bit.
 cdef extern from *:
     """
+    #include <math.h>
     #include <stddef.h>
+    #include <stdint.h>
+    #include <string.h>
 
     #if defined(__x86_64__) && defined(__GLIBC__) && \
         ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 6) || \
@@ -69,11 +77,70 @@ cdef extern from *:
             const double* gains, const float* scores, ptrdiff_t n, double ideal, double total, double* keys) {
         for (ptrdiff_t i = 0; i < n; ++i) keys[i] = gains[i] / ideal - (double)scores[i] / total;
     }
+
+    #define RANKOPT_SHORT_LANES 16
+
+    /* For n <= 16 values v = sign * value (exact: -1 reverses the order), each one's count of values below
+       it, #{t : v_t < v_i}, and, where ``equal`` is not NULL, of values equal to it, itself included.  All
+       16 lanes are compared with one value at a time: a few vector operations a value, without a branch
+       (the lanes past n are counted but never read). */
+    RANKOPT_KEYS_CLONES static void rankopt_short_counts(
+            const double* values, double sign, ptrdiff_t n, int32_t* below, int32_t* equal) {
+        double lanes[RANKOPT_SHORT_LANES];
+        for (ptrdiff_t t = 0; t < RANKOPT_SHORT_LANES; ++t) lanes[t] = t < n ? sign * values[t] : 0.0;
+    #if defined(__GNUC__) || defined(__clang__)
+        /* Four quarters of four lanes (one AVX2 register each, two SSE2 ones), named so that they stay in
+           registers; comparisons give -1 where true. */
+        typedef double rankopt_v4d __attribute__((vector_size(32)));
+        typedef int64_t rankopt_v4l __attribute__((vector_size(32)));
+        rankopt_v4d q0, q1, q2, q3;
+        rankopt_v4l l0 = {0, 0, 0, 0}, l1 = l0, l2 = l0, l3 = l0, e0 = l0, e1 = l0, e2 = l0, e3 = l0;
+        int64_t counts[RANKOPT_SHORT_LANES];
+        memcpy(&q0, lanes, sizeof q0);
+        memcpy(&q1, lanes + 4, sizeof q1);
+        memcpy(&q2, lanes + 8, sizeof q2);
+        memcpy(&q3, lanes + 12, sizeof q3);
+        if (equal != NULL) {
+            for (ptrdiff_t t = 0; t < n; ++t) {
+                const rankopt_v4d x = {lanes[t], lanes[t], lanes[t], lanes[t]};
+                l0 -= x < q0; l1 -= x < q1; l2 -= x < q2; l3 -= x < q3;
+                e0 -= x == q0; e1 -= x == q1; e2 -= x == q2; e3 -= x == q3;
+            }
+            memcpy(counts, &e0, sizeof e0);
+            memcpy(counts + 4, &e1, sizeof e1);
+            memcpy(counts + 8, &e2, sizeof e2);
+            memcpy(counts + 12, &e3, sizeof e3);
+            for (ptrdiff_t i = 0; i < n; ++i) equal[i] = (int32_t)counts[i];
+        } else {
+            for (ptrdiff_t t = 0; t < n; ++t) {
+                const rankopt_v4d x = {lanes[t], lanes[t], lanes[t], lanes[t]};
+                l0 -= x < q0; l1 -= x < q1; l2 -= x < q2; l3 -= x < q3;
+            }
+        }
+        memcpy(counts, &l0, sizeof l0);
+        memcpy(counts + 4, &l1, sizeof l1);
+        memcpy(counts + 8, &l2, sizeof l2);
+        memcpy(counts + 12, &l3, sizeof l3);
+        for (ptrdiff_t i = 0; i < n; ++i) below[i] = (int32_t)counts[i];
+    #else
+        for (ptrdiff_t i = 0; i < n; ++i) {
+            int32_t lower = 0, same = 0;
+            for (ptrdiff_t t = 0; t < n; ++t) {
+                lower += lanes[t] < lanes[i];
+                same += lanes[t] == lanes[i];
+            }
+            below[i] = lower;
+            if (equal != NULL) equal[i] = same;
+        }
+    #endif
+    }
     """
     void rankopt_position_keys_f64(const double* gains, const double* scores, Py_ssize_t n, double ideal,
                                    double total, double* keys) noexcept nogil
     void rankopt_position_keys_f32(const double* gains, const float* scores, Py_ssize_t n, double ideal,
                                    double total, double* keys) noexcept nogil
+    void rankopt_short_counts(const double* values, double sign, Py_ssize_t n, int32_t* below,
+                              int32_t* equal) noexcept nogil
 
 
 cdef enum:
@@ -88,6 +155,11 @@ cdef enum:
     # Batches with up to this many grade levels give the ground truth each document's level, so that its
     # coefficient is a lookup (a branch-free loop) instead of a search among the tie groups.
     MAX_TRUTH_LEVELS = 64
+    # Queries of at most this many documents, none beyond the cutoff, are ranked in registers
+    # (:func:`_short_query`): every document takes a position, so nothing needs a partial sort.
+    SHORT_QUERY = 16
+    # What :func:`_short_query` returns when two documents tie in u: the general path ranks such a query.
+    SHORT_QUERY_TIED = 2
 
 cdef struct Keyed:
     double key         # G_i / IDCG − s_i / S = −u_i, sorted ascending
@@ -97,6 +169,14 @@ cdef struct Keyed:
 
 
 ctypedef pair[double, Py_ssize_t] KeyIndex
+
+
+cdef struct ShortTables:
+    # The position weights of each query length m ≤ SHORT_QUERY within the cutoff, D[j] / S_m at
+    # weights[m · SHORT_QUERY + j], and the mean weight of each run of positions a … b of such a query at
+    # means[(m · SHORT_QUERY + a) · SHORT_QUERY + b] (:func:`short_tables_init`).
+    double* weights
+    double* means
 
 
 cdef struct NDCGWork:
@@ -120,6 +200,7 @@ cdef struct NDCGWork:
     double* level_truth  # the ground truth's coefficient of each level, per query
     double* weights      # D[j] / S of the query's top k' positions, divided once in a loop that vectorises
     int64_t* level_counts  # the query's documents per level (COUNT_TABLES tables while counting)
+    const ShortTables* short_tables  # the batch's, shared by every thread's work
 
 
 cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
@@ -430,6 +511,101 @@ cdef inline void _tied_top(const floating* scores, const double* gains, Py_ssize
     sums[1] = dcg
 
 
+cdef int short_tables_init(ShortTables* tables, const double* discount, Py_ssize_t longest) noexcept nogil:
+    """The position weights of every query length m ≤ ``longest`` (≤ SHORT_QUERY, and within the cutoff) that
+    :func:`_short_query` reads: S_m = Σ_{j<m} D[j], D[j] / S_m, and each run a..b's mean weight (the summed
+    weights of its positions, in increasing position, over its length).  The expressions of the general path."""
+    cdef Py_ssize_t m, j, a, b
+    cdef double total, run
+    cdef double* weights
+    tables.weights = <double*>malloc((longest + 1) * SHORT_QUERY * sizeof(double))
+    tables.means = <double*>malloc((longest + 1) * SHORT_QUERY * SHORT_QUERY * sizeof(double))
+    if tables.weights == NULL or tables.means == NULL:
+        return -1
+    for m in range(1, longest + 1):
+        weights = &tables.weights[m * SHORT_QUERY]
+        total = 0.0
+        for j in range(m):
+            total += discount[j]
+        for j in range(m):
+            weights[j] = discount[j] / total
+        for a in range(m):
+            run = 0.0
+            for b in range(a, m):
+                run += weights[b]
+                tables.means[(m * SHORT_QUERY + a) * SHORT_QUERY + b] = run / <double>(b - a + 1)
+    return 0
+
+
+cdef uint8_t _short_query(const floating* scores, const double* gains, Py_ssize_t n, const double* discount,
+                          const NDCGWork* work, double* keys, double* coef, double* loss, double* value,
+                          bint relative) noexcept nogil:
+    """:func:`position_query` for a query whose n ≤ SHORT_QUERY documents all lie within the cutoff, or
+    SHORT_QUERY_TIED (nothing written) when two of its documents tie in u.
+
+    Every document takes a position, so the ideal order and the u's are found by counting
+    (``rankopt_short_counts``), each tie group of the ground truth holds every document of its gain, and the
+    position weights and the groups' mean weights are the batch's tables (:func:`short_tables_init`).  The same
+    expressions, summed in the same order, as the general path's: the same values to the bit."""
+    cdef int32_t higher[SHORT_QUERY]     # documents of a higher gain: where the document's tie group starts
+    cdef int32_t same_gain[SHORT_QUERY]  # documents of its gain, itself included: the group's size
+    cdef int32_t rank[SHORT_QUERY]       # documents of a smaller −u: its position, when no two tie
+    cdef uint8_t starts[SHORT_QUERY]
+    cdef double group_gain[SHORT_QUERY]
+    cdef double ideal_gains[SHORT_QUERY]
+    cdef Py_ssize_t order[SHORT_QUERY]
+    cdef const double* weights = &work.short_tables.weights[n * SHORT_QUERY]
+    cdef const double* means = &work.short_tables.means[n * SHORT_QUERY * SHORT_QUERY]
+    cdef Py_ssize_t i, j, rank_sum = 0
+    cdef double ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0, truth, dot = 0.0, dot_odd = 0.0
+    rankopt_short_counts(gains, -1.0, n, higher, same_gain)
+    if same_gain[0] == n:  # every gain equal: nothing to order
+        for i in range(n):
+            coef[i] = 0.0
+        loss[0] = 0.0
+        value[0] = 0.0
+        return 0
+    for j in range(n):
+        starts[j] = 0
+    for i in range(n):
+        starts[higher[i]] = 1
+        group_gain[higher[i]] = gains[i]
+    for j in range(n):  # each group's gain from its first position on
+        ideal_gains[j] = group_gain[j] if starts[j] else ideal_gains[j - 1]
+    for j in range(n):
+        ideal -= discount[j] * -ideal_gains[j]
+        total += discount[j]
+    if floating is double:
+        rankopt_position_keys_f64(gains, scores, n, ideal, total, keys)
+    else:
+        rankopt_position_keys_f32(gains, scores, n, ideal, total, keys)
+    rankopt_short_counts(keys, 1.0, n, rank, NULL)
+    for i in range(n):
+        rank_sum += rank[i]
+    if rank_sum != n * (n - 1) // 2:  # equal keys share a rank, and the ranks then sum to less
+        return SHORT_QUERY_TIED
+    for i in range(n):
+        order[rank[i]] = i
+    for j in range(n):
+        i = order[j]
+        coef[i] = weights[j]
+        psi += weights[j] * <double>scores[i]
+        dcg += discount[j] * gains[i]
+    loss[0] = 1.0 - dcg / ideal
+    value[0] = psi + loss[0]
+    if not relative:
+        return 1
+    for i in range(n):  # Ψ*: the mean weight of the positions higher[i] … higher[i] + same_gain[i] − 1
+        truth = means[higher[i] * SHORT_QUERY + higher[i] + same_gain[i] - 1]
+        coef[i] -= truth
+        if i & 1:
+            dot_odd += truth * <double>scores[i]
+        else:
+            dot += truth * <double>scores[i]
+    value[0] -= dot + dot_odd
+    return 1
+
+
 cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssize_t n,
                             const double* discount, Py_ssize_t k, NDCGWork* work, double* coef, double* loss,
                             double* value, bint relative) noexcept nogil:
@@ -437,6 +613,11 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
     cdef double lowest, highest, ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0, weight
     cdef double sums[2]
     cdef bint ties
+    cdef uint8_t short_usable
+    if n <= k and n <= SHORT_QUERY and work.short_tables != NULL:
+        short_usable = _short_query(scores, gains, n, discount, work, work.keys, coef, loss, value, relative)
+        if short_usable != SHORT_QUERY_TIED:
+            return short_usable
     lowest = gains[0]
     highest = gains[0]
     for i in range(n):
@@ -498,18 +679,24 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
 def position_batch(const floating[::1] scores, const double[::1] gains, const int64_t[::1] offsets,
                    const double[::1] discount, double[::1] coef, double[::1] losses,
                    double[::1] values, uint8_t[::1] usable, int n_threads, bint relative_to_truth=False,
-                   const int64_t[::1] levels=None, const double[::1] level_gains=None):
+                   const int64_t[::1] levels=None, const double[::1] level_gains=None, bint short_queries=True):
     """Every query's most violated ranking for a graded position-based loss (k' ≤ ``discount.shape[0]``).
 
     Outputs in place; ``gains`` holds G(grade) of every document.  With ``relative_to_truth`` the ground
     truth's coefficients and score are subtracted: the structured hinge's subgradient and value; then
     ``levels`` (each document's grade level, 0 … K − 1) and ``level_gains`` (G of each level, K ≤
-    MAX_TRUTH_LEVELS), when given, let it look each document's tie group up.
+    MAX_TRUTH_LEVELS), when given, let it look each document's tie group up.  ``short_queries=False`` ranks
+    the queries of at most SHORT_QUERY documents within the cutoff by the general path too (the same outputs
+    to the bit: the tests compare the two).
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef Py_ssize_t k = discount.shape[0]
     cdef Py_ssize_t n_levels = 0
     cdef NDCGWork* works
+    cdef ShortTables short_tables
+    cdef const ShortTables* shared_tables = NULL
+    short_tables.weights = NULL
+    short_tables.means = NULL
     if levels is not None and level_gains is not None and 0 < level_gains.shape[0] <= MAX_TRUTH_LEVELS:
         n_levels = level_gains.shape[0]
     for q in range(n_queries):
@@ -521,6 +708,10 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
     if works == NULL:
         raise MemoryError()
     try:
+        if short_queries:
+            if short_tables_init(&short_tables, &discount[0], min(size, k, <Py_ssize_t>SHORT_QUERY)) != 0:
+                raise MemoryError("cannot allocate the position weights of short queries")
+            shared_tables = &short_tables
         for t in range(n_threads):
             works[t].negated = NULL
             works[t].pairs = NULL
@@ -535,6 +726,7 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
             works[t].found_index = NULL
             works[t].level_truth = NULL
             works[t].level_counts = NULL
+            works[t].short_tables = shared_tables
             n_ready += 1
             if work_init(&works[t], size) != 0:
                 raise MemoryError(f"cannot allocate the work arrays for queries of {size} documents")
@@ -553,6 +745,8 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
         for t in range(n_ready):
             work_free(&works[t])
         free(works)
+        free(short_tables.weights)
+        free(short_tables.means)
 
 
 cdef enum:

@@ -1,4 +1,4 @@
-"""The binary and pairwise kernels of issue 59 (one sort, then linear passes) against the slower exact paths.
+"""The binary, pairwise and graded position kernels of issue 59 (a sort, then linear passes) against slower exact ones.
 
 The batch reads each query in one order — NumPy's sort of packed float32 keys, or the kernel's own sort — and
 the QS sweep scans the block above its walk only as far as a step can still be positive.  Both orders, at every
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from rankopt.api import most_violated_rankings, most_violated_rankings_per_query
-from rankopt.inference import _batched, binary_kernels
+from rankopt.inference import _batched, _graded_position, binary_kernels, graded_kernels
 from rankopt.inference.brute_force import brute_force_most_violated
+from rankopt.losses import GradedNDCGLoss
 from rankopt.plugins import default_registry
 
 SHARES = [0.01, 0.1, 0.5, 0.9]
@@ -237,3 +238,46 @@ def test_the_bounded_recursion_equals_the_scan_to_the_end(share, kind):
         for loss in ["ndcg", "ap"]:
             fast = most_violated_rankings(loss, s.astype(np.float32), y.astype(np.int64), offsets)
             assert_same(fast, most_violated_rankings_per_query(loss, s.astype(np.float32), y.astype(np.int64), offsets))
+
+
+def _position_outputs(loss, scores, grades, offsets, relative, short_queries, with_levels):
+    """Every output of the graded position kernel over one batch, by its short-query path or not."""
+    structure = loss.structure()
+    longest = int(np.max(np.diff(offsets)))
+    level_of, gains, level_gains, discount = graded_kernels._levels_and_gains(structure, grades, longest)
+    n_queries = offsets.size - 1
+    coef = np.full(scores.size, np.nan)
+    losses, values, usable = np.zeros(n_queries), np.zeros(n_queries), np.zeros(n_queries, dtype=np.uint8)
+    _graded_position.position_batch(
+        scores, gains, offsets, discount, coef, losses, values, usable, 1, relative,
+        level_of if with_levels else None, level_gains if with_levels else None, short_queries=short_queries,
+    )  # fmt: skip
+    return coef, losses, values, usable
+
+
+@pytest.mark.parametrize("k", [3, 10, 16, 40])
+@pytest.mark.parametrize("kind", ["normal", "follow", "ties", "huge"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_short_queries_ranked_by_counting_equal_the_partial_sorts(k, kind, dtype):
+    """Queries of 1 … 17 documents (at most 16 within the cutoff are placed by counting, the others by the
+    partial sorts): every output equals the general path's to the bit, at every share of relevant documents,
+    with tied grades, tied keys (the counting path hands those to the general one), all-equal grades, and
+    scores at the edge of the dtype; with the ground truth looked up by level or not."""
+    rng = np.random.default_rng(k)
+    sizes = rng.integers(1, 18, 600)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n = int(offsets[-1])
+    grades = (rng.random(n) < rng.choice(SHARES, n)) * rng.integers(1, 5, n)
+    scores = {
+        "normal": lambda: rng.standard_normal(n),
+        "follow": lambda: rng.standard_normal(n) + 0.5 * grades,
+        "ties": lambda: rng.integers(-1, 2, n) * 0.37,
+        "huge": lambda: rng.uniform(-1.0, 1.0, n) * float(np.finfo(dtype).max),
+    }[kind]().astype(dtype)
+    loss = GradedNDCGLoss(k=k)
+    for relative in (False, True):
+        for with_levels in (False, True):
+            counted = _position_outputs(loss, scores, grades, offsets, relative, True, with_levels)
+            sorted_ = _position_outputs(loss, scores, grades, offsets, relative, False, with_levels)
+            for a, b in zip(counted, sorted_, strict=True):
+                np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
