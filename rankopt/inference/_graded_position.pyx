@@ -155,6 +155,8 @@ cdef enum:
     # Batches with up to this many grade levels give the ground truth each document's level, so that its
     # coefficient is a lookup (a branch-free loop) instead of a search among the tie groups.
     MAX_TRUTH_LEVELS = 64
+    # Batches with up to this many grade levels may give each document's level (a byte) instead of its gain.
+    LEVELS_IN_BYTES = 256
     # Queries of at most this many documents, none beyond the cutoff, are ranked in registers
     # (:func:`_short_query`): every document takes a position, so nothing needs a partial sort.
     SHORT_QUERY = 16
@@ -172,9 +174,10 @@ ctypedef pair[double, Py_ssize_t] KeyIndex
 
 
 cdef struct ShortTables:
-    # The position weights of each query length m ≤ SHORT_QUERY within the cutoff, D[j] / S_m at
-    # weights[m · SHORT_QUERY + j], and the mean weight of each run of positions a … b of such a query at
-    # means[(m · SHORT_QUERY + a) · SHORT_QUERY + b] (:func:`short_tables_init`).
+    # The position weights of each query length m ≤ SHORT_QUERY within the cutoff: S_m = Σ_{j<m} D[j] at
+    # totals[m], D[j] / S_m at weights[m · SHORT_QUERY + j], and the mean weight of each run of positions
+    # a … b of such a query at means[(m · SHORT_QUERY + a) · SHORT_QUERY + b] (:func:`short_tables_init`).
+    double* totals
     double* weights
     double* means
 
@@ -194,9 +197,10 @@ cdef struct NDCGWork:
     Py_ssize_t* found_index
     # The grade levels of the query's documents and the gain of each level (set per query; n_levels 0 when
     # the batch has more than MAX_TRUTH_LEVELS): the ground truth then finds a document's group by a lookup.
-    const int64_t* level
+    const uint8_t* level
     const double* level_gains
     Py_ssize_t n_levels
+    double* query_gains  # the query's gains, looked up from its levels when the batch gives levels only
     double* level_truth  # the ground truth's coefficient of each level, per query
     double* weights      # D[j] / S of the query's top k' positions, divided once in a loop that vectorises
     int64_t* level_counts  # the query's documents per level (COUNT_TABLES tables while counting)
@@ -204,6 +208,7 @@ cdef struct NDCGWork:
 
 
 cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
+    """Every array of the work, each NULL where its allocation failed (then −1; work_free frees the others)."""
     work.level_truth = <double*>malloc(MAX_TRUTH_LEVELS * sizeof(double))
     work.level_counts = <int64_t*>malloc(COUNT_TABLES * MAX_TRUTH_LEVELS * sizeof(int64_t))
     work.level = NULL
@@ -215,14 +220,15 @@ cdef int work_init(NDCGWork* work, Py_ssize_t size) noexcept nogil:
     work.run_gain = <double*>malloc(size * sizeof(double))
     work.run_mean = <double*>malloc(size * sizeof(double))
     work.keys = <double*>malloc(size * sizeof(double))
+    work.query_gains = <double*>malloc(size * sizeof(double))
     work.weights = <double*>malloc(size * sizeof(double))
     work.bucket = <int32_t*>malloc(size * sizeof(int32_t))
     work.bucket_count = <int32_t*>malloc(size * sizeof(int32_t))
     work.found_keys = <double*>malloc(size * sizeof(double))
     work.found_index = <Py_ssize_t*>malloc(size * sizeof(Py_ssize_t))
     if (work.negated == NULL or work.pairs == NULL or work.keyed == NULL or work.run_gain == NULL
-            or work.run_mean == NULL or work.keys == NULL or work.weights == NULL or work.level_truth == NULL
-            or work.level_counts == NULL or work.bucket == NULL or work.bucket_count == NULL
+            or work.run_mean == NULL or work.keys == NULL or work.query_gains == NULL or work.weights == NULL
+            or work.level_truth == NULL or work.level_counts == NULL or work.bucket == NULL or work.bucket_count == NULL
             or work.found_keys == NULL or work.found_index == NULL):
         return -1
     return 0
@@ -235,6 +241,7 @@ cdef void work_free(NDCGWork* work) noexcept nogil:
     free(work.run_gain)
     free(work.run_mean)
     free(work.keys)
+    free(work.query_gains)
     free(work.weights)
     free(work.bucket)
     free(work.bucket_count)
@@ -518,15 +525,17 @@ cdef int short_tables_init(ShortTables* tables, const double* discount, Py_ssize
     cdef Py_ssize_t m, j, a, b
     cdef double total, run
     cdef double* weights
+    tables.totals = <double*>malloc((longest + 1) * sizeof(double))
     tables.weights = <double*>malloc((longest + 1) * SHORT_QUERY * sizeof(double))
     tables.means = <double*>malloc((longest + 1) * SHORT_QUERY * SHORT_QUERY * sizeof(double))
-    if tables.weights == NULL or tables.means == NULL:
+    if tables.totals == NULL or tables.weights == NULL or tables.means == NULL:
         return -1
     for m in range(1, longest + 1):
         weights = &tables.weights[m * SHORT_QUERY]
         total = 0.0
         for j in range(m):
             total += discount[j]
+        tables.totals[m] = total
         for j in range(m):
             weights[j] = discount[j] / total
         for a in range(m):
@@ -550,7 +559,6 @@ cdef uint8_t _short_query(const floating* scores, const double* gains, Py_ssize_
     cdef int32_t higher[SHORT_QUERY]     # documents of a higher gain: where the document's tie group starts
     cdef int32_t same_gain[SHORT_QUERY]  # documents of its gain, itself included: the group's size
     cdef int32_t rank[SHORT_QUERY]       # documents of a smaller −u: its position, when no two tie
-    cdef uint8_t starts[SHORT_QUERY]
     cdef double group_gain[SHORT_QUERY]
     cdef double ideal_gains[SHORT_QUERY]
     cdef Py_ssize_t order[SHORT_QUERY]
@@ -566,15 +574,15 @@ cdef uint8_t _short_query(const floating* scores, const double* gains, Py_ssize_
         value[0] = 0.0
         return 0
     for j in range(n):
-        starts[j] = 0
+        group_gain[j] = INFINITY
     for i in range(n):
-        starts[higher[i]] = 1
         group_gain[higher[i]] = gains[i]
-    for j in range(n):  # each group's gain from its first position on
-        ideal_gains[j] = group_gain[j] if starts[j] else ideal_gains[j - 1]
+    ideal_gains[0] = group_gain[0]
+    for j in range(1, n):  # each group's gain from its first position on: the gains fall from group to group
+        ideal_gains[j] = min(ideal_gains[j - 1], group_gain[j])
     for j in range(n):
         ideal -= discount[j] * -ideal_gains[j]
-        total += discount[j]
+    total = work.short_tables.totals[n]
     if floating is double:
         rankopt_position_keys_f64(gains, scores, n, ideal, total, keys)
     else:
@@ -588,16 +596,17 @@ cdef uint8_t _short_query(const floating* scores, const double* gains, Py_ssize_
         order[rank[i]] = i
     for j in range(n):
         i = order[j]
-        coef[i] = weights[j]
         psi += weights[j] * <double>scores[i]
         dcg += discount[j] * gains[i]
     loss[0] = 1.0 - dcg / ideal
     value[0] = psi + loss[0]
     if not relative:
+        for i in range(n):
+            coef[i] = weights[rank[i]]
         return 1
     for i in range(n):  # Ψ*: the mean weight of the positions higher[i] … higher[i] + same_gain[i] − 1
         truth = means[higher[i] * SHORT_QUERY + higher[i] + same_gain[i] - 1]
-        coef[i] -= truth
+        coef[i] = weights[rank[i]] - truth
         if i & 1:
             dot_odd += truth * <double>scores[i]
         else:
@@ -679,26 +688,36 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
 def position_batch(const floating[::1] scores, const double[::1] gains, const int64_t[::1] offsets,
                    const double[::1] discount, double[::1] coef, double[::1] losses,
                    double[::1] values, uint8_t[::1] usable, int n_threads, bint relative_to_truth=False,
-                   const int64_t[::1] levels=None, const double[::1] level_gains=None, bint short_queries=True):
+                   const uint8_t[::1] levels=None, const double[::1] level_gains=None, bint short_queries=True):
     """Every query's most violated ranking for a graded position-based loss (k' ≤ ``discount.shape[0]``).
 
-    Outputs in place; ``gains`` holds G(grade) of every document.  With ``relative_to_truth`` the ground
-    truth's coefficients and score are subtracted: the structured hinge's subgradient and value; then
-    ``levels`` (each document's grade level, 0 … K − 1) and ``level_gains`` (G of each level, K ≤
-    MAX_TRUTH_LEVELS), when given, let it look each document's tie group up.  ``short_queries=False`` ranks
+    Outputs in place.  Each document's gain comes from ``gains`` (G(grade) of every document), or, when
+    ``gains`` is None, from ``levels`` (each document's grade level, 0 … K − 1, K ≤ LEVELS_IN_BYTES) and
+    ``level_gains`` (G of each level): a byte a document instead of eight.  With ``relative_to_truth`` the
+    ground truth's coefficients and score are subtracted: the structured hinge's subgradient and value; given
+    levels of at most MAX_TRUTH_LEVELS, it looks each document's tie group up.  ``short_queries=False`` ranks
     the queries of at most SHORT_QUERY documents within the cutoff by the general path too (the same outputs
     to the bit: the tests compare the two).
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef Py_ssize_t k = discount.shape[0]
-    cdef Py_ssize_t n_levels = 0
+    cdef Py_ssize_t n_levels = 0, truth_levels = 0, i
+    cdef const double* query_gains
     cdef NDCGWork* works
     cdef ShortTables short_tables
     cdef const ShortTables* shared_tables = NULL
+    short_tables.totals = NULL
     short_tables.weights = NULL
     short_tables.means = NULL
-    if levels is not None and level_gains is not None and 0 < level_gains.shape[0] <= MAX_TRUTH_LEVELS:
+    if levels is not None and level_gains is not None:
         n_levels = level_gains.shape[0]
+        if n_levels > LEVELS_IN_BYTES or levels.shape[0] != scores.shape[0] or (n_levels == 0 < scores.shape[0]):
+            raise ValueError(f"expected a level for each of {scores.shape[0]} documents among 1 to "
+                             f"{LEVELS_IN_BYTES} levels, got {levels.shape[0]} among {n_levels} instead")
+        truth_levels = n_levels if n_levels <= MAX_TRUTH_LEVELS else 0
+    elif gains is None or gains.shape[0] != scores.shape[0]:
+        raise ValueError(f"expected a gain for each of {scores.shape[0]} documents, or their levels, got "
+                         f"{'none' if gains is None else gains.shape[0]} instead")
     for q in range(n_queries):
         size = max(size, offsets[q + 1] - offsets[q])
     if size == 0 or k == 0:
@@ -712,20 +731,7 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
             if short_tables_init(&short_tables, &discount[0], min(size, k, <Py_ssize_t>SHORT_QUERY)) != 0:
                 raise MemoryError("cannot allocate the position weights of short queries")
             shared_tables = &short_tables
-        for t in range(n_threads):
-            works[t].negated = NULL
-            works[t].pairs = NULL
-            works[t].keyed = NULL
-            works[t].run_gain = NULL
-            works[t].run_mean = NULL
-            works[t].keys = NULL
-            works[t].weights = NULL
-            works[t].bucket = NULL
-            works[t].bucket_count = NULL
-            works[t].found_keys = NULL
-            works[t].found_index = NULL
-            works[t].level_truth = NULL
-            works[t].level_counts = NULL
+        for t in range(n_threads):  # work_init assigns every array (NULL where it fails): work_free frees them
             works[t].short_tables = shared_tables
             n_ready += 1
             if work_init(&works[t], size) != 0:
@@ -735,16 +741,22 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
             hi = offsets[q + 1]
             if hi > lo:
                 if n_levels > 0:
+                    for i in range(hi - lo):
+                        works[threadid()].query_gains[i] = level_gains[levels[lo + i]]
+                    query_gains = works[threadid()].query_gains
                     works[threadid()].level = &levels[lo]
                     works[threadid()].level_gains = &level_gains[0]
-                    works[threadid()].n_levels = n_levels
-                usable[q] = position_query(&scores[lo], &gains[lo], hi - lo, &discount[0], k,
+                    works[threadid()].n_levels = truth_levels
+                else:
+                    query_gains = &gains[lo]
+                usable[q] = position_query(&scores[lo], query_gains, hi - lo, &discount[0], k,
                                            &works[threadid()], &coef[lo], &losses[q], &values[q],
                                            relative_to_truth)
     finally:
         for t in range(n_ready):
             work_free(&works[t])
         free(works)
+        free(short_tables.totals)
         free(short_tables.weights)
         free(short_tables.means)
 
@@ -754,6 +766,8 @@ cdef enum:
 
 #: Grades below this are levelled through a table indexed by the grade (:func:`present_levels`).
 LEVEL_TABLE_GRADES = LEVEL_TABLE
+#: Batches with at most this many grade levels give the kernel each document's level as a byte.
+MAX_BYTE_LEVELS = LEVELS_IN_BYTES
 
 
 def present_levels(const int64_t[::1] grades):
@@ -775,38 +789,30 @@ def present_levels(const int64_t[::1] grades):
     return np.flatnonzero(present_table).astype(np.int64)
 
 
-def level_lookup(const int64_t[::1] grades, const int64_t[::1] levels, const double[::1] level_gains):
-    """(level_of, gains): each grade's index among ``levels`` (int64) and its gain ``level_gains[level]``
-    (float64), in one pass through a table indexed by the grade.  ``levels`` are :func:`present_levels`' of
-    the same grades (increasing, below LEVEL_TABLE_GRADES), ``level_gains`` one gain per level; a grade
-    beyond the largest level is refused, never read past the table."""
+def level_lookup(const int64_t[::1] grades, const int64_t[::1] levels):
+    """Each grade's index among ``levels`` as a byte (uint8), in one pass through a table indexed by the grade.
+    ``levels`` are :func:`present_levels`' of the same grades (increasing, below LEVEL_TABLE_GRADES, at most
+    LEVELS_IN_BYTES of them); a grade beyond the largest level is refused, never read past the table."""
     cdef Py_ssize_t k, n = grades.shape[0], n_levels = levels.shape[0]
     cdef int64_t g
     cdef bint beyond = False
-    if level_gains.shape[0] != n_levels:
-        raise ValueError(f"expected a gain per level ({n_levels}), got {level_gains.shape[0]} instead")
-    level_of = np.empty(n, dtype=np.int64)
-    gains = np.empty(n, dtype=np.float64)
+    if not n_levels <= LEVELS_IN_BYTES:
+        raise ValueError(f"expected at most {LEVELS_IN_BYTES} levels, got {n_levels} instead")
+    level_of = np.empty(n, dtype=np.uint8)
     if n == 0:
-        return level_of, gains
+        return level_of
     cdef int64_t top = levels[n_levels - 1]
     if not 0 <= top < LEVEL_TABLE:
         raise ValueError(f"expected levels below {LEVEL_TABLE}, got {top} instead")
-    index_table = np.zeros(top + 1, dtype=np.int64)
-    gain_table = np.zeros(top + 1, dtype=np.float64)
+    index_table = np.zeros(top + 1, dtype=np.uint8)
     index_table[np.asarray(levels)] = np.arange(n_levels)
-    gain_table[np.asarray(levels)] = np.asarray(level_gains)
-    cdef int64_t[::1] index = index_table
-    cdef double[::1] gain = gain_table
-    cdef int64_t[::1] out_level = level_of
-    cdef double[::1] out_gain = gains
+    cdef uint8_t[::1] index = index_table
+    cdef uint8_t[::1] out_level = level_of
     with nogil:
         for k in range(n):
             g = grades[k]
             beyond |= <uint64_t>g > <uint64_t>top
-            g = g if <uint64_t>g <= <uint64_t>top else 0
-            out_level[k] = index[g]
-            out_gain[k] = gain[g]
+            out_level[k] = index[g if <uint64_t>g <= <uint64_t>top else 0]
     if beyond:
         raise ValueError(f"expected every grade among the {n_levels} levels, up to {top}, got a grade beyond them")
-    return level_of, gains
+    return level_of

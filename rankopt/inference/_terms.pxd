@@ -14,12 +14,17 @@
 # the price of the last bits of every value.
 
 from cython cimport floating
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport calloc, free, malloc
 
 
 ctypedef fused rank_t:
     int32_t
+    int64_t
+
+
+ctypedef fused counted_t:
+    uint8_t
     int64_t
 
 
@@ -85,7 +90,7 @@ cdef inline int count_ranks(const rank_t* ranks, Py_ssize_t n_neg, Py_ssize_t n_
     return 0
 
 
-cdef inline void count_values(const int64_t* values, Py_ssize_t n, Py_ssize_t n_values, int64_t* counts) noexcept nogil:
+cdef inline void count_values(const counted_t* values, Py_ssize_t n, Py_ssize_t n_values, int64_t* counts) noexcept nogil:
     """counts[v] = #{k : values[k] = v} for v = 0 … n_values − 1; every value must lie there (the caller's
     contract: nothing is checked).  ``counts`` has COUNT_TABLES · n_values entries: the values are counted
     into the tables in turn, as in :func:`count_ranks` (most of a query's documents share one value), and

@@ -62,19 +62,25 @@ class GradedKernel(StructureKernel):
 
 
 def _levels_and_gains(structure, relevance: np.ndarray, longest: int):
-    """(level_of, gains, level_gains, discount) of a position structure's grades: each document's grade level,
-    its gain, the levels' gains and the discount for queries of ``longest`` documents.  The grades below 2¹⁶
-    of a training loop's hot path take two compiled passes (``_graded_position.present_levels``, then
-    ``level_lookup``); larger ones are sorted (:func:`grade_levels`)."""
+    """(level_of, gains, level_gains, discount) of a position structure's grades, the levels' gains and the
+    discount for queries of ``longest`` documents.  Each document is given by its grade level as a byte
+    (``level_of``, uint8, and ``gains`` None) when the batch has at most ``MAX_BYTE_LEVELS`` levels, the
+    kernel looking its gain up; by its gain otherwise (``level_of`` None).  The grades below 2¹⁶ of a training
+    loop's hot path take two compiled passes (``_graded_position.present_levels``, then ``level_lookup``);
+    larger ones are sorted (:func:`grade_levels`)."""
     grades = np.ascontiguousarray(relevance, dtype=np.int64)
     levels = _graded_position.present_levels(grades)
+    level_of = None
     if levels is None:
         levels, level_of = grade_levels(grades)
-        level_gains, discount = structure.tables(levels, longest)
-        return level_of.astype(np.int64, copy=False), level_gains[level_of], level_gains, discount
     level_gains, discount = structure.tables(levels, longest)
-    level_of, gains = _graded_position.level_lookup(grades, levels, np.ascontiguousarray(level_gains))
-    return level_of, gains, level_gains, discount
+    if levels.size > _graded_position.MAX_BYTE_LEVELS:
+        if level_of is None:
+            level_of = np.searchsorted(levels, grades)
+        return None, level_gains[level_of], level_gains, discount
+    if level_of is None:
+        return _graded_position.level_lookup(grades, levels), None, level_gains, discount
+    return level_of.astype(np.uint8), None, level_gains, discount
 
 
 class _Batch(PreparedKernel):
@@ -124,8 +130,8 @@ class GradedPositionKernel(GradedKernel):
                 lambda s, n, _: per_query(self, loss, structure, s, relevance, offsets, method, registry), relevance
             )
         longest = int(np.max(np.diff(offsets), initial=0))
-        # The gains and the discount's checks are the grade levels', each document's gain a lookup (the
-        # kernel's ground truth looks tie groups up by level too).
+        # The gains and the discount's checks are the grade levels', each document's gain a lookup in the
+        # kernel (whose ground truth looks tie groups up by level too).
         level_of, gains, level_gains, discount = _levels_and_gains(structure, relevance, longest)
 
         def position_batch(scores, coef, losses, values, usable, n_threads, relative_to_truth):

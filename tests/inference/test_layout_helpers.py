@@ -138,27 +138,25 @@ def test_relevant_per_query(rng, dtype, relevant_from):
 
 @pytest.mark.parametrize("top", [0, 4, 1000, (1 << 16) - 1])
 def test_present_levels_and_their_lookup_are_grade_levels(rng, top):
-    grades = rng.integers(0, top + 1, 300).astype(np.int64)
+    grades = rng.integers(0, top + 1, 250).astype(np.int64)  # at most 250 levels: each fits a byte
     levels = _graded_position.present_levels(grades)
     expected_levels, expected_of = grade_levels(grades)
     np.testing.assert_array_equal(levels, expected_levels)
-    level_gains = np.sqrt(levels.astype(np.float64)) + 0.5
-    level_of, gains = _graded_position.level_lookup(grades, levels, level_gains)
+    level_of = _graded_position.level_lookup(grades, levels)
     np.testing.assert_array_equal(level_of, expected_of)
-    np.testing.assert_array_equal(gains, level_gains[expected_of])
-    assert level_of.dtype == np.int64 and gains.dtype == np.float64
+    assert level_of.dtype == np.uint8
 
 
 def test_level_helpers_at_their_edges():
     assert _graded_position.present_levels(np.array([0, 1 << 16], dtype=np.int64)) is None
     assert _graded_position.present_levels(np.zeros(0, dtype=np.int64)).size == 0
     none = np.zeros(0, dtype=np.int64)
-    empty_of, empty_gains = _graded_position.level_lookup(none, none, np.zeros(0))
-    assert empty_of.size == 0 and empty_gains.size == 0
+    assert _graded_position.level_lookup(none, none).size == 0
     with pytest.raises(ValueError, match="a grade beyond them"):  # never read past the table
-        _graded_position.level_lookup(np.array([0, 9], dtype=np.int64), np.array([0, 1]), np.ones(2))
-    with pytest.raises(ValueError, match="a gain per level"):
-        _graded_position.level_lookup(np.array([0, 1], dtype=np.int64), np.array([0, 1]), np.ones(3))
+        _graded_position.level_lookup(np.array([0, 9], dtype=np.int64), np.array([0, 1]))
+    many = np.arange(_graded_position.MAX_BYTE_LEVELS + 1, dtype=np.int64)
+    with pytest.raises(ValueError, match="at most 256 levels"):  # a level that would not fit its byte
+        _graded_position.level_lookup(many, many)
 
 
 @pytest.mark.parametrize("k", [1, 3, 10])

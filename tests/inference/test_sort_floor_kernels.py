@@ -244,7 +244,8 @@ def _position_outputs(loss, scores, grades, offsets, relative, short_queries, wi
     """Every output of the graded position kernel over one batch, by its short-query path or not."""
     structure = loss.structure()
     longest = int(np.max(np.diff(offsets)))
-    level_of, gains, level_gains, discount = graded_kernels._levels_and_gains(structure, grades, longest)
+    level_of, _, level_gains, discount = graded_kernels._levels_and_gains(structure, grades, longest)
+    gains = None if with_levels else level_gains[level_of]
     n_queries = offsets.size - 1
     coef = np.full(scores.size, np.nan)
     losses, values, usable = np.zeros(n_queries), np.zeros(n_queries), np.zeros(n_queries, dtype=np.uint8)
