@@ -47,6 +47,7 @@ from libcpp.algorithm cimport partial_sort
 from libcpp.utility cimport pair
 
 from rankopt.inference._scan cimport ScoreScan, scan_block, scan_start
+from rankopt.inference._short_counts cimport short_counts_f64
 from rankopt.inference._terms cimport COUNT_TABLES, count_values
 
 # Each document's key G_i / IDCG − s_i / S: two divisions a document, the kernel's costliest loop after the
@@ -55,10 +56,7 @@ from rankopt.inference._terms cimport COUNT_TABLES, count_values
 # subtraction either way, so the same keys to the bit.
 cdef extern from *:
     """
-    #include <math.h>
     #include <stddef.h>
-    #include <stdint.h>
-    #include <string.h>
 
     #if defined(__x86_64__) && defined(__GLIBC__) && \
         ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 6) || \
@@ -77,70 +75,11 @@ cdef extern from *:
             const double* gains, const float* scores, ptrdiff_t n, double ideal, double total, double* keys) {
         for (ptrdiff_t i = 0; i < n; ++i) keys[i] = gains[i] / ideal - (double)scores[i] / total;
     }
-
-    #define RANKOPT_SHORT_LANES 16
-
-    /* For n <= 16 values v = sign * value (exact: -1 reverses the order), each one's count of values below
-       it, #{t : v_t < v_i}, and, where ``equal`` is not NULL, of values equal to it, itself included.  All
-       16 lanes are compared with one value at a time: a few vector operations a value, without a branch
-       (the lanes past n are counted but never read). */
-    RANKOPT_KEYS_CLONES static void rankopt_short_counts(
-            const double* values, double sign, ptrdiff_t n, int32_t* below, int32_t* equal) {
-        double lanes[RANKOPT_SHORT_LANES];
-        for (ptrdiff_t t = 0; t < RANKOPT_SHORT_LANES; ++t) lanes[t] = t < n ? sign * values[t] : 0.0;
-    #if defined(__GNUC__) || defined(__clang__)
-        /* Four quarters of four lanes (one AVX2 register each, two SSE2 ones), named so that they stay in
-           registers; comparisons give -1 where true. */
-        typedef double rankopt_v4d __attribute__((vector_size(32)));
-        typedef int64_t rankopt_v4l __attribute__((vector_size(32)));
-        rankopt_v4d q0, q1, q2, q3;
-        rankopt_v4l l0 = {0, 0, 0, 0}, l1 = l0, l2 = l0, l3 = l0, e0 = l0, e1 = l0, e2 = l0, e3 = l0;
-        int64_t counts[RANKOPT_SHORT_LANES];
-        memcpy(&q0, lanes, sizeof q0);
-        memcpy(&q1, lanes + 4, sizeof q1);
-        memcpy(&q2, lanes + 8, sizeof q2);
-        memcpy(&q3, lanes + 12, sizeof q3);
-        if (equal != NULL) {
-            for (ptrdiff_t t = 0; t < n; ++t) {
-                const rankopt_v4d x = {lanes[t], lanes[t], lanes[t], lanes[t]};
-                l0 -= x < q0; l1 -= x < q1; l2 -= x < q2; l3 -= x < q3;
-                e0 -= x == q0; e1 -= x == q1; e2 -= x == q2; e3 -= x == q3;
-            }
-            memcpy(counts, &e0, sizeof e0);
-            memcpy(counts + 4, &e1, sizeof e1);
-            memcpy(counts + 8, &e2, sizeof e2);
-            memcpy(counts + 12, &e3, sizeof e3);
-            for (ptrdiff_t i = 0; i < n; ++i) equal[i] = (int32_t)counts[i];
-        } else {
-            for (ptrdiff_t t = 0; t < n; ++t) {
-                const rankopt_v4d x = {lanes[t], lanes[t], lanes[t], lanes[t]};
-                l0 -= x < q0; l1 -= x < q1; l2 -= x < q2; l3 -= x < q3;
-            }
-        }
-        memcpy(counts, &l0, sizeof l0);
-        memcpy(counts + 4, &l1, sizeof l1);
-        memcpy(counts + 8, &l2, sizeof l2);
-        memcpy(counts + 12, &l3, sizeof l3);
-        for (ptrdiff_t i = 0; i < n; ++i) below[i] = (int32_t)counts[i];
-    #else
-        for (ptrdiff_t i = 0; i < n; ++i) {
-            int32_t lower = 0, same = 0;
-            for (ptrdiff_t t = 0; t < n; ++t) {
-                lower += lanes[t] < lanes[i];
-                same += lanes[t] == lanes[i];
-            }
-            below[i] = lower;
-            if (equal != NULL) equal[i] = same;
-        }
-    #endif
-    }
     """
     void rankopt_position_keys_f64(const double* gains, const double* scores, Py_ssize_t n, double ideal,
                                    double total, double* keys) noexcept nogil
     void rankopt_position_keys_f32(const double* gains, const float* scores, Py_ssize_t n, double ideal,
                                    double total, double* keys) noexcept nogil
-    void rankopt_short_counts(const double* values, double sign, Py_ssize_t n, int32_t* below,
-                              int32_t* equal) noexcept nogil
 
 
 cdef enum:
@@ -553,7 +492,7 @@ cdef uint8_t _short_query(const floating* scores, const double* gains, Py_ssize_
     SHORT_QUERY_TIED (nothing written) when two of its documents tie in u.
 
     Every document takes a position, so the ideal order and the u's are found by counting
-    (``rankopt_short_counts``), each tie group of the ground truth holds every document of its gain, and the
+    (``_short_counts.pxd``), each tie group of the ground truth holds every document of its gain, and the
     position weights and the groups' mean weights are the batch's tables (:func:`short_tables_init`).  The same
     expressions, summed in the same order, as the general path's: the same values to the bit."""
     cdef int32_t higher[SHORT_QUERY]     # documents of a higher gain: where the document's tie group starts
@@ -566,7 +505,7 @@ cdef uint8_t _short_query(const floating* scores, const double* gains, Py_ssize_
     cdef const double* means = &work.short_tables.means[n * SHORT_QUERY * SHORT_QUERY]
     cdef Py_ssize_t i, j, rank_sum = 0
     cdef double ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0, truth, dot = 0.0, dot_odd = 0.0
-    rankopt_short_counts(gains, -1.0, n, higher, same_gain)
+    short_counts_f64(gains, -1.0, n, higher, same_gain)
     if same_gain[0] == n:  # every gain equal: nothing to order
         for i in range(n):
             coef[i] = 0.0
@@ -587,7 +526,7 @@ cdef uint8_t _short_query(const floating* scores, const double* gains, Py_ssize_
         rankopt_position_keys_f64(gains, scores, n, ideal, total, keys)
     else:
         rankopt_position_keys_f32(gains, scores, n, ideal, total, keys)
-    rankopt_short_counts(keys, 1.0, n, rank, NULL)
+    short_counts_f64(keys, 1.0, n, rank, NULL)
     for i in range(n):
         rank_sum += rank[i]
     if rank_sum != n * (n - 1) // 2:  # equal keys share a rank, and the ranks then sum to less

@@ -61,12 +61,14 @@ def assert_same(fast, slow):
     np.testing.assert_allclose(fast.values, slow.values, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("lengths", [(1, 17), (20, 120)], ids=["short", "long"])
 @pytest.mark.parametrize("kind", ["normal", "labels", "ties"])
 @pytest.mark.parametrize("share", SHARES)
 @pytest.mark.parametrize(("loss", "method"), BINARY)
-def test_one_order_per_query_gives_the_single_query_methods_answers(order, loss, method, share, kind):
+def test_one_order_per_query_gives_the_single_query_methods_answers(order, loss, method, share, kind, lengths):
+    """Queries of 1 to 17 documents (at most 16 put in order by counting, unless two scores tie) and of 20 to 120."""
     rng = np.random.default_rng([int(share * 100), len(kind), len(loss), len(method)])
-    sizes = rng.integers(20, 121, 60)
+    sizes = rng.integers(lengths[0], lengths[1] + 1, 60 if lengths[0] > 1 else 300)
     scores, relevance, offsets = _batch(rng, share, sizes, kind)
     fast = most_violated_rankings(loss, scores, relevance, offsets, method)
     assert_same(fast, most_violated_rankings_per_query(loss, scores, relevance, offsets, method))
