@@ -452,19 +452,22 @@ cdef inline int _negative_ranks(const floating* pos_desc, Py_ssize_t n_pos, floa
 
 
 cdef inline double _negatives_dot(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n,
-                                  const double* coef) noexcept nogil:
+                                  const double* coef, double* products) noexcept nogil:
     """Σ coef·score over the query's negatives in input order, in two running sums by the negative's parity
-    (the order rankopt has always summed in: ``_terms.pxd``), without a branch on the labels: every coefficient
-    is written (finite), and a positive's product, times 0, adds ±0.0 to a sum, which leaves it as it was (the
-    sums start at +0.0, and a sum of doubles is −0.0 only when both terms are)."""
-    cdef Py_ssize_t d, k = 0, is_neg
-    cdef double c, even = 0.0, odd = 0.0
+    (the order rankopt has always summed in: ``_terms.pxd``).  The products are first gathered into
+    ``products`` (n entries) without a branch on the labels: each document's is written at the next free
+    place, which only a negative's advances (every coefficient is written, and finite).  Each sum then adds
+    its own negatives only, half the chain of a pass that adds a product or zero to both at every document."""
+    cdef Py_ssize_t d, k = 0
+    cdef double even = 0.0, odd = 0.0
     for d in range(n):
-        is_neg = rel[d] < relevant_from
-        c = coef[d] * s[d]
-        even += c * <double>(is_neg & (1 - (k & 1)))
-        odd += c * <double>(is_neg & k & 1)
-        k += is_neg
+        products[k] = coef[d] * s[d]
+        k += rel[d] < relevant_from
+    for d in range(0, k - 1, 2):
+        even += products[d]
+        odd += products[d + 1]
+    if k & 1:
+        even += products[k - 1]
     return even + odd
 
 
@@ -532,7 +535,7 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
         else:
             w.neg_desc64[k] = discount[k + above]  # D at the positive's position k + 1 + above
     # Σ coef·score: the negatives in input order, then the positives from the highest down (_terms.pxd).
-    dot = _negatives_dot(s, rel, relevant_from, n, coef)
+    dot = _negatives_dot(s, rel, relevant_from, n, coef, w.prefix)
     for k in range(n_pos):
         dot += coef[w.pos_idx[k]] * pos_desc[k]
     loss[0] = _query_loss(method, code, count_delta, w.neg_desc64, n_pos, n_neg, above_sum, z)
