@@ -358,6 +358,26 @@ cdef inline int64_t _sorted_sweeps(const floating* scores, Py_ssize_t n, Py_ssiz
     return swapped
 
 
+cdef inline void _lower_step(const Keyed* desc, Py_ssize_t n, const int32_t* levels, const int32_t* table,
+                             const int64_t* level_below, int64_t* kept_lower, Py_ssize_t* k,
+                             Py_ssize_t* p) noexcept nogil:
+    """One step of :func:`_tabled_sweeps`' merge for A: admit the next lowest document, or pass document k."""
+    cdef Py_ssize_t level = levels[n - 1 - k[0]]
+    cdef int64_t take = (-desc[n - 1 - k[0]].key) - (-desc[n - 1 - p[0]].key) >= 0.5
+    kept_lower[n - 1 - k[0]] = level_below[level] - table[(n - p[0]) * TABLE_LANES + level]
+    p[0] += take
+    k[0] += 1 - take
+
+
+cdef inline void _higher_step(const Keyed* desc, const int32_t* levels, const int32_t* table, int64_t* kept_higher,
+                              Py_ssize_t* k, Py_ssize_t* p) noexcept nogil:
+    """One step of :func:`_tabled_sweeps`' merge for B: admit the next highest document, or pass document k."""
+    cdef int64_t take = (-desc[p[0]].key) - (-desc[k[0]].key) >= 0.5
+    kept_higher[k[0]] = p[0] - table[p[0] * TABLE_LANES + levels[k[0]] + 1]
+    p[0] += take
+    k[0] += 1 - take
+
+
 cdef inline int64_t _tabled_sweeps(const Keyed* desc, Py_ssize_t n, PairwiseWork* w, double* coef, double scale,
                                    bint relative) noexcept nogil:
     """:func:`_sorted_sweeps` for fewer than TABLE_LANES levels without a branch on the scores: a table T[c][t]
@@ -371,8 +391,8 @@ cdef inline int64_t _tabled_sweeps(const Keyed* desc, Py_ssize_t n, PairwiseWork
     those counts; here a step is a comparison and a lookup, and A, B and the coefficients are written in the
     descending order (a long query's documents in their own order would be a cache miss each).  The same
     counts, so the same coefficients to the bit."""
-    cdef Py_ssize_t k = 0, p = 0, c, level
-    cdef int64_t swapped = 0, take
+    cdef Py_ssize_t ka = 0, pa = 0, kb = 0, pb = 0, c
+    cdef int64_t swapped = 0
     cdef int32_t* table = w.below_table
     cdef int32_t* levels = <int32_t*>w.sort_ids  # free once the documents are sorted
     cdef int64_t* kept_lower = w.kept_lower  # A and B in descending order: written in sequence
@@ -380,22 +400,17 @@ cdef inline int64_t _tabled_sweeps(const Keyed* desc, Py_ssize_t n, PairwiseWork
     for c in range(n):
         levels[c] = <int32_t>w.level[desc[c].idx]
     rankopt_below_table(levels, n, table)
-    # A, ascending (position k is desc[n − 1 − k]): admit j while s_i − s_j ≥ 1/2, which holds only for
-    # j below i, so p < k whenever it is admitted.
-    while k < n:
-        take = (-desc[n - 1 - k].key) - (-desc[n - 1 - p].key) >= 0.5
-        level = levels[n - 1 - k]
-        kept_lower[n - 1 - k] = w.level_below[level] - table[(n - p) * TABLE_LANES + level]
-        p += take
-        k += 1 - take
-    # B, descending: admit j while s_j − s_i ≥ 1/2 (j above i).
-    k = 0
-    p = 0
-    while k < n:
-        take = (-desc[p].key) - (-desc[k].key) >= 0.5
-        kept_higher[k] = p - table[p * TABLE_LANES + levels[k] + 1]
-        p += take
-        k += 1 - take
+    # A, ascending (position ka is desc[n − 1 − ka]): admit j while s_i − s_j ≥ 1/2, which holds only for
+    # j below i, so pa < ka whenever it is admitted.  B, descending: admit j while s_j − s_i ≥ 1/2 (j above
+    # i).  Each step waits on the one before (its load's address is the pointer that step moved); the two
+    # merges are independent, so they step together, and the processor overlaps their chains.
+    while ka < n and kb < n:
+        _lower_step(desc, n, levels, table, w.level_below, kept_lower, &ka, &pa)
+        _higher_step(desc, levels, table, kept_higher, &kb, &pb)
+    while ka < n:
+        _lower_step(desc, n, levels, table, w.level_below, kept_lower, &ka, &pa)
+    while kb < n:
+        _higher_step(desc, levels, table, kept_higher, &kb, &pb)
     # The coefficients in descending order: one write a document in the query's.
     for c in range(n):
         coef[desc[c].idx] = _coefficient(w, n, levels[c], kept_lower[c], kept_higher[c], scale, relative)
