@@ -100,24 +100,30 @@ class MetricHingeLoss(pml_losses.BaseMetricLossFunction):
         if labels is None:
             raise ValueError("expected labels (the documents of an anchor's label are relevant to it), got None")
         scores, relevant, ranked = self.rankings(embeddings, labels, indices_tuple, ref_emb, ref_labels)
-        usable = self._usable(relevant, ranked, mined=indices_tuple is not None, self_reference=ref_emb is embeddings)
+        usable = self._usable(
+            labels, ref_labels, relevant, ranked, mined=indices_tuple is not None, self_reference=ref_emb is embeddings
+        )
         anchors = torch.nonzero(usable).reshape(-1)
         if anchors.numel() == 0:
             return self.zero_losses()
         if anchors.numel() < usable.numel():  # the anchors with both kinds of reference to rank, alone
             scores, relevant, ranked = scores[anchors], relevant[anchors], ranked[anchors]
-        hinges = self.hinge(scores, relevant.long(), mask=ranked)
+        hinges = self.hinge(scores, relevant, mask=ranked)  # boolean labels: 0/1 relevance, a byte each
         return {"loss": {"losses": hinges.to(embeddings.dtype), "indices": anchors, "reduction_type": "element"}}
 
     @staticmethod
-    def _usable(relevant, ranked, mined: bool, self_reference: bool):
+    def _usable(labels, ref_labels, relevant, ranked, mined: bool, self_reference: bool):
         """Which anchors rank a relevant reference and an irrelevant one.  Without a miner an anchor ranks every
-        reference but itself, so one pass counting its relevant references tells (itself among them when the
-        references are the batch); a miner's pairs are read from ``ranked``."""
+        reference but itself, so its count of relevant references tells (itself among them when the references
+        are the batch), counted from the sorted reference labels (two binary searches an anchor, where a sum over
+        its row of the relevance matrix reads every pair); a miner's pairs are read from ``ranked``."""
         if mined:
             return (ranked & relevant).any(dim=1) & (ranked & ~relevant).any(dim=1)
-        n_relevant = relevant.sum(dim=1)
-        return (n_relevant > int(self_reference)) & (n_relevant < relevant.shape[1])
+        common = torch.promote_types(labels.dtype, ref_labels.dtype)
+        ordered = torch.sort(ref_labels.to(common)).values
+        labels = labels.to(common)
+        n_relevant = torch.searchsorted(ordered, labels, right=True) - torch.searchsorted(ordered, labels)
+        return (n_relevant > int(self_reference)) & (n_relevant < ordered.numel())
 
     def rankings(self, embeddings, labels, indices_tuple, ref_emb, ref_labels):
         """(scores, relevant, ranked), each (batch, references): each anchor's scores of the references, which

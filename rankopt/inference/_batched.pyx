@@ -639,6 +639,7 @@ ctypedef fused kept_value:
     float
     double
     int64_t
+    int8_t
 
 
 def kept_offsets(const uint8_t[:, ::1] mask, int64_t[::1] offsets):
@@ -873,8 +874,9 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
     of rows, as a ``DataLoader``'s collation leaves it), else 0 (0 too when ``n_kept`` leaves nothing to read):
     then :func:`gather_leading` and :func:`scatter_leading` move that batch's values without reading the mask.
 
-    float32 and float64 values without ``offsets`` or ``leading`` (a later gather of the same mask: the
-    scores) move by AVX-512's compress where the machine has it (``_masked_moves.pxd``) and ``vectorised``
+    int8 values are labels of a byte each (0/1 relevance from a boolean tensor), gathered by the loops.  float32
+    and float64 values without ``offsets`` or ``leading`` (a later gather of the same mask: the scores) move
+    by AVX-512's compress where the machine has it (``_masked_moves.pxd``) and ``vectorised``
     (the tests' switch to the loops), the same values."""
     cdef Py_ssize_t width = mask.shape[1]
     cdef bint rows_lead
@@ -916,12 +918,13 @@ def gather_kept(const kept_value[:, ::1] values, const uint8_t[:, ::1] mask, Py_
                                     target, &kept_bits)
                 bits[0] = <int64_t>kept_bits
                 return work
-        elif offsets is None and leading is None:
+        elif kept_value is float and offsets is None and leading is None:
             with nogil:
-                if kept_value is float:
-                    compress_f32(&values[0, 0], &mask[0, 0], mask.shape[0] * width, n_kept, target)
-                else:
-                    compress_f64(&values[0, 0], &mask[0, 0], mask.shape[0] * width, n_kept, target)
+                compress_f32(&values[0, 0], &mask[0, 0], mask.shape[0] * width, n_kept, target)
+            return work
+        elif kept_value is double and offsets is None and leading is None:
+            with nogil:
+                compress_f64(&values[0, 0], &mask[0, 0], mask.shape[0] * width, n_kept, target)
             return work
     with nogil:
         rows_lead = _gather_rows(values, mask, n_kept, offsets, target, narrow_target, &kept_bits)

@@ -53,8 +53,17 @@ class Kept:
         (:func:`~rankopt._validation.check_grades`).  Contiguous int64 labels, a training loop's usual ones,
         are gathered by a pass that also counts each row's kept documents, tells whether every row keeps its
         first places (the batch's later moves then skip the mask) and whether a label is negative (grades ≥ 0
-        need no check of their own) and, with ``narrow``, as int8 when they all fit."""
+        need no check of their own) and, with ``narrow``, as int8 when they all fit.  Boolean and uint8 labels
+        (0/1 relevance, a metric-learning batch's "same label") are grades already, gathered as bytes."""
         mask = np.ascontiguousarray(mask)
+        if labels.dtype in _BYTE_GRADES and labels.flags.c_contiguous:  # grades 0–255 already: a byte each
+            offsets, leading = np.empty(mask.shape[0] + 1, dtype=np.int64), np.zeros(1, dtype=np.uint8)
+            flat = gather_kept(labels.view(np.int8), mask.view(np.uint8), mask.size, None, False, offsets, leading)
+            kept = cls(mask, offsets, bool(leading[0]))
+            flat = flat[: kept.n_kept]
+            if narrow and (labels.dtype == np.bool_ or flat.size == 0 or flat.min() >= 0):  # each below 128
+                return kept, flat
+            return kept, flat.view(np.uint8).astype(np.int64)
         if labels.dtype != np.int64 or not labels.flags.c_contiguous:
             kept = cls(mask)
             return kept, check_grades(kept.gather(labels), kept.n_kept)
@@ -85,5 +94,7 @@ class Kept:
         return out
 
 
+#: Labels that are grades as they are, a byte each (torch's boolean labels come as uint8: ``_inputs.py``).
+_BYTE_GRADES = (np.dtype(np.bool_), np.dtype(np.uint8))
 #: The dtypes ``_batched.gather_kept`` takes.
 _GATHERED = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))

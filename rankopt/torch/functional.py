@@ -202,7 +202,7 @@ def metric_rankings(embeddings, labels, similarity, scale, indices_tuple, ref_em
     if similarity == "cosine":
         queries, documents = _unit_rows(queries), _unit_rows(documents)
     scores = (queries @ documents.T) * scale
-    relevance = (labels[:, None] == ref_labels[None, :]).long()
+    relevance = labels[:, None] == ref_labels[None, :]  # boolean: 0/1 grades, a byte each
     mask = None
     if self_reference:
         mask = ~torch.eye(labels.shape[0], dtype=torch.bool, device=embeddings.device)

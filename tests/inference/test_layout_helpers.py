@@ -11,6 +11,7 @@ from rankopt.inference import _batched, _graded_position
 from rankopt.inference.topk import POOL_GRID_MAX, CountLossPool, count_losses
 from rankopt.losses import PrecisionAtKLoss
 from rankopt.losses.structure import grade_levels
+from rankopt.torch._padded import Kept
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (3, 7), (50, 33), (4, 0), (0, 5)])
@@ -286,3 +287,24 @@ def test_vectorised_label_gather_is_the_loops(rng, layout, narrow):
         assert results[0][0] == (kept.astype(np.int8) if narrow else kept).tobytes()
         kept_rows = mask != 0
         assert results[0][3] == all(row[: row.sum()].all() for row in kept_rows)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint8])
+@pytest.mark.parametrize("layout", ["holes", "leading", "empty rows"])
+@pytest.mark.parametrize("narrow", [False, True])
+def test_byte_labels_are_gathered_as_the_int64_ones(rng, dtype, layout, narrow):
+    """Boolean and uint8 labels (a metric-learning batch's relevance; torch's booleans come as uint8) are grades
+    as they are: gathered a byte each, they give the int64 labels' kept documents, offsets and lead, as int8 when
+    narrowed and every one is below 128 (uint8 labels of 128 and more as int64)."""
+    for shape in [(37, 29), (3, 1000), (1, 1)]:
+        mask = rng.random(shape) < 0.8 if layout == "holes" else _leading_mask(rng, shape)
+        if layout == "empty rows":
+            mask[::2] = False
+        for top in [1] if dtype == np.bool_ else [1, 127, 255]:
+            labels = rng.integers(0, top + 1, shape).astype(dtype)
+            kept, grades = Kept.with_grades(mask, labels, narrow)
+            reference, expected = Kept.with_grades(mask, labels.astype(np.int64), narrow)
+            np.testing.assert_array_equal(kept.offsets, reference.offsets)
+            assert kept.leading == reference.leading and kept.n_kept == reference.n_kept
+            np.testing.assert_array_equal(grades, expected)
+            assert grades.dtype == expected.dtype
