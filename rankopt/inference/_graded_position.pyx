@@ -41,7 +41,7 @@ import numpy as np
 from cython cimport floating
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, isfinite
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport partial_sort
 from libcpp.utility cimport pair
@@ -700,6 +700,11 @@ def position_batch(const floating[::1] scores, const double[::1] gains, const in
         free(short_tables.means)
 
 
+ctypedef fused grade_t:  # a batch's grades: int8 from a training loop's narrowed labels, or int64
+    int8_t
+    int64_t
+
+
 cdef enum:
     LEVEL_TABLE = 1 << 16
 
@@ -709,7 +714,7 @@ LEVEL_TABLE_GRADES = LEVEL_TABLE
 MAX_BYTE_LEVELS = LEVELS_IN_BYTES
 
 
-def present_levels(const int64_t[::1] grades):
+def present_levels(const grade_t[::1] grades):
     """The distinct grades (int64, increasing) of grades ≥ 0 below LEVEL_TABLE_GRADES, in one pass that marks
     each grade present in a table indexed by the grade; None when a grade reaches LEVEL_TABLE_GRADES (the
     caller sorts them: :func:`rankopt.losses.structure.grade_levels`, the same map in NumPy)."""
@@ -728,7 +733,7 @@ def present_levels(const int64_t[::1] grades):
     return np.flatnonzero(present_table).astype(np.int64)
 
 
-def level_lookup(const int64_t[::1] grades, const int64_t[::1] levels):
+def level_lookup(const grade_t[::1] grades, const int64_t[::1] levels):
     """Each grade's index among ``levels`` as a byte (uint8), in one pass through a table indexed by the grade.
     ``levels`` are :func:`present_levels`' of the same grades (increasing, below LEVEL_TABLE_GRADES, at most
     LEVELS_IN_BYTES of them); a grade beyond the largest level is refused, never read past the table."""

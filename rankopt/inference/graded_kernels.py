@@ -61,6 +61,10 @@ class GradedKernel(StructureKernel):
         return methods[0] if method == "auto" else method
 
 
+#: The grade dtypes the level passes read as they are (a training loop's narrowed labels are int8).
+_BYTE_OR_INT64 = (np.dtype(np.int8), np.dtype(np.int64))
+
+
 def _levels_and_gains(structure, relevance: np.ndarray, longest: int):
     """(level_of, gains, level_gains, discount) of a position structure's grades, the levels' gains and the
     discount for queries of ``longest`` documents.  Each document is given by its grade level as a byte
@@ -68,7 +72,7 @@ def _levels_and_gains(structure, relevance: np.ndarray, longest: int):
     kernel looking its gain up; by its gain otherwise (``level_of`` None).  The grades below 2¹⁶ of a training
     loop's hot path take two compiled passes (``_graded_position.present_levels``, then ``level_lookup``);
     larger ones are sorted (:func:`grade_levels`)."""
-    grades = np.ascontiguousarray(relevance, dtype=np.int64)
+    grades = np.ascontiguousarray(relevance, dtype=relevance.dtype if relevance.dtype in _BYTE_OR_INT64 else np.int64)
     levels = _graded_position.present_levels(grades)
     level_of = None
     if levels is None:
@@ -122,6 +126,7 @@ class GradedPositionKernel(GradedKernel):
 
     structure = GradedPositionStructure
     label = "graded position"
+    label_dtypes = (np.dtype(np.int8), np.dtype(np.int64))
 
     def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
         method = self.resolve_method(loss, structure, method, 0, registry)

@@ -11,6 +11,7 @@ import pytest
 
 from rankopt.api import most_violated_rankings, most_violated_rankings_per_query
 from rankopt.inference import _batched, _graded_position, binary_kernels, graded_kernels
+from rankopt.inference.batched import PreparedRankings
 from rankopt.inference.brute_force import brute_force_most_violated
 from rankopt.losses import GradedNDCGLoss
 from rankopt.plugins import default_registry
@@ -284,3 +285,22 @@ def test_short_queries_ranked_by_counting_equal_the_partial_sorts(k, kind, dtype
             sorted_ = _position_outputs(loss, scores, grades, offsets, relative, False, with_levels)
             for a, b in zip(counted, sorted_, strict=True):
                 np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.mark.parametrize("loss", [GradedNDCGLoss(k=3), GradedNDCGLoss(k=10), GradedNDCGLoss(k=10, gains="linear")])
+def test_graded_position_batches_read_int8_grades_as_int64_ones(loss):
+    """A training loop's narrowed labels (int8) give the graded position kernel's every output to the bit, short
+    and long queries, with the ground truth and without."""
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(1, 60, 400)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n = int(offsets[-1])
+    grades = (rng.random(n) < 0.5) * rng.integers(1, 100, n)
+    scores = (rng.standard_normal(n) + 0.02 * grades).astype(np.float32)
+    for relative in (False, True):
+        options = dict(relative_to_truth=relative, registry=default_registry())
+        wide = PreparedRankings(loss, grades, offsets, "auto", **options)(scores, n_threads=1)
+        narrow = PreparedRankings(loss, grades.astype(np.int8), offsets, "auto", **options)(scores, n_threads=1)
+        for a, b in ((wide.coef, narrow.coef), (wide.losses, narrow.losses), (wide.values, narrow.values)):
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+        np.testing.assert_array_equal(wide.usable, narrow.usable)
