@@ -72,6 +72,7 @@ def _levels_and_gains(structure, relevance: np.ndarray, longest: int):
     kernel looking its gain up; by its gain otherwise (``level_of`` None).  The grades below 2¹⁶ of a training
     loop's hot path take two compiled passes (``_graded_position.present_levels``, then ``level_lookup``);
     larger ones are sorted (:func:`grade_levels`)."""
+    relevance = np.asarray(relevance)
     grades = np.ascontiguousarray(relevance, dtype=relevance.dtype if relevance.dtype in _BYTE_OR_INT64 else np.int64)
     levels = _graded_position.present_levels(grades)
     level_of = None
