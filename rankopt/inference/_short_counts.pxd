@@ -28,9 +28,15 @@ cdef extern from *:
 
     #define RANKOPT_SHORT_LANES 16
 
+    #if defined(__GNUC__) || defined(__clang__)
+    #  define RANKOPT_SHORT_INLINE static inline __attribute__((always_inline))
+    #else
+    #  define RANKOPT_SHORT_INLINE static inline
+    #endif
+
     /* below[i] = #{t : v_t < v_i} and, where equal is not NULL, equal[i] = #{t : v_t == v_i} (itself
        included) for the n <= 16 values in lanes[0 .. n) (the lanes past n hold anything finite). */
-    static inline __attribute__((always_inline)) void rankopt_short_counts_lanes(
+    RANKOPT_SHORT_INLINE void rankopt_short_counts_lanes(
             const double* lanes, ptrdiff_t n, int32_t* below, int32_t* equal) {
     #if defined(__GNUC__) || defined(__clang__)
         /* Four quarters of four lanes (one AVX2 register each, two SSE2 ones), named so that they stay in
