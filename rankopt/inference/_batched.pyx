@@ -53,7 +53,7 @@ from rankopt.inference._pairwise cimport (
 )
 from rankopt.inference._qs cimport fill_discount_bends, qs_sorted_ranks_f32, qs_sorted_ranks_f64
 from rankopt.inference._scan cimport ScoreScan, scan_block, scan_start
-from rankopt.inference._short_counts cimport short_counts_f32, short_counts_f64
+from rankopt.inference._short_counts cimport short_counts_distinct, short_counts_f32, short_counts_f64
 from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed, descending_keyed_down_to
 from rankopt.inference._sums cimport numpy_sum
 from rankopt.inference._terms cimport negative_coefficient
@@ -171,21 +171,19 @@ cdef inline void _keyed_order(const floating* scores, Py_ssize_t n, BinaryWork* 
 
     Longer lists go through the distribution sort of ``_sorting.pxd`` (a few ns per score, against tens for
     a std::sort of the pairs)."""
-    cdef Py_ssize_t k, t, rank, place_sum = 0
+    cdef Py_ssize_t k, t, rank
     cdef floating x
     cdef Keyed item
     cdef int32_t place[RANK_SORT_MAX]
     if n <= RANK_SORT_MAX:
         # Each score's place is the count of those before it in the order (a short list, whose insertion
         # would mispredict about every other step): the scores above it, counted sixteen lanes at a time, when
-        # no two are equal (the places then sum to 0 + … + n − 1); with ties, those equal before it too.
+        # no two are equal; with ties, those equal before it too.
         if floating is double:
             short_counts_f64(scores, -1.0, n, place, NULL)
         else:
             short_counts_f32(scores, -1.0, n, place, NULL)
-        for k in range(n):
-            place_sum += place[k]
-        if place_sum == n * (n - 1) // 2:
+        if short_counts_distinct(place, n):
             for k in range(n):
                 w.items[place[k]].key = -(<double>scores[k])
                 w.items[place[k]].idx = k

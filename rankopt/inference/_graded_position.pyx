@@ -47,7 +47,7 @@ from libcpp.algorithm cimport partial_sort
 from libcpp.utility cimport pair
 
 from rankopt.inference._scan cimport ScoreScan, scan_block, scan_start
-from rankopt.inference._short_counts cimport short_counts_f64
+from rankopt.inference._short_counts cimport short_counts_distinct, short_counts_f64
 from rankopt.inference._terms cimport COUNT_TABLES, count_values
 
 # Each document's key G_i / IDCG − s_i / S: two divisions a document, the kernel's costliest loop after the
@@ -486,7 +486,7 @@ cdef int short_tables_init(ShortTables* tables, const double* discount, Py_ssize
 
 
 cdef uint8_t _short_query(const floating* scores, const double* gains, Py_ssize_t n, const double* discount,
-                          const NDCGWork* work, double* keys, double* coef, double* loss, double* value,
+                          const NDCGWork* work, double* coef, double* loss, double* value,
                           bint relative) noexcept nogil:
     """:func:`position_query` for a query whose n ≤ SHORT_QUERY documents all lie within the cutoff, or
     SHORT_QUERY_TIED (nothing written) when two of its documents tie in u.
@@ -503,8 +503,9 @@ cdef uint8_t _short_query(const floating* scores, const double* gains, Py_ssize_
     cdef Py_ssize_t order[SHORT_QUERY]
     cdef const double* weights = &work.short_tables.weights[n * SHORT_QUERY]
     cdef const double* means = &work.short_tables.means[n * SHORT_QUERY * SHORT_QUERY]
-    cdef Py_ssize_t i, j, rank_sum = 0
-    cdef double ideal = 0.0, total = 0.0, dcg = 0.0, psi = 0.0, truth, dot = 0.0, dot_odd = 0.0
+    cdef double* keys = work.keys  # −u of each document
+    cdef Py_ssize_t i, j
+    cdef double ideal = 0.0, total, dcg = 0.0, psi = 0.0, truth, dot = 0.0, dot_odd = 0.0
     short_counts_f64(gains, -1.0, n, higher, same_gain)
     if same_gain[0] == n:  # every gain equal: nothing to order
         for i in range(n):
@@ -527,9 +528,7 @@ cdef uint8_t _short_query(const floating* scores, const double* gains, Py_ssize_
     else:
         rankopt_position_keys_f32(gains, scores, n, ideal, total, keys)
     short_counts_f64(keys, 1.0, n, rank, NULL)
-    for i in range(n):
-        rank_sum += rank[i]
-    if rank_sum != n * (n - 1) // 2:  # equal keys share a rank, and the ranks then sum to less
+    if not short_counts_distinct(rank, n):  # equal keys share a rank
         return SHORT_QUERY_TIED
     for i in range(n):
         order[rank[i]] = i
@@ -563,7 +562,7 @@ cdef uint8_t position_query(const floating* scores, const double* gains, Py_ssiz
     cdef bint ties
     cdef uint8_t short_usable
     if n <= k and n <= SHORT_QUERY and work.short_tables != NULL:
-        short_usable = _short_query(scores, gains, n, discount, work, work.keys, coef, loss, value, relative)
+        short_usable = _short_query(scores, gains, n, discount, work, coef, loss, value, relative)
         if short_usable != SHORT_QUERY_TIED:
             return short_usable
     lowest = gains[0]

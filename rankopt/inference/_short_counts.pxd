@@ -105,3 +105,12 @@ cdef extern from *:
                                                       int32_t* equal) noexcept nogil
     void short_counts_f32 "rankopt_short_counts_f32"(const float* values, double sign, Py_ssize_t n, int32_t* below,
                                                       int32_t* equal) noexcept nogil
+
+
+cdef inline bint short_counts_distinct(const int32_t* below, Py_ssize_t n) noexcept nogil:
+    """Whether the n values whose counts below are ``below`` are distinct: their counts are then 0 … n − 1, and
+    equal values, sharing a count, make the sum smaller."""
+    cdef Py_ssize_t i, total = 0
+    for i in range(n):
+        total += below[i]
+    return total == n * (n - 1) // 2

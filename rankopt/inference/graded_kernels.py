@@ -127,7 +127,7 @@ class GradedPositionKernel(GradedKernel):
 
     structure = GradedPositionStructure
     label = "graded position"
-    label_dtypes = (np.dtype(np.int8), np.dtype(np.int64))
+    label_dtypes = _BYTE_OR_INT64
 
     def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
         method = self.resolve_method(loss, structure, method, 0, registry)
