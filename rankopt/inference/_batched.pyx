@@ -469,16 +469,86 @@ cdef inline double _negatives_dot(const floating* s, const label_t* rel, int64_t
     return even + odd
 
 
+cdef inline bint _short_auc_query(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n,
+                                  Py_ssize_t n_pos, bint relative_to_truth, double* coef, double* loss,
+                                  double* value) noexcept nogil:
+    """:func:`_binary_query` for AUC (the ``qs`` method) on a list of at most RANK_SORT_MAX documents of both
+    classes and distinct scores, by counting; False, with nothing written, when two scores tie.
+
+    AUC's walk moves negative j's rank past positive p while δ + 2·scale·(s_p − s_j) ≥ 0 (``_auc_walk``, the
+    same expression), a verdict monotone in both scores (each operation rounds monotonically): j's rank is
+    1 + the positives it holds for, and the positives below which j falls are those it does not hold for, so
+    neither the walk nor the negatives' order is needed.  The positives' order is the one Σ coef·s adds them
+    in (the highest first), and a tie would ask for the coefficients' mean over a run: the general path."""
+    cdef int32_t place[RANK_SORT_MAX]
+    cdef int32_t order[RANK_SORT_MAX]
+    cdef int32_t pos_doc[RANK_SORT_MAX]
+    cdef int32_t neg_doc[RANK_SORT_MAX]
+    cdef int32_t held[RANK_SORT_MAX]
+    cdef double pos_x[RANK_SORT_MAX]
+    cdef double neg_x[RANK_SORT_MAX]
+    cdef Py_ssize_t d, t, j, k, n_neg = n - n_pos, k_pos = 0, k_neg = 0
+    cdef int64_t rank, above, above_sum = 0
+    cdef bint holds
+    cdef double scale = 1.0 / ((<double>n_pos) * (<double>n_neg))
+    cdef double walk_scale = 2.0 / ((<double>n_pos) * n_neg), delta = -1.0 / ((<double>n_pos) * n_neg)
+    cdef double truth_pos = 1.0 / (<double>n_pos) if relative_to_truth else 0.0
+    cdef double truth_neg = -1.0 / (<double>n_neg) if relative_to_truth else 0.0
+    cdef double even = 0.0, odd = 0.0, dot
+    if floating is double:
+        short_counts_f64(s, -1.0, n, place, NULL)
+    else:
+        short_counts_f32(s, -1.0, n, place, NULL)
+    if not short_counts_distinct(place, n):
+        return False
+    for d in range(n):
+        order[place[d]] = <int32_t>d
+    # Branch-free: each document is written to both lists, and only one of them advances.
+    for t in range(n):  # the positives from the highest down
+        d = order[t]
+        pos_x[k_pos] = <double>s[d]
+        pos_doc[k_pos] = <int32_t>d
+        k_pos += rel[d] >= relevant_from
+    for d in range(n):  # the negatives in input order
+        neg_x[k_neg] = <double>s[d]
+        neg_doc[k_neg] = <int32_t>d
+        k_neg += rel[d] < relevant_from
+    for k in range(n_pos):
+        held[k] = 0
+    for j in range(n_neg):
+        rank = 1
+        for k in range(n_pos):
+            holds = delta + walk_scale * (pos_x[k] - neg_x[j]) >= 0.0
+            rank += holds
+            held[k] += holds
+        coef[neg_doc[j]] = negative_coefficient(n_pos, scale, rank) - truth_neg
+        # Σ coef·score over the negatives in input order, in two sums by parity (_negatives_dot's order).
+        if j & 1:
+            odd += coef[neg_doc[j]] * neg_x[j]
+        else:
+            even += coef[neg_doc[j]] * neg_x[j]
+    dot = even + odd
+    for k in range(n_pos):
+        above = n_neg - held[k]
+        above_sum += above
+        coef[pos_doc[k]] = ((<double>n_neg) + 2.0 - 2.0 * (above + 1)) * scale - truth_pos
+        dot += coef[pos_doc[k]] * pos_x[k]
+    loss[0] = (<double>above_sum) / ((<double>n_pos) * (<double>n_neg))
+    value[0] = dot + loss[0]
+    return True
+
+
 cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n, int method,
                        int code,
                        const double* discount, const double* bends, bint unimodal, Py_ssize_t top_k,
-                       const double* count_loss, bint relative_to_truth, const uint64_t* keys, BinaryWork* w,
-                       double* coef, double* loss, double* value) except -1 nogil:
+                       const double* count_loss, bint relative_to_truth, const uint64_t* keys, bint short_queries,
+                       BinaryWork* w, double* coef, double* loss, double* value) except -1 nogil:
     """One query of a binary rank loss; returns 1 when usable, 0 when one class only.
 
     A document is relevant when its label is ≥ ``relevant_from`` (1 for 0/1 labels).  The documents are put
     in order once (``keys``, sorted, or a sort here: :func:`_split_in_order`); every method reads both
-    classes sorted, and the rest is linear passes.
+    classes sorted, and the rest is linear passes.  With ``short_queries`` an AUC query of at most
+    RANK_SORT_MAX documents without ``keys`` is ranked by counting instead (:func:`_short_auc_query`).
 
     With ``relative_to_truth`` the ground truth's coefficients (1/|P| for a positive, −1/|N| for a
     negative, ``ground_truth_coefficients``'s expressions) are subtracted from ``coef`` and their
@@ -499,6 +569,9 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
         loss[0] = 0.0
         value[0] = 0.0
         return 0
+    if (short_queries and keys == NULL and n <= RANK_SORT_MAX and code == LOSS_AUC and method == METHOD_QS
+            and _short_auc_query(s, rel, relevant_from, n, n_pos, relative_to_truth, coef, loss, value)):
+        return 1
     _split_in_order(s, rel, relevant_from, n, keys, w, pos_desc)
     if relative_to_truth:
         truth_pos = 1.0 / (<double>n_pos)
@@ -1089,7 +1162,8 @@ def binary_batch(const floating[::1] scores, const label_t[::1] rel, const int64
                  int code, const double[::1] discount, bint unimodal, double[::1] coef, double[::1] losses,
                  double[::1] values, uint8_t[::1] usable, int n_threads, Py_ssize_t top_k=0,
                  const double[::1] count_loss=None, const int64_t[::1] count_offsets=None,
-                 bint relative_to_truth=False, int64_t relevant_from=1, const uint64_t[:, ::1] sorted_keys=None):
+                 bint relative_to_truth=False, int64_t relevant_from=1, const uint64_t[:, ::1] sorted_keys=None,
+                 bint short_queries=True):
     """Every query of a binary rank loss; outputs written in place.
 
     The caller (``rankopt.inference.batched``) validates everything: offsets
@@ -1104,6 +1178,8 @@ def binary_batch(const floating[::1] scores, const label_t[::1] rel, const int64
     With ``relative_to_truth`` the coefficients and values are taken relative to the ground truth
     (see ``_binary_query``).  ``sorted_keys`` (float32 scores only): row q the query's
     :func:`packed_descending_keys`, sorted, its first |q| entries read; None: each query sorts its own.
+    ``short_queries=False`` puts AUC's short queries through the sort and walk too (the tests' switch: the
+    same outputs to the bit).
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef BinaryWork* works
@@ -1137,7 +1213,7 @@ def binary_batch(const floating[::1] scores, const label_t[::1] rel, const int64
                                                counted + counted_at[q] if counted != NULL else NULL,
                                                relative_to_truth,
                                                &sorted_keys[q, 0] if sorted_keys is not None and hi > lo else NULL,
-                                               &works[threadid()], &coef[lo], &losses[q], &values[q])
+                                               short_queries, &works[threadid()], &coef[lo], &losses[q], &values[q])
     finally:
         for t in range(n_ready):
             _binary_work_free(&works[t])

@@ -287,6 +287,49 @@ def test_short_queries_ranked_by_counting_equal_the_partial_sorts(k, kind, dtype
                 np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
+def _binary_outputs(prepared, scores, labels, relevant_from, relative, short_queries):
+    """Every output of the binary batch over one prepared batch's queries, by its short-query paths or not."""
+    kernel, offsets = prepared.kernel, prepared.offsets
+    n_queries = offsets.size - 1
+    coef = np.full(scores.size, np.nan)
+    losses, values, usable = np.zeros(n_queries), np.zeros(n_queries), np.zeros(n_queries, dtype=np.uint8)
+    _batched.binary_batch(
+        scores, labels, offsets, kernel.method_code, kernel.loss_code, kernel.table, kernel.unimodal, coef, losses,
+        values, usable, 1, kernel.top_k, None, None, relative, relevant_from, None, short_queries=short_queries,
+    )  # fmt: skip
+    return coef, losses, values, usable
+
+
+@pytest.mark.parametrize("kind", ["normal", "follow", "ties", "huge", "signed_zeros"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_short_auc_queries_ranked_by_counting_equal_the_walk(kind, dtype):
+    """AUC's queries of 1 … 17 documents (at most 16 ranked by counting each negative's verdicts, the others
+    sorted and walked): every output equals the walk's to the bit, at every share of relevant documents, with
+    tied scores (handed to the walk), ±0, scores at the edge of the dtype, 0/1 labels as int64 and int8 and
+    grades relevant from 3 on, with the ground truth subtracted and without."""
+    rng = np.random.default_rng(len(kind))
+    sizes = rng.integers(1, 18, 800)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n = int(offsets[-1])
+    grades = (rng.random(n) < rng.choice(SHARES, n)) * rng.integers(1, 5, n)
+    scores = {
+        "normal": lambda: rng.standard_normal(n),
+        "follow": lambda: rng.standard_normal(n) + 0.5 * grades,
+        "ties": lambda: rng.integers(-1, 2, n) * 0.37,
+        "huge": lambda: rng.uniform(-1.0, 1.0, n) * float(np.finfo(dtype).max),
+        "signed_zeros": lambda: rng.choice([-0.0, 0.0, 1.0], n),
+    }[kind]().astype(dtype)
+    for relevant_at in (1, 3):
+        labels = grades if relevant_at > 1 else (grades > 0).astype(np.int64)
+        prepared = PreparedRankings("auc", labels, offsets, relevant_at=relevant_at, registry=default_registry())
+        for narrow in (np.int64, np.int8):
+            for relative in (False, True):
+                args = (prepared._prepared, scores, labels.astype(narrow), relevant_at, relative)
+                counted, walked = _binary_outputs(*args, True), _binary_outputs(*args, False)
+                for a, b in zip(counted, walked, strict=True):
+                    np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
 @pytest.mark.parametrize("loss", [GradedNDCGLoss(k=3), GradedNDCGLoss(k=10), GradedNDCGLoss(k=10, gains="linear")])
 def test_graded_position_batches_read_int8_grades_as_int64_ones(loss):
     """A training loop's narrowed labels (int8) give the graded position kernel's every output to the bit, short
