@@ -469,17 +469,19 @@ cdef inline double _negatives_dot(const floating* s, const label_t* rel, int64_t
     return even + odd
 
 
-cdef inline bint _short_auc_query(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n,
-                                  Py_ssize_t n_pos, bint relative_to_truth, double* coef, double* loss,
-                                  double* value) noexcept nogil:
-    """:func:`_binary_query` for AUC (the ``qs`` method) on a list of at most RANK_SORT_MAX documents of both
-    classes and distinct scores, by counting; False, with nothing written, when two scores tie.
+cdef inline bint _short_counted_query(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n,
+                                      Py_ssize_t n_pos, bint auc, double count_delta, bint relative_to_truth,
+                                      double* coef, double* loss, double* value) noexcept nogil:
+    """:func:`_binary_query` by counting, on a list of at most RANK_SORT_MAX documents of both classes and
+    distinct scores: AUC (``auc``, the ``qs`` method), or a top-k count (its method) whose cutoff holds every
+    document, Δ ``count_delta`` whatever the order; False, with nothing written, when two scores tie.
 
-    AUC's walk moves negative j's rank past positive p while δ + 2·scale·(s_p − s_j) ≥ 0 (``_auc_walk``, the
-    same expression), a verdict monotone in both scores (each operation rounds monotonically): j's rank is
-    1 + the positives it holds for, and the positives below which j falls are those it does not hold for, so
-    neither the walk nor the negatives' order is needed.  The positives' order is the one Σ coef·s adds them
-    in (the highest first), and a tie would ask for the coefficients' mean over a run: the general path."""
+    Each method moves negative j past positive p on a verdict monotone in both scores: AUC's walk while
+    δ + 2·scale·(s_p − s_j) ≥ 0 (``_auc_walk``'s expression; each operation rounds monotonically), the top-k
+    method's while s_p ≥ s_j (``_topk_ranks`` with every document in the top).  So j's rank is 1 + the
+    positives it holds for and a positive's negatives above it are those it does not hold for: neither a walk
+    nor the negatives' order is needed.  The positives' order is the one Σ coef·s adds them in (the highest
+    first); a tie would ask for the coefficients' mean over a run, which the general path computes."""
     cdef int32_t place[RANK_SORT_MAX]
     cdef int32_t order[RANK_SORT_MAX]
     cdef int32_t pos_doc[RANK_SORT_MAX]
@@ -518,7 +520,10 @@ cdef inline bint _short_auc_query(const floating* s, const label_t* rel, int64_t
     for j in range(n_neg):
         rank = 1
         for k in range(n_pos):
-            holds = delta + walk_scale * (pos_x[k] - neg_x[j]) >= 0.0
+            if auc:
+                holds = delta + walk_scale * (pos_x[k] - neg_x[j]) >= 0.0
+            else:
+                holds = pos_x[k] >= neg_x[j]
             rank += holds
             held[k] += holds
         coef[neg_doc[j]] = negative_coefficient(n_pos, scale, rank) - truth_neg
@@ -533,7 +538,7 @@ cdef inline bint _short_auc_query(const floating* s, const label_t* rel, int64_t
         above_sum += above
         coef[pos_doc[k]] = ((<double>n_neg) + 2.0 - 2.0 * (above + 1)) * scale - truth_pos
         dot += coef[pos_doc[k]] * pos_x[k]
-    loss[0] = (<double>above_sum) / ((<double>n_pos) * (<double>n_neg))
+    loss[0] = (<double>above_sum) / ((<double>n_pos) * (<double>n_neg)) if auc else count_delta
     value[0] = dot + loss[0]
     return True
 
@@ -548,7 +553,8 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
     A document is relevant when its label is ≥ ``relevant_from`` (1 for 0/1 labels).  The documents are put
     in order once (``keys``, sorted, or a sort here: :func:`_split_in_order`); every method reads both
     classes sorted, and the rest is linear passes.  With ``short_queries`` an AUC query of at most
-    RANK_SORT_MAX documents without ``keys`` is ranked by counting instead (:func:`_short_auc_query`).
+    RANK_SORT_MAX documents without ``keys``, or a top-k count's whose cutoff holds every document, is ranked
+    by counting instead (:func:`_short_counted_query`).
 
     With ``relative_to_truth`` the ground truth's coefficients (1/|P| for a positive, −1/|N| for a
     negative, ``ground_truth_coefficients``'s expressions) are subtracted from ``coef`` and their
@@ -569,9 +575,14 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
         loss[0] = 0.0
         value[0] = 0.0
         return 0
-    if (short_queries and keys == NULL and n <= RANK_SORT_MAX and code == LOSS_AUC and method == METHOD_QS
-            and _short_auc_query(s, rel, relevant_from, n, n_pos, relative_to_truth, coef, loss, value)):
-        return 1
+    if short_queries and keys == NULL and n <= RANK_SORT_MAX:
+        if code == LOSS_AUC and method == METHOD_QS:
+            if _short_counted_query(s, rel, relevant_from, n, n_pos, True, 0.0, relative_to_truth, coef, loss, value):
+                return 1
+        elif method == METHOD_TOPK and n <= top_k:  # one count of positives in the top: Δ(|P|), its only entry
+            if _short_counted_query(s, rel, relevant_from, n, n_pos, False, count_loss[0], relative_to_truth, coef,
+                                    loss, value):
+                return 1
     _split_in_order(s, rel, relevant_from, n, keys, w, pos_desc)
     if relative_to_truth:
         truth_pos = 1.0 / (<double>n_pos)
@@ -1178,8 +1189,8 @@ def binary_batch(const floating[::1] scores, const label_t[::1] rel, const int64
     With ``relative_to_truth`` the coefficients and values are taken relative to the ground truth
     (see ``_binary_query``).  ``sorted_keys`` (float32 scores only): row q the query's
     :func:`packed_descending_keys`, sorted, its first |q| entries read; None: each query sorts its own.
-    ``short_queries=False`` puts AUC's short queries through the sort and walk too (the tests' switch: the
-    same outputs to the bit).
+    ``short_queries=False`` puts the short queries that ``_binary_query`` counts through the sort and walk too
+    (the tests' switch: the same outputs to the bit).
     """
     cdef Py_ssize_t n_queries = offsets.shape[0] - 1, q, t, size = 0, lo, hi, n_ready = 0
     cdef BinaryWork* works

@@ -9,6 +9,7 @@ their negatives themselves and, on long queries, select instead of sorting), and
 import numpy as np
 import pytest
 
+from rankopt import get_loss
 from rankopt.api import most_violated_rankings, most_violated_rankings_per_query
 from rankopt.inference import _batched, _graded_position, binary_kernels, graded_kernels
 from rankopt.inference.batched import PreparedRankings
@@ -289,24 +290,28 @@ def test_short_queries_ranked_by_counting_equal_the_partial_sorts(k, kind, dtype
 
 def _binary_outputs(prepared, scores, labels, relevant_from, relative, short_queries):
     """Every output of the binary batch over one prepared batch's queries, by its short-query paths or not."""
-    kernel, offsets = prepared.kernel, prepared.offsets
+    kernel, offsets, (count_loss, count_offsets) = prepared.kernel, prepared.offsets, prepared.count_tables
     n_queries = offsets.size - 1
     coef = np.full(scores.size, np.nan)
     losses, values, usable = np.zeros(n_queries), np.zeros(n_queries), np.zeros(n_queries, dtype=np.uint8)
     _batched.binary_batch(
         scores, labels, offsets, kernel.method_code, kernel.loss_code, kernel.table, kernel.unimodal, coef, losses,
-        values, usable, 1, kernel.top_k, None, None, relative, relevant_from, None, short_queries=short_queries,
+        values, usable, 1, kernel.top_k, count_loss, count_offsets, relative, relevant_from, None,
+        short_queries=short_queries,
     )  # fmt: skip
     return coef, losses, values, usable
 
 
+@pytest.mark.parametrize("loss", ["auc", ("precision_at_k", 3), ("precision_at_k", 10), ("precision_at_k", 20)])
 @pytest.mark.parametrize("kind", ["normal", "follow", "ties", "huge", "signed_zeros"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_short_auc_queries_ranked_by_counting_equal_the_walk(kind, dtype):
-    """AUC's queries of 1 … 17 documents (at most 16 ranked by counting each negative's verdicts, the others
-    sorted and walked): every output equals the walk's to the bit, at every share of relevant documents, with
-    tied scores (handed to the walk), ±0, scores at the edge of the dtype, 0/1 labels as int64 and int8 and
-    grades relevant from 3 on, with the ground truth subtracted and without."""
+def test_short_queries_ranked_by_counting_equal_the_walk(loss, kind, dtype):
+    """AUC's queries of 1 … 17 documents, and a top-k count's whose cutoff holds every document (at most 16
+    ranked by counting each negative's verdicts, the others sorted and walked): every output equals the
+    general path's to the bit, at every share of relevant documents, with tied scores (handed to the general
+    path), ±0, scores at the edge of the dtype, 0/1 labels as int64 and int8 and grades relevant from 3 on,
+    with the ground truth subtracted and without."""
+    loss = loss if isinstance(loss, str) else get_loss(loss[0], k=loss[1])
     rng = np.random.default_rng(len(kind))
     sizes = rng.integers(1, 18, 800)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -321,7 +326,7 @@ def test_short_auc_queries_ranked_by_counting_equal_the_walk(kind, dtype):
     }[kind]().astype(dtype)
     for relevant_at in (1, 3):
         labels = grades if relevant_at > 1 else (grades > 0).astype(np.int64)
-        prepared = PreparedRankings("auc", labels, offsets, relevant_at=relevant_at, registry=default_registry())
+        prepared = PreparedRankings(loss, labels, offsets, relevant_at=relevant_at, registry=default_registry())
         for narrow in (np.int64, np.int8):
             for relative in (False, True):
                 args = (prepared._prepared, scores, labels.astype(narrow), relevant_at, relative)
