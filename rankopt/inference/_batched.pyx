@@ -470,11 +470,13 @@ cdef inline double _negatives_dot(const floating* s, const label_t* rel, int64_t
 
 
 cdef inline bint _short_counted_query(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n,
-                                      Py_ssize_t n_pos, bint auc, double count_delta, bint relative_to_truth,
-                                      double* coef, double* loss, double* value) noexcept nogil:
+                                      Py_ssize_t n_pos, int method, int code, Py_ssize_t top_k,
+                                      const double* count_loss, bint relative_to_truth, double* coef, double* loss,
+                                      double* value) noexcept nogil:
     """:func:`_binary_query` by counting, on a list of at most RANK_SORT_MAX documents of both classes and
-    distinct scores: AUC (``auc``, the ``qs`` method), or a top-k count (its method) whose cutoff holds every
-    document, Δ ``count_delta`` whatever the order; False, with nothing written, when two scores tie.
+    distinct scores: AUC by the ``qs`` method, or a top-k count by its method when the cutoff holds every
+    document (one count of positives in the top: Δ(|P|), ``count_loss``'s only entry, whatever the order).
+    False, with nothing written, for any other list: longer, tied, or of another loss or method.
 
     Each method moves negative j past positive p on a verdict monotone in both scores: AUC's walk while
     δ + 2·scale·(s_p − s_j) ≥ 0 (``_auc_walk``'s expression; each operation rounds monotonically), the top-k
@@ -497,6 +499,9 @@ cdef inline bint _short_counted_query(const floating* s, const label_t* rel, int
     cdef double truth_pos = 1.0 / (<double>n_pos) if relative_to_truth else 0.0
     cdef double truth_neg = -1.0 / (<double>n_neg) if relative_to_truth else 0.0
     cdef double even = 0.0, odd = 0.0, dot
+    cdef bint auc = code == LOSS_AUC and method == METHOD_QS
+    if n > RANK_SORT_MAX or not (auc or (method == METHOD_TOPK and n <= top_k)):
+        return False
     if floating is double:
         short_counts_f64(s, -1.0, n, place, NULL)
     else:
@@ -538,7 +543,7 @@ cdef inline bint _short_counted_query(const floating* s, const label_t* rel, int
         above_sum += above
         coef[pos_doc[k]] = ((<double>n_neg) + 2.0 - 2.0 * (above + 1)) * scale - truth_pos
         dot += coef[pos_doc[k]] * pos_x[k]
-    loss[0] = (<double>above_sum) / ((<double>n_pos) * (<double>n_neg)) if auc else count_delta
+    loss[0] = (<double>above_sum) / ((<double>n_pos) * (<double>n_neg)) if auc else count_loss[0]
     value[0] = dot + loss[0]
     return True
 
@@ -552,9 +557,8 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
 
     A document is relevant when its label is ≥ ``relevant_from`` (1 for 0/1 labels).  The documents are put
     in order once (``keys``, sorted, or a sort here: :func:`_split_in_order`); every method reads both
-    classes sorted, and the rest is linear passes.  With ``short_queries`` an AUC query of at most
-    RANK_SORT_MAX documents without ``keys``, or a top-k count's whose cutoff holds every document, is ranked
-    by counting instead (:func:`_short_counted_query`).
+    classes sorted, and the rest is linear passes; with ``short_queries`` and no ``keys``, some short lists
+    are ranked by counting instead (:func:`_short_counted_query`).
 
     With ``relative_to_truth`` the ground truth's coefficients (1/|P| for a positive, −1/|N| for a
     negative, ``ground_truth_coefficients``'s expressions) are subtracted from ``coef`` and their
@@ -575,14 +579,9 @@ cdef int _binary_query(const floating* s, const label_t* rel, int64_t relevant_f
         loss[0] = 0.0
         value[0] = 0.0
         return 0
-    if short_queries and keys == NULL and n <= RANK_SORT_MAX:
-        if code == LOSS_AUC and method == METHOD_QS:
-            if _short_counted_query(s, rel, relevant_from, n, n_pos, True, 0.0, relative_to_truth, coef, loss, value):
-                return 1
-        elif method == METHOD_TOPK and n <= top_k:  # one count of positives in the top: Δ(|P|), its only entry
-            if _short_counted_query(s, rel, relevant_from, n, n_pos, False, count_loss[0], relative_to_truth, coef,
-                                    loss, value):
-                return 1
+    if short_queries and keys == NULL and _short_counted_query(s, rel, relevant_from, n, n_pos, method, code, top_k,
+                                                               count_loss, relative_to_truth, coef, loss, value):
+        return 1
     _split_in_order(s, rel, relevant_from, n, keys, w, pos_desc)
     if relative_to_truth:
         truth_pos = 1.0 / (<double>n_pos)
