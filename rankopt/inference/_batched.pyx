@@ -165,6 +165,11 @@ cdef enum:
     # Score lists up to this long are put in order by insertion; longer ones by distribution.
     INSERTION_MAX = 32
 
+cdef enum:
+    # Padded rows up to this wide are moved by copies of this many entries (gather_leading) and zeroed in one
+    # pass (scatter_leading): a library call per row of ten places costs more than moving the row.
+    SHORT_ROW = 16
+
 
 cdef inline void _keyed_order(const floating* scores, Py_ssize_t n, BinaryWork* w) noexcept nogil:
     """rankopt's order (descending, ties by index) of the n scores in ``w.items`` (key −score, index).
@@ -707,6 +712,46 @@ cdef inline void _scale_run(const double* values, double factor, floating* out, 
         out[i] = <floating>(values[i] * factor)
 
 
+#: KEEP_32[n][k], KEEP_64[n][k]: every bit set for the lanes k < n, none for the others (masks of floats' bits).
+cdef uint32_t KEEP_32[SHORT_ROW + 1][SHORT_ROW]
+cdef uint64_t KEEP_64[SHORT_ROW + 1][SHORT_ROW]
+
+
+cdef void _fill_keep_masks() noexcept:
+    cdef Py_ssize_t n, k
+    for n in range(SHORT_ROW + 1):
+        for k in range(SHORT_ROW):
+            KEEP_32[n][k] = 0xFFFFFFFFU if k < n else 0
+            KEEP_64[n][k] = 0xFFFFFFFFFFFFFFFFULL if k < n else 0
+
+
+_fill_keep_masks()
+
+
+cdef inline void _scale_short_row(const double* values, double factor, floating* row, Py_ssize_t n) noexcept nogil:
+    """:func:`_scale_run` on a padded row of at most SHORT_ROW places whose first n are kept, the rest of its
+    places +0, in SHORT_ROW lanes of a fixed count: every lane scaled, then the places past n cleared by a mask
+    of their bits (a loop of n stays scalar, a library call zeroes the rest, and a select on k < n is split
+    into both by the compiler).  Reads SHORT_ROW values and writes SHORT_ROW places from the row's start, the
+    caller's check; the places past the row, the next rows', are written again by their own."""
+    cdef floating lanes[SHORT_ROW]
+    cdef uint32_t bits_32[SHORT_ROW]
+    cdef uint64_t bits_64[SHORT_ROW]
+    cdef Py_ssize_t k
+    for k in range(SHORT_ROW):
+        lanes[k] = <floating>(values[k] * factor)
+    if floating is float:
+        memcpy(bits_32, lanes, sizeof(lanes))
+        for k in range(SHORT_ROW):
+            bits_32[k] &= KEEP_32[n][k]
+        memcpy(row, bits_32, sizeof(lanes))
+    else:
+        memcpy(bits_64, lanes, sizeof(lanes))
+        for k in range(SHORT_ROW):
+            bits_64[k] &= KEEP_64[n][k]
+        memcpy(row, bits_64, sizeof(lanes))
+
+
 def scale_into(const double[::1] values, double factor, floating[::1] out):
     """``out[k] = values[k] · factor`` rounded to ``out``'s type, in one pass (NumPy's multiply into a float32
     array takes two: the product in float64, then the cast).  The caller checks that the sizes match."""
@@ -1050,9 +1095,16 @@ def gather_leading(const kept_value[:, ::1] values, const int64_t[::1] offsets):
     if work.size == 0:
         return work
     cdef kept_value[::1] out = work
+    cdef Py_ssize_t n_rows = values.shape[0], total = offsets[n_rows]
     with nogil:
-        for q in range(values.shape[0]):
-            memcpy(&out[0] + offsets[q], &values[0, 0] + q * width, (offsets[q + 1] - offsets[q]) * sizeof(kept_value))
+        for q in range(n_rows):
+            if width <= SHORT_ROW and offsets[q] + SHORT_ROW <= total and (q + 1) * width + SHORT_ROW <= n_rows * width:
+                # A copy of a fixed size, inline: the entries past the row's lead land where the next rows' go,
+                # which are copied after it (the tail's rows, whose copy would end past an array, copy their own).
+                memcpy(&out[0] + offsets[q], &values[0, 0] + q * width, SHORT_ROW * sizeof(kept_value))
+            else:
+                memcpy(&out[0] + offsets[q], &values[0, 0] + q * width,
+                       (offsets[q + 1] - offsets[q]) * sizeof(kept_value))
     return work
 
 
@@ -1060,15 +1112,18 @@ def scatter_leading(const double[::1] values, double factor, const int64_t[::1] 
     """:func:`scatter_kept` for a padded batch whose rows keep their leads (``gather_kept``'s ``leading``):
     row q's first ``offsets[q + 1] − offsets[q]`` places get the next values times ``factor``, rounded to
     ``out``'s type once, the rest 0; the mask not read."""
-    cdef Py_ssize_t q, n, width = out.shape[1]
+    cdef Py_ssize_t q, n, width = out.shape[1], n_values = values.shape[0], n_places = out.shape[0] * out.shape[1]
     cdef floating* row
-    _check_leading_offsets(offsets, out.shape[0], width, values.shape[0])
+    _check_leading_offsets(offsets, out.shape[0], width, n_values)
     if out.size == 0:
         return
     with nogil:
         for q in range(out.shape[0]):
             row = &out[0, 0] + q * width
             n = offsets[q + 1] - offsets[q]
+            if width <= SHORT_ROW and (q + 1) * width + SHORT_ROW <= n_places and offsets[q] + SHORT_ROW <= n_values:
+                _scale_short_row(&values[0] + offsets[q], factor, row, n)
+                continue
             if n > 0:
                 _scale_run(&values[0] + offsets[q], factor, row, n)
             memset(row + n, 0, (width - n) * sizeof(floating))
