@@ -712,9 +712,11 @@ cdef inline void _scale_run(const double* values, double factor, floating* out, 
         out[i] = <floating>(values[i] * factor)
 
 
-#: KEEP_32[n][k], KEEP_64[n][k]: every bit set for the lanes k < n, none for the others (masks of floats' bits).
+#: KEEP_32[n][k], KEEP_64[n][k]: every bit set for the lanes k < n, none for the others (masks of floats' bits);
+#: KEEP_1[n][k]: 1 for the lanes k < n, else 0.
 cdef uint32_t KEEP_32[SHORT_ROW + 1][SHORT_ROW]
 cdef uint64_t KEEP_64[SHORT_ROW + 1][SHORT_ROW]
+cdef uint8_t KEEP_1[SHORT_ROW + 1][SHORT_ROW]
 
 
 cdef void _fill_keep_masks() noexcept:
@@ -723,6 +725,7 @@ cdef void _fill_keep_masks() noexcept:
         for k in range(SHORT_ROW):
             KEEP_32[n][k] = 0xFFFFFFFFU if k < n else 0
             KEEP_64[n][k] = 0xFFFFFFFFFFFFFFFFULL if k < n else 0
+            KEEP_1[n][k] = k < n
 
 
 _fill_keep_masks()
@@ -780,13 +783,24 @@ def kept_offsets(const uint8_t[:, ::1] mask, int64_t[::1] offsets):
 
 
 cdef inline int64_t _count_kept(const uint8_t[:, ::1] mask, int64_t[::1] offsets) noexcept nogil:
-    """:func:`kept_offsets`' counts into ``offsets``; returns the total."""
-    cdef Py_ssize_t q, k
+    """:func:`kept_offsets`' counts into ``offsets``; returns the total.  A row of up to SHORT_ROW places is
+    counted in SHORT_ROW lanes of a fixed count, those past the row masked off (a loop over ten places stays
+    scalar), where the array holds them."""
+    cdef Py_ssize_t q, k, width = mask.shape[1], size = mask.shape[0] * mask.shape[1]
+    cdef const uint8_t* row
     cdef int64_t kept = 0
+    cdef uint8_t in_row
     offsets[0] = 0
     for q in range(mask.shape[0]):
-        for k in range(mask.shape[1]):
-            kept += mask[q, k] != 0
+        row = &mask[0, 0] + q * width
+        if width <= SHORT_ROW and q * width + SHORT_ROW <= size:
+            in_row = 0
+            for k in range(SHORT_ROW):
+                in_row += (row[k] != 0) & KEEP_1[width][k]
+            kept += in_row
+        else:
+            for k in range(width):
+                kept += row[k] != 0
         offsets[q + 1] = kept
     return kept
 
@@ -1351,4 +1365,5 @@ def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const 
         for t in range(n_ready):
             pairwise_work_free(&works[t])
         free(works)
+
 

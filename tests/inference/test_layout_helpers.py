@@ -14,7 +14,7 @@ from rankopt.losses.structure import grade_levels
 from rankopt.torch._padded import Kept
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (50, 33), (4, 0), (0, 5)])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (50, 33), (4, 0), (0, 5), (300, 1), (200, 10), (100, 16), (90, 17)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 def test_gather_and_scatter_of_the_kept_documents(rng, shape, dtype):
     mask = rng.random(shape) < 0.6
@@ -218,9 +218,9 @@ def test_count_table_starts_count_long_queries(dtype):
 def test_a_mask_of_other_nonzero_bytes_keeps_each_document_once(rng):
     """A bool array made from other bytes (a uint8 view) keeps a document wherever its byte is nonzero, in the
     counts, the gather and the scatter alike: never a count past the documents gathered."""
-    clean = rng.random((6, 9)) < 0.5
+    clean = rng.random((60, 9)) < 0.5
     raw = clean.astype(np.uint8) * rng.integers(1, 256, clean.shape).astype(np.uint8)
-    offsets, clean_offsets = np.empty(7, dtype=np.int64), np.empty(7, dtype=np.int64)
+    offsets, clean_offsets = np.empty(61, dtype=np.int64), np.empty(61, dtype=np.int64)
     total = _batched.kept_offsets(raw, offsets)
     assert total == _batched.kept_offsets(clean.view(np.uint8), clean_offsets) == clean.sum()
     np.testing.assert_array_equal(offsets, clean_offsets)
