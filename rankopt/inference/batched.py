@@ -59,7 +59,7 @@ from rankopt._validation import (
 )
 from rankopt.inference.base import PluginLookup
 from rankopt.inference.binary_kernels import integer_threshold, per_query
-from rankopt.inference.kernel_base import BatchedRankingInference
+from rankopt.inference.kernel_base import BatchedRankingInference, longest_query
 from rankopt.inference.structure_table import device_array_type, kernel_for_loss, reads_grades
 from rankopt.losses.base import RankLoss, loss_from_metric_name
 
@@ -173,7 +173,7 @@ class PreparedRankings:
         self.relevance, self.offsets = _check_relevance_offsets(
             self.loss, relevance, offsets, self.kernel.graded, grades=thresholded, as_is=self.kernel.label_dtypes
         )
-        self.longest = int(np.max(np.diff(self.offsets), initial=0))
+        self.longest = longest_query(self.offsets)
         self.method, self.registry, self.relative_to_truth = method, registry, relative_to_truth
         relevant_from = integer_threshold(relevant_at) if thresholded else 1
         self._relevant_from = relevant_from if thresholded else None
@@ -243,7 +243,7 @@ def most_violated_rankings_per_query(
     method = renamed_method(inference, method, "most_violated_rankings_per_query")
     loss, scores, relevance, offsets = _check_batch(loss, scores, relevance, offsets, registry)
     kernel, structure = kernel_for_loss(loss)
-    kernel.resolve_method(loss, structure, method, int(np.max(np.diff(offsets), initial=0)), registry)
+    kernel.resolve_method(loss, structure, method, longest_query(offsets), registry)
     return per_query(kernel, loss, structure, scores, relevance, offsets, method, registry)
 
 
@@ -340,7 +340,7 @@ def resolve_graded_method(loss, method) -> str:
 def _check_batch(loss, scores, relevance, offsets, registry):
     loss = resolve_rank_loss(loss, registry)
     relevance, offsets = _check_relevance_offsets(loss, relevance, offsets, reads_grades(loss))
-    scores = _check_scores(scores, int(np.max(np.diff(offsets), initial=0)), relevance.size)
+    scores = _check_scores(scores, longest_query(offsets), relevance.size)
     return loss, scores, relevance, offsets
 
 
@@ -374,9 +374,8 @@ def _check_relevance_offsets(
     offsets_arr = np.ascontiguousarray(offsets_arr, dtype=np.int64)
     if offsets_arr[0] != 0:
         raise ValueError(f"expected offsets to start at 0, got {offsets_arr[0]} instead")
-    steps = np.diff(offsets_arr)
-    if steps.size and steps.min() < 0:
-        q = int(np.argmax(steps < 0))
+    if _batched.query_size_range(offsets_arr)[0] < 0:
+        q = int(np.argmax(np.diff(offsets_arr) < 0))
         raise ValueError(
             f"expected non-decreasing offsets, got offsets[{q + 1}] = {offsets_arr[q + 1]} < "
             f"offsets[{q}] = {offsets_arr[q]} instead"

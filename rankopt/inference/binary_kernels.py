@@ -28,6 +28,7 @@ from rankopt.inference.kernel_base import (
     ReusedOutput,
     StructureKernel,
     log_fallback,
+    longest_query,
 )
 from rankopt.inference.qs import QSMethod
 from rankopt.inference.topk import CountLossPool, TopKMethod
@@ -106,7 +107,7 @@ class BinaryRankKernel(StructureKernel):
         )
 
     def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
-        longest = int(np.max(np.diff(offsets), initial=0))
+        longest = longest_query(offsets)
         resolved = self.registered_method(loss, method, longest, registry)
         kernel = compiled_kernel(loss, resolved, offsets)
         if kernel is None:
@@ -191,7 +192,7 @@ def compiled_kernel(loss: RankLoss, resolved, offsets: np.ndarray) -> CompiledBi
         # Δ comes per query from the declared count structure (_count_loss_tables), not from a compiled form.
         k = loss.structure().k  # the method refuses losses that declare no TopKCountStructure
         return CompiledBinaryKernel(_batched.METHOD_CODES[method_name], 0, np.zeros(1), False, k)
-    longest = int(np.max(np.diff(offsets), initial=0))
+    longest = longest_query(offsets)
     # One form for every query: the kernel code does not depend on the sizes,
     # and a position-discount table T(1…longest) asked with |P| = 1 is D / D(1);
     # each query divides it by its own Σ_{i≤|P|} T(i).
@@ -275,7 +276,7 @@ def _sorted_keys(
     n_queries, n_docs = offsets.size - 1, scores.size
     if scores.dtype != np.float32 or n_docs < PACKED_SORT_MIN or n_queries == 0:
         return None
-    width = int(np.max(np.diff(offsets)))
+    width = longest_query(offsets)
     if width < PACKED_SORT_MIN_WIDTH or width >= 1 << 31 or n_queries * width > 2 * n_docs:
         return None
     keys = (buffer or ReusedOutput()).empty(n_queries * width, np.uint64).reshape(n_queries, width)

@@ -23,6 +23,7 @@ from rankopt.inference.kernel_base import (
     ReusedOutput,
     StructureKernel,
     log_fallback,
+    longest_query,
 )
 from rankopt.losses.base import RankLoss
 from rankopt.losses.structure import (
@@ -135,7 +136,7 @@ class GradedPositionKernel(GradedKernel):
             return _Batch(
                 lambda s, n, _: per_query(self, loss, structure, s, relevance, offsets, method, registry), relevance
             )
-        longest = int(np.max(np.diff(offsets), initial=0))
+        longest = longest_query(offsets)
         # The gains and the discount's checks are the grade levels', each document's gain a lookup in the
         # kernel (whose ground truth looks tie groups up by level too).
         level_of, gains, level_gains, discount = _levels_and_gains(structure, relevance, longest)
@@ -201,7 +202,7 @@ class GradedPairKernel(GradedKernel):
             # Weighted pairs: each document's grade level (counted when the grades are small, LETOR's 0–4,
             # else sorted) and the levels' weight matrix.
             levels, inverse = grade_levels(relevance)
-            longest = int(np.max(np.diff(offsets), initial=0))
+            longest = longest_query(offsets)
             weight = np.ascontiguousarray(structure.weight_matrix(levels, longest).ravel())
             grade_index, n_grade_values = inverse.astype(np.int64), levels.size
         else:  # every pair counts 1: the grades themselves, counted when small

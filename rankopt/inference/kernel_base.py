@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+import rankopt.inference._batched as _batched
 from rankopt._validation import check_relevant_at
 from rankopt.losses.base import RankLoss
 
@@ -27,11 +28,18 @@ __all__ = [
     "ReusedOutput",
     "StructureKernel",
     "log_fallback",
+    "longest_query",
     "say_once",
 ]
 
 #: The batched API's log (what ``most_violated_rankings`` runs, and when it falls back to Python).
 logger = logging.getLogger("rankopt.inference.batched")
+
+
+def longest_query(offsets) -> int:
+    """The batch's longest query in documents (0 for none), from its offsets: one compiled pass
+    (``_batched.query_size_range``), without the array of sizes."""
+    return int(_batched.query_size_range(np.ascontiguousarray(offsets, dtype=np.int64))[1])
 
 
 @dataclass(frozen=True)

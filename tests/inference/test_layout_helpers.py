@@ -309,3 +309,16 @@ def test_byte_labels_are_gathered_as_the_int64_ones(rng, dtype, layout, narrow):
             assert kept.leading == reference.leading and kept.n_kept == reference.n_kept
             np.testing.assert_array_equal(grades, expected)
             assert grades.dtype == expected.dtype
+
+
+@pytest.mark.parametrize(
+    "offsets",
+    [[0], [0, 0], [0, 7], [0, 3, 3, 10, 11], [0, 5, 2, 9], [0, 2**63 - 1, -(2**63), 4], [5, -(2**63), 2**63 - 1]],
+)
+def test_query_size_range_is_the_sizes_smallest_and_largest(offsets):
+    """One pass over the offsets gives what NumPy's ``diff`` and two reductions do, wrapping around as it does
+    on unchecked offsets, and (0, 0) for a batch of no query."""
+    offsets = np.array(offsets, dtype=np.int64)
+    sizes = np.diff(offsets)
+    expected = (int(sizes.min()), int(sizes.max())) if sizes.size else (0, 0)
+    assert _batched.query_size_range(offsets) == expected
