@@ -260,16 +260,11 @@ def _position_outputs(loss, scores, grades, offsets, relative, short_queries, wi
     return coef, losses, values, usable
 
 
-@pytest.mark.parametrize("k", [3, 10, 16, 40])
-@pytest.mark.parametrize("kind", ["normal", "follow", "ties", "huge"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_short_queries_ranked_by_counting_equal_the_partial_sorts(k, kind, dtype):
-    """Queries of 1 … 17 documents (at most 16 within the cutoff are placed by counting, the others by the
-    partial sorts): every output equals the general path's to the bit, at every share of relevant documents,
-    with tied grades, tied keys (the counting path hands those to the general one), all-equal grades, and
-    scores at the edge of the dtype; with the ground truth looked up by level or not."""
-    rng = np.random.default_rng(k)
-    sizes = rng.integers(1, 18, 600)
+def _short_batch(rng, n_queries, kind, dtype):
+    """Scores, grades 0–4 and offsets of queries of 1 … 17 documents, every share of relevant documents mixed:
+    scores of ``kind`` — normal, following the grades, tied on a coarse grid, at the edge of ``dtype``, or ±0
+    and 1."""
+    sizes = rng.integers(1, 18, n_queries)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     n = int(offsets[-1])
     grades = (rng.random(n) < rng.choice(SHARES, n)) * rng.integers(1, 5, n)
@@ -278,7 +273,20 @@ def test_short_queries_ranked_by_counting_equal_the_partial_sorts(k, kind, dtype
         "follow": lambda: rng.standard_normal(n) + 0.5 * grades,
         "ties": lambda: rng.integers(-1, 2, n) * 0.37,
         "huge": lambda: rng.uniform(-1.0, 1.0, n) * float(np.finfo(dtype).max),
+        "signed_zeros": lambda: rng.choice([-0.0, 0.0, 1.0], n),
     }[kind]().astype(dtype)
+    return scores, grades, offsets
+
+
+@pytest.mark.parametrize("k", [3, 10, 16, 40])
+@pytest.mark.parametrize("kind", ["normal", "follow", "ties", "huge"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_short_queries_ranked_by_counting_equal_the_partial_sorts(k, kind, dtype):
+    """Queries of 1 … 17 documents (at most 16 within the cutoff are placed by counting, the others by the
+    partial sorts): every output equals the general path's to the bit, at every share of relevant documents,
+    with tied grades, tied keys (the counting path hands those to the general one), all-equal grades, and
+    scores at the edge of the dtype; with the ground truth looked up by level or not."""
+    scores, grades, offsets = _short_batch(np.random.default_rng(k), 600, kind, dtype)
     loss = GradedNDCGLoss(k=k)
     for relative in (False, True):
         for with_levels in (False, True):
@@ -312,18 +320,7 @@ def test_short_queries_ranked_by_counting_equal_the_walk(loss, kind, dtype):
     path), ±0, scores at the edge of the dtype, 0/1 labels as int64 and int8 and grades relevant from 3 on,
     with the ground truth subtracted and without."""
     loss = loss if isinstance(loss, str) else get_loss(loss[0], k=loss[1])
-    rng = np.random.default_rng(len(kind))
-    sizes = rng.integers(1, 18, 800)
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    n = int(offsets[-1])
-    grades = (rng.random(n) < rng.choice(SHARES, n)) * rng.integers(1, 5, n)
-    scores = {
-        "normal": lambda: rng.standard_normal(n),
-        "follow": lambda: rng.standard_normal(n) + 0.5 * grades,
-        "ties": lambda: rng.integers(-1, 2, n) * 0.37,
-        "huge": lambda: rng.uniform(-1.0, 1.0, n) * float(np.finfo(dtype).max),
-        "signed_zeros": lambda: rng.choice([-0.0, 0.0, 1.0], n),
-    }[kind]().astype(dtype)
+    scores, grades, offsets = _short_batch(np.random.default_rng(len(kind)), 800, kind, dtype)
     for relevant_at in (1, 3):
         labels = grades if relevant_at > 1 else (grades > 0).astype(np.int64)
         prepared = PreparedRankings(loss, labels, offsets, relevant_at=relevant_at, registry=default_registry())
