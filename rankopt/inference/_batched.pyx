@@ -54,7 +54,15 @@ from rankopt.inference._pairwise cimport (
 from rankopt.inference._qs cimport fill_discount_bends, qs_sorted_ranks_f32, qs_sorted_ranks_f64
 from rankopt.inference._scan cimport ScoreScan, scan_block, scan_start
 from rankopt.inference._short_counts cimport short_counts_distinct, short_counts_f32, short_counts_f64
-from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed, descending_keyed_down_to
+from rankopt.inference._sorting cimport (
+    SORT_BUCKETS_PER_SCORE,
+    Keyed,
+    descending_float_bits,
+    descending_keyed,
+    descending_keyed_down_to,
+    packed_key_index,
+    packed_key_score,
+)
 from rankopt.inference._sums cimport numpy_sum
 from rankopt.inference._terms cimport negative_coefficient
 
@@ -350,21 +358,6 @@ cdef const double* _normalised_table(const double* discount, Py_ssize_t n_pos, P
     return row
 
 
-cdef inline uint32_t _descending_bits(uint32_t bits) noexcept nogil:
-    """A float's bits mapped so that a larger float is a smaller integer — a positive one's inverted below the
-    sign bit, a negative one's as they are (a mask from the sign, without a branch) — and back: the map is its
-    own inverse, the sign bit being kept."""
-    return bits ^ (~(<uint32_t>(<int32_t>bits >> 31)) & 0x7FFFFFFFU)
-
-
-cdef inline float _key_score(uint64_t key) noexcept nogil:
-    """The score a :func:`packed_descending_keys` key was made from (+0.0 for −0.0)."""
-    cdef uint32_t bits = _descending_bits(<uint32_t>(key >> 32))
-    cdef float x
-    memcpy(&x, &bits, 4)
-    return x
-
-
 cdef inline Py_ssize_t _split_in_order(const floating* s, const label_t* rel, int64_t relevant_from, Py_ssize_t n,
                                        const uint64_t* keys, BinaryWork* w, floating* pos_desc) noexcept nogil:
     """The query's documents in rankopt's order, split by relevance: the positives' scores to ``pos_desc`` and
@@ -395,10 +388,10 @@ cdef inline Py_ssize_t _split_in_order(const floating* s, const label_t* rel, in
             any_tie |= (t > 0) & (x == previous)
             previous = x
     else:  # document, score and class from the key: no gather from the scores and labels
-        previous = <floating>_key_score(keys[0])
+        previous = <floating>packed_key_score(keys[0])
         for t in range(n):
-            d = <Py_ssize_t>((<uint32_t>keys[t]) >> 1)
-            x = <floating>_key_score(keys[t])
+            d = packed_key_index(keys[t])
+            x = <floating>packed_key_score(keys[t])
             is_pos = <Py_ssize_t>(keys[t] & 1)
             pos_desc[n_pos] = x
             w.pos_idx[n_pos] = d
@@ -1257,7 +1250,7 @@ def packed_descending_keys(const float[::1] scores, const label_t[::1] rel, int6
             for t in range(n):
                 x = scores[lo + t] + <float>0.0
                 memcpy(&bits, &x, 4)
-                bits = _descending_bits(bits)
+                bits = descending_float_bits(bits)
                 row[t] = ((<uint64_t>bits) << 32) | ((<uint64_t>t) << 1) | <uint64_t>(rel[lo + t] >= relevant_from)
             for t in range(n, width):
                 row[t] = 0xFFFFFFFFFFFFFFFFULL
@@ -1328,9 +1321,12 @@ def binary_batch(const floating[::1] scores, const label_t[::1] rel, const int64
 
 def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const int64_t[::1] offsets,
                    double[::1] coef, double[::1] losses, double[::1] values, uint8_t[::1] usable, int n_threads,
-                   Py_ssize_t n_grade_values=0, const double[::1] weight=None, bint relative_to_truth=False):
+                   Py_ssize_t n_grade_values=0, const double[::1] weight=None, bint relative_to_truth=False,
+                   const uint64_t[:, ::1] sorted_keys=None):
     """Every query of a pairwise loss over graded relevance; outputs written in place (relative to the ground
-    truth with ``relative_to_truth``: the structured hinge's subgradient and value).
+    truth with ``relative_to_truth``: the structured hinge's subgradient and value).  ``sorted_keys`` (float32
+    scores, unweighted pairs): row q the query's :func:`packed_descending_keys`, sorted, the order its sweeps
+    read; None: each query sorts its own.
 
     The caller validates: offsets from 0 to n non-decreasing, grades ≥ 0 (and
     below ``n_grade_values`` when positive: levels by counting), scores
@@ -1378,7 +1374,8 @@ def pairwise_batch(const floating[::1] scores, const int64_t[::1] grades, const 
                 else:
                     usable[q] = pairwise_query_f32(&scores[lo], &grades[lo], hi - lo,
                                                    &works[threadid()], &coef[lo], &losses[q],
-                                                   &values[q], relative_to_truth)
+                                                   &values[q], relative_to_truth,
+                                                   &sorted_keys[q, 0] if sorted_keys is not None else NULL)
     finally:
         for t in range(n_ready):
             pairwise_work_free(&works[t])

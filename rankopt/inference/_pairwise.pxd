@@ -1,6 +1,6 @@
 # The pairwise (graded ROC-area) loss's inference for one query, for the
 # batched kernels (``_batched.pyx``); see ``_pairwise.pyx``.
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libcpp.utility cimport pair
 
 from rankopt.inference._sorting cimport Keyed
@@ -33,7 +33,8 @@ cdef void pairwise_work_free(PairwiseWork* work) noexcept nogil
 cdef bint pairwise_query_f64(const double* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* work,
                              double* coef, double* loss, double* value, bint relative) noexcept nogil
 cdef bint pairwise_query_f32(const float* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* work,
-                             double* coef, double* loss, double* value, bint relative) noexcept nogil
+                             double* coef, double* loss, double* value, bint relative,
+                             const uint64_t* keys) noexcept nogil
 cdef bint weighted_query_f64(const double* scores, const int64_t* levels, Py_ssize_t n, const double* weight,
                              Py_ssize_t n_levels, PairwiseWork* work, double* coef, double* loss,
                              double* value, bint relative) noexcept nogil

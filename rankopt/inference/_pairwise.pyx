@@ -29,12 +29,12 @@ over #pairs — the expressions of the AUC path, to which this reduces with
 two grades.
 """
 from cython cimport floating
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libcpp.algorithm cimport sort
 from libcpp.utility cimport pair
 
-from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed
+from rankopt.inference._sorting cimport SORT_BUCKETS_PER_SCORE, Keyed, descending_keyed, keyed_from_packed
 from rankopt.inference._terms cimport COUNT_TABLES, count_values
 
 import numpy as np
@@ -316,14 +316,18 @@ cdef inline void _finish(const floating* scores, Py_ssize_t n, const double* coe
 
 
 cdef inline int64_t _sorted_sweeps(const floating* scores, Py_ssize_t n, Py_ssize_t n_levels, PairwiseWork* w,
-                                   double* coef, double scale, bint relative) noexcept nogil:
+                                   double* coef, double scale, bint relative, const uint64_t* keys) noexcept nogil:
     """The coefficients of a query with many documents above its lowest level: two sweeps over the documents
-    sorted by score, counting the kept pairs of each level in a Fenwick tree; the swapped pairs' count."""
+    sorted by score (the order of ``keys``, sorted packed keys, when given), counting the kept pairs of each level
+    in a Fenwick tree; the swapped pairs' count."""
     cdef Py_ssize_t k, t, p, i
     cdef int64_t swapped = 0, kept_higher, admitted
     cdef double s
     # Descending; ascending position k is descending position n − 1 − k, and −key is the score.
-    descending_keyed(scores, n, w.by_score, w.sort_ids, w.sort_ends)
+    if keys != NULL:
+        keyed_from_packed(keys, n, w.by_score)
+    else:
+        descending_keyed(scores, n, w.by_score, w.sort_ids, w.sort_ends)
     cdef const Keyed* desc = w.by_score
     if n_levels < TABLE_LANES and n <= TABLED_MAX:
         return _tabled_sweeps(desc, n, w, coef, scale, relative)
@@ -419,11 +423,13 @@ cdef inline int64_t _tabled_sweeps(const Keyed* desc, Py_ssize_t n, PairwiseWork
 
 
 cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* w,
-                          double* coef, double* loss, double* value, bint relative=False) noexcept nogil:
+                          double* coef, double* loss, double* value, bint relative=False,
+                          const uint64_t* keys=NULL) noexcept nogil:
     """One query (n ≤ w.size): fill ``coef[0:n]``, ``loss``, ``value``; False when it has one grade only.
 
     With ``relative`` the ground truth's coefficients, (L_i − H_i) / #pairs, are subtracted inside: the
-    structured hinge's subgradient and value."""
+    structured hinge's subgradient and value.  ``keys``: the query's packed keys sorted
+    (``_batched.packed_descending_keys``, float32 scores), the order the sweeps read instead of sorting."""
     cdef Py_ssize_t k, t, i, n_levels = 0
     cdef int64_t n_pairs = 0, swapped = 0, lower, higher
     cdef double scale
@@ -471,7 +477,7 @@ cdef bint _pairwise_query(const floating* scores, const int64_t* grades, Py_ssiz
             swapped += w.level_below[w.level[i]] - w.kept_lower[i]
         _finish(scores, n, coef, swapped, n_pairs, loss, value)
         return True
-    swapped = _sorted_sweeps(scores, n, n_levels, w, coef, scale, relative)
+    swapped = _sorted_sweeps(scores, n, n_levels, w, coef, scale, relative, keys)
     _finish(scores, n, coef, swapped, n_pairs, loss, value)
     return True
 
@@ -567,8 +573,9 @@ cdef bint pairwise_query_f64(const double* scores, const int64_t* grades, Py_ssi
 
 
 cdef bint pairwise_query_f32(const float* scores, const int64_t* grades, Py_ssize_t n, PairwiseWork* work,
-                             double* coef, double* loss, double* value, bint relative) noexcept nogil:
-    return _pairwise_query(scores, grades, n, work, coef, loss, value, relative)
+                             double* coef, double* loss, double* value, bint relative,
+                             const uint64_t* keys) noexcept nogil:
+    return _pairwise_query(scores, grades, n, work, coef, loss, value, relative, keys)
 
 
 def pairwise_query(const floating[::1] scores, const int64_t[::1] grades, Py_ssize_t n_grade_values=0):

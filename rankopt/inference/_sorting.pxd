@@ -13,7 +13,8 @@
 
 from cython cimport floating
 from libc.math cimport INFINITY, isfinite
-from libc.stdint cimport int32_t
+from libc.stdint cimport int32_t, uint32_t, uint64_t
+from libc.string cimport memcpy
 from libcpp.algorithm cimport sort
 
 
@@ -74,6 +75,35 @@ cdef enum:
 cdef struct Keyed:
     double key       # −score: ascending keys, then ascending indices, is rankopt's order
     Py_ssize_t idx   # input position
+
+
+cdef inline uint32_t descending_float_bits(uint32_t bits) noexcept nogil:
+    """A float's bits mapped so that a larger float is a smaller integer — a positive one's inverted below the
+    sign bit, a negative one's as they are (a mask from the sign, without a branch) — and back: the map is its
+    own inverse, the sign bit being kept.  The high half of a packed key (``_batched.packed_descending_keys``)."""
+    return bits ^ (~(<uint32_t>(<int32_t>bits >> 31)) & 0x7FFFFFFFU)
+
+
+cdef inline float packed_key_score(uint64_t key) noexcept nogil:
+    """The score a packed key (``_batched.packed_descending_keys``) was made from (+0.0 for −0.0)."""
+    cdef uint32_t bits = descending_float_bits(<uint32_t>(key >> 32))
+    cdef float x
+    memcpy(&x, &bits, 4)
+    return x
+
+
+cdef inline Py_ssize_t packed_key_index(uint64_t key) noexcept nogil:
+    """The document's index in its query that a packed key holds (the 31 bits above the class bit)."""
+    return <Py_ssize_t>((<uint32_t>key) >> 1)
+
+
+cdef inline void keyed_from_packed(const uint64_t* keys, Py_ssize_t n, Keyed* items) noexcept nogil:
+    """``items`` in the order of n sorted packed keys, as :func:`descending_keyed` would leave them: key −score
+    (−0.0 for a score of ±0, the sort's equal keys), the document's index."""
+    cdef Py_ssize_t k
+    for k in range(n):
+        items[k].key = -(<double>packed_key_score(keys[k]))
+        items[k].idx = packed_key_index(keys[k])
 
 
 cdef inline bint _keyed_before(const Keyed& a, const Keyed& b) noexcept nogil:

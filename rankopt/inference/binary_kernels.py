@@ -227,7 +227,7 @@ class _CompiledBinary(PreparedKernel):
         usable = np.zeros(n_queries, dtype=np.uint8)
         kernel = self.kernel
         count_loss, count_offsets = self.count_tables
-        keys = _sorted_keys(scores, offsets, self.relevance, self.relevant_from, self._keys)
+        keys = packed_sorted_keys(scores, offsets, self.relevance, self.relevant_from, self._keys)
         _batched.binary_batch(
             scores,
             self.relevance,
@@ -252,7 +252,8 @@ class _CompiledBinary(PreparedKernel):
 
 
 #: Documents from which a batch of float32 scores is put in order by NumPy's sort of packed keys
-#: (:func:`_sorted_keys`) rather than query by query in the kernel: below, NumPy's call costs more than it saves.
+#: (:func:`packed_sorted_keys`) rather than query by query in the kernel: below, NumPy's call costs more than
+#: it saves.
 PACKED_SORT_MIN = 1 << 12
 #: Longest query from which the packed sort is used: shorter rows cost NumPy more per row than the kernel's own
 #: sort of a few scores, which also skips the queries of one class (measured at 10⁵ queries of 10: 8.9 against
@@ -260,7 +261,7 @@ PACKED_SORT_MIN = 1 << 12
 PACKED_SORT_MIN_WIDTH = 17
 
 
-def _sorted_keys(
+def packed_sorted_keys(
     scores: np.ndarray,
     offsets: np.ndarray,
     relevance: np.ndarray,
@@ -268,11 +269,11 @@ def _sorted_keys(
     buffer: ReusedOutput | None = None,
 ) -> np.ndarray | None:
     """Each query's documents in rankopt's order as ``_batched.packed_descending_keys`` sorted by NumPy, one row
-    per query, each key with the document's class (``relevance`` ≥ ``relevant_from``); None where the kernel
-    sorts instead: float64 scores (a double and its index do not fit 64 bits), a small batch, short queries
-    only, a query of 2³¹ documents or more, or queries so unequal that the rows would hold more padding than
-    documents.  The keys live in ``buffer`` (the batch's own, reused from call to call: fresh pages cost more
-    than the packing)."""
+    per query, each key with the document's class (``relevance`` ≥ ``relevant_from``): the order the binary and
+    the pairwise batches read; None where the kernel sorts instead: float64 scores (a double and its index do
+    not fit 64 bits), a small batch, short queries only, a query of 2³¹ documents or more, or queries so
+    unequal that the rows would hold more padding than documents.  The keys live in ``buffer`` (the batch's
+    own, reused from call to call: fresh pages cost more than the packing)."""
     n_queries, n_docs = offsets.size - 1, scores.size
     if scores.dtype != np.float32 or n_docs < PACKED_SORT_MIN or n_queries == 0:
         return None

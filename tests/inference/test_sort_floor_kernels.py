@@ -121,6 +121,46 @@ def test_the_tabled_pairwise_sweeps_equal_the_pair_matrix(share, kind, top_grade
     assert_same(fast, most_violated_rankings_per_query("pairwise", scores, grades, offsets))
 
 
+def _pairwise_outputs(scores, grades, offsets, relative, keys):
+    """Every output of the unweighted pairwise batch, in the order of ``keys`` (sorted packed keys) or its own."""
+    n_queries = offsets.size - 1
+    coef = np.full(scores.size, np.nan)
+    losses, values, usable = np.zeros(n_queries), np.zeros(n_queries), np.zeros(n_queries, dtype=np.uint8)
+    top = int(grades.max(initial=0))
+    _batched.pairwise_batch(
+        scores, grades, offsets, coef, losses, values, usable, 1, top + 1, None, relative, keys
+    )  # fmt: skip
+    return coef, losses, values, usable
+
+
+@pytest.mark.parametrize("kind", ["normal", "labels", "ties", "signed_zeros", "huge"])
+@pytest.mark.parametrize("top_grade", [1, 4, 16])
+def test_pairwise_queries_read_in_the_packed_order_equal_their_own_sort(kind, top_grade):
+    """The pairwise sweeps reading NumPy's sort of packed keys give every output of the kernel's own sort, to the
+    bit: 1–300 documents a query (the dense test below 33 above the lowest level, the tabled sweeps, the loops
+    from 16 levels), every share, ties, ±0 (one key) and scores at float32's edge, with the truth and without."""
+    rng = np.random.default_rng([len(kind), top_grade])
+    sizes = rng.integers(1, 301, 120)
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    n = int(offsets[-1])
+    grades = (rng.random(n) < rng.choice(SHARES, n)) * rng.integers(1, top_grade + 1, n)
+    scores = {
+        "normal": lambda: rng.normal(0, 1, n),
+        "labels": lambda: rng.normal(0, 1, n) + 0.4 * grades,
+        "ties": lambda: rng.integers(-4, 5, n) / 4.0,
+        "signed_zeros": lambda: rng.choice([-0.0, 0.0, 0.5, -1.0], n),
+        "huge": lambda: rng.uniform(-1.0, 1.0, n) * float(np.finfo(np.float32).max),
+    }[kind]().astype(np.float32)
+    keys = np.empty((sizes.size, int(sizes.max())), dtype=np.uint64)
+    _batched.packed_descending_keys(scores, grades, 1, offsets, keys)
+    keys.sort(axis=1)
+    for relative in (False, True):
+        packed = _pairwise_outputs(scores, grades, offsets, relative, keys)
+        own = _pairwise_outputs(scores, grades, offsets, relative, None)
+        for a, b in zip(packed, own, strict=True):
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
 def _pairwise_counts_reference(scores, grades):
     """Each document's pairs kept above a lower grade (A) and kept below a higher one (B), by sorting: for float32
     scores ``(double)s_i − (double)s_j >= 0.5`` is exact, so the documents s_i keeps below it are those of
@@ -183,12 +223,12 @@ def test_packed_keys_sort_in_rankopts_order():
 def test_the_packed_sort_is_used_where_it_pays():
     """float32 batches of rows of 17 documents or more; never float64, short rows or mostly padding."""
     offsets, labels = np.arange(0, 8_001, 100, dtype=np.int64), np.zeros(8_000, np.int8)
-    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), offsets, labels, 1) is not None
-    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float64), offsets, labels, 1) is None
+    assert binary_kernels.packed_sorted_keys(np.zeros(8_000, np.float32), offsets, labels, 1) is not None
+    assert binary_kernels.packed_sorted_keys(np.zeros(8_000, np.float64), offsets, labels, 1) is None
     short = np.arange(0, 8_001, 10, dtype=np.int64)
-    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), short, labels, 1) is None
+    assert binary_kernels.packed_sorted_keys(np.zeros(8_000, np.float32), short, labels, 1) is None
     unequal = np.array([0, 4_000, *range(4_001, 8_001)], dtype=np.int64)  # one long query, 4,000 of one document
-    assert binary_kernels._sorted_keys(np.zeros(8_000, np.float32), unequal, labels, 1) is None
+    assert binary_kernels.packed_sorted_keys(np.zeros(8_000, np.float32), unequal, labels, 1) is None
 
 
 def _ap_query(rng, n, share, kind):
