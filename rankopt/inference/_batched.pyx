@@ -174,8 +174,8 @@ cdef enum:
     INSERTION_MAX = 32
 
 cdef enum:
-    # Padded rows up to this wide are moved by copies of this many entries (gather_leading) and zeroed in one
-    # pass (scatter_leading): a library call per row of ten places costs more than moving the row.
+    # Padded rows up to this wide move in copies of this many entries (gather_leading) and in this many lanes
+    # (scatter_leading, _count_kept): a library call or a scalar loop per row of ten places costs more.
     SHORT_ROW = 16
 
 
@@ -713,6 +713,7 @@ cdef uint8_t KEEP_1[SHORT_ROW + 1][SHORT_ROW]
 
 
 cdef void _fill_keep_masks() noexcept:
+    """The KEEP tables, once, when the module loads."""
     cdef Py_ssize_t n, k
     for n in range(SHORT_ROW + 1):
         for k in range(SHORT_ROW):
@@ -968,7 +969,7 @@ cdef inline void _rows_kept(const uint8_t[:, ::1] mask, int64_t[::1] offsets, ui
         _count_kept(mask, offsets)
     if leading is None:
         return
-    for start in range(1, size, 255):  # counted a byte per lane, 255 at most at a time: sixteen places an instruction
+    for start in range(1, size, 255):  # a byte per lane, 255 places at most at a time: sixteen an instruction
         chunk = 0
         for k in range(start, min(start + 255, size)):
             chunk += (flat[k] != 0) & (flat[k - 1] == 0)
@@ -1123,7 +1124,7 @@ def gather_leading(const kept_value[:, ::1] values, const int64_t[::1] offsets):
     cdef Py_ssize_t n_rows = values.shape[0], total = offsets[n_rows]
     with nogil:
         for q in range(n_rows):
-            if width <= SHORT_ROW and offsets[q] + SHORT_ROW <= total and (q + 1) * width + SHORT_ROW <= n_rows * width:
+            if width <= SHORT_ROW and offsets[q] + SHORT_ROW <= total and q * width + SHORT_ROW <= n_rows * width:
                 # A copy of a fixed size, inline: the entries past the row's lead land where the next rows' go,
                 # which are copied after it (the tail's rows, whose copy would end past an array, copy their own).
                 memcpy(&out[0] + offsets[q], &values[0, 0] + q * width, SHORT_ROW * sizeof(kept_value))
@@ -1146,7 +1147,7 @@ def scatter_leading(const double[::1] values, double factor, const int64_t[::1] 
         for q in range(out.shape[0]):
             row = &out[0, 0] + q * width
             n = offsets[q + 1] - offsets[q]
-            if width <= SHORT_ROW and (q + 1) * width + SHORT_ROW <= n_places and offsets[q] + SHORT_ROW <= n_values:
+            if width <= SHORT_ROW and q * width + SHORT_ROW <= n_places and offsets[q] + SHORT_ROW <= n_values:
                 _scale_short_row(&values[0] + offsets[q], factor, row, n)
                 continue
             if n > 0:
