@@ -259,7 +259,8 @@ cdef inline Py_ssize_t _count_keyed_above(const Keyed* items, Py_ssize_t n, doub
 
 
 cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const Keyed* q, Py_ssize_t n_neg, Py_ssize_t k,
-                        const double* count_loss, double* prefix, int* ranks, bint to_input) noexcept nogil:
+                        const double* count_loss, double* prefix, int* ranks, bint to_input,
+                        const int* positives_before=NULL) noexcept nogil:
     """``rankopt.inference.topk`` for one query: the interleaving ranks of the negatives ``q`` (key −score, index)
     against the positives ``p`` (sorted high to low), for a loss whose Δ counts the positives in the top k;
     ``count_loss[m − m_lo]`` is Δ for m of them, m_lo ≤ m ≤ m_hi.  Tries every m, updating the boundary
@@ -269,7 +270,10 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const Keyed* q, Py_
     min(k', |N|) and every one at or above the lowest positive; after them the rest, each below every
     positive, in any order (read only as negatives that every positive passes).  Negative j's rank goes to
     ``ranks[q[j].idx]`` (its place in the input) with ``to_input``, else to ``ranks[j]``; the scores are read
-    from the keys, never copied out."""
+    from the keys, never copied out.  ``positives_before[j]`` (NULL: none), where every negative is in order and
+    no score ties a positive's, is the positives above negative j: the ranks are then read off it instead of
+    walked (a walk's exit per negative mispredicts); it may be ``ranks`` itself, each entry read before its
+    own rank is written there."""
     cdef Py_ssize_t kept = min(k, n_pos + n_neg), m, b, i, j, last, pos_above, width, best_m
     cdef Py_ssize_t m_lo = max(<Py_ssize_t>0, kept - n_neg), m_hi = min(kept, n_pos)
     cdef double* sp = prefix                 # sp[i] = p_0 + … + p_{i−1}
@@ -321,9 +325,23 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const Keyed* q, Py_
         if objective >= best:
             best = objective
             best_m = m + 1
-    # Each negative's positives at or above it, among the top group's (j < b) or the rest's: the negatives
-    # come high to low, so one pointer per group walks down the positives (the counts of _count_above).
-    b = kept - best_m
+    _topk_chosen_ranks(p, n_pos, q, n_neg, kept - best_m, best_m, ranks, to_input, positives_before)
+    return count_loss[best_m - m_lo]
+
+
+cdef inline void _topk_chosen_ranks(const floating* p, Py_ssize_t n_pos, const Keyed* q, Py_ssize_t n_neg,
+                                    Py_ssize_t b, Py_ssize_t best_m, int* ranks, bint to_input,
+                                    const int* positives_before) noexcept nogil:
+    """:func:`_topk_ranks`' ranks once it has chosen best_m positives in the top (b negatives with them): each
+    negative's positives at or above it, among the top group's (j < b) or the rest's."""
+    cdef Py_ssize_t i, j
+    if positives_before != NULL:  # read, not walked: the walks' counts, no score tying a positive's
+        for j in range(n_neg):
+            i = positives_before[j]
+            i = min(i, best_m) if j < b else max(i, best_m)
+            ranks[q[j].idx if to_input else j] = <int>(1 + i)
+        return
+    # The negatives come high to low, so one pointer per group walks down the positives (_count_above's counts).
     i = 0
     for j in range(min(b, n_neg)):
         while i < best_m and <double>p[i] >= -q[j].key:
@@ -334,7 +352,6 @@ cdef double _topk_ranks(const floating* p, Py_ssize_t n_pos, const Keyed* q, Py_
         while i < n_pos and <double>p[i] >= -q[j].key:
             i += 1
         ranks[q[j].idx if to_input else j] = <int>(1 + i)
-    return count_loss[best_m - m_lo]
 
 
 cdef const double* _normalised_table(const double* discount, Py_ssize_t n_pos, Py_ssize_t n, BinaryWork* w,
@@ -363,11 +380,12 @@ cdef inline Py_ssize_t _split_in_order(const floating* s, const label_t* rel, in
     """The query's documents in rankopt's order, split by relevance: the positives' scores to ``pos_desc`` and
     their documents to ``w.pos_idx``, the negatives' keys (−score) to ``w.items`` and documents to ``w.neg_idx``
     (``w.items[j].idx`` is j, set once by :func:`_binary_work_init`, or here after the kernel's own sort); the
-    number of positives.  ``w.tied``: whether two documents share a score.
+    number of positives.  ``w.tied``: whether two documents share a score.  ``w.ranks[j]``: the positives before
+    negative j (the top-k method's ranks without a walk, when no two scores tie).
 
     The order is ``keys`` (:func:`packed_descending_keys`, sorted: each document's index, score and class in
     its key) when given, else one distribution sort of the n scores (``_sorting.pxd``).  Branch-free: each document
-    is written to both lists, and only one of them advances; four stores a document, the loop's limit."""
+    is written to both lists, and only one of them advances; five stores a document, the loop's limit."""
     cdef Py_ssize_t t, d, n_pos = 0, n_neg = 0, is_pos
     cdef floating x, previous
     cdef bint any_tie = False
@@ -383,6 +401,7 @@ cdef inline Py_ssize_t _split_in_order(const floating* s, const label_t* rel, in
             w.items[n_neg].key = -(<double>x)
             w.items[n_neg].idx = n_neg
             w.neg_idx[n_neg] = d
+            w.ranks[n_neg] = <int>n_pos
             n_pos += is_pos
             n_neg += 1 - is_pos
             any_tie |= (t > 0) & (x == previous)
@@ -397,6 +416,7 @@ cdef inline Py_ssize_t _split_in_order(const floating* s, const label_t* rel, in
             w.pos_idx[n_pos] = d
             w.items[n_neg].key = -(<double>x)
             w.neg_idx[n_neg] = d
+            w.ranks[n_neg] = <int>n_pos
             n_pos += is_pos
             n_neg += 1 - is_pos
             any_tie |= (t > 0) & (x == previous)
@@ -432,7 +452,8 @@ cdef inline int _negative_ranks(const floating* pos_desc, Py_ssize_t n_pos, floa
         else:
             select_ranks_f32(pos_desc, n_pos, neg_desc, n_neg, w.ranks)
     elif method == METHOD_TOPK:
-        count_delta[0] = _topk_ranks(pos_desc, n_pos, w.items, n_neg, top_k, count_loss, w.prefix, w.ranks, True)
+        count_delta[0] = _topk_ranks(pos_desc, n_pos, w.items, n_neg, top_k, count_loss, w.prefix, w.ranks, True,
+                                     <const int*>NULL if w.tied else w.ranks)
     elif method == METHOD_SEARCH:
         for k in range(n_neg):
             w.neg_desc64[k] = <double>neg_desc[k]
