@@ -205,11 +205,11 @@ class GradedPairKernel(GradedKernel):
 
     def prepare(self, loss, structure, relevance, offsets, method, *, relevant_from, registry):
         self.resolve_method(loss, structure, method, 0, registry)
+        longest = longest_query(offsets)
         if structure.weight is not None:
             # Weighted pairs: each document's grade level (counted when the grades are small, LETOR's 0–4,
             # else sorted) and the levels' weight matrix.
             levels, inverse = grade_levels(relevance)
-            longest = longest_query(offsets)
             weight = np.ascontiguousarray(structure.weight_matrix(levels, longest).ravel())
             grade_index, n_grade_values = inverse.astype(np.int64), levels.size
         else:  # every pair counts 1: the grades themselves, counted when small
@@ -217,7 +217,7 @@ class GradedPairKernel(GradedKernel):
             grade_index, n_grade_values, weight = relevance, top_grade + 1 if top_grade < MAX_COUNTED_GRADE else 0, None
 
         keys_buffer = ReusedOutput()
-        packed = weight is None and longest_query(offsets) >= PAIRWISE_PACKED_MIN_WIDTH
+        packed = weight is None and longest >= PAIRWISE_PACKED_MIN_WIDTH
 
         def pairwise_batch(scores, coef, losses, values, usable, n_threads, relative_to_truth):
             # Long unweighted queries read their order from NumPy's sort of packed keys (float32 scores).
